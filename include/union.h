@@ -1,0 +1,170 @@
+/* union.h - the union engine's public interface.
+ *
+ * The engine knows layers, names, attributes and node ids; it knows nothing of
+ * NFS or RPC.  Every function returns 0 (or a non-negative count) on success and
+ * a negative errno on failure; out-parameters are untouched on failure unless
+ * the contract says otherwise.  All types are opaque except the small value
+ * structs below.
+ *
+ * Thread safety: every function may be called from any thread concurrently,
+ * except un_state_open/close and un_export_open/close.
+ */
+#ifndef UNION_H
+#define UNION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* A node id names one object of one export for its whole life; it is the NFS
+ * fileid.  Ids are never reused. */
+typedef uint64_t un_id;
+#define UN_ID_NONE ((un_id)0)
+
+struct un_state;   /* a state dir: the node table and the secret key */
+struct un_export;  /* one union of layers, served under one path */
+struct un_obj;     /* one resolved object of an export (refcounted) */
+struct un_listing; /* one merged directory listing, one directory version */
+
+/* ---- state dir (state.c, node.c) ---- */
+
+/* Opens (creating if needed) the state dir DIR: its LMDB node table and its
+ * secret key.  One state may back many exports. */
+int un_state_open(const char *dir, struct un_state **out);
+void un_state_close(struct un_state *st);
+/* Makes every node handed out so far durable (the table is otherwise synced at
+ * least once a second by a background thread). */
+int un_state_sync(struct un_state *st);
+
+/* ---- exports and layers (layer.c) ---- */
+
+struct un_export_cfg {
+	const char *path;              /* the path clients mount, e.g. "/" */
+	const char *upperdir;          /* NULL: a read-only union */
+	const char *workdir;           /* required with upperdir */
+	const char *const *lowerdirs;  /* read-only layers, top-most first */
+	size_t nlower;
+};
+
+/* Opens every layer root and checks the stack: each layer exists and is a
+ * directory, the upper is not inside a lower (nor a lower inside the upper), the
+ * workdir is on the upper's filesystem.  On failure writes one line naming the
+ * problem into ERR (errlen bytes) and returns -errno. */
+int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
+		   struct un_export **out, char *err, size_t errlen);
+void un_export_close(struct un_export *ex);
+/* A stable 32-bit id derived from the export path; also the export's fsid. */
+uint32_t un_export_id(const struct un_export *ex);
+const char *un_export_path(const struct un_export *ex);
+bool un_export_writable(const struct un_export *ex);
+
+/* ---- objects (lookup.c) ---- */
+
+/* Resolves the export root.  Caller owns *out (un_obj_put). */
+int un_root(struct un_export *ex, struct un_obj **out);
+/* Resolves node ID of EX; -ESTALE when the node is unknown or its object is gone
+ * or was replaced.  Caller owns *out. */
+int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
+/* Looks NAME up in DIR, top layer to bottom, stopping at a white-out, a
+ * non-directory or an opaque directory.  "." and ".." are understood (".." of
+ * the root is the root).  -ENOENT, -ENOTDIR, -ENAMETOOLONG, -EINVAL (a name with
+ * '/').  Layer-private names (OCI ".wh." names) are -ENOENT.  Assigns the node id
+ * of the result.  Caller owns *out. */
+int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
+	      struct un_obj **out);
+struct un_obj *un_obj_get(struct un_obj *o);
+void un_obj_put(struct un_obj *o);
+un_id un_obj_id(const struct un_obj *o);
+/* The node id of the directory holding O (the root's is the root's). */
+un_id un_obj_parent_id(const struct un_obj *o);
+/* S_IFMT bits of the object. */
+mode_t un_obj_type(const struct un_obj *o);
+
+struct un_attr {
+	mode_t mode; /* type and permission bits */
+	uint32_t nlink;
+	uid_t uid;
+	gid_t gid;
+	uint64_t size;
+	uint64_t used; /* bytes allocated */
+	uint32_t rdev_major, rdev_minor;
+	uint64_t fsid;   /* the export id: one filesystem per export */
+	un_id fileid;    /* the node id */
+	struct timespec atime, mtime, ctime;
+};
+
+/* Attributes as the union shows them: the top-most layer's inode, with the
+ * node id as fileid, the export's fsid, and nlink 1 for a merged directory (as
+ * overlayfs reports, so that tools do not trust a link count they cannot get). */
+int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out);
+
+/* Reads the target of symlink O into BUF (not NUL-terminated); *len gets its
+ * length.  -EINVAL if O is no symlink, -ENAMETOOLONG if it does not fit. */
+int un_readlink(struct un_export *ex, struct un_obj *o, char *buf, size_t size,
+		size_t *len);
+
+/* Reads up to COUNT bytes at OFF; returns the byte count; *eof is true when the
+ * read reached the end of the file. -EISDIR, -EINVAL for non-regular files. */
+ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
+		uint64_t off, bool *eof);
+
+struct un_statfs {
+	uint64_t tbytes, fbytes, abytes;
+	uint64_t tfiles, ffiles, afiles;
+	uint32_t namemax;
+};
+/* Space of the layer that receives writes (the upper), else the top lower. */
+int un_statfs(struct un_export *ex, struct un_statfs *out);
+
+/* ---- merged directory listings (readdir.c) ----
+ *
+ * A listing is the merged content of one directory at one version: white-outs,
+ * layer-private names and shadowed names removed, "." and ".." included.  It is
+ * ordered by cookie.  The cookie of "." is 1, of ".." is 2, of every other entry
+ * a keyed 63-bit hash of its name (never below 3); two names may share a cookie,
+ * and such names are adjacent.  Resuming after cookie C means starting at the
+ * first entry whose cookie is greater than C. */
+
+struct un_dirent {
+	uint64_t cookie;
+	const char *name; /* NUL-terminated, owned by the listing */
+	uint16_t namelen;
+	mode_t type; /* S_IFMT bits as the layer's readdir reported them */
+};
+
+/* Returns the listing of directory DIR at its current version, from the cache
+ * when that version was built before.  Caller owns a reference (un_listing_put). */
+int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing **out);
+void un_listing_put(struct un_listing *l);
+/* The cookie verifier of this version of the directory: never 0. */
+uint64_t un_listing_verf(const struct un_listing *l);
+/* True if VERF is a verifier this engine could have issued for directory DIR
+ * (any version, any run of the server with this state dir). */
+bool un_listing_verf_valid(struct un_export *ex, un_id dir, uint64_t verf);
+size_t un_listing_count(const struct un_listing *l);
+/* Index of the first entry whose cookie is greater than COOKIE (count if none). */
+size_t un_listing_seek(const struct un_listing *l, uint64_t cookie);
+const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i);
+/* Fills IDS[0..n-1] with the node ids of entries FROM..FROM+N-1 of listing L
+ * of directory DIR, assigning missing ids in one table transaction. */
+int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		   size_t from, size_t n, un_id *ids);
+
+/* ---- file handles (handle.c) ----
+ *
+ * A handle is version | export id | node id | MAC, the MAC a keyed hash with
+ * the state dir's secret, so a client cannot forge one. */
+
+#define UN_FH_MAX 64
+
+/* Writes the handle of node ID of EX into OUT; returns its length. */
+size_t un_handle_encode(const struct un_export *ex, un_id id, uint8_t out[UN_FH_MAX]);
+/* Checks a handle's form and MAC: -EBADMSG for bytes that are no handle of this
+ * server (wrong size, unknown version, bad MAC); on success gives the export id
+ * and node id it names (which may since have gone: un_resolve says). */
+int un_handle_decode(const struct un_state *st, const uint8_t *fh, size_t len,
+		     uint32_t *export_id, un_id *id);
+
+#endif
