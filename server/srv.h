@@ -67,6 +67,10 @@ struct srv {
 struct srv_export *srv_export_by_id(struct srv *s, uint32_t id);
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
 struct srv_export *srv_export_by_path(struct srv *s, const char *path);
+/* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
+ * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
+const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
+			 size_t len);
 
 /* ---- rpc.c: call header, authentication, dispatch ---- */
 
@@ -93,7 +97,8 @@ struct srv_req {
 /* One procedure of one program.  The dispatcher decodes into a zeroed args
  * struct of args_size bytes, calls the handler with a zeroed res struct of
  * res_size bytes, encodes the result, then frees the args with xdr_free and the
- * arena.  A handler cannot fail at the RPC level: it fills an error status. */
+ * arena.  A handler cannot fail at the RPC level: it fills an error status.
+ * A NULL decode_args/encode_res means void; a NULL handler does nothing. */
 struct srv_proc {
 	const char *name;
 	xdrproc_t decode_args;
@@ -140,6 +145,112 @@ enum srv_log_level { SRV_LOG_ERR, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
 extern enum srv_log_level srv_log_level;
 void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+bool srv_log_level_parse(const char *level, enum srv_log_level *out);
+
+/* ---- args.c: command line and --config ---- */
+
+struct srv_export_opts {
+	char *path;     /* as clients mount it, e.g. "/" */
+	char *upperdir; /* NULL: read-only union */
+	char *workdir;
+	char **lowerdirs; /* top-most first */
+	size_t nlower;
+	int cfg_line; /* line of its [export] in --config; 0 from the flags */
+};
+
+/* Everything the command line and the config file say; all strings owned. */
+struct srv_opts {
+	struct srv_config cfg; /* cfg.bind_addr points into bind_addr below */
+	char *bind_addr;
+	char *state_dir;
+	char *config_path;
+	enum srv_log_level log_level;
+	bool foreground;
+	struct srv_export_opts *exports;
+	size_t nexports;
+};
+
+enum srv_args_result { SRV_ARGS_RUN, SRV_ARGS_EXIT, SRV_ARGS_ERROR };
+/* Parses ARGV (and the --config file it names; flags override the file).
+ * SRV_ARGS_EXIT: --help or --version was printed.  SRV_ARGS_ERROR: ERR holds
+ * one line naming the problem.  O is filled (srv_opts_free) in every case. */
+enum srv_args_result srv_args_parse(int argc, char **argv, struct srv_opts *o, char *err,
+				    size_t errlen);
+/* Reads the INI file PATH into O; 0, or -1 with "FILE:LINE: problem" in ERR. */
+int srv_config_load(const char *path, struct srv_opts *o, char *err, size_t errlen);
+void srv_opts_free(struct srv_opts *o);
+
+/* ---- server.c: set-up and teardown ---- */
+
+/* Opens the state dir and every export of O into S (zeroed by the caller);
+ * the write verifier is drawn here.  On failure S holds nothing, ERR one line
+ * naming the problem, and the result is a negative errno. */
+int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen);
+/* Closes every export and the state; S may have been half-opened. */
+void srv_close(struct srv *s);
+
+/* ---- pool.c: worker threads ---- */
+
+/* A unit of work; the submitter embeds it in its own struct.  RUN owns the
+ * job (and frees it) once called. */
+struct srv_job {
+	struct srv_job *next;
+	void (*run)(struct srv_job *job);
+};
+struct srv_pool;
+/* Starts NTHREADS workers with every signal blocked. */
+int srv_pool_new(unsigned nthreads, struct srv_pool **out);
+/* Queues JOB (ownership passes to the pool).  Never blocks on a worker. */
+void srv_pool_submit(struct srv_pool *p, struct srv_job *job);
+/* Runs every queued job to its end, joins the workers, frees P. */
+void srv_pool_free(struct srv_pool *p);
+
+/* ---- loop.c: epoll loop, listeners, connections, record marking ---- */
+
+/* TCP record marking (RFC 5531 section 11) as a pure state machine, so it can be
+ * fed from a socket or from a test buffer. */
+struct srv_rm {
+	struct srv_buf rec; /* the record so far (fragments joined) */
+	size_t max;         /* largest record accepted */
+	uint32_t frag_left; /* bytes of the current fragment still to come */
+	uint8_t hdr[4];
+	uint8_t hdr_have; /* bytes of the next fragment header seen */
+	bool in_frag;     /* between a header and the end of its fragment */
+	bool last;        /* the current fragment is the record's last */
+};
+enum srv_rm_status { SRV_RM_MORE, SRV_RM_RECORD, SRV_RM_TOOBIG };
+void srv_rm_init(struct srv_rm *r, size_t max);
+/* Consumes bytes of P[0..n) up to the end of one record; returns how many.
+ * *ST: SRV_RM_RECORD when r->rec holds a complete record (the caller takes it
+ * with srv_rm_take), SRV_RM_TOOBIG when the record would exceed r->max (the
+ * stream is unusable), else SRV_RM_MORE.  On ENOMEM it also says TOOBIG. */
+size_t srv_rm_feed(struct srv_rm *r, const uint8_t *p, size_t n, enum srv_rm_status *st);
+/* Moves the complete record out into *OUT and resets R for the next one. */
+void srv_rm_take(struct srv_rm *r, struct srv_buf *out);
+void srv_rm_free(struct srv_rm *r);
+
+struct srv_loop;
+/* Creates the epoll loop, binds TCP and UDP listeners of S's NFS and MOUNT
+ * ports (each serving every program), starts the worker pool.  S outlives the
+ * loop.  On failure ERR holds one line and the result is a negative errno. */
+int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen);
+/* The ports actually bound (a configured 0 becomes the kernel's choice). */
+void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount);
+/* Serves until srv_loop_stop; returns 0, or a negative errno if epoll failed. */
+int srv_loop_run(struct srv_loop *l);
+/* Asks srv_loop_run to return.  Async-signal-safe. */
+void srv_loop_stop(struct srv_loop *l);
+/* Closes listeners, lets the workers finish every queued call, frees L. */
+void srv_loop_free(struct srv_loop *l);
+
+/* ---- rpcbind.c ---- */
+
+/* Registers NFS v3 and MOUNT v3 (tcp, udp) when rpcbind answers on this host;
+ * returns false (after a log line) when it does not, never blocking long. */
+bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port);
+/* Removes what srv_rpcbind_register set. */
+void srv_rpcbind_unregister(void);
 
 /* ---- constants the handlers and the transport agree on ---- */
 #define SRV_MAX_IO (1024 * 1024)            /* rtmax, wtmax */

@@ -1,0 +1,665 @@
+/* args.c - the command line and the --config file.
+ *
+ * Flags use overlayfs' own option names (--lowerdir, --upperdir, --workdir).
+ * The config file is INI, parsed by inih: a [server] section with the same
+ * keys as the server flags, and one [export] section per export with the keys
+ * path, lowerdir, upperdir, workdir.  Flags given on the command line override
+ * the file's [server] keys, and --lowerdir adds one more export.
+ *
+ * Every problem is reported as one line (the caller prefixes "union-nfsd: ");
+ * problems in the file name the file and line.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "srv.h"
+
+#define UNION_NFSD_VERSION "0.1"
+#define DEFAULT_NFS_PORT   2049
+#define DEFAULT_MOUNT_PORT 20048
+#define DEFAULT_STATE_DIR  "/var/lib/union-nfsd"
+#define MAX_THREADS	   1024
+
+/* ---- values ---- */
+
+static bool parse_uint(const char *text, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (text[0] < '0' || text[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_port(const char *text, uint16_t *out)
+{
+	unsigned long v;
+
+	if (!parse_uint(text, 65535, &v))
+		return false;
+	*out = (uint16_t)v;
+	return true;
+}
+
+static bool parse_threads(const char *text, unsigned *out)
+{
+	unsigned long v;
+
+	if (!parse_uint(text, MAX_THREADS, &v) || v == 0)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* Replaces *slot with a copy of VALUE. */
+static bool set_str(char **slot, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return false;
+	free(*slot);
+	*slot = copy;
+	return true;
+}
+
+/* Splits an overlayfs lowerdir list ("a:b:c", "\:" for a colon in a name)
+ * into E's lowerdirs.  False on an empty component or no memory. */
+static bool split_lowerdirs(struct srv_export_opts *e, const char *list)
+{
+	size_t n = 1, len = strlen(list);
+	char *buf = malloc(len + 1), *w = buf;
+	char **dirs;
+
+	for (const char *p = list; *p; p++)
+		n += (*p == ':' && (p == list || p[-1] != '\\'));
+	dirs = calloc(n, sizeof(*dirs));
+	if (!buf || !dirs)
+		goto fail;
+	n = 0;
+	for (const char *p = list;; p++) {
+		if (*p == '\\' && p[1] == ':') {
+			*w++ = *++p;
+			continue;
+		}
+		if (*p && *p != ':') {
+			*w++ = *p;
+			continue;
+		}
+		*w = '\0';
+		if (w == buf)
+			goto fail; /* empty component */
+		dirs[n] = strdup(buf);
+		if (!dirs[n++])
+			goto fail;
+		w = buf;
+		if (!*p)
+			break;
+	}
+	free(buf);
+	e->lowerdirs = dirs;
+	e->nlower = n;
+	return true;
+fail:
+	for (size_t i = 0; dirs && i < n; i++)
+		free(dirs[i]);
+	free(dirs);
+	free(buf);
+	return false;
+}
+
+static void export_opts_free(struct srv_export_opts *e)
+{
+	for (size_t i = 0; i < e->nlower; i++)
+		free(e->lowerdirs[i]);
+	free(e->lowerdirs);
+	free(e->path);
+	free(e->upperdir);
+	free(e->workdir);
+}
+
+static struct srv_export_opts *add_export(struct srv_opts *o)
+{
+	struct srv_export_opts *e = realloc(o->exports, (o->nexports + 1) * sizeof(*e));
+
+	if (!e)
+		return NULL;
+	o->exports = e;
+	e = &o->exports[o->nexports++];
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+void srv_opts_free(struct srv_opts *o)
+{
+	for (size_t i = 0; i < o->nexports; i++)
+		export_opts_free(&o->exports[i]);
+	free(o->exports);
+	free(o->bind_addr);
+	free(o->state_dir);
+	free(o->config_path);
+	memset(o, 0, sizeof(*o));
+}
+
+/* 2 threads per CPU, at least 8: handlers block on disk, not on the CPU. */
+static unsigned default_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned t = n > 0 ? 2 * (unsigned)n : 8;
+
+	return t < 8 ? 8 : (t > 64 ? 64 : t);
+}
+
+static bool set_defaults(struct srv_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->cfg.nfs_port = DEFAULT_NFS_PORT;
+	o->cfg.mount_port = DEFAULT_MOUNT_PORT;
+	o->cfg.nthreads = default_threads();
+	o->cfg.register_rpcbind = true;
+	o->log_level = SRV_LOG_INFO;
+	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
+}
+
+/* ---- server keys: shared by flags and [server] ---- */
+
+/* Applies server key KEY = VALUE; false with ERR set. */
+static bool set_server_key(struct srv_opts *o, const char *key, const char *value,
+			   char *err, size_t errlen)
+{
+	bool ok = true;
+
+	if (strcmp(key, "nfs-port") == 0)
+		ok = parse_port(value, &o->cfg.nfs_port);
+	else if (strcmp(key, "mount-port") == 0)
+		ok = parse_port(value, &o->cfg.mount_port);
+	else if (strcmp(key, "threads") == 0)
+		ok = parse_threads(value, &o->cfg.nthreads);
+	else if (strcmp(key, "log-level") == 0)
+		ok = srv_log_level_parse(value, &o->log_level);
+	else if (strcmp(key, "bind") == 0)
+		return set_str(&o->bind_addr, value) ||
+		       (snprintf(err, errlen, "out of memory"), false);
+	else if (strcmp(key, "state-dir") == 0)
+		return set_str(&o->state_dir, value) ||
+		       (snprintf(err, errlen, "out of memory"), false);
+	else {
+		snprintf(err, errlen, "unknown key '%s' in [server]", key);
+		return false;
+	}
+	if (!ok)
+		snprintf(err, errlen, "bad %s '%s'", key, value);
+	return ok;
+}
+
+/* Applies export key KEY = VALUE to E; false with ERR set. */
+static bool set_export_key(struct srv_export_opts *e, const char *key, const char *value,
+			   char *err, size_t errlen)
+{
+	char **slot = NULL;
+
+	if (strcmp(key, "lowerdir") == 0) {
+		if (e->lowerdirs) {
+			snprintf(err, errlen, "lowerdir given twice");
+			return false;
+		}
+		if (!split_lowerdirs(e, value)) {
+			snprintf(err, errlen, "bad lowerdir '%s': empty layer name",
+				 value);
+			return false;
+		}
+		return true;
+	}
+	if (strcmp(key, "path") == 0)
+		slot = &e->path;
+	else if (strcmp(key, "upperdir") == 0)
+		slot = &e->upperdir;
+	else if (strcmp(key, "workdir") == 0)
+		slot = &e->workdir;
+	if (!slot) {
+		snprintf(err, errlen, "unknown key '%s' in [export]", key);
+		return false;
+	}
+	if (*slot) {
+		snprintf(err, errlen, "%s given twice", key);
+		return false;
+	}
+	if (!set_str(slot, value)) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	return true;
+}
+
+/* Checks one export and fills in the default path "/". */
+static bool check_export(struct srv_export_opts *e, char *err, size_t errlen)
+{
+	if (!e->lowerdirs) {
+		snprintf(err, errlen, "export needs a lowerdir");
+		return false;
+	}
+	if (e->upperdir && !e->workdir) {
+		snprintf(err, errlen, "upperdir needs a workdir");
+		return false;
+	}
+	if (e->workdir && !e->upperdir) {
+		snprintf(err, errlen, "workdir without an upperdir");
+		return false;
+	}
+	if (!e->path && !set_str(&e->path, "/")) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	if (e->path[0] != '/') {
+		snprintf(err, errlen, "export path '%s' is not absolute", e->path);
+		return false;
+	}
+	return true;
+}
+
+/* ---- the config file ----
+ *
+ * inih tells the handler neither the line nor where a section starts, and two
+ * consecutive [export] sections must become two exports.  So the file is read
+ * through our own reader, which counts lines and section headers; the handler
+ * compares the section count with the one its current export began in. */
+
+struct cfg_ctx {
+	struct srv_opts *o;
+	const char *path;
+	FILE *f;
+	int line;	     /* line of the text last handed to inih */
+	bool at_line_start;  /* the last chunk ended its line */
+	int section_no;	     /* section headers seen */
+	int section_line;    /* line of the last section header */
+	int export_section;  /* section_no of o->exports[last] from this file */
+	size_t first_export; /* exports before this file's */
+	char err[512];
+	int err_line; /* 0: no error yet */
+};
+
+static char *cfg_reader(char *str, int num, void *stream)
+{
+	struct cfg_ctx *c = stream;
+	const char *p = str;
+
+	if (!fgets(str, num, c->f))
+		return NULL;
+	if (c->at_line_start) {
+		c->line++;
+		p += strspn(p, " \t");
+		if (*p == '[') {
+			c->section_no++;
+			c->section_line = c->line;
+		}
+	}
+	c->at_line_start = strchr(str, '\n') != NULL;
+	return str;
+}
+
+static int cfg_fail(struct cfg_ctx *c, const char *msg)
+{
+	if (!c->err_line) {
+		c->err_line = c->line;
+		snprintf(c->err, sizeof(c->err), "%s:%d: %s", c->path, c->line, msg);
+	}
+	return 0;
+}
+
+/* The export that keys of the current [export] section go to. */
+static struct srv_export_opts *cfg_export(struct cfg_ctx *c)
+{
+	struct srv_export_opts *e;
+
+	if (c->export_section == c->section_no)
+		return &c->o->exports[c->o->nexports - 1];
+	e = add_export(c->o);
+	c->export_section = c->section_no;
+	if (e)
+		e->cfg_line = c->section_line;
+	return e;
+}
+
+static int cfg_handler(void *user, const char *section, const char *key,
+		       const char *value)
+{
+	struct cfg_ctx *c = user;
+	struct srv_export_opts *e;
+	char msg[400];
+
+	if (c->err_line)
+		return 1; /* report only the first problem */
+	if (strcmp(section, "server") == 0) {
+		if (!set_server_key(c->o, key, value, msg, sizeof(msg)))
+			return cfg_fail(c, msg);
+		return 1;
+	}
+	if (strcmp(section, "export") == 0) {
+		e = cfg_export(c);
+		if (!e)
+			return cfg_fail(c, "out of memory");
+		if (!set_export_key(e, key, value, msg, sizeof(msg)))
+			return cfg_fail(c, msg);
+		return 1;
+	}
+	snprintf(msg, sizeof(msg),
+		 section[0] ? "unknown section [%s]" : "key outside a section", section);
+	return cfg_fail(c, msg);
+}
+
+/* Checks the exports the file added; an error names the export's header line. */
+static int cfg_check_exports(struct cfg_ctx *c, char *err, size_t errlen)
+{
+	char msg[400];
+
+	for (size_t i = c->first_export; i < c->o->nexports; i++) {
+		if (!check_export(&c->o->exports[i], msg, sizeof(msg))) {
+			snprintf(err, errlen, "%s:%d: %s", c->path,
+				 c->o->exports[i].cfg_line, msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int srv_config_load(const char *path, struct srv_opts *o, char *err, size_t errlen)
+{
+	struct cfg_ctx c = {
+	    .o = o, .path = path, .at_line_start = true, .export_section = -1};
+	int rc;
+
+	c.first_export = o->nexports;
+	c.f = fopen(path, "r");
+	if (!c.f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* Debian's inih exposes its build limits: lift the 200-byte line limit
+	 * (lowerdir lists are long) and let indentation mean nothing. */
+	ini_use_stack = false;
+	ini_allow_realloc = true;
+	ini_max_line = 1 << 20;
+	ini_allow_multiline = false;
+	rc = ini_parse_stream(cfg_reader, &c, cfg_handler, &c);
+	fclose(c.f);
+	if (c.err_line && (rc <= 0 || rc >= c.err_line)) {
+		snprintf(err, errlen, "%s", c.err);
+		return -1;
+	}
+	if (rc > 0) {
+		snprintf(err, errlen,
+			 "%s:%d: syntax error (expected [section] or key = value)", path,
+			 rc);
+		return -1;
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	return cfg_check_exports(&c, err, errlen);
+}
+
+/* ---- the command line ---- */
+
+enum {
+	OPT_LOWERDIR = 256,
+	OPT_UPPERDIR,
+	OPT_WORKDIR,
+	OPT_EXPORT,
+	OPT_NFS_PORT,
+	OPT_MOUNT_PORT,
+	OPT_BIND,
+	OPT_STATE_DIR,
+	OPT_THREADS,
+	OPT_LOG_LEVEL,
+	OPT_FOREGROUND,
+	OPT_NO_RPCBIND,
+	OPT_CONFIG,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"lowerdir", required_argument, NULL, OPT_LOWERDIR},
+    {"upperdir", required_argument, NULL, OPT_UPPERDIR},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"export", required_argument, NULL, OPT_EXPORT},
+    {"nfs-port", required_argument, NULL, OPT_NFS_PORT},
+    {"mount-port", required_argument, NULL, OPT_MOUNT_PORT},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"foreground", no_argument, NULL, OPT_FOREGROUND},
+    {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static void print_usage(void)
+{
+	printf("usage: union-nfsd --lowerdir=L1:L2:... [--upperdir=U --workdir=W]\n"
+	       "                  [--export=/PATH] [--nfs-port=N] [--mount-port=N]\n"
+	       "                  [--bind=ADDR] [--state-dir=DIR] [--threads=N]\n"
+	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
+	       "                  [--no-rpcbind] [--config=FILE]\n"
+	       "\n"
+	       "Serves a union of directory layers over NFSv3 (overlayfs semantics).\n"
+	       "  --lowerdir    read-only layers, top-most first, ':'-separated\n"
+	       "  --upperdir    writable layer (with --workdir on the same filesystem)\n"
+	       "  --export      path clients mount (default /)\n"
+	       "  --nfs-port    NFS port (default %d; 0 picks one)\n"
+	       "  --mount-port  MOUNT port (default %d; 0 picks one)\n"
+	       "  --state-dir   node table and handle key (default %s)\n"
+	       "  --config      INI file with [server] and [export] sections\n"
+	       "Prints 'listening nfs=P mount=M' once it serves.\n",
+	       DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT, DEFAULT_STATE_DIR);
+}
+
+/* What the command line said, before the config file is merged under it. */
+struct cli {
+	struct srv_opts server; /* only the fields flagged below are meaningful */
+	bool nfs_port, mount_port, threads, log_level;
+	struct srv_export_opts ex; /* from --lowerdir etc. */
+	bool any_export_flag;
+	bool no_rpcbind;
+};
+
+static const char *flag_name(int opt)
+{
+	for (const struct option *lo = long_opts; lo->name; lo++)
+		if (lo->val == opt)
+			return lo->name;
+	return "?";
+}
+
+static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
+{
+	static const char *const keys[] = {
+	    [OPT_NFS_PORT - OPT_LOWERDIR] = "nfs-port",
+	    [OPT_MOUNT_PORT - OPT_LOWERDIR] = "mount-port",
+	    [OPT_BIND - OPT_LOWERDIR] = "bind",
+	    [OPT_STATE_DIR - OPT_LOWERDIR] = "state-dir",
+	    [OPT_THREADS - OPT_LOWERDIR] = "threads",
+	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
+	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
+	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
+	    [OPT_WORKDIR - OPT_LOWERDIR] = "workdir",
+	    [OPT_EXPORT - OPT_LOWERDIR] = "path",
+	};
+	const char *key;
+
+	assert(opt >= OPT_LOWERDIR && opt <= OPT_LOG_LEVEL);
+	key = keys[opt - OPT_LOWERDIR];
+
+	switch (opt) {
+	case OPT_LOWERDIR:
+	case OPT_UPPERDIR:
+	case OPT_WORKDIR:
+	case OPT_EXPORT:
+		cli->any_export_flag = true;
+		if (!set_export_key(&cli->ex, key, optarg, err, errlen))
+			return false;
+		return true;
+	case OPT_NFS_PORT:
+		cli->nfs_port = true;
+		break;
+	case OPT_MOUNT_PORT:
+		cli->mount_port = true;
+		break;
+	case OPT_THREADS:
+		cli->threads = true;
+		break;
+	case OPT_LOG_LEVEL:
+		cli->log_level = true;
+		break;
+	}
+	if (!set_server_key(&cli->server, key, optarg, err, errlen)) {
+		/* name the flag, not the config key */
+		snprintf(err, errlen, "bad --%s '%s'", flag_name(opt), optarg);
+		return false;
+	}
+	return true;
+}
+
+/* Reads ARGV into CLI.  Returns SRV_ARGS_RUN to go on. */
+static enum srv_args_result read_argv(int argc, char **argv, struct cli *cli,
+				      struct srv_opts *o, char *err, size_t errlen)
+{
+	int opt;
+
+	opterr = 0; /* our own one-line messages */
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_FOREGROUND:
+			o->foreground = true;
+			break;
+		case OPT_NO_RPCBIND:
+			cli->no_rpcbind = true;
+			break;
+		case OPT_CONFIG:
+			if (!set_str(&o->config_path, optarg))
+				return snprintf(err, errlen, "out of memory"),
+				       SRV_ARGS_ERROR;
+			break;
+		case OPT_HELP:
+			print_usage();
+			return SRV_ARGS_EXIT;
+		case OPT_VERSION:
+			printf("union-nfsd %s\n", UNION_NFSD_VERSION);
+			return SRV_ARGS_EXIT;
+		case ':':
+			snprintf(err, errlen, "option '%s' needs a value",
+				 argv[optind - 1]);
+			return SRV_ARGS_ERROR;
+		case '?':
+			snprintf(err, errlen, "unknown option '%s'", argv[optind - 1]);
+			return SRV_ARGS_ERROR;
+		default:
+			if (!cli_flag(cli, opt, err, errlen))
+				return SRV_ARGS_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return SRV_ARGS_ERROR;
+	}
+	return SRV_ARGS_RUN;
+}
+
+/* Lays the command line over the config file's values. */
+static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t errlen)
+{
+	struct srv_export_opts *e;
+
+	if (cli->nfs_port)
+		o->cfg.nfs_port = cli->server.cfg.nfs_port;
+	if (cli->mount_port)
+		o->cfg.mount_port = cli->server.cfg.mount_port;
+	if (cli->threads)
+		o->cfg.nthreads = cli->server.cfg.nthreads;
+	if (cli->log_level)
+		o->log_level = cli->server.log_level;
+	if (cli->no_rpcbind)
+		o->cfg.register_rpcbind = false;
+	if (cli->server.bind_addr) {
+		free(o->bind_addr);
+		o->bind_addr = cli->server.bind_addr;
+		cli->server.bind_addr = NULL;
+	}
+	if (cli->server.state_dir) {
+		free(o->state_dir);
+		o->state_dir = cli->server.state_dir;
+		cli->server.state_dir = NULL;
+	}
+	if (!cli->any_export_flag)
+		return true;
+	if (!cli->ex.lowerdirs) {
+		snprintf(err, errlen,
+			 "--upperdir, --workdir and --export need --lowerdir");
+		return false;
+	}
+	if (!check_export(&cli->ex, err, errlen)) {
+		/* phrase it as flags */
+		if (cli->ex.upperdir && !cli->ex.workdir)
+			snprintf(err, errlen, "--upperdir needs --workdir");
+		else if (cli->ex.workdir && !cli->ex.upperdir)
+			snprintf(err, errlen, "--workdir needs --upperdir");
+		return false;
+	}
+	e = add_export(o);
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	*e = cli->ex;
+	memset(&cli->ex, 0, sizeof(cli->ex));
+	return true;
+}
+
+enum srv_args_result srv_args_parse(int argc, char **argv, struct srv_opts *o, char *err,
+				    size_t errlen)
+{
+	struct cli cli = {0};
+	enum srv_args_result res = SRV_ARGS_ERROR;
+
+	if (!set_defaults(o)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	res = read_argv(argc, argv, &cli, o, err, errlen);
+	if (res != SRV_ARGS_RUN)
+		goto out;
+	res = SRV_ARGS_ERROR;
+	if (o->config_path && srv_config_load(o->config_path, o, err, errlen) < 0)
+		goto out;
+	if (!merge_cli(&cli, o, err, errlen))
+		goto out;
+	if (o->nexports == 0) {
+		snprintf(err, errlen, "missing --lowerdir (or an [export] in --config)");
+		goto out;
+	}
+	o->cfg.bind_addr = o->bind_addr;
+	res = SRV_ARGS_RUN;
+out:
+	export_opts_free(&cli.ex);
+	free(cli.server.bind_addr);
+	free(cli.server.state_dir);
+	return res;
+}

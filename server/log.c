@@ -1,0 +1,79 @@
+/* log.c - one line per event on stderr: UTC timestamp, level, message.
+ *
+ * Each line is formatted into a local buffer and written with a single
+ * write(2), so lines from concurrent workers never interleave.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "srv.h"
+
+enum srv_log_level srv_log_level = SRV_LOG_INFO;
+
+static const char *const level_names[] = {
+    [SRV_LOG_ERR] = "err",
+    [SRV_LOG_WARN] = "warn",
+    [SRV_LOG_INFO] = "info",
+    [SRV_LOG_DEBUG] = "debug",
+};
+
+bool srv_log_level_parse(const char *level, enum srv_log_level *out)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+		if (strcasecmp(level, level_names[i]) == 0) {
+			*out = (enum srv_log_level)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+static size_t format_stamp(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	n += (size_t)snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
+	return n < len ? n : len - 1;
+}
+
+void srv_log(enum srv_log_level lvl, const char *fmt, ...)
+{
+	char line[1024];
+	size_t n;
+	int m;
+	va_list ap;
+
+	if (lvl > srv_log_level)
+		return;
+	n = format_stamp(line, sizeof(line));
+	m = snprintf(line + n, sizeof(line) - n, " union-nfsd[%d] %s: ", (int)getpid(),
+		     level_names[lvl]);
+	n += (size_t)m;
+	va_start(ap, fmt);
+	m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	if ((size_t)m > sizeof(line) - n - 1)
+		m = (int)(sizeof(line) - n - 1);
+	/* Client bytes (paths, names) may reach a message: keep it one line. */
+	for (size_t i = n; i < n + (size_t)m; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
+	n += (size_t)m;
+	if (n > sizeof(line) - 2) /* truncated: keep the line a line */
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	/* Nothing useful to do if stderr is gone. */
+	if (write(STDERR_FILENO, line, n) < 0)
+		return;
+}

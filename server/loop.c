@@ -1,0 +1,1015 @@
+/* loop.c - the transport: one epoll thread, TCP and UDP listeners, record
+ * marking, and the hand-off of calls to the worker pool.
+ *
+ * Design notes
+ *
+ * Threads.  The loop thread (srv_loop_run) accepts connections, reads bytes and
+ * datagrams, and cuts TCP streams into records.  Each complete call record
+ * becomes a call_job for the pool.  A worker decodes and answers it
+ * (srv_rpc_handle) and sends the reply itself: UDP with sendto, TCP with a
+ * nonblocking sendmsg under the connection's lock.  What a socket will not take
+ * now waits in the connection's out queue, which the loop flushes on EPOLLOUT,
+ * so a slow client never holds a worker.  Replies leave in completion order;
+ * xids pair them with calls.
+ *
+ * A connection's life:
+ *
+ *     accept_conns --> OPEN --(EOF read)--> DRAINING --(inflight 0)--+
+ *                       |                                           |
+ *                       +--(error, HUP, oversize record)------------+--> CLOSED
+ *                                                     (close_conn)       |
+ *                                  last conn_put (any thread) --> freed <+
+ *
+ * Invariants:
+ *  1. Only the loop thread reads a socket, touches conn->rm, the conns list,
+ *     or closes a connection (close_conn).  Workers that find a connection
+ *     should close ask the loop with note_conn.
+ *  2. A connection holds one reference for the loop (from accept_conns until
+ *     reap_dead) and one per job that names it (read_conn to run_call_job).
+ *     The fd is closed and the memory freed by whoever drops the last one
+ *     (conn_put), never earlier, so a worker may reply after a hang-up: its
+ *     write fails harmlessly or is dropped because conn->closed is set.
+ *  3. close_conn does not drop the loop's reference: it moves the connection
+ *     to l->dead, and reap_dead drops it before the next epoll_wait (the safe
+ *     point), so no event of the current batch can name freed memory.
+ *  4. conn->lock guards closed, rd_eof, broken, inflight, the out queue and
+ *     the epoll mask; every EPOLL_CTL_MOD of a connection happens under it
+ *     (update_events), so the mask in the kernel is the one in conn->events.
+ *  5. Bytes of one reply are never interleaved with another's: a reply is
+ *     written directly only when the out queue is empty, else appended.
+ *  6. inflight counts calls read and not yet fully answered (queued, running,
+ *     or in the out queue).  At SRV_CONN_MAX_INFLIGHT the loop stops reading
+ *     the connection (EPOLLIN off), which bounds the memory one client can
+ *     make us hold; it is switched back on when a reply completes.
+ *  7. A record longer than SRV_MAX_RECORD closes the connection (srv_rm_feed
+ *     says so before allocating); a UDP datagram is one record.
+ */
+#define _GNU_SOURCE /* accept4 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "srv.h"
+
+#define SRV_CONN_MAX_INFLIGHT 64    /* calls per connection before we stop reading */
+#define SRV_UDP_MAX_QUEUED    1024  /* datagrams waiting for a worker, all listeners */
+#define RX_BUF_SIZE	      65536 /* one read(2); also the largest UDP datagram */
+#define MAX_EVENTS	      64
+#define BIND_RETRIES	      8 /* tries for a TCP+UDP pair on one ephemeral port */
+#define UDP_SOCKBUF	      (4 * 1024 * 1024)
+
+enum src_kind { SRC_WAKE, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
+
+/* First member of everything registered with epoll: what data.ptr points to. */
+struct ev_source {
+	enum src_kind kind;
+};
+
+struct listener {
+	struct ev_source src;
+	int fd;
+	const char *service; /* "nfs" or "mount": for log lines */
+};
+
+/* A reply waiting in a connection's out queue: record mark, then body. */
+struct outbuf {
+	struct outbuf *next;
+	uint8_t mark[4];
+	struct srv_buf body;
+	size_t off; /* bytes of mark + body already sent */
+};
+
+struct srv_conn {
+	struct ev_source src;
+	atomic_uint refs;
+	int fd;
+	struct srv_loop *loop;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct srv_rm rm;	      /* loop thread only */
+	struct srv_conn *prev, *next; /* l->conns or l->dead; loop thread only */
+	struct srv_conn *note_next;   /* l->noted; under l->note_lock */
+	bool noted;		      /* on l->noted; under l->note_lock */
+
+	pthread_mutex_t lock; /* guards the fields below (invariant 4) */
+	bool closed;	      /* close_conn ran: replies are dropped */
+	bool rd_eof;	      /* the client sent FIN: close when inflight is 0 */
+	bool broken;	      /* a send failed: close */
+	unsigned inflight;
+	uint32_t events; /* the epoll mask registered */
+	struct outbuf *out_head, *out_tail;
+};
+
+struct srv_loop {
+	struct srv *srv;
+	int epfd;
+	struct ev_source wake_src;
+	int wakefd; /* eventfd: srv_loop_stop and note_conn */
+	atomic_int stop;
+	struct listener lis[4];
+	size_t nlis;
+	uint16_t nfs_port, mount_port;
+	struct srv_pool *pool;
+	atomic_uint udp_queued;
+	struct srv_conn *conns; /* open connections */
+	struct srv_conn *dead;	/* closed, loop reference not yet dropped */
+	pthread_mutex_t note_lock;
+	struct srv_conn *noted; /* connections workers want the loop to look at */
+	uint8_t rx[RX_BUF_SIZE];
+};
+
+/* A call on its way to a worker; owns its record and (TCP) a connection ref. */
+struct call_job {
+	struct srv_job job;
+	struct srv_loop *loop;
+	struct srv_conn *conn; /* NULL for UDP */
+	int udp_fd;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct srv_buf call;
+};
+
+/* ---- record marking (RFC 5531 section 11): pure, driven by bytes ---- */
+
+void srv_rm_init(struct srv_rm *r, size_t max)
+{
+	memset(r, 0, sizeof(*r));
+	r->max = max;
+}
+
+void srv_rm_free(struct srv_rm *r)
+{
+	srv_buf_free(&r->rec);
+}
+
+void srv_rm_take(struct srv_rm *r, struct srv_buf *out)
+{
+	*out = r->rec;
+	r->rec = (struct srv_buf){0};
+	r->in_frag = false;
+	r->last = false;
+	r->hdr_have = 0;
+}
+
+/* Grows the record buffer to hold NEED bytes, doubling so that a client that
+ * announces a large fragment costs memory only as its bytes arrive. */
+static bool rm_grow(struct srv_rm *r, size_t need)
+{
+	size_t cap = r->rec.cap ? r->rec.cap : 4096;
+	uint8_t *p;
+
+	if (need <= r->rec.cap)
+		return true;
+	while (cap < need)
+		cap *= 2;
+	if (cap > r->max)
+		cap = need;
+	p = realloc(r->rec.data, cap);
+	if (!p)
+		return false;
+	r->rec.data = p;
+	r->rec.cap = cap;
+	return true;
+}
+
+/* Reads a fragment header from P; true when the 4 bytes are complete. */
+static bool rm_header(struct srv_rm *r, const uint8_t *p, size_t n, size_t *used)
+{
+	size_t take = 4 - r->hdr_have;
+	uint32_t word;
+
+	if (take > n)
+		take = n;
+	memcpy(r->hdr + r->hdr_have, p, take);
+	r->hdr_have += (uint8_t)take;
+	*used = take;
+	if (r->hdr_have < 4)
+		return false;
+	memcpy(&word, r->hdr, 4);
+	word = ntohl(word);
+	r->hdr_have = 0;
+	r->last = (word & 0x80000000u) != 0;
+	r->frag_left = word & 0x7fffffffu;
+	r->in_frag = true;
+	return true;
+}
+
+size_t srv_rm_feed(struct srv_rm *r, const uint8_t *p, size_t n, enum srv_rm_status *st)
+{
+	size_t used = 0, take;
+
+	*st = SRV_RM_MORE;
+	while (used < n || (r->in_frag && r->frag_left == 0)) {
+		if (!r->in_frag) {
+			if (!rm_header(r, p + used, n - used, &take))
+				return used + take;
+			used += take;
+			if (r->frag_left > r->max - r->rec.len) {
+				*st = SRV_RM_TOOBIG;
+				return used;
+			}
+		}
+		take = n - used < r->frag_left ? n - used : r->frag_left;
+		if (take > 0) {
+			if (!rm_grow(r, r->rec.len + take)) {
+				*st = SRV_RM_TOOBIG;
+				return used;
+			}
+			memcpy(r->rec.data + r->rec.len, p + used, take);
+			r->rec.len += take;
+		}
+		r->frag_left -= (uint32_t)take;
+		used += take;
+		if (r->frag_left > 0)
+			break;
+		r->in_frag = false;
+		if (r->last) {
+			*st = SRV_RM_RECORD;
+			break;
+		}
+	}
+	return used;
+}
+
+/* ---- connections: references and the out queue ---- */
+
+static struct srv_conn *conn_get(struct srv_conn *c)
+{
+	atomic_fetch_add(&c->refs, 1);
+	return c;
+}
+
+static void outq_free(struct srv_conn *c)
+{
+	struct outbuf *ob, *next;
+
+	for (ob = c->out_head; ob; ob = next) {
+		next = ob->next;
+		srv_buf_free(&ob->body);
+		free(ob);
+	}
+	c->out_head = c->out_tail = NULL;
+}
+
+/* Drops a reference; the last one closes the fd and frees C (invariant 2).
+ * Any thread. */
+static void conn_put(struct srv_conn *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	close(c->fd);
+	srv_rm_free(&c->rm);
+	outq_free(c);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Sets the epoll mask from the state (invariants 4, 6).  Under c->lock. */
+static void update_events(struct srv_conn *c)
+{
+	uint32_t want = 0;
+	struct epoll_event ev;
+
+	if (c->closed)
+		return;
+	if (!c->rd_eof && c->inflight < SRV_CONN_MAX_INFLIGHT)
+		want |= EPOLLIN;
+	if (c->out_head)
+		want |= EPOLLOUT;
+	if (want == c->events)
+		return;
+	ev.events = want;
+	ev.data.ptr = &c->src;
+	if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		c->events = want;
+}
+
+/* Under c->lock. */
+static bool conn_should_close(const struct srv_conn *c)
+{
+	return !c->closed && (c->broken || (c->rd_eof && c->inflight == 0));
+}
+
+/* Asks the loop thread to look at C (invariant 1).  Under c->lock; any thread. */
+static void note_conn(struct srv_conn *c)
+{
+	struct srv_loop *l = c->loop;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&l->note_lock);
+	if (!c->noted) {
+		c->noted = true;
+		c->note_next = l->noted;
+		l->noted = conn_get(c);
+	}
+	pthread_mutex_unlock(&l->note_lock);
+	if (write(l->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		srv_log(SRV_LOG_ERR, "cannot wake the event loop: %s", strerror(errno));
+}
+
+static int outbuf_iov(const struct outbuf *ob, struct iovec iov[2])
+{
+	if (ob->off < 4) {
+		iov[0] = (struct iovec){(void *)(ob->mark + ob->off), 4 - ob->off};
+		iov[1] = (struct iovec){ob->body.data, ob->body.len};
+		return 2;
+	}
+	iov[0] =
+	    (struct iovec){ob->body.data + (ob->off - 4), ob->body.len - (ob->off - 4)};
+	return 1;
+}
+
+/* Writes queued replies until the queue is empty or the socket is full.
+ * Under c->lock.  Returns 0, or a negative errno when the socket is broken. */
+static int flush_outq(struct srv_conn *c)
+{
+	struct iovec iov[2];
+	struct msghdr msg = {.msg_iov = iov};
+	struct outbuf *ob;
+	ssize_t n;
+
+	while ((ob = c->out_head) != NULL) {
+		msg.msg_iovlen = (size_t)outbuf_iov(ob, iov);
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		ob->off += (size_t)n;
+		if (ob->off < 4 + ob->body.len)
+			continue;
+		c->out_head = ob->next;
+		if (!c->out_head)
+			c->out_tail = NULL;
+		srv_buf_free(&ob->body);
+		free(ob);
+		c->inflight--;
+	}
+	return 0;
+}
+
+/* Marks C broken after a failed send; its queued replies are dropped.  Under
+ * c->lock. */
+static void conn_break(struct srv_conn *c, int err)
+{
+	char peer[INET6_ADDRSTRLEN + 16];
+
+	for (struct outbuf *ob = c->out_head; ob; ob = ob->next)
+		c->inflight--;
+	outq_free(c);
+	if (!c->broken)
+		srv_log(SRV_LOG_INFO, "connection from %s: send failed: %s",
+			srv_addr_str(&c->peer, true, peer, sizeof(peer)), strerror(-err));
+	c->broken = true;
+}
+
+/* Queues REPLY on C (taking it) and writes what the socket takes now; the rest
+ * goes out from the loop on EPOLLOUT.  Never blocks.  Any thread; the caller
+ * holds a reference to C. */
+static void conn_send(struct srv_conn *c, struct srv_buf *reply)
+{
+	struct outbuf *ob = calloc(1, sizeof(*ob));
+	uint32_t mark = htonl(0x80000000u | (uint32_t)reply->len);
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!ob || c->closed || c->broken) {
+		free(ob);
+		srv_buf_free(reply);
+		c->inflight--;
+		goto out;
+	}
+	memcpy(ob->mark, &mark, 4);
+	ob->body = *reply;
+	*reply = (struct srv_buf){0};
+	if (c->out_tail)
+		c->out_tail->next = ob;
+	else
+		c->out_head = ob;
+	c->out_tail = ob;
+	if (c->out_head == ob) /* invariant 5: write only when first in line */
+		rc = flush_outq(c);
+	if (rc < 0)
+		conn_break(c, rc);
+out:
+	if (conn_should_close(c))
+		note_conn(c);
+	else
+		update_events(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* A call that gets no reply still ends: inflight drops.  Any thread. */
+static void conn_call_done(struct srv_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->inflight--;
+	if (conn_should_close(c))
+		note_conn(c);
+	else
+		update_events(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- workers: one call each ---- */
+
+static void udp_send(struct call_job *j, const struct srv_buf *reply)
+{
+	char peer[INET6_ADDRSTRLEN + 16];
+
+	if (sendto(j->udp_fd, reply->data, reply->len, MSG_DONTWAIT,
+		   (struct sockaddr *)&j->peer, j->peerlen) < 0)
+		srv_log(SRV_LOG_DEBUG, "udp reply of %zu bytes to %s dropped: %s",
+			reply->len, srv_addr_str(&j->peer, true, peer, sizeof(peer)),
+			strerror(errno));
+}
+
+/* The pool's entry point for a call: answers it and frees the job, dropping
+ * its connection reference. */
+static void run_call_job(struct srv_job *job)
+{
+	struct call_job *j = (struct call_job *)job;
+	int proto = j->conn ? IPPROTO_TCP : IPPROTO_UDP;
+	struct srv_buf reply = {0};
+	bool answer;
+
+	answer = srv_rpc_handle(j->loop->srv, j->call.data, j->call.len, &j->peer,
+				j->peerlen, proto, &reply);
+	if (j->conn) {
+		if (answer)
+			conn_send(j->conn, &reply);
+		else
+			conn_call_done(j->conn);
+		conn_put(j->conn);
+	} else {
+		if (answer)
+			udp_send(j, &reply);
+		atomic_fetch_sub(&j->loop->udp_queued, 1);
+	}
+	srv_buf_free(&reply);
+	srv_buf_free(&j->call);
+	free(j);
+}
+
+/* Hands RECORD (taken) to the pool; false (record freed) when out of memory. */
+static bool submit_call(struct srv_loop *l, struct srv_conn *c, int udp_fd,
+			const struct sockaddr_storage *peer, socklen_t peerlen,
+			struct srv_buf *record)
+{
+	struct call_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		srv_log(SRV_LOG_ERR, "out of memory: call dropped");
+		srv_buf_free(record);
+		if (c)
+			conn_call_done(c);
+		return false;
+	}
+	j->job.run = run_call_job;
+	j->loop = l;
+	j->conn = c ? conn_get(c) : NULL;
+	j->udp_fd = udp_fd;
+	memcpy(&j->peer, peer, peerlen);
+	j->peerlen = peerlen;
+	j->call = *record;
+	*record = (struct srv_buf){0};
+	srv_pool_submit(l->pool, &j->job);
+	return true;
+}
+
+/* ---- the loop thread: connections ---- */
+
+/* Takes C off epoll and the conns list and parks it on l->dead (invariant 3).
+ * Loop thread only. */
+static void close_conn(struct srv_loop *l, struct srv_conn *c)
+{
+	char peer[INET6_ADDRSTRLEN + 16];
+
+	pthread_mutex_lock(&c->lock);
+	if (c->closed) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->closed = true;
+	for (struct outbuf *ob = c->out_head; ob; ob = ob->next)
+		c->inflight--;
+	outq_free(c);
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	/* The client sees the close now, even while workers hold references. */
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->lock);
+	srv_log(SRV_LOG_DEBUG, "connection from %s closed",
+		srv_addr_str(&c->peer, true, peer, sizeof(peer)));
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = NULL;
+	c->next = l->dead;
+	l->dead = c;
+}
+
+/* The safe point: drops the loop's reference of every closed connection. */
+static void reap_dead(struct srv_loop *l)
+{
+	struct srv_conn *c;
+
+	while ((c = l->dead) != NULL) {
+		l->dead = c->next;
+		conn_put(c);
+	}
+}
+
+static void tune_tcp(int fd)
+{
+	int one = 1;
+
+	/* Replies are whole records: Nagle would only delay them. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+}
+
+static void add_conn(struct srv_loop *l, int fd, const struct sockaddr_storage *peer,
+		     socklen_t peerlen)
+{
+	struct srv_conn *c = calloc(1, sizeof(*c));
+	struct epoll_event ev = {.events = EPOLLIN};
+	char peername[INET6_ADDRSTRLEN + 16];
+
+	if (!c)
+		goto fail;
+	c->src.kind = SRC_CONN;
+	atomic_init(&c->refs, 1); /* the loop's */
+	c->fd = fd;
+	c->loop = l;
+	memcpy(&c->peer, peer, peerlen);
+	c->peerlen = peerlen;
+	srv_rm_init(&c->rm, SRV_MAX_RECORD);
+	pthread_mutex_init(&c->lock, NULL);
+	c->events = EPOLLIN;
+	ev.data.ptr = &c->src;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		goto fail_conn;
+	tune_tcp(fd);
+	c->next = l->conns;
+	if (l->conns)
+		l->conns->prev = c;
+	l->conns = c;
+	srv_log(SRV_LOG_DEBUG, "connection from %s",
+		srv_addr_str(peer, true, peername, sizeof(peername)));
+	return;
+fail_conn:
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+fail:
+	srv_log(SRV_LOG_ERR, "cannot take a connection: %s", strerror(errno));
+	close(fd);
+}
+
+static void accept_conns(struct srv_loop *l, struct listener *lis)
+{
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd;
+
+	for (int i = 0; i < 64; i++) {
+		len = sizeof(peer);
+		fd = accept4(lis->fd, (struct sockaddr *)&peer, &len,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				srv_log(SRV_LOG_WARN, "%s accept: %s", lis->service,
+					strerror(errno));
+			return;
+		}
+		add_conn(l, fd, &peer, len);
+	}
+}
+
+/* Cuts BUF into records and submits each; false when C must close. */
+static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf,
+		      size_t n)
+{
+	struct srv_buf record;
+	enum srv_rm_status st;
+	char peer[INET6_ADDRSTRLEN + 16];
+	size_t used;
+
+	while (n > 0) {
+		used = srv_rm_feed(&c->rm, buf, n, &st);
+		buf += used;
+		n -= used;
+		if (st == SRV_RM_TOOBIG) {
+			srv_log(SRV_LOG_WARN,
+				"closing connection from %s: record over %u bytes",
+				srv_addr_str(&c->peer, true, peer, sizeof(peer)),
+				SRV_MAX_RECORD);
+			return false;
+		}
+		if (st != SRV_RM_RECORD)
+			continue;
+		srv_rm_take(&c->rm, &record);
+		pthread_mutex_lock(&c->lock);
+		c->inflight++;
+		pthread_mutex_unlock(&c->lock);
+		submit_call(l, c, -1, &c->peer, c->peerlen, &record);
+	}
+	return true;
+}
+
+/* One read per readiness event: level-triggered epoll calls again, and other
+ * connections get their turn in between. */
+static void read_conn(struct srv_loop *l, struct srv_conn *c)
+{
+	ssize_t n = read(c->fd, l->rx, sizeof(l->rx));
+	bool close_now;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0 || (n > 0 && !feed_conn(l, c, l->rx, (size_t)n))) {
+		close_conn(l, c);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (n == 0)
+		c->rd_eof = true; /* answer what was asked, then close */
+	close_now = conn_should_close(c);
+	update_events(c);
+	pthread_mutex_unlock(&c->lock);
+	if (close_now)
+		close_conn(l, c);
+}
+
+static void write_conn(struct srv_loop *l, struct srv_conn *c)
+{
+	bool close_now;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	rc = flush_outq(c);
+	if (rc < 0)
+		conn_break(c, rc);
+	close_now = conn_should_close(c);
+	update_events(c);
+	pthread_mutex_unlock(&c->lock);
+	if (close_now)
+		close_conn(l, c);
+}
+
+static void conn_event(struct srv_loop *l, struct srv_conn *c, uint32_t events)
+{
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		close_conn(l, c);
+		return;
+	}
+	if (events & EPOLLOUT)
+		write_conn(l, c);
+	if ((events & EPOLLIN) && !c->closed) /* closed only changes on this thread */
+		read_conn(l, c);
+}
+
+/* Looks at every connection a worker noted (note_conn). */
+static void take_notes(struct srv_loop *l)
+{
+	struct srv_conn *c, *next;
+	uint64_t count;
+	bool close_now;
+
+	if (read(l->wakefd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		srv_log(SRV_LOG_ERR, "event loop wake-up: %s", strerror(errno));
+	pthread_mutex_lock(&l->note_lock);
+	c = l->noted;
+	l->noted = NULL;
+	for (struct srv_conn *n = c; n; n = n->note_next)
+		n->noted = false;
+	pthread_mutex_unlock(&l->note_lock);
+	for (; c; c = next) {
+		next = c->note_next;
+		pthread_mutex_lock(&c->lock);
+		close_now = conn_should_close(c);
+		pthread_mutex_unlock(&c->lock);
+		if (close_now)
+			close_conn(l, c);
+		conn_put(c);
+	}
+}
+
+/* ---- the loop thread: UDP ---- */
+
+static void read_udp(struct srv_loop *l, struct listener *lis)
+{
+	struct sockaddr_storage peer;
+	struct srv_buf record;
+	socklen_t len;
+	ssize_t n;
+
+	for (int i = 0; i < 64; i++) {
+		len = sizeof(peer);
+		n = recvfrom(lis->fd, l->rx, sizeof(l->rx), MSG_TRUNC,
+			     (struct sockaddr *)&peer, &len);
+		if (n < 0)
+			return;
+		if ((size_t)n > sizeof(l->rx))
+			continue; /* larger than any call we take: drop */
+		if (atomic_load(&l->udp_queued) >= SRV_UDP_MAX_QUEUED)
+			continue; /* overloaded: the client will retransmit */
+		record = (struct srv_buf){.data = malloc((size_t)n ? (size_t)n : 1)};
+		if (!record.data)
+			continue;
+		memcpy(record.data, l->rx, (size_t)n);
+		record.len = record.cap = (size_t)n;
+		atomic_fetch_add(&l->udp_queued, 1);
+		if (!submit_call(l, NULL, lis->fd, &peer, len, &record))
+			atomic_fetch_sub(&l->udp_queued, 1);
+	}
+}
+
+/* ---- listeners ---- */
+
+static int parse_bind_addr(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!text || !*text)
+		text = "0.0.0.0";
+	if (inet_pton(AF_INET, text, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		*len = sizeof(*sin);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, text, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		*len = sizeof(*sin6);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static uint16_t get_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+/* A bound (and for TCP listening) nonblocking socket, or -errno. */
+static int bound_socket(int type, struct sockaddr_storage *addr, socklen_t alen,
+			uint16_t port)
+{
+	int one = 1, size = UDP_SOCKBUF;
+	int fd = socket(addr->ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (type == SOCK_DGRAM) {
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	}
+	set_port(addr, port);
+	if (bind(fd, (struct sockaddr *)addr, alen) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 1024) < 0)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int add_listener(struct srv_loop *l, int fd, enum src_kind kind,
+			const char *service)
+{
+	struct listener *lis = &l->lis[l->nlis];
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lis->src};
+
+	lis->src.kind = kind;
+	lis->fd = fd;
+	lis->service = service;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		return -errno;
+	}
+	l->nlis++;
+	return 0;
+}
+
+/* Binds TCP then UDP on one port for SERVICE: WANT, or when WANT is 0 a port
+ * the kernel picks for TCP and that UDP can also have (retried if taken). */
+static int bind_service(struct srv_loop *l, const char *service, uint16_t want,
+			uint16_t *got, char *err, size_t errlen)
+{
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int tcp = -1, udp = -1, rc;
+
+	rc = parse_bind_addr(l->srv->cfg.bind_addr, &addr, &alen);
+	if (rc < 0) {
+		snprintf(err, errlen, "bind address %s: not an IPv4 or IPv6 address",
+			 l->srv->cfg.bind_addr);
+		return rc;
+	}
+	for (int i = 0; i < BIND_RETRIES; i++) {
+		tcp = bound_socket(SOCK_STREAM, &addr, alen, want);
+		if (tcp < 0) {
+			snprintf(err, errlen, "cannot bind %s TCP port %u: %s", service,
+				 want, strerror(-tcp));
+			return tcp;
+		}
+		*got = get_port(tcp);
+		udp = bound_socket(SOCK_DGRAM, &addr, alen, *got);
+		if (udp >= 0)
+			break;
+		close(tcp);
+		tcp = -1;
+		if (want != 0 || udp != -EADDRINUSE)
+			break;
+	}
+	if (udp < 0) {
+		snprintf(err, errlen, "cannot bind %s UDP port %u: %s", service, *got,
+			 strerror(-udp));
+		return udp;
+	}
+	rc = add_listener(l, tcp, SRC_TCP_LISTEN, service);
+	if (rc < 0) {
+		close(udp);
+	} else {
+		rc = add_listener(l, udp, SRC_UDP, service);
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "epoll: %s", strerror(-rc));
+	return rc;
+}
+
+static int bind_listeners(struct srv_loop *l, char *err, size_t errlen)
+{
+	const struct srv_config *cfg = &l->srv->cfg;
+	int rc;
+
+	rc = bind_service(l, "nfs", cfg->nfs_port, &l->nfs_port, err, errlen);
+	if (rc < 0)
+		return rc;
+	/* One fixed port for both: every listener serves every program anyway. */
+	if (cfg->mount_port != 0 && cfg->mount_port == cfg->nfs_port) {
+		l->mount_port = l->nfs_port;
+		return 0;
+	}
+	return bind_service(l, "mount", cfg->mount_port, &l->mount_port, err, errlen);
+}
+
+/* ---- the loop object ---- */
+
+static int loop_fds(struct srv_loop *l, char *err, size_t errlen)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->wake_src};
+
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->epfd < 0 || l->wakefd < 0) {
+		snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
+		return -errno;
+	}
+	l->wake_src.kind = SRC_WAKE;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
+		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
+{
+	struct srv_loop *l = calloc(1, sizeof(*l));
+	int rc = -ENOMEM;
+
+	if (!l) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	l->srv = s;
+	l->epfd = l->wakefd = -1;
+	pthread_mutex_init(&l->note_lock, NULL);
+	rc = loop_fds(l, err, errlen);
+	if (rc < 0)
+		goto fail;
+	rc = bind_listeners(l, err, errlen);
+	if (rc < 0)
+		goto fail;
+	rc = srv_pool_new(s->cfg.nthreads, &l->pool);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start worker threads: %s", strerror(-rc));
+		goto fail;
+	}
+	*out = l;
+	return 0;
+fail:
+	srv_loop_free(l);
+	return rc;
+}
+
+void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount)
+{
+	*nfs = l->nfs_port;
+	*mount = l->mount_port;
+}
+
+static void dispatch(struct srv_loop *l, const struct epoll_event *ev)
+{
+	struct ev_source *src = ev->data.ptr;
+
+	switch (src->kind) {
+	case SRC_WAKE:
+		take_notes(l);
+		break;
+	case SRC_TCP_LISTEN:
+		accept_conns(l, (struct listener *)src);
+		break;
+	case SRC_UDP:
+		read_udp(l, (struct listener *)src);
+		break;
+	case SRC_CONN:
+		conn_event(l, (struct srv_conn *)src, ev->events);
+		break;
+	}
+}
+
+int srv_loop_run(struct srv_loop *l)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	int n;
+
+	while (!atomic_load(&l->stop)) {
+		reap_dead(l); /* invariant 3: between batches */
+		n = epoll_wait(l->epfd, ev, MAX_EVENTS, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			srv_log(SRV_LOG_ERR, "epoll_wait: %s", strerror(errno));
+			return -errno;
+		}
+		for (int i = 0; i < n; i++)
+			dispatch(l, &ev[i]);
+	}
+	reap_dead(l);
+	return 0;
+}
+
+void srv_loop_stop(struct srv_loop *l)
+{
+	uint64_t one = 1;
+	int saved = errno; /* may run in a signal handler */
+
+	atomic_store(&l->stop, 1);
+	if (write(l->wakefd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the loop is awake anyway */
+	}
+	errno = saved;
+}
+
+/* Order matters: the workers first finish every queued call (their UDP
+ * replies need the listener fds, their TCP replies the connections), then the
+ * connections close, then the listeners. */
+void srv_loop_free(struct srv_loop *l)
+{
+	if (!l)
+		return;
+	srv_pool_free(l->pool);
+	l->pool = NULL;
+	if (l->wakefd >= 0)
+		take_notes(l); /* drops the references notes hold */
+	while (l->conns)
+		close_conn(l, l->conns);
+	reap_dead(l);
+	for (size_t i = 0; i < l->nlis; i++)
+		close(l->lis[i].fd);
+	if (l->wakefd >= 0)
+		close(l->wakefd);
+	if (l->epfd >= 0)
+		close(l->epfd);
+	pthread_mutex_destroy(&l->note_lock);
+	free(l);
+}

@@ -1,0 +1,259 @@
+/* mnt3_proc.c - the MOUNT v3 program (RFC 1813 appendix I).
+ *
+ * MNT turns an export path into the export's root file handle; the mount list
+ * (DUMP, UMNT, UMNTALL) is advisory bookkeeping, as in every server: clients
+ * never rely on it, so it lives in memory only and is capped.  Results are
+ * built in the call's arena.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+/* More entries than any real site has; bounds what clients can make us hold. */
+#define MOUNT_LIST_MAX 65536
+
+static const char *client_host(const struct srv_req *req, char *buf, size_t len)
+{
+	if (!req->peer)
+		return "-";
+	return srv_addr_str(req->peer, false, buf, len);
+}
+
+/* ---- the mount list (guarded by srv->mounts_lock) ---- */
+
+static bool mount_matches(const struct srv_mount_entry *m, const char *host,
+			  const char *path)
+{
+	return strcmp(m->host, host) == 0 && (!path || strcmp(m->path, path) == 0);
+}
+
+static void mount_add(struct srv *s, const char *host, const char *path)
+{
+	struct srv_mount_entry *m;
+
+	pthread_mutex_lock(&s->mounts_lock);
+	for (size_t i = 0; i < s->nmounts; i++)
+		if (mount_matches(&s->mounts[i], host, path))
+			goto out;
+	if (s->nmounts >= MOUNT_LIST_MAX)
+		goto out;
+	m = realloc(s->mounts, (s->nmounts + 1) * sizeof(*m));
+	if (!m)
+		goto out;
+	s->mounts = m;
+	m = &s->mounts[s->nmounts++];
+	snprintf(m->host, sizeof(m->host), "%s", host);
+	snprintf(m->path, sizeof(m->path), "%s", path);
+out:
+	pthread_mutex_unlock(&s->mounts_lock);
+}
+
+/* Removes HOST's entry for PATH, or every entry of HOST when PATH is NULL. */
+static void mount_remove(struct srv *s, const char *host, const char *path)
+{
+	size_t keep = 0;
+
+	pthread_mutex_lock(&s->mounts_lock);
+	for (size_t i = 0; i < s->nmounts; i++)
+		if (!mount_matches(&s->mounts[i], host, path))
+			s->mounts[keep++] = s->mounts[i];
+	s->nmounts = keep;
+	pthread_mutex_unlock(&s->mounts_lock);
+}
+
+/* ---- handlers ---- */
+
+static void mnt3_null(struct srv_req *req, void *args, void *res)
+{
+	(void)req;
+	(void)args;
+	(void)res;
+}
+
+static mountstat3 mnt3_status_from_errno(int err)
+{
+	switch (-err) {
+	case ENOENT:
+	case ESTALE:
+		return MNT3ERR_NOENT;
+	case EACCES:
+	case EPERM:
+		return MNT3ERR_ACCES;
+	case ENOTDIR:
+		return MNT3ERR_NOTDIR;
+	case ENAMETOOLONG:
+		return MNT3ERR_NAMETOOLONG;
+	case EIO:
+		return MNT3ERR_IO;
+	default:
+		return MNT3ERR_SERVERFAULT;
+	}
+}
+
+/* Fills OK with the root handle of EX and the flavour list {AUTH_SYS}. */
+static mountstat3 mnt_root(struct srv_req *req, struct srv_export *ex, mountres3_ok *ok)
+{
+	uint8_t *fh = srv_arena_alloc(req->arena, UN_FH_MAX);
+	int *flavors = srv_arena_alloc(req->arena, sizeof(*flavors));
+	struct un_obj *root;
+	int rc;
+
+	if (!fh || !flavors)
+		return MNT3ERR_SERVERFAULT;
+	rc = un_root(ex->ux, &root);
+	if (rc < 0)
+		return mnt3_status_from_errno(rc);
+	ok->fhandle.fhandle3_len = (u_int)un_handle_encode(ex->ux, un_obj_id(root), fh);
+	ok->fhandle.fhandle3_val = (char *)fh;
+	un_obj_put(root);
+	/* AUTH_SYS only: the Linux client picks the first flavour it supports. */
+	flavors[0] = AUTH_SYS;
+	ok->auth_flavors.auth_flavors_len = 1;
+	ok->auth_flavors.auth_flavors_val = flavors;
+	return MNT3_OK;
+}
+
+static void mnt3_mnt(struct srv_req *req, void *args, void *res)
+{
+	const char *path = *(dirpath *)args;
+	mountres3 *r = res;
+	char host[INET6_ADDRSTRLEN];
+	struct srv_export *ex = srv_export_by_path(req->srv, path);
+
+	client_host(req, host, sizeof(host));
+	if (!ex) {
+		srv_log(SRV_LOG_INFO, "MNT %s from %s: no such export", path, host);
+		r->fhs_status = MNT3ERR_NOENT;
+		return;
+	}
+	r->fhs_status = mnt_root(req, ex, &r->mountres3_u.mountinfo);
+	if (r->fhs_status != MNT3_OK) {
+		srv_log(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
+			r->fhs_status);
+		return;
+	}
+	srv_log(SRV_LOG_INFO, "MNT %s from %s", ex->path, host);
+	mount_add(req->srv, host, ex->path);
+}
+
+static void mnt3_dump(struct srv_req *req, void *args, void *res)
+{
+	struct srv *s = req->srv;
+	mountlist *out = res;
+	mountbody *b;
+
+	(void)args;
+	pthread_mutex_lock(&s->mounts_lock);
+	/* Built back to front so the list keeps the order of the table. */
+	for (size_t i = s->nmounts; i-- > 0;) {
+		b = srv_arena_alloc(req->arena, sizeof(*b));
+		if (!b)
+			break;
+		b->ml_hostname = srv_arena_strndup(req->arena, s->mounts[i].host,
+						   sizeof(s->mounts[i].host));
+		b->ml_directory = srv_arena_strndup(req->arena, s->mounts[i].path,
+						    sizeof(s->mounts[i].path));
+		if (!b->ml_hostname || !b->ml_directory)
+			break;
+		b->ml_next = *out;
+		*out = b;
+	}
+	pthread_mutex_unlock(&s->mounts_lock);
+}
+
+static void mnt3_umnt(struct srv_req *req, void *args, void *res)
+{
+	const char *path = *(dirpath *)args;
+	struct srv_export *ex = srv_export_by_path(req->srv, path);
+	char host[INET6_ADDRSTRLEN];
+
+	(void)res;
+	client_host(req, host, sizeof(host));
+	srv_log(SRV_LOG_INFO, "UMNT %s from %s", path, host);
+	mount_remove(req->srv, host, ex ? ex->path : path);
+}
+
+static void mnt3_umntall(struct srv_req *req, void *args, void *res)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	(void)args;
+	(void)res;
+	client_host(req, host, sizeof(host));
+	srv_log(SRV_LOG_INFO, "UMNTALL from %s", host);
+	mount_remove(req->srv, host, NULL);
+}
+
+/* Every export, each open to every client ("*") until client rules exist. */
+static void mnt3_export(struct srv_req *req, void *args, void *res)
+{
+	struct srv *s = req->srv;
+	exports *out = res;
+	exportnode *e;
+	groupnode *g;
+
+	(void)args;
+	for (size_t i = s->nexports; i-- > 0;) {
+		e = srv_arena_alloc(req->arena, sizeof(*e));
+		g = srv_arena_alloc(req->arena, sizeof(*g));
+		if (!e || !g)
+			return;
+		g->gr_name = "*";
+		e->ex_dir = s->exports[i].path;
+		e->ex_groups = g;
+		e->ex_next = *out;
+		*out = e;
+	}
+}
+
+#define VOID_ARGS .decode_args = (xdrproc_t)(void (*)(void))xdr_void
+#define VOID_RES  .encode_res = (xdrproc_t)(void (*)(void))xdr_void
+
+static const struct srv_proc mnt3_procs[] = {
+    [MOUNTPROC3_NULL] = {.name = "MOUNT_NULL",
+			 VOID_ARGS,
+			 VOID_RES,
+			 .handler = mnt3_null,
+			 .idempotent = true},
+    [MOUNTPROC3_MNT] = {.name = "MNT",
+			.decode_args = (xdrproc_t)xdr_dirpath,
+			.args_size = sizeof(dirpath),
+			.encode_res = (xdrproc_t)xdr_mountres3,
+			.res_size = sizeof(mountres3),
+			.handler = mnt3_mnt,
+			.idempotent = true},
+    [MOUNTPROC3_DUMP] = {.name = "DUMP",
+			 VOID_ARGS,
+			 .encode_res = (xdrproc_t)xdr_mountlist,
+			 .res_size = sizeof(mountlist),
+			 .handler = mnt3_dump,
+			 .idempotent = true},
+    [MOUNTPROC3_UMNT] = {.name = "UMNT",
+			 .decode_args = (xdrproc_t)xdr_dirpath,
+			 .args_size = sizeof(dirpath),
+			 VOID_RES,
+			 .handler = mnt3_umnt,
+			 .idempotent = true},
+    [MOUNTPROC3_UMNTALL] = {.name = "UMNTALL",
+			    VOID_ARGS,
+			    VOID_RES,
+			    .handler = mnt3_umntall,
+			    .idempotent = true},
+    [MOUNTPROC3_EXPORT] = {.name = "EXPORT",
+			   VOID_ARGS,
+			   .encode_res = (xdrproc_t)xdr_exports,
+			   .res_size = sizeof(exports),
+			   .handler = mnt3_export,
+			   .idempotent = true},
+};
+
+const struct srv_program mnt3_program = {
+    .name = "MOUNT",
+    .prog = MOUNT_PROGRAM,
+    .vers = MOUNT_V3,
+    .procs = mnt3_procs,
+    .nprocs = sizeof(mnt3_procs) / sizeof(mnt3_procs[0]),
+};

@@ -1,0 +1,413 @@
+/* test_srv_loop.c - the transport: the record-marking state machine fed from
+ * buffers, then a live loop on loopback (ephemeral ports) driven over TCP and
+ * UDP: fragments, pipelining past the per-connection limit, MOUNT on the NFS
+ * port, an oversize record, a half-closed connection.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "srv.h"
+
+/* ---- record marking from buffers ---- */
+
+static size_t put_frag(uint8_t *p, const void *data, uint32_t len, bool last)
+{
+	uint32_t w = htonl((last ? 0x80000000u : 0) | len);
+
+	memcpy(p, &w, 4);
+	memcpy(p + 4, data, len);
+	return 4 + len;
+}
+
+/* Feeds all of BUF in pieces of STEP bytes; returns the records seen. */
+static int feed_all(struct srv_rm *r, const uint8_t *buf, size_t len, size_t step,
+		    struct srv_buf *recs, int maxrecs)
+{
+	enum srv_rm_status st;
+	size_t off = 0, n, used;
+	int got = 0;
+
+	while (off < len) {
+		n = len - off < step ? len - off : step;
+		used = srv_rm_feed(r, buf + off, n, &st);
+		assert_int_not_equal(st, SRV_RM_TOOBIG);
+		assert_true(used > 0 || st == SRV_RM_RECORD);
+		off += used;
+		if (st == SRV_RM_RECORD) {
+			assert_true(got < maxrecs);
+			srv_rm_take(r, &recs[got++]);
+		}
+	}
+	return got;
+}
+
+static void test_rm_fragments(void **state)
+{
+	uint8_t stream[256];
+	struct srv_buf recs[4];
+	struct srv_rm r;
+	size_t len = 0;
+	int got;
+
+	(void)state;
+	/* Record 1: "hello" + " " + "world" in three fragments; record 2: "x";
+	 * record 3: empty fragments then "yz". */
+	len += put_frag(stream + len, "hello", 5, false);
+	len += put_frag(stream + len, " ", 1, false);
+	len += put_frag(stream + len, "world", 5, true);
+	len += put_frag(stream + len, "x", 1, true);
+	len += put_frag(stream + len, "", 0, false);
+	len += put_frag(stream + len, "yz", 2, true);
+	for (size_t step = 1; step <= len; step++) {
+		srv_rm_init(&r, 1024);
+		memset(recs, 0, sizeof(recs));
+		got = feed_all(&r, stream, len, step, recs, 4);
+		assert_int_equal(got, 3);
+		assert_int_equal(recs[0].len, 11);
+		assert_memory_equal(recs[0].data, "hello world", 11);
+		assert_int_equal(recs[1].len, 1);
+		assert_memory_equal(recs[1].data, "x", 1);
+		assert_int_equal(recs[2].len, 2);
+		assert_memory_equal(recs[2].data, "yz", 2);
+		for (int i = 0; i < got; i++)
+			srv_buf_free(&recs[i]);
+		srv_rm_free(&r);
+	}
+}
+
+static void test_rm_oversize(void **state)
+{
+	uint8_t stream[64], data[40] = {0};
+	struct srv_buf rec;
+	enum srv_rm_status st;
+	struct srv_rm r;
+	uint32_t mark;
+	size_t len;
+
+	(void)state;
+	/* Max 64: 40 + 24 bytes is a record, 40 + 25 is refused at the header. */
+	srv_rm_init(&r, 64);
+	len = put_frag(stream, data, 40, false);
+	assert_int_equal(srv_rm_feed(&r, stream, len, &st), len);
+	assert_int_equal(st, SRV_RM_MORE);
+	len = put_frag(stream, data, 24, true);
+	assert_int_equal(srv_rm_feed(&r, stream, len, &st), len);
+	assert_int_equal(st, SRV_RM_RECORD);
+	srv_rm_take(&r, &rec);
+	assert_int_equal(rec.len, 64);
+	srv_buf_free(&rec);
+	len = put_frag(stream, data, 40, false);
+	srv_rm_feed(&r, stream, len, &st);
+	mark = htonl(0x80000000u | 25);
+	srv_rm_feed(&r, (uint8_t *)&mark, 4, &st);
+	assert_int_equal(st, SRV_RM_TOOBIG);
+	srv_rm_free(&r);
+	/* A header announcing 2^31-1 bytes is refused before any allocation. */
+	srv_rm_init(&r, SRV_MAX_RECORD);
+	mark = htonl(0x7fffffffu);
+	srv_rm_feed(&r, (uint8_t *)&mark, 4, &st);
+	assert_int_equal(st, SRV_RM_TOOBIG);
+	assert_null(r.rec.data);
+	srv_rm_free(&r);
+}
+
+/* ---- a live loop ---- */
+
+static char tmp_root[64], lower[128], state_dir[128];
+static struct srv srv;
+static struct srv_loop *loop;
+static pthread_t loop_thread;
+static uint16_t nfs_port, mount_port;
+
+static void *run_loop(void *arg)
+{
+	(void)arg;
+	srv_loop_run(loop);
+	return NULL;
+}
+
+static int setup(void **state)
+{
+	char err[512];
+	char *lowers[] = {lower};
+	struct srv_export_opts eo = {.path = "/", .lowerdirs = lowers, .nlower = 1};
+	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
+
+	(void)state;
+	snprintf(tmp_root, sizeof(tmp_root), "/tmp/test_srv_loop.XXXXXX");
+	if (!mkdtemp(tmp_root))
+		return -1;
+	snprintf(lower, sizeof(lower), "%s/lower", tmp_root);
+	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
+	if (mkdir(lower, 0755) < 0)
+		return -1;
+	o.cfg.bind_addr = "127.0.0.1";
+	o.cfg.nthreads = 4;
+	srv_log_level = SRV_LOG_ERR;
+	if (srv_open(&srv, &o, err, sizeof(err)) < 0 ||
+	    srv_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
+		fprintf(stderr, "setup: %s\n", err);
+		return -1;
+	}
+	srv_loop_ports(loop, &nfs_port, &mount_port);
+	if (nfs_port == 0 || mount_port == 0 || nfs_port == mount_port)
+		return -1;
+	return pthread_create(&loop_thread, NULL, run_loop, NULL) == 0 ? 0 : -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	srv_loop_stop(loop);
+	pthread_join(loop_thread, NULL);
+	srv_loop_free(loop);
+	srv_close(&srv);
+	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static int connect_to(int type, uint16_t port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+	struct timeval tv = {.tv_sec = 10};
+	int fd = socket(AF_INET, type, 0);
+
+	assert_true(fd >= 0);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* A call record (no record mark) for PROG/VERS/PROC with AUTH_NONE, with
+ * ARGS (already XDR) appended. */
+static size_t build_call(uint8_t *buf, uint32_t xid, uint32_t prog, uint32_t vers,
+			 uint32_t proc, const void *args, size_t arglen)
+{
+	uint32_t w[10] = {htonl(xid),  htonl(CALL), htonl(2), htonl(prog), htonl(vers),
+			  htonl(proc), 0,	    0,	      0,	   0};
+
+	memcpy(buf, w, sizeof(w));
+	memcpy(buf + sizeof(w), args, arglen);
+	return sizeof(w) + arglen;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		assert_true(w > 0);
+		p = (const uint8_t *)p + w;
+		n -= (size_t)w;
+	}
+}
+
+static bool read_all(int fd, void *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r <= 0)
+			return false;
+		p = (uint8_t *)p + r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+/* Reads one reply record; checks it is accepted SUCCESS; returns its xid. */
+static uint32_t read_reply(int fd, uint8_t *buf, size_t cap, size_t *len)
+{
+	uint32_t mark, w[6];
+
+	assert_true(read_all(fd, &mark, 4));
+	mark = ntohl(mark);
+	assert_true(mark & 0x80000000u); /* we send one fragment per reply */
+	*len = mark & 0x7fffffffu;
+	assert_true(*len >= 24 && *len <= cap);
+	assert_true(read_all(fd, buf, *len));
+	memcpy(w, buf, sizeof(w));
+	assert_int_equal(ntohl(w[1]), REPLY);
+	assert_int_equal(ntohl(w[2]), MSG_ACCEPTED);
+	assert_int_equal(ntohl(w[5]), SUCCESS);
+	return ntohl(w[0]);
+}
+
+static void test_tcp_fragments(void **state)
+{
+	uint8_t call[64], stream[128], reply[256];
+	size_t clen = build_call(call, 0xabc, NFS_PROGRAM, NFS_V3, 0, NULL, 0), len = 0;
+	int fd = connect_to(SOCK_STREAM, nfs_port);
+
+	(void)state;
+	/* The 40-byte call in fragments of 7, 30 and 3 bytes, written in pieces. */
+	len += put_frag(stream + len, call, 7, false);
+	len += put_frag(stream + len, call + 7, 30, false);
+	len += put_frag(stream + len, call + 37, (uint32_t)clen - 37, true);
+	for (size_t off = 0; off < len; off += 5) {
+		write_all(fd, stream + off, len - off < 5 ? len - off : 5);
+		usleep(1000);
+	}
+	assert_int_equal(read_reply(fd, reply, sizeof(reply), &len), 0xabc);
+	assert_int_equal(len, 24);
+	close(fd);
+}
+
+static void test_tcp_pipelined(void **state)
+{
+	enum { N = 300 };
+	static uint8_t stream[N * 48];
+	uint8_t call[64], reply[256];
+	bool seen[N] = {false};
+	size_t len = 0, clen, rlen;
+	uint32_t xid;
+	int fd = connect_to(SOCK_STREAM, mount_port);
+
+	(void)state;
+	for (uint32_t i = 0; i < N; i++) {
+		clen = build_call(call, 1000 + i, i % 2 ? NFS_PROGRAM : MOUNT_PROGRAM, 3,
+				  0, NULL, 0);
+		len += put_frag(stream + len, call, (uint32_t)clen, true);
+	}
+	write_all(fd, stream, len);
+	for (int i = 0; i < N; i++) {
+		xid = read_reply(fd, reply, sizeof(reply), &rlen);
+		assert_true(xid >= 1000 && xid < 1000 + N);
+		assert_false(seen[xid - 1000]);
+		seen[xid - 1000] = true;
+	}
+	close(fd);
+}
+
+/* MNT over TCP on the NFS port: MOUNT answers there too. */
+static void test_mount_on_nfs_port(void **state)
+{
+	uint8_t call[128], stream[160], reply[256];
+	uint32_t args[2] = {htonl(1), htonl(0x2f000000)}; /* dirpath "/" */
+	size_t clen =
+	    build_call(call, 77, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT, args, 8);
+	size_t len = put_frag(stream, call, (uint32_t)clen, true);
+	int fd = connect_to(SOCK_STREAM, nfs_port);
+	uint32_t status;
+
+	(void)state;
+	write_all(fd, stream, len);
+	assert_int_equal(read_reply(fd, reply, sizeof(reply), &len), 77);
+	memcpy(&status, reply + 24, 4);
+	assert_int_equal(ntohl(status), MNT3_OK);
+	close(fd);
+}
+
+static void test_udp(void **state)
+{
+	uint8_t call[64], reply[256];
+	uint16_t ports[2] = {nfs_port, mount_port};
+	uint32_t w[6];
+	ssize_t n;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		int fd = connect_to(SOCK_DGRAM, ports[i]);
+		size_t clen =
+		    build_call(call, 500 + (uint32_t)i, NFS_PROGRAM, NFS_V3, 0, NULL, 0);
+
+		assert_int_equal(send(fd, call, clen, 0), (ssize_t)clen);
+		n = recv(fd, reply, sizeof(reply), 0);
+		assert_int_equal(n, 24);
+		memcpy(w, reply, sizeof(w));
+		assert_int_equal(ntohl(w[0]), 500 + (uint32_t)i);
+		assert_int_equal(ntohl(w[5]), SUCCESS);
+		close(fd);
+	}
+}
+
+static void test_tcp_oversize_closes(void **state)
+{
+	uint32_t mark = htonl(0x80000000u | (SRV_MAX_RECORD + 1));
+	uint8_t b;
+	int fd = connect_to(SOCK_STREAM, nfs_port);
+
+	(void)state;
+	write_all(fd, &mark, 4);
+	assert_true(read(fd, &b, 1) <= 0); /* EOF or reset, never a reply */
+	close(fd);
+}
+
+/* A client that half-closes after its call still gets the reply. */
+static void test_tcp_half_close(void **state)
+{
+	uint8_t call[64], stream[80], reply[256], b;
+	size_t clen = build_call(call, 9, NFS_PROGRAM, NFS_V3, 0, NULL, 0);
+	size_t len = put_frag(stream, call, (uint32_t)clen, true);
+	int fd = connect_to(SOCK_STREAM, nfs_port);
+
+	(void)state;
+	write_all(fd, stream, len);
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(read_reply(fd, reply, sizeof(reply), &len), 9);
+	assert_int_equal(read(fd, &b, 1), 0);
+	close(fd);
+}
+
+/* Many connections that vanish with calls in flight: the server survives. */
+static void test_tcp_abandon(void **state)
+{
+	uint8_t call[64], stream[80], reply[256];
+	size_t clen = build_call(call, 1, NFS_PROGRAM, NFS_V3, 0, NULL, 0);
+	size_t len = put_frag(stream, call, (uint32_t)clen, true);
+	int fd;
+
+	(void)state;
+	for (int i = 0; i < 50; i++) {
+		fd = connect_to(SOCK_STREAM, nfs_port);
+		for (int j = 0; j < 20; j++)
+			write_all(fd, stream, len);
+		close(fd);
+	}
+	fd = connect_to(SOCK_STREAM, nfs_port);
+	write_all(fd, stream, len);
+	assert_int_equal(read_reply(fd, reply, sizeof(reply), &len), 1);
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest rm_tests[] = {
+	    cmocka_unit_test(test_rm_fragments),
+	    cmocka_unit_test(test_rm_oversize),
+	};
+	const struct CMUnitTest loop_tests[] = {
+	    cmocka_unit_test(test_tcp_fragments),
+	    cmocka_unit_test(test_tcp_pipelined),
+	    cmocka_unit_test(test_mount_on_nfs_port),
+	    cmocka_unit_test(test_udp),
+	    cmocka_unit_test(test_tcp_oversize_closes),
+	    cmocka_unit_test(test_tcp_half_close),
+	    cmocka_unit_test(test_tcp_abandon),
+	};
+	int fails = cmocka_run_group_tests_name("srv_rm", rm_tests, NULL, NULL);
+
+	return fails +
+	       cmocka_run_group_tests_name("srv_loop", loop_tests, setup, teardown);
+}

@@ -1,0 +1,580 @@
+/* test_srv_rpc.c - srv_rpc_handle driven with hand-built call records: the RPC
+ * errors of RFC 5531 (version, auth, program, procedure, arguments) and the
+ * MOUNT v3 program over a read-only union in temp dirs.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "srv.h"
+
+static char tmp_root[64], lower[128], state_dir[128];
+static struct srv srv;
+static struct sockaddr_storage peer;
+
+/* ---- fixture ---- */
+
+static int setup(void **state)
+{
+	char err[512];
+	char *lowers[] = {lower};
+	struct srv_export_opts eo = {.path = "/", .lowerdirs = lowers, .nlower = 1};
+	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
+	struct sockaddr_in *sin = (struct sockaddr_in *)&peer;
+	int rc;
+
+	(void)state;
+	snprintf(tmp_root, sizeof(tmp_root), "/tmp/test_srv_rpc.XXXXXX");
+	if (!mkdtemp(tmp_root))
+		return -1;
+	snprintf(lower, sizeof(lower), "%s/lower", tmp_root);
+	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
+	if (mkdir(lower, 0755) < 0)
+		return -1;
+	o.cfg.nthreads = 1;
+	rc = srv_open(&srv, &o, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "srv_open: %s\n", err);
+		return -1;
+	}
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(700);
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	srv_log_level = SRV_LOG_ERR; /* rejected calls log at info: keep output clean */
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	srv_close(&srv);
+	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+/* ---- building calls ---- */
+
+struct call_spec {
+	uint32_t xid, rpcvers, prog, vers, proc;
+	uint32_t cred_flavor;
+	const uint8_t *cred_body; /* NULL: a valid AUTH_SYS body for SYS, else empty */
+	uint32_t cred_len;
+	xdrproc_t args_proc;
+	void *args;
+};
+
+static struct call_spec spec(uint32_t prog, uint32_t vers, uint32_t proc)
+{
+	return (struct call_spec){.xid = 0x1234,
+				  .rpcvers = 2,
+				  .prog = prog,
+				  .vers = vers,
+				  .proc = proc,
+				  .cred_flavor = AUTH_SYS};
+}
+
+/* An authsys_parms body: stamp, "tester", uid 1000, gid 100, groups {100, 27}. */
+static uint32_t authsys_body(uint8_t *buf, size_t cap, uint32_t ngroups)
+{
+	XDR x;
+	uint32_t stamp = 7, uid = 1000, gid = 100, g = 27;
+	char *machine = "tester";
+	uint32_t pos;
+
+	xdrmem_create(&x, (char *)buf, (u_int)cap, XDR_ENCODE);
+	assert_true(xdr_u_int(&x, &stamp));
+	assert_true(xdr_string(&x, &machine, 255));
+	assert_true(xdr_u_int(&x, &uid));
+	assert_true(xdr_u_int(&x, &gid));
+	assert_true(xdr_u_int(&x, &ngroups));
+	for (uint32_t i = 0; i < ngroups; i++)
+		assert_true(xdr_u_int(&x, &g));
+	pos = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return pos;
+}
+
+static size_t build_call(const struct call_spec *s, uint8_t *buf, size_t cap)
+{
+	uint8_t body[512];
+	uint32_t call = CALL, len = s->cred_len, none = AUTH_NONE, zero = 0;
+	uint32_t flavor = s->cred_flavor;
+	const uint8_t *b = s->cred_body;
+	XDR x;
+	size_t pos;
+
+	if (!b && flavor == AUTH_SYS) {
+		len = authsys_body(body, sizeof(body), 2);
+		b = body;
+	}
+	xdrmem_create(&x, (char *)buf, (u_int)cap, XDR_ENCODE);
+	assert_true(xdr_u_int(&x, (u_int *)&s->xid));
+	assert_true(xdr_u_int(&x, &call));
+	assert_true(xdr_u_int(&x, (u_int *)&s->rpcvers));
+	assert_true(xdr_u_int(&x, (u_int *)&s->prog));
+	assert_true(xdr_u_int(&x, (u_int *)&s->vers));
+	assert_true(xdr_u_int(&x, (u_int *)&s->proc));
+	assert_true(xdr_u_int(&x, &flavor));
+	assert_true(xdr_u_int(&x, &len));
+	if (len)
+		assert_true(xdr_opaque(&x, (char *)b, len));
+	assert_true(xdr_u_int(&x, &none)); /* verifier */
+	assert_true(xdr_u_int(&x, &zero));
+	if (s->args_proc)
+		assert_true(s->args_proc(&x, s->args));
+	pos = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return pos;
+}
+
+/* ---- reading replies ---- */
+
+struct parsed_reply {
+	uint32_t xid, reply_stat;
+	uint32_t stat; /* accept_stat, reject_stat */
+	uint32_t auth_stat;
+	uint32_t low, high;
+	XDR x; /* positioned at the results when stat == SUCCESS */
+};
+
+static void parse_reply(const struct srv_buf *b, struct parsed_reply *r)
+{
+	uint32_t mtype, vflavor, vlen;
+
+	memset(r, 0, sizeof(*r));
+	xdrmem_create(&r->x, (char *)b->data, (u_int)b->len, XDR_DECODE);
+	assert_true(xdr_u_int(&r->x, &r->xid));
+	assert_true(xdr_u_int(&r->x, &mtype));
+	assert_int_equal(mtype, REPLY);
+	assert_true(xdr_u_int(&r->x, &r->reply_stat));
+	if (r->reply_stat == MSG_ACCEPTED) {
+		assert_true(xdr_u_int(&r->x, &vflavor));
+		assert_true(xdr_u_int(&r->x, &vlen));
+		assert_int_equal(vflavor, AUTH_NONE);
+		assert_int_equal(vlen, 0);
+		assert_true(xdr_u_int(&r->x, &r->stat));
+		if (r->stat == PROG_MISMATCH) {
+			assert_true(xdr_u_int(&r->x, &r->low));
+			assert_true(xdr_u_int(&r->x, &r->high));
+		}
+		return;
+	}
+	assert_int_equal(r->reply_stat, MSG_DENIED);
+	assert_true(xdr_u_int(&r->x, &r->stat));
+	if (r->stat == RPC_MISMATCH) {
+		assert_true(xdr_u_int(&r->x, &r->low));
+		assert_true(xdr_u_int(&r->x, &r->high));
+	} else {
+		assert_int_equal(r->stat, AUTH_ERROR);
+		assert_true(xdr_u_int(&r->x, &r->auth_stat));
+	}
+}
+
+/* Runs the call record and parses its reply (which must exist). */
+static void roundtrip(const uint8_t *call, size_t len, struct srv_buf *reply,
+		      struct parsed_reply *r)
+{
+	assert_true(srv_rpc_handle(&srv, call, len, &peer, sizeof(struct sockaddr_in),
+				   IPPROTO_TCP, reply));
+	parse_reply(reply, r);
+}
+
+static void call_spec_rt(const struct call_spec *s, struct srv_buf *reply,
+			 struct parsed_reply *r)
+{
+	uint8_t buf[4096];
+
+	roundtrip(buf, build_call(s, buf, sizeof(buf)), reply, r);
+	assert_int_equal(r->xid, s->xid);
+}
+
+/* ---- RPC errors ---- */
+
+static void test_null_call(void **state)
+{
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+
+	(void)state;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
+	assert_int_equal(r.stat, SUCCESS);
+	assert_int_equal(reply.len, 24); /* header only: NULL returns void */
+	s = spec(MOUNT_PROGRAM, MOUNT_V3, 0);
+	s.cred_flavor = AUTH_NONE;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	srv_buf_free(&reply);
+}
+
+static void test_rpc_version_mismatch(void **state)
+{
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+
+	(void)state;
+	s.rpcvers = 3;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.reply_stat, MSG_DENIED);
+	assert_int_equal(r.stat, RPC_MISMATCH);
+	assert_int_equal(r.low, 2);
+	assert_int_equal(r.high, 2);
+	srv_buf_free(&reply);
+}
+
+static void test_prog_unavail(void **state)
+{
+	struct call_spec s = spec(100099, 1, 0);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+
+	(void)state;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
+	assert_int_equal(r.stat, PROG_UNAVAIL);
+	srv_buf_free(&reply);
+}
+
+static void test_prog_mismatch(void **state)
+{
+	const uint32_t tries[][2] = {
+	    {NFS_PROGRAM, 2}, {NFS_PROGRAM, 4}, {MOUNT_PROGRAM, 1}};
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+	struct call_spec s;
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		s = spec(tries[i][0], tries[i][1], 0);
+		call_spec_rt(&s, &reply, &r);
+		assert_int_equal(r.reply_stat, MSG_ACCEPTED);
+		assert_int_equal(r.stat, PROG_MISMATCH);
+		assert_int_equal(r.low, 3);
+		assert_int_equal(r.high, 3);
+	}
+	srv_buf_free(&reply);
+}
+
+static void test_proc_unavail(void **state)
+{
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 99);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+
+	(void)state;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.stat, PROC_UNAVAIL);
+	s = spec(MOUNT_PROGRAM, MOUNT_V3, 6);
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.stat, PROC_UNAVAIL);
+	srv_buf_free(&reply);
+}
+
+static void test_garbage_args(void **state)
+{
+	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+	uint8_t buf[256];
+	uint32_t n = htonl(100);
+	size_t len;
+
+	(void)state;
+	/* A dirpath announcing 100 bytes, with 4 present. */
+	len = build_call(&s, buf, sizeof(buf));
+	memcpy(buf + len, &n, 4);
+	memcpy(buf + len + 4, "/abc", 4);
+	roundtrip(buf, len + 8, &reply, &r);
+	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
+	assert_int_equal(r.stat, GARBAGE_ARGS);
+	/* No arguments at all, and a path over MNTPATHLEN. */
+	roundtrip(buf, len, &reply, &r);
+	assert_int_equal(r.stat, GARBAGE_ARGS);
+	n = htonl(MNTPATHLEN + 1);
+	memcpy(buf + len, &n, 4);
+	roundtrip(buf, len + 8, &reply, &r);
+	assert_int_equal(r.stat, GARBAGE_ARGS);
+	/* NFS GETATTR with a handle announcing 65 bytes. */
+	s = spec(NFS_PROGRAM, NFS_V3, 1);
+	len = build_call(&s, buf, sizeof(buf));
+	n = htonl(65);
+	memcpy(buf + len, &n, 4);
+	memset(buf + len + 4, 0, 68);
+	roundtrip(buf, len + 72, &reply, &r);
+	assert_int_equal(r.stat, GARBAGE_ARGS);
+	srv_buf_free(&reply);
+}
+
+static void test_auth_flavours(void **state)
+{
+	const uint32_t weak[] = {AUTH_DH, RPCSEC_GSS, 2 /* AUTH_SHORT */, 7, 390003};
+	uint8_t body[512];
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+
+	(void)state;
+	memset(body, 0, sizeof(body));
+	for (size_t i = 0; i < sizeof(weak) / sizeof(weak[0]); i++) {
+		s.cred_flavor = weak[i];
+		s.cred_body = body;
+		s.cred_len = 16;
+		call_spec_rt(&s, &reply, &r);
+		assert_int_equal(r.reply_stat, MSG_DENIED);
+		assert_int_equal(r.stat, AUTH_ERROR);
+		assert_int_equal(r.auth_stat, AUTH_TOOWEAK);
+	}
+	/* AUTH_SYS with 17 groups, with a trailing word, and a body over 400. */
+	s.cred_flavor = AUTH_SYS;
+	s.cred_len = authsys_body(body, sizeof(body), 17);
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.auth_stat, AUTH_BADCRED);
+	s.cred_len = authsys_body(body, sizeof(body), 2) + 4;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.auth_stat, AUTH_BADCRED);
+	s.cred_len = 404;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.auth_stat, AUTH_BADCRED);
+	/* A 16-group AUTH_SYS credential is fine. */
+	s.cred_len = authsys_body(body, sizeof(body), 16);
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
+	assert_int_equal(r.stat, SUCCESS);
+	srv_buf_free(&reply);
+}
+
+static void test_truncated_header(void **state)
+{
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+	uint8_t buf[256];
+	size_t len = build_call(&s, buf, sizeof(buf));
+
+	(void)state;
+	/* No xid, or no message type: nothing to answer. */
+	for (size_t cut = 0; cut < 8; cut++)
+		assert_false(srv_rpc_handle(&srv, buf, cut, &peer,
+					    sizeof(struct sockaddr_in), IPPROTO_UDP,
+					    &reply));
+	/* A header cut anywhere after the message type: AUTH_ERROR. */
+	for (size_t cut = 8; cut < len; cut += 4) {
+		roundtrip(buf, cut, &reply, &r);
+		assert_int_equal(r.reply_stat, MSG_DENIED);
+		assert_int_equal(r.stat, AUTH_ERROR);
+	}
+	/* An RPC reply sent to us is dropped. */
+	buf[7] = REPLY;
+	assert_false(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
+				    IPPROTO_UDP, &reply));
+	srv_buf_free(&reply);
+}
+
+/* ---- MOUNT ---- */
+
+static void mnt(const char *path, struct srv_buf *reply, mountres3 *res)
+{
+	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT);
+	struct parsed_reply r;
+	char *p = (char *)path;
+
+	s.args_proc = (xdrproc_t)xdr_dirpath;
+	s.args = &p;
+	call_spec_rt(&s, reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	memset(res, 0, sizeof(*res));
+	assert_true(xdr_mountres3(&r.x, res));
+}
+
+static void test_mnt_root(void **state)
+{
+	struct srv_buf reply = {0};
+	mountres3 res;
+	mountres3_ok *ok = &res.mountres3_u.mountinfo;
+	uint32_t export_id;
+	un_id id;
+
+	(void)state;
+	mnt("/", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3_OK);
+	assert_true(ok->fhandle.fhandle3_len > 0);
+	assert_true(ok->fhandle.fhandle3_len <= 64);
+	assert_int_equal(ok->auth_flavors.auth_flavors_len, 1);
+	assert_int_equal(ok->auth_flavors.auth_flavors_val[0], AUTH_SYS);
+	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+					  ok->fhandle.fhandle3_len, &export_id, &id),
+			 0);
+	assert_int_equal(export_id, un_export_id(srv.exports[0].ux));
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	/* Slashes are normalised: "//" is "/". */
+	mnt("//", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3_OK);
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	srv_buf_free(&reply);
+}
+
+static void test_mnt_noent(void **state)
+{
+	struct srv_buf reply = {0};
+	mountres3 res;
+
+	(void)state;
+	mnt("/nope", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3ERR_NOENT);
+	mnt("relative", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3ERR_NOENT);
+	srv_buf_free(&reply);
+}
+
+static size_t dump(struct srv_buf *reply, mountlist *out)
+{
+	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_DUMP);
+	struct parsed_reply r;
+	size_t n = 0;
+
+	call_spec_rt(&s, reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	*out = NULL;
+	assert_true(xdr_mountlist(&r.x, out));
+	for (mountbody *b = *out; b; b = b->ml_next)
+		n++;
+	return n;
+}
+
+static void simple_call(uint32_t proc, const char *path)
+{
+	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, proc);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+	char *p = (char *)path;
+
+	if (path) {
+		s.args_proc = (xdrproc_t)xdr_dirpath;
+		s.args = &p;
+	}
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	srv_buf_free(&reply);
+}
+
+static void test_dump_umnt(void **state)
+{
+	struct srv_buf reply = {0};
+	mountres3 res;
+	mountlist ml;
+
+	(void)state;
+	mnt("/", &reply, &res);
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	assert_int_equal(dump(&reply, &ml), 1);
+	assert_string_equal(ml->ml_hostname, "127.0.0.1");
+	assert_string_equal(ml->ml_directory, "/");
+	xdr_free((xdrproc_t)xdr_mountlist, &ml);
+	simple_call(MOUNTPROC3_UMNT, "/");
+	assert_int_equal(dump(&reply, &ml), 0);
+	mnt("/", &reply, &res);
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	simple_call(MOUNTPROC3_UMNTALL, NULL);
+	assert_int_equal(dump(&reply, &ml), 0);
+	srv_buf_free(&reply);
+}
+
+static void test_export_list(void **state)
+{
+	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_EXPORT);
+	struct srv_buf reply = {0};
+	struct parsed_reply r;
+	exports ex = NULL;
+
+	(void)state;
+	call_spec_rt(&s, &reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	assert_true(xdr_exports(&r.x, &ex));
+	assert_non_null(ex);
+	assert_string_equal(ex->ex_dir, "/");
+	assert_non_null(ex->ex_groups);
+	assert_string_equal(ex->ex_groups->gr_name, "*");
+	assert_null(ex->ex_groups->gr_next);
+	assert_null(ex->ex_next);
+	xdr_free((xdrproc_t)xdr_exports, &ex);
+	srv_buf_free(&reply);
+}
+
+/* ---- helpers of server.c ---- */
+
+static void test_export_lookup(void **state)
+{
+	(void)state;
+	assert_non_null(srv_export_by_path(&srv, "/"));
+	assert_non_null(srv_export_by_path(&srv, "///"));
+	assert_null(srv_export_by_path(&srv, "/x"));
+	assert_null(srv_export_by_path(&srv, ""));
+	assert_ptr_equal(srv_export_by_id(&srv, un_export_id(srv.exports[0].ux)),
+			 &srv.exports[0]);
+	assert_null(srv_export_by_id(&srv, un_export_id(srv.exports[0].ux) + 1));
+}
+
+static void test_arena(void **state)
+{
+	struct srv_arena *a = srv_arena_new();
+	char *big, *s;
+	long *small;
+
+	(void)state;
+	assert_non_null(a);
+	for (int i = 0; i < 5000; i++) {
+		small = srv_arena_alloc(a, sizeof(*small) * 3);
+		assert_non_null(small);
+		assert_int_equal(small[0] | small[1] | small[2], 0);
+		assert_int_equal((uintptr_t)small % _Alignof(max_align_t), 0);
+		small[0] = small[1] = small[2] = -1;
+	}
+	big = srv_arena_alloc(a, SRV_MAX_IO);
+	assert_non_null(big);
+	assert_int_equal(big[SRV_MAX_IO - 1], 0);
+	s = srv_arena_strndup(a, "abcdef", 3);
+	assert_string_equal(s, "abc");
+	srv_arena_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_null_call),
+	    cmocka_unit_test(test_rpc_version_mismatch),
+	    cmocka_unit_test(test_prog_unavail),
+	    cmocka_unit_test(test_prog_mismatch),
+	    cmocka_unit_test(test_proc_unavail),
+	    cmocka_unit_test(test_garbage_args),
+	    cmocka_unit_test(test_auth_flavours),
+	    cmocka_unit_test(test_truncated_header),
+	    cmocka_unit_test(test_mnt_root),
+	    cmocka_unit_test(test_mnt_noent),
+	    cmocka_unit_test(test_dump_umnt),
+	    cmocka_unit_test(test_export_list),
+	    cmocka_unit_test(test_export_lookup),
+	    cmocka_unit_test(test_arena),
+	};
+
+	return cmocka_run_group_tests_name("srv_rpc", tests, setup, teardown);
+}
