@@ -1,0 +1,474 @@
+/* test_lookup.c - lookup across layers, objects and their attributes, data
+ * and links, export checks, and failures injected through the sys seam. */
+#include "test_un.h"
+
+static void layers(struct fx *fx, const char *names)
+{
+	char list[256], *save = NULL;
+
+	snprintf(list, sizeof(list), "%s", names);
+	for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save))
+		t_mkdir(fx, t);
+}
+
+static void test_order_and_shadowing(void **state)
+{
+	struct fx *fx = *state;
+	char buf[64];
+
+	layers(fx, "u:w:l1:l2:l3");
+	t_file(fx, "l1/f", "one");
+	t_file(fx, "l2/f", "two");
+	t_file(fx, "l3/f", "three");
+	t_file(fx, "l2/g", "g2");
+	t_file(fx, "l3/g", "g3");
+	t_file(fx, "l3/h", "h3");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "one");
+	t_read(fx, "g", buf, sizeof(buf));
+	assert_string_equal(buf, "g2");
+	t_read(fx, "h", buf, sizeof(buf));
+	assert_string_equal(buf, "h3");
+	assert_int_equal(t_lookup_rc(fx, "nope"), -ENOENT);
+
+	t_file(fx, "u/f", "upper");
+	t_export(fx, "l1:l2:l3", "u", "w");
+	t_read(fx, "f", buf, sizeof(buf));
+	assert_string_equal(buf, "upper");
+	t_read(fx, "g", buf, sizeof(buf));
+	assert_string_equal(buf, "g2");
+}
+
+static void test_merge_depth(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	struct un_attr a;
+	char buf[64];
+
+	t_file(fx, "l1/a/b/c/x", "x1");
+	t_file(fx, "l2/a/b/c/y", "y2");
+	t_file(fx, "l3/a/b/z", "z3");
+	t_file(fx, "l3/a/b/c/x", "x3");
+	t_file(fx, "l3/only/deep/file", "d");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	t_read(fx, "a/b/c/x", buf, sizeof(buf));
+	assert_string_equal(buf, "x1");
+	t_read(fx, "a/b/c/y", buf, sizeof(buf));
+	assert_string_equal(buf, "y2");
+	t_read(fx, "a/b/z", buf, sizeof(buf));
+	assert_string_equal(buf, "z3");
+	t_list_eq(fx, "a/b/c", "x,y");
+	t_list_eq(fx, "a/b", "c,z");
+
+	/* A merged dir reports nlink 1; a dir of one layer its own count. */
+	assert_int_equal(t_walk(fx, "a/b", &o), 0);
+	assert_int_equal(o->ninst, 3);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.nlink, 1);
+	assert_true(S_ISDIR(a.mode));
+	un_obj_put(o);
+	assert_int_equal(t_walk(fx, "only", &o), 0);
+	assert_int_equal(o->ninst, 1);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.nlink, 3);
+	un_obj_put(o);
+}
+
+static void test_file_hides_dir_below(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+
+	t_file(fx, "l1/a", "file");
+	t_file(fx, "l2/a/x", "below");
+	t_export(fx, "l1:l2", NULL, NULL);
+	assert_int_equal(t_walk(fx, "a", &o), 0);
+	assert_int_equal(un_obj_type(o), S_IFREG);
+	un_obj_put(o);
+	assert_int_equal(t_lookup_rc(fx, "a/x"), -ENOTDIR);
+}
+
+static void test_dir_above_file(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+
+	t_file(fx, "l1/a/y", "y");
+	t_file(fx, "l2/a", "file");
+	t_file(fx, "l3/a/z", "z");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	assert_int_equal(t_walk(fx, "a", &o), 0);
+	assert_int_equal(un_obj_type(o), S_IFDIR);
+	assert_int_equal(o->ninst, 1); /* the file below ends the merge */
+	un_obj_put(o);
+	assert_int_equal(t_lookup_rc(fx, "a/z"), -ENOENT);
+	t_list_eq(fx, "a", "y");
+}
+
+static void test_symlinks_not_followed(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	char buf[64];
+	size_t len;
+
+	t_symlink(fx, "/etc", "l1/etc");
+	t_symlink(fx, "..", "l1/d/up");
+	t_symlink(fx, "../../..", "l1/d/upup");
+	t_file(fx, "l2/s/inner", "lower");
+	t_symlink(fx, "/tmp", "l1/s");
+	t_export(fx, "l1:l2", NULL, NULL);
+
+	assert_int_equal(t_walk(fx, "etc", &o), 0);
+	assert_int_equal(un_obj_type(o), S_IFLNK);
+	assert_int_equal(un_readlink(fx->ex, o, buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, 4);
+	assert_memory_equal(buf, "/etc", 4);
+	un_obj_put(o);
+	assert_int_equal(t_lookup_rc(fx, "etc/passwd"), -ENOTDIR);
+	assert_int_equal(t_lookup_rc(fx, "d/up/d"), -ENOTDIR);
+	assert_int_equal(t_lookup_rc(fx, "d/upup/etc"), -ENOTDIR);
+	/* A symlink above a directory hides it like any non-directory. */
+	assert_int_equal(t_lookup_rc(fx, "s/inner"), -ENOTDIR);
+	assert_int_equal(t_walk(fx, "s", &o), 0);
+	assert_int_equal(un_obj_type(o), S_IFLNK);
+	un_obj_put(o);
+}
+
+static void test_name_validation(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *root, *o;
+	char name[300];
+
+	t_file(fx, "l1/f", "x");
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(un_root(fx->ex, &root), 0);
+	assert_int_equal(un_lookup(fx->ex, root, "", &o), -EINVAL);
+	assert_int_equal(un_lookup(fx->ex, root, "a/b", &o), -EINVAL);
+	assert_int_equal(un_lookup(fx->ex, root, "/", &o), -EINVAL);
+	memset(name, 'n', sizeof(name));
+	name[256] = '\0';
+	assert_int_equal(un_lookup(fx->ex, root, name, &o), -ENAMETOOLONG);
+	name[255] = '\0';
+	assert_int_equal(un_lookup(fx->ex, root, name, &o), -ENOENT);
+	assert_int_equal(un_lookup(fx->ex, root, "f", &o), 0);
+	struct un_obj *f = o;
+	assert_int_equal(un_lookup(fx->ex, f, "x", &o), -ENOTDIR);
+	assert_int_equal(un_lookup(fx->ex, f, ".", &o), -ENOTDIR);
+	un_obj_put(f);
+	un_obj_put(root);
+}
+
+static void test_dots(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *root, *b, *o;
+
+	t_file(fx, "l1/a/b/f", "x");
+	t_file(fx, "l2/a/b/g", "y");
+	t_export(fx, "l1:l2", NULL, NULL);
+	assert_int_equal(un_root(fx->ex, &root), 0);
+	assert_int_equal(un_obj_parent_id(root), un_obj_id(root));
+	assert_int_equal(un_lookup(fx->ex, root, "..", &o), 0);
+	assert_int_equal(un_obj_id(o), un_obj_id(root));
+	un_obj_put(o);
+	assert_int_equal(un_lookup(fx->ex, root, ".", &o), 0);
+	assert_ptr_equal(o, root);
+	un_obj_put(o);
+
+	assert_int_equal(t_walk(fx, "a/b", &b), 0);
+	assert_int_equal(un_obj_parent_id(b), t_id(fx, "a"));
+	assert_int_equal(un_lookup(fx->ex, b, "..", &o), 0);
+	assert_int_equal(un_obj_id(o), t_id(fx, "a"));
+	assert_int_equal(o->ninst, 2); /* a full merged object, not a stub */
+	un_obj_put(o);
+	un_obj_put(b);
+	un_obj_put(root);
+}
+
+static void test_getattr(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	struct un_attr a;
+	struct stat st;
+
+	t_file(fx, "l1/f", "12345");
+	t_chr0(fx, "l2/dev-not-wh"); /* a 0:0 device at the bottom is still a white-out */
+	t_export(fx, "l1:l2", NULL, NULL);
+	assert_int_equal(t_walk(fx, "f", &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(stat(t_path(fx, "l1/f"), &st), 0);
+	assert_int_equal(a.fileid, un_obj_id(o));
+	assert_int_equal(a.fsid, un_export_id(fx->ex));
+	assert_int_equal(a.size, 5);
+	assert_int_equal(a.mode, st.st_mode);
+	assert_int_equal(a.uid, st.st_uid);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.mtime.tv_sec, st.st_mtim.tv_sec);
+	assert_int_equal(a.mtime.tv_nsec, st.st_mtim.tv_nsec);
+	un_obj_put(o);
+	assert_int_equal(t_lookup_rc(fx, "dev-not-wh"), -ENOENT);
+}
+
+static void test_readlink(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	char buf[8];
+	size_t len;
+
+	t_symlink(fx, "12345678", "l1/ln");
+	t_file(fx, "l1/f", "x");
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(t_walk(fx, "ln", &o), 0);
+	assert_int_equal(un_readlink(fx->ex, o, buf, 7, &len), -ENAMETOOLONG);
+	assert_int_equal(un_readlink(fx->ex, o, buf, 8, &len), 0);
+	assert_int_equal(len, 8);
+	assert_memory_equal(buf, "12345678", 8);
+	un_obj_put(o);
+	assert_int_equal(t_walk(fx, "f", &o), 0);
+	assert_int_equal(un_readlink(fx->ex, o, buf, 8, &len), -EINVAL);
+	un_obj_put(o);
+}
+
+static void test_read_eof(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	char buf[32];
+	bool eof;
+
+	t_file(fx, "l1/f", "0123456789");
+	t_file(fx, "l1/empty", "");
+	t_symlink(fx, "f", "l1/ln");
+	t_mkdir(fx, "l1/d");
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(t_walk(fx, "f", &o), 0);
+	assert_int_equal(un_read(fx->ex, o, buf, 10, 0, &eof), 10);
+	assert_true(eof);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 0, &eof), 5);
+	assert_false(eof);
+	assert_memory_equal(buf, "01234", 5);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 5, &eof), 5);
+	assert_true(eof);
+	assert_memory_equal(buf, "56789", 5);
+	assert_int_equal(un_read(fx->ex, o, buf, 32, 3, &eof), 7);
+	assert_true(eof);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 20, &eof), 0);
+	assert_true(eof);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, UINT64_MAX - 2, &eof), 0);
+	assert_true(eof);
+	un_obj_put(o);
+	assert_int_equal(t_walk(fx, "empty", &o), 0);
+	eof = false;
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 0, &eof), 0);
+	assert_true(eof);
+	un_obj_put(o);
+	assert_int_equal(t_walk(fx, "ln", &o), 0);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 0, &eof), -EINVAL);
+	un_obj_put(o);
+	assert_int_equal(t_walk(fx, "d", &o), 0);
+	assert_int_equal(un_read(fx->ex, o, buf, 5, 0, &eof), -EISDIR);
+	un_obj_put(o);
+}
+
+static void test_statfs(void **state)
+{
+	struct fx *fx = *state;
+	struct un_statfs s;
+
+	t_mkdir(fx, "l1");
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(un_statfs(fx->ex, &s), 0);
+	assert_true(s.tbytes > 0 && s.tbytes >= s.fbytes && s.fbytes >= s.abytes);
+	assert_int_equal(s.namemax, 255);
+	assert_false(un_export_writable(fx->ex));
+	assert_string_equal(un_export_path(fx->ex), "/");
+}
+
+static void expect_export_error(struct fx *fx, const char *lowers, const char *upper,
+				const char *work, int rc, const char *want)
+{
+	char err[512] = "", exp[512];
+
+	assert_int_equal(t_export_try(fx, lowers, upper, work, err, sizeof(err)), rc);
+	snprintf(exp, sizeof(exp), want, fx->base, fx->base);
+	assert_string_equal(err, exp);
+	assert_null(fx->ex);
+}
+
+static void test_export_errors(void **state)
+{
+	struct fx *fx = *state;
+	char err[256];
+
+	t_mkdir(fx, "l1/inner");
+	t_mkdir(fx, "u/sub");
+	t_mkdir(fx, "w");
+	t_file(fx, "file", "x");
+	expect_export_error(fx, "missing", NULL, NULL, -ENOENT,
+			    "lowerdir %s/missing: no such directory");
+	expect_export_error(fx, "file", NULL, NULL, -ENOTDIR,
+			    "lowerdir %s/file: not a directory");
+	expect_export_error(fx, "l1", "l1/inner", "w", -EINVAL,
+			    "upperdir %s/l1/inner is inside lowerdir %s/l1");
+	expect_export_error(fx, "u/sub", "u", "w", -EINVAL,
+			    "lowerdir %s/u/sub is inside upperdir %s/u");
+	expect_export_error(fx, "l1", "l1", "w", -EINVAL,
+			    "upperdir %s/l1 is the same directory as lowerdir %s/l1");
+	expect_export_error(fx, "l1", "u", "u/sub", -EINVAL,
+			    "workdir %s/u/sub is inside upperdir %s/u");
+	expect_export_error(fx, "l1", "u", NULL, -EINVAL,
+			    "upperdir %s/u needs a workdir");
+	expect_export_error(fx, "l1", "u", "missing", -ENOENT,
+			    "workdir %s/missing: no such directory");
+
+	/* A workdir on another filesystem (/proc is one on any Linux). */
+	const char *low[] = {t_path(fx, "l1")};
+	char up[PATH_MAX];
+	snprintf(up, sizeof(up), "%s", t_path(fx, "u"));
+	struct un_export_cfg cfg = {.path = "/",
+				    .upperdir = up,
+				    .workdir = "/proc",
+				    .lowerdirs = low,
+				    .nlower = 1};
+	assert_int_equal(un_export_open(fx->st, &cfg, &fx->ex, err, sizeof(err)), -EXDEV);
+	assert_non_null(
+	    strstr(err, "workdir /proc is not on the same filesystem as upperdir"));
+	cfg.nlower = 0;
+	assert_int_equal(un_export_open(fx->st, &cfg, &fx->ex, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "no lowerdir given");
+
+	/* A good stack opens; its id follows from the path alone. */
+	t_export(fx, "l1", "u", "w");
+	assert_true(un_export_writable(fx->ex));
+	uint32_t id = un_export_id(fx->ex);
+	assert_int_not_equal(id, 0);
+	cfg = (struct un_export_cfg){.path = "/", .lowerdirs = low, .nlower = 1};
+	struct un_export *ex2, *ex3;
+	assert_int_equal(un_export_open(fx->st, &cfg, &ex2, err, sizeof(err)), 0);
+	assert_int_equal(un_export_id(ex2), id);
+	cfg.path = "/other";
+	assert_int_equal(un_export_open(fx->st, &cfg, &ex3, err, sizeof(err)), 0);
+	assert_int_not_equal(un_export_id(ex3), id);
+	un_export_close(ex2);
+	un_export_close(ex3);
+}
+
+static void test_resolve(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	un_id id, root;
+
+	t_file(fx, "l1/a/b/c", "x");
+	t_file(fx, "l2/a/d", "y");
+	t_export(fx, "l1:l2", NULL, NULL);
+	id = t_id(fx, "a/b/c");
+	root = t_id(fx, "");
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	assert_int_equal(un_obj_id(o), id);
+	assert_int_equal(un_obj_type(o), S_IFREG);
+	assert_int_equal(un_obj_parent_id(o), t_id(fx, "a/b"));
+	un_obj_put(o);
+	assert_int_equal(un_resolve(fx->ex, root, &o), 0);
+	assert_int_equal(o->ninst, 2);
+	un_obj_put(o);
+	assert_int_equal(un_resolve(fx->ex, 0, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, 999999, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, t_id(fx, "a/d"), &o), 0);
+	un_obj_put(o);
+}
+
+/* Runs a lookup, a getattr, a read and a readlink of a merged tree. */
+static int exercise(struct fx *fx)
+{
+	struct un_obj *o;
+	struct un_attr a;
+	char buf[64];
+	size_t len;
+	bool eof;
+	int rc;
+
+	rc = t_walk(fx, "a/b/c", &o);
+	if (rc)
+		return rc;
+	rc = un_getattr(fx->ex, o, &a);
+	if (!rc)
+		rc = (int)un_read(fx->ex, o, buf, sizeof(buf), 0, &eof);
+	un_obj_put(o);
+	if (rc < 0)
+		return rc;
+	rc = t_walk(fx, "ln", &o);
+	if (rc)
+		return rc;
+	rc = un_readlink(fx->ex, o, buf, sizeof(buf), &len);
+	un_obj_put(o);
+	return rc;
+}
+
+static void test_injected_failures(void **state)
+{
+	static const enum un_sys_op ops[] = {UN_SYS_OPEN, UN_SYS_STAT,	   UN_SYS_XATTR,
+					     UN_SYS_READ, UN_SYS_READLINK, UN_SYS_ALLOC,
+					     UN_SYS_MDB};
+	struct fx *fx = *state;
+	int fds, rc;
+
+	t_file(fx, "l1/a/b/c", "data");
+	t_file(fx, "l2/a/b/x", "");
+	t_file(fx, "l3/a/b/c", "hidden");
+	t_mkdir(fx, "l3/a/b/y");
+	t_symlink(fx, "target", "l2/ln");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	assert_int_equal(exercise(fx), 0); /* warm: the nodes exist */
+	fds = t_nfds();
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		unsigned long calls;
+
+		un_sys_inject_reset();
+		assert_int_equal(exercise(fx), 0);
+		calls = un_sys_calls(ops[k]);
+		assert_true(calls > 0); /* every kind is on the path */
+		for (unsigned long n = 1; n <= calls; n++) {
+			un_sys_inject_reset();
+			un_sys_inject(ops[k], n, EIO);
+			rc = exercise(fx);
+			if (rc != -EIO && rc != -ENOMEM)
+				fail_msg("op %zu call %lu: rc %d", k, n, rc);
+			assert_int_equal(t_nfds(), fds);
+		}
+	}
+	un_sys_inject_reset();
+	assert_int_equal(exercise(fx), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_order_and_shadowing, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_merge_depth, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_file_hides_dir_below, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_dir_above_file, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_symlinks_not_followed, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_name_validation, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_dots, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_getattr, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_readlink, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_read_eof, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_statfs, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_export_errors, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
+	};
+
+	return cmocka_run_group_tests_name("lookup", tests, NULL, NULL);
+}

@@ -1,0 +1,329 @@
+/* layer.c - an export: its layer stack, opened once and checked.
+ *
+ * layers[] holds the upper (when there is one) and then the lowers, top-most
+ * first, each as an O_PATH descriptor of its root.  Every later access is
+ * relative to these descriptors, so renaming or unmounting a layer's path
+ * after the start changes nothing we see.
+ *
+ * The export id is the first 4 bytes of a BLAKE2b hash of the export path,
+ * keyed with the fixed context EXPORT_ID_KEY (not the state secret): the id
+ * is also the fsid clients see and lives in every handle, so it must not
+ * change when the state dir is recreated, and it carries no secret.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+#define EXPORT_ID_KEY "union-nfsd export id, version 1"
+#define ROOT_NAME_FMT "export:%08x"
+#define WALK_UP_MAX   4096 /* bounds the ".." walk of inside() */
+
+/* Writes one line into ERR and returns RC. */
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+static struct un_devino devino(const struct stat *st)
+{
+	return (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+}
+
+static bool same(struct un_devino a, struct un_devino b)
+{
+	return a.dev == b.dev && a.ino == b.ino;
+}
+
+/* Opens layer root DIR (KIND names it in messages) into *fd and *st. */
+static int root_open(const char *kind, const char *dir, int *fd, struct stat *st,
+		     char *err, size_t errlen)
+{
+	int rc;
+
+	rc = un_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
+	if (rc == -ENOENT)
+		return fail(err, errlen, rc, "%s %s: no such directory", kind, dir);
+	if (rc == -ENOTDIR)
+		return fail(err, errlen, rc, "%s %s: not a directory", kind, dir);
+	if (rc < 0)
+		return fail(err, errlen, rc, "%s %s: %s", kind, dir, strerror(-rc));
+	*fd = rc;
+	rc = un_sys_fstat(*fd, st);
+	if (rc < 0)
+		return fail(err, errlen, rc, "%s %s: %s", kind, dir, strerror(-rc));
+	return 0;
+}
+
+/* 1 if directory FD is ANC or lies below it, 0 if not: walks ".." up to the
+ * root, comparing (dev, ino), so bind mounts and symlinked paths cannot hide
+ * the nesting. */
+static int inside(int fd, struct un_devino anc)
+{
+	struct stat st, up;
+	int cur, next, rc = 0;
+
+	cur = un_sys_dup(fd);
+	if (cur < 0)
+		return cur;
+	for (int i = 0; i < WALK_UP_MAX && rc == 0; i++) {
+		rc = un_sys_fstat(cur, &st);
+		if (rc < 0)
+			break;
+		if (same(devino(&st), anc)) {
+			rc = 1;
+			break;
+		}
+		rc = next = un_sys_openat(cur, "..", O_PATH | O_DIRECTORY, 0);
+		if (next < 0)
+			break;
+		un_sys_close(cur);
+		cur = next;
+		rc = un_sys_fstat(cur, &up);
+		if (rc == 0 && same(devino(&up), devino(&st)))
+			break; /* ".." of "/" is "/": not inside */
+	}
+	un_sys_close(cur);
+	return rc;
+}
+
+/* One directory in a nesting check: its role and path name it in messages. */
+struct side {
+	const char *kind, *dir;
+	struct un_devino di;
+	int fd;
+};
+
+static struct side side_of(const char *kind, const struct un_layer *l)
+{
+	return (struct side){.kind = kind, .dir = l->dir, .di = l->di, .fd = l->fd};
+}
+
+/* Checks that A and B are different directories and neither is inside the
+ * other. */
+static int no_nesting(struct side a, struct side b, char *err, size_t errlen)
+{
+	int r;
+
+	if (same(a.di, b.di))
+		return fail(err, errlen, -EINVAL, "%s %s is the same directory as %s %s",
+			    a.kind, a.dir, b.kind, b.dir);
+	r = inside(a.fd, b.di);
+	if (r == 1)
+		return fail(err, errlen, -EINVAL, "%s %s is inside %s %s", a.kind, a.dir,
+			    b.kind, b.dir);
+	if (r == 0)
+		r = inside(b.fd, a.di);
+	if (r == 1)
+		return fail(err, errlen, -EINVAL, "%s %s is inside %s %s", b.kind, b.dir,
+			    a.kind, a.dir);
+	if (r < 0)
+		return fail(err, errlen, r, "%s %s: %s", a.kind, a.dir, strerror(-r));
+	return 0;
+}
+
+static int cfg_check(const struct un_export_cfg *cfg, char *err, size_t errlen)
+{
+	if (!cfg->path || cfg->path[0] != '/')
+		return fail(err, errlen, -EINVAL, "export path %s: not absolute",
+			    cfg->path ? cfg->path : "(none)");
+	if (cfg->nlower == 0)
+		return fail(err, errlen, -EINVAL, "no lowerdir given");
+	if (cfg->nlower + (cfg->upperdir != NULL) > UN_LAYERS_MAX)
+		return fail(err, errlen, -EINVAL, "too many layers (at most %d)",
+			    UN_LAYERS_MAX);
+	if (cfg->upperdir && !cfg->workdir)
+		return fail(err, errlen, -EINVAL, "upperdir %s needs a workdir",
+			    cfg->upperdir);
+	if (cfg->workdir && !cfg->upperdir)
+		return fail(err, errlen, -EINVAL, "workdir %s given without an upperdir",
+			    cfg->workdir);
+	return 0;
+}
+
+/* Opens every layer root of CFG into EX->layers. */
+static int layers_open(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+	size_t i = 0;
+	int rc;
+
+	if (cfg->upperdir) {
+		ex->layers[0].dir = un_sys_strdup(cfg->upperdir);
+		if (!ex->layers[0].dir)
+			return fail(err, errlen, -ENOMEM, "out of memory");
+		rc = root_open("upperdir", cfg->upperdir, &ex->layers[0].fd, &st, err,
+			       errlen);
+		if (rc)
+			return rc;
+		ex->layers[0].di = devino(&st);
+		i = 1;
+	}
+	for (size_t l = 0; l < cfg->nlower; l++, i++) {
+		ex->layers[i].dir = un_sys_strdup(cfg->lowerdirs[l]);
+		ex->layers[i].lower = true;
+		if (!ex->layers[i].dir)
+			return fail(err, errlen, -ENOMEM, "out of memory");
+		rc = root_open("lowerdir", cfg->lowerdirs[l], &ex->layers[i].fd, &st, err,
+			       errlen);
+		if (rc)
+			return rc;
+		ex->layers[i].di = devino(&st);
+	}
+	return 0;
+}
+
+/* The upper and the workdir against each other and against every lower. */
+static int upper_check(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
+		       size_t errlen)
+{
+	struct side up = side_of("upperdir", &ex->layers[0]), work;
+	struct stat st;
+	int rc;
+
+	for (size_t i = 1; i < ex->nlayers; i++) {
+		rc = no_nesting(up, side_of("lowerdir", &ex->layers[i]), err, errlen);
+		if (rc)
+			return rc;
+	}
+	rc = root_open("workdir", cfg->workdir, &ex->workfd, &st, err, errlen);
+	if (rc)
+		return rc;
+	work = (struct side){"workdir", cfg->workdir, devino(&st), ex->workfd};
+	if (work.di.dev != up.di.dev)
+		return fail(err, errlen, -EXDEV,
+			    "workdir %s is not on the same filesystem as upperdir %s",
+			    cfg->workdir, cfg->upperdir);
+	return no_nesting(work, up, err, errlen);
+}
+
+static uint32_t export_id_of(const char *path)
+{
+	uint8_t h[crypto_generichash_BYTES_MIN];
+	uint32_t id;
+
+	_Static_assert(sizeof(EXPORT_ID_KEY) - 1 >= crypto_generichash_KEYBYTES_MIN,
+		       "export id key length");
+	crypto_generichash(h, sizeof(h), (const uint8_t *)path, strlen(path),
+			   (const uint8_t *)EXPORT_ID_KEY, sizeof(EXPORT_ID_KEY) - 1);
+	id = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+	return id ? id : 1; /* 0 is no export */
+}
+
+/* Gives the export root its node (pinned: the same whatever the layers). */
+static int root_node(struct un_export *ex)
+{
+	struct un_devino inst[UN_LAYERS_MAX];
+	char name[sizeof(ROOT_NAME_FMT) + 8];
+	struct un_node_obs obs = {
+	    .parent = UN_ID_NONE,
+	    .name = name,
+	    .type = S_IFDIR,
+	    .inst = inst,
+	    .ninst = ex->nlayers,
+	    .pinned = true,
+	};
+
+	obs.namelen = (size_t)snprintf(name, sizeof(name), ROOT_NAME_FMT, ex->id);
+	for (size_t i = 0; i < ex->nlayers; i++)
+		inst[i] = ex->layers[i].di;
+	return un_node_get_or_create(ex->st, &obs, &ex->root_id);
+}
+
+static struct un_export *export_alloc(struct un_state *st,
+				      const struct un_export_cfg *cfg)
+{
+	struct un_export *ex = un_sys_calloc(1, sizeof(*ex));
+
+	if (!ex)
+		return NULL;
+	ex->st = st;
+	ex->workfd = -1;
+	ex->nlayers = cfg->nlower + (cfg->upperdir != NULL);
+	ex->layers = un_sys_calloc(ex->nlayers, sizeof(*ex->layers));
+	ex->path = un_sys_strdup(cfg->path);
+	if (!ex->layers || !ex->path) {
+		un_export_close(ex);
+		return NULL;
+	}
+	for (size_t i = 0; i < ex->nlayers; i++)
+		ex->layers[i].fd = -1;
+	return ex;
+}
+
+int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
+		   struct un_export **out, char *err, size_t errlen)
+{
+	struct un_export *ex;
+	int rc;
+
+	rc = cfg_check(cfg, err, errlen);
+	if (rc)
+		return rc;
+	ex = export_alloc(st, cfg);
+	if (!ex)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	rc = layers_open(ex, cfg, err, errlen);
+	if (!rc && cfg->upperdir)
+		rc = upper_check(ex, cfg, err, errlen);
+	if (rc)
+		goto fail;
+	ex->id = export_id_of(cfg->path);
+	/* Our own markers go where overlayfs would put them when mounted by
+	 * the same user: trusted.* needs CAP_SYS_ADMIN. */
+	ex->xattr_prefix = geteuid() == 0 ? "trusted.overlay." : "user.overlay.";
+	rc = root_node(ex);
+	if (rc) {
+		fail(err, errlen, rc, "state dir: node table: %s", strerror(-rc));
+		goto fail;
+	}
+	*out = ex;
+	return 0;
+fail:
+	un_export_close(ex);
+	return rc;
+}
+
+void un_export_close(struct un_export *ex)
+{
+	if (!ex)
+		return;
+	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
+		un_sys_close(ex->layers[i].fd);
+		free(ex->layers[i].dir);
+	}
+	un_sys_close(ex->workfd);
+	free(ex->layers);
+	free(ex->path);
+	free(ex);
+}
+
+uint32_t un_export_id(const struct un_export *ex)
+{
+	return ex->id;
+}
+
+const char *un_export_path(const struct un_export *ex)
+{
+	return ex->path;
+}
+
+bool un_export_writable(const struct un_export *ex)
+{
+	return ex->workfd >= 0;
+}

@@ -1,0 +1,428 @@
+/* lookup.c - objects: resolving names and node ids, and reading objects.
+ *
+ * An object (struct un_obj) is a node id plus its layer stack: for a
+ * directory, an O_PATH descriptor of the directory in every layer it is merged
+ * from (top-most first, down to and including the first opaque one); for any
+ * other object, the one descriptor of its top-most instance.  Objects hold no
+ * descriptor beyond their own lifetime, so a change in a layer shows on the
+ * next lookup.
+ *
+ * A lookup walks the parent's stack top-most first and folds what each layer
+ * holds under the name into one struct lookup (STYLE item 6) with
+ * un_merge_step, the rule readdir.c shares:
+ *   - a white-out ends the walk: the name is gone unless a directory was kept
+ *     above, which then merges no further;
+ *   - a non-directory is the result if nothing was kept above, and is hidden
+ *     (ending the walk) below a directory;
+ *   - a directory joins the result; an opaque one ends the walk;
+ *   - in a lower layer, an absent name with an OCI ".wh.NAME" is a white-out,
+ *     and a ".wh." name is private: absent.
+ * Every open is of one validated component with O_PATH|O_NOFOLLOW, beneath
+ * the parent: a symlink is an object whose target we return, never a path we
+ * follow.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "un_private.h"
+
+struct lookup {
+	struct un_export *ex;
+	const struct un_obj *dir;
+	const char *name;
+	size_t len;
+	bool private; /* a ".wh." name: absent from every lower layer */
+	struct un_merge m;
+	struct un_inst found[UN_LAYERS_MAX]; /* kept instances, descriptors owned */
+	struct un_devino di[UN_LAYERS_MAX];
+	struct stat top; /* of found[0] */
+};
+
+static struct un_obj *obj_alloc(size_t ninst)
+{
+	struct un_obj *o = un_sys_calloc(1, sizeof(*o) + ninst * sizeof(o->inst[0]));
+
+	if (o)
+		atomic_init(&o->ref, 1);
+	return o;
+}
+
+struct un_obj *un_obj_get(struct un_obj *o)
+{
+	atomic_fetch_add(&o->ref, 1);
+	return o;
+}
+
+void un_obj_put(struct un_obj *o)
+{
+	if (!o || atomic_fetch_sub(&o->ref, 1) != 1)
+		return;
+	for (size_t i = 0; i < o->ninst; i++)
+		un_sys_close(o->inst[i].fd);
+	free(o);
+}
+
+un_id un_obj_id(const struct un_obj *o)
+{
+	return o->id;
+}
+
+un_id un_obj_parent_id(const struct un_obj *o)
+{
+	return o->parent;
+}
+
+mode_t un_obj_type(const struct un_obj *o)
+{
+	return o->type;
+}
+
+int un_name_check(const char *name, size_t *len)
+{
+	size_t n = strnlen(name, UN_NAME_MAX + 1);
+
+	if (n == 0 || memchr(name, '/', n))
+		return -EINVAL;
+	if (n > UN_NAME_MAX)
+		return -ENAMETOOLONG;
+	*len = n;
+	return 0;
+}
+
+int un_root(struct un_export *ex, struct un_obj **out)
+{
+	struct un_obj *o;
+	int fd;
+
+	o = obj_alloc(ex->nlayers);
+	if (!o)
+		return -ENOMEM;
+	o->id = o->parent = ex->root_id;
+	o->type = S_IFDIR;
+	/* The roots of all layers always merge, as in overlayfs. */
+	for (size_t i = 0; i < ex->nlayers; i++) {
+		fd = un_sys_dup(ex->layers[i].fd);
+		if (fd < 0) {
+			un_obj_put(o);
+			return fd;
+		}
+		o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = (uint16_t)i};
+	}
+	*out = o;
+	return 0;
+}
+
+/* Keeps descriptor FD (ownership moves to LK) as the next instance. */
+static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct stat *st)
+{
+	unsigned n = lk->m.nfound - 1;
+
+	lk->found[n] = (struct un_inst){.fd = fd, .layer = layer};
+	lk->di[n] = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+	if (n == 0)
+		lk->top = *st;
+}
+
+/* The name is absent from layer dir PI: a white-out if OCI says so. */
+static int lookup_absent(struct lookup *lk, const struct un_inst *pi, bool lower)
+{
+	int r = 0;
+
+	if (lower && !lk->private)
+		r = un_oci_whiteout_exists(pi->fd, lk->name, lk->len);
+	if (r < 0)
+		return r;
+	un_merge_step(&lk->m, r ? UN_SEEN_WHITEOUT : UN_SEEN_NONE);
+	return 0;
+}
+
+/* Folds layer I of the parent's stack into LK. */
+static int lookup_layer(struct lookup *lk, size_t i)
+{
+	const struct un_inst *pi = &lk->dir->inst[i];
+	bool lower = lk->ex->layers[pi->layer].lower;
+	struct stat st;
+	int fd, seen, err;
+
+	if (lower && lk->private)
+		return lookup_absent(lk, pi, lower);
+	fd = un_sys_open_beneath(pi->fd, lk->name, O_PATH);
+	if (fd == -ENOENT)
+		return lookup_absent(lk, pi, lower);
+	if (fd < 0)
+		return fd;
+	err = un_sys_fstat(fd, &st);
+	if (err)
+		goto out;
+	err = seen = un_whiteout_classify(fd, "", &st);
+	if (err < 0)
+		goto out;
+	err = 0;
+	if (!un_merge_step(&lk->m, (enum un_seen)seen))
+		goto out;
+	lookup_keep(lk, fd, pi->layer, &st);
+	/* Opaqueness matters only when the parent has a layer below this one. */
+	if (seen == UN_SEEN_DIR && i + 1 < lk->dir->ninst && !lk->m.stop) {
+		err = un_dir_opaque(fd, pi->fd, lk->name, lk->len, lower);
+		lk->m.stop = err == 1;
+		err = err < 0 ? err : 0;
+	}
+	fd = -1; /* kept: LK owns it */
+out:
+	un_sys_close(fd);
+	return err;
+}
+
+/* Makes the object LK found, giving it its node id; LK's descriptors move
+ * into it on success. */
+static int lookup_obj(struct lookup *lk, struct un_obj **out)
+{
+	struct un_node_obs obs = {
+	    .parent = lk->dir->id,
+	    .name = lk->name,
+	    .namelen = lk->len,
+	    .type = lk->top.st_mode & S_IFMT,
+	    .inst = lk->di,
+	    .ninst = lk->m.nfound,
+	    .linked = !S_ISDIR(lk->top.st_mode) && lk->top.st_nlink > 1,
+	};
+	struct un_obj *o;
+	un_id id;
+	int err;
+
+	err = un_node_get_or_create(lk->ex->st, &obs, &id);
+	if (err)
+		return err;
+	o = obj_alloc(lk->m.nfound);
+	if (!o)
+		return -ENOMEM;
+	o->id = id;
+	o->parent = lk->dir->id;
+	o->type = obs.type;
+	o->ninst = lk->m.nfound;
+	memcpy(o->inst, lk->found, o->ninst * sizeof(o->inst[0]));
+	lk->m.nfound = 0;
+	*out = o;
+	return 0;
+}
+
+/* "." and "..": ".." of the root is the root. */
+static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len,
+		       struct un_obj **out)
+{
+	if (len == 1) {
+		*out = un_obj_get(dir);
+		return 0;
+	}
+	if (dir->id == ex->root_id)
+		return un_root(ex, out);
+	return un_resolve(ex, dir->parent, out);
+}
+
+int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
+	      struct un_obj **out)
+{
+	struct lookup *lk;
+	size_t len;
+	int err;
+
+	if (!S_ISDIR(dir->type))
+		return -ENOTDIR;
+	err = un_name_check(name, &len);
+	if (err)
+		return err;
+	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
+		return lookup_dots(ex, dir, len, out);
+	lk = un_sys_calloc(1, sizeof(*lk)); /* ~3 KiB: kept off worker stacks */
+	if (!lk)
+		return -ENOMEM;
+	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
+	lk->private = un_name_private(name, len);
+	for (size_t i = 0; i < dir->ninst && !lk->m.stop && !err; i++)
+		err = lookup_layer(lk, i);
+	if (!err && lk->m.nfound == 0)
+		err = -ENOENT;
+	if (!err)
+		err = lookup_obj(lk, out);
+	for (unsigned i = 0; i < lk->m.nfound; i++) /* left only on failure */
+		un_sys_close(lk->found[i].fd);
+	free(lk);
+	return err;
+}
+
+/* Walks HOPS[1..n-1] down from the root; any hop that is gone or names
+ * another node makes the whole handle stale. */
+static int resolve_walk(struct un_export *ex, const struct un_node_hop *hops, size_t n,
+			struct un_obj **out)
+{
+	struct un_obj *cur, *next;
+	int err;
+
+	err = un_root(ex, &cur);
+	for (size_t i = 1; i < n && !err; i++) {
+		err = un_lookup(ex, cur, hops[i].name, &next);
+		if (err == -ENOENT || err == -ENOTDIR || err == -EINVAL ||
+		    err == -ENAMETOOLONG)
+			err = -ESTALE;
+		if (err)
+			break;
+		un_obj_put(cur);
+		cur = next;
+		if (cur->id != hops[i].id)
+			err = -ESTALE; /* replaced: that name is another node now */
+	}
+	if (err)
+		un_obj_put(cur);
+	else
+		*out = cur;
+	return err;
+}
+
+int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+{
+	struct un_node_hop *hops = NULL;
+	size_t n;
+	int err;
+
+	if (id == ex->root_id)
+		return un_root(ex, out);
+	err = un_node_path(ex->st, id, &hops, &n);
+	if (err)
+		return err;
+	err = -ESTALE; /* a node of another export */
+	if (n >= 2 && hops[0].id == ex->root_id)
+		err = resolve_walk(ex, hops, n, out);
+	free(hops);
+	return err;
+}
+
+static void attr_time(struct timespec *out, const struct timespec *in)
+{
+	*out = *in;
+}
+
+int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out)
+{
+	struct stat st;
+	int err;
+
+	err = un_sys_fstat(o->inst[0].fd, &st);
+	if (err)
+		return err;
+	*out = (struct un_attr){
+	    .mode = st.st_mode,
+	    /* A merged directory's link count is no count of its subdirs. */
+	    .nlink = S_ISDIR(st.st_mode) && o->ninst > 1 ? 1 : (uint32_t)st.st_nlink,
+	    .uid = st.st_uid,
+	    .gid = st.st_gid,
+	    .size = (uint64_t)st.st_size,
+	    .used = (uint64_t)st.st_blocks * 512,
+	    .rdev_major = major(st.st_rdev),
+	    .rdev_minor = minor(st.st_rdev),
+	    .fsid = ex->id,
+	    .fileid = o->id,
+	};
+	attr_time(&out->atime, &st.st_atim);
+	attr_time(&out->mtime, &st.st_mtim);
+	attr_time(&out->ctime, &st.st_ctim);
+	return 0;
+}
+
+int un_readlink(struct un_export *ex, struct un_obj *o, char *buf, size_t size,
+		size_t *len)
+{
+	char tmp[PATH_MAX];
+	ssize_t n;
+
+	(void)ex;
+	if (!S_ISLNK(o->type))
+		return -EINVAL;
+	n = un_sys_readlinkat(o->inst[0].fd, "", tmp, sizeof(tmp));
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n == sizeof(tmp) || (size_t)n > size)
+		return -ENAMETOOLONG;
+	memcpy(buf, tmp, (size_t)n);
+	*len = (size_t)n;
+	return 0;
+}
+
+/* Reads up to COUNT bytes at OFF of FD, retrying short reads. */
+static ssize_t read_full(int fd, char *buf, size_t count, uint64_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < count) {
+		n = un_sys_pread(fd, buf + got, count - got, (off_t)(off + got));
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
+		uint64_t off, bool *eof)
+{
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	(void)ex;
+	if (S_ISDIR(o->type))
+		return -EISDIR;
+	if (!S_ISREG(o->type))
+		return -EINVAL;
+	if (count > SSIZE_MAX)
+		count = SSIZE_MAX;
+	if (off >= (uint64_t)INT64_MAX - count)
+		count = 0; /* nothing can live past off_t's range */
+	/* The O_PATH descriptor pins the inode, so this opens the very file
+	 * the lookup found, whatever happened to its name since. */
+	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+	if (fd < 0)
+		return fd;
+	n = read_full(fd, buf, count, off);
+	if (n >= 0) {
+		int err = un_sys_fstat(fd, &st);
+
+		if (err)
+			n = err;
+		else
+			*eof = (size_t)n < count ||
+			       off + (uint64_t)n >= (uint64_t)st.st_size;
+	}
+	un_sys_close(fd);
+	return n;
+}
+
+int un_statfs(struct un_export *ex, struct un_statfs *out)
+{
+	struct statvfs sv;
+	int err;
+
+	/* layers[0] is the upper when there is one, else the top-most lower. */
+	err = un_sys_fstatvfs(ex->layers[0].fd, &sv);
+	if (err)
+		return err;
+	*out = (struct un_statfs){
+	    .tbytes = (uint64_t)sv.f_blocks * sv.f_frsize,
+	    .fbytes = (uint64_t)sv.f_bfree * sv.f_frsize,
+	    .abytes = (uint64_t)sv.f_bavail * sv.f_frsize,
+	    .tfiles = sv.f_files,
+	    .ffiles = sv.f_ffree,
+	    .afiles = sv.f_favail,
+	    .namemax = sv.f_namemax < UN_NAME_MAX ? (uint32_t)sv.f_namemax : UN_NAME_MAX,
+	};
+	return 0;
+}

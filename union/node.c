@@ -1,0 +1,485 @@
+/* node.c - the node table: one persistent id for every object a client has
+ * been shown.
+ *
+ * Design notes
+ * ------------
+ * The table lives in the state dir's LMDB environment, in four named
+ * databases:
+ *
+ *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id
+ *   nodes  id (u64 BE) -> struct node_rec + name bytes
+ *   names  parent id (u64 BE) + name bytes -> id (u64 LE)
+ *   links  dev (u64 BE) + ino (u64 BE) -> id (u64 LE), for objects with more
+ *          than one link when first seen
+ *
+ * Keys are big-endian so LMDB's byte order is numeric order; values are
+ * little-endian.  A record is a versioned struct with a checked size
+ * (STYLE item 8); a record of an unknown version is treated as a node that is
+ * gone (-ESTALE), never parsed.
+ *
+ * An export's root is the node with parent 0 and name "export:<id in hex>",
+ * so every export has its own root id and ids are unique across exports.
+ *
+ * A node remembers (dev, ino) of its object's top-most layer instance when it
+ * was first seen.  An observation matches a record when the types agree and
+ * the record's (dev, ino) is one of the observed instances (a directory has
+ * one per layer it is merged from, so a directory that gains an upper part
+ * keeps its id), or when the record is an export root (pinned: reconfiguring
+ * the layers of an export does not renumber it).
+ *
+ * Invariants
+ *  1. Ids are never reused: "next" only grows, and it grows in the same
+ *     write transaction that stores the record of the id it handed out
+ *     (node_create).
+ *  2. names and nodes agree: names(P, N) -> I is written in the same
+ *     transaction as the record of I, which was created for (P, N) or, for a
+ *     hard link, for another name of the same inode (node_create).
+ *  3. A replaced object gets a new id: when the object under (P, N) no longer
+ *     matches the record names(P, N) points to, a new id is allocated and
+ *     names(P, N) is repointed to it; the old record stays, so the old id
+ *     resolves to its path and un_resolve finds the mismatch (-ESTALE).
+ *  4. Lookups never write when the name is known: the read transaction
+ *     decides (node_match); only a miss opens a write transaction, which
+ *     decides again under LMDB's single-writer lock, so two threads that miss
+ *     the same name get the same id.
+ *  5. Every record's parent chain ends at an export root (parent 0): records
+ *     are only created for a name in a directory that already has an id.
+ *     un_node_path still bounds the walk, as the table is data on disk.
+ *  6. A batch (un_node_ids_batch) uses one read and at most one write
+ *     transaction, so a page of a listing costs one commit at most.
+ *
+ * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
+ * inode number reused after a delete, with an equal type, is taken for the
+ * old object.  A file that gains a second link after it was first seen keeps
+ * one id per name until LINK (which knows both) records it in links.
+ */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "un_private.h"
+
+#define NODE_FORMAT	 1u
+#define NODE_REC_VERSION 1
+#define NODE_FIRST_ID	 2    /* 0 is UN_ID_NONE; 1 is kept back */
+#define NODE_DEPTH_MAX	 4096 /* bounds un_node_path on a damaged table */
+
+/* The fixed part of a record; NAMELEN name bytes follow. */
+struct node_rec {
+	uint8_t version; /* NODE_REC_VERSION */
+	uint8_t reserved[3];
+	uint32_t type;	  /* S_IFMT bits, LE */
+	uint64_t parent;  /* LE */
+	uint64_t dev;	  /* LE: the top-most instance when first seen */
+	uint64_t ino;	  /* LE */
+	uint16_t namelen; /* LE */
+	uint8_t pad[6];
+};
+_Static_assert(sizeof(struct node_rec) == 40, "node record layout is on disk");
+
+/* A record as read, in host order; NAME points into the read transaction. */
+struct rec_view {
+	un_id parent;
+	mode_t type;
+	struct un_devino di;
+	const char *name;
+	uint16_t namelen;
+};
+
+static void be64_put(uint8_t *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static uint64_t le64_get(const MDB_val *v)
+{
+	uint64_t x;
+
+	memcpy(&x, v->mv_data, sizeof(x));
+	return le64toh(x);
+}
+
+static int txn_begin(struct un_state *st, bool write, MDB_txn **txn)
+{
+	int err = un_sys_fault(UN_SYS_MDB);
+
+	if (err)
+		return -err;
+	return un_mdb_err(mdb_txn_begin(st->env, NULL, write ? 0 : MDB_RDONLY, txn));
+}
+
+static int txn_commit(MDB_txn *txn)
+{
+	int err = un_sys_fault(UN_SYS_MDB);
+
+	if (err) {
+		mdb_txn_abort(txn);
+		return -err;
+	}
+	return un_mdb_err(mdb_txn_commit(txn));
+}
+
+/* ---- records ---- */
+
+static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view *out)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	struct node_rec r;
+	int err;
+
+	be64_put(key, id);
+	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	if (v.mv_size < sizeof(r))
+		return -ESTALE;
+	memcpy(&r, v.mv_data, sizeof(r));
+	if (r.version != NODE_REC_VERSION ||
+	    v.mv_size != sizeof(r) + le16toh(r.namelen) ||
+	    le16toh(r.namelen) > UN_NAME_MAX)
+		return -ESTALE;
+	out->parent = le64toh(r.parent);
+	out->type = (mode_t)le32toh(r.type);
+	out->di.dev = le64toh(r.dev);
+	out->di.ino = le64toh(r.ino);
+	out->namelen = le16toh(r.namelen);
+	out->name = (const char *)v.mv_data + sizeof(r);
+	return 0;
+}
+
+static int rec_put(struct un_state *st, MDB_txn *txn, un_id id,
+		   const struct un_node_obs *obs)
+{
+	uint8_t key[8], buf[sizeof(struct node_rec) + UN_NAME_MAX];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(struct node_rec) + obs->namelen, buf};
+	struct node_rec r = {
+	    .version = NODE_REC_VERSION,
+	    .type = htole32((uint32_t)obs->type),
+	    .parent = htole64(obs->parent),
+	    .dev = htole64(obs->inst[0].dev),
+	    .ino = htole64(obs->inst[0].ino),
+	    .namelen = htole16((uint16_t)obs->namelen),
+	};
+
+	be64_put(key, id);
+	memcpy(buf, &r, sizeof(r));
+	memcpy(buf + sizeof(r), obs->name, obs->namelen);
+	return un_mdb_err(mdb_put(txn, st->db_nodes, &k, &v, 0));
+}
+
+static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
+{
+	if (r->type != obs->type)
+		return false;
+	if (obs->pinned)
+		return true;
+	for (size_t i = 0; i < obs->ninst; i++)
+		if (r->di.dev == obs->inst[i].dev && r->di.ino == obs->inst[i].ino)
+			return true;
+	return false;
+}
+
+/* ---- the name and link indexes ---- */
+
+static size_t name_key(uint8_t *key, const struct un_node_obs *obs)
+{
+	be64_put(key, obs->parent);
+	memcpy(key + 8, obs->name, obs->namelen);
+	return 8 + obs->namelen;
+}
+
+static void link_key(uint8_t key[16], const struct un_node_obs *obs)
+{
+	be64_put(key, obs->inst[0].dev);
+	be64_put(key + 8, obs->inst[0].ino);
+}
+
+/* Gets the id DB maps KEY to: 0, -ENOENT, or -errno. */
+static int index_get(MDB_txn *txn, MDB_dbi db, uint8_t *key, size_t klen, un_id *id)
+{
+	MDB_val k = {klen, key}, v;
+	int err = un_mdb_err(mdb_get(txn, db, &k, &v));
+
+	if (err)
+		return err;
+	if (v.mv_size != sizeof(uint64_t))
+		return -ENOENT; /* damaged: treated as absent, rewritten on create */
+	*id = le64_get(&v);
+	return 0;
+}
+
+static int index_put(MDB_txn *txn, MDB_dbi db, uint8_t *key, size_t klen, un_id id)
+{
+	uint64_t le = htole64(id);
+	MDB_val k = {klen, key}, v = {sizeof(le), &le};
+
+	return un_mdb_err(mdb_put(txn, db, &k, &v, 0));
+}
+
+/* Tries index DB at KEY: 0 with *id when it names a record matching OBS. */
+static int try_index(struct un_state *st, MDB_txn *txn, MDB_dbi db, uint8_t *key,
+		     size_t klen, const struct un_node_obs *obs, un_id *id)
+{
+	struct rec_view r;
+	un_id cand;
+	int err;
+
+	err = index_get(txn, db, key, klen, &cand);
+	if (err)
+		return err;
+	err = rec_get(st, txn, cand, &r);
+	if (err)
+		return err == -ESTALE ? -ENOENT : err;
+	if (!rec_matches(&r, obs))
+		return -ENOENT;
+	*id = cand;
+	return 0;
+}
+
+/* Finds the id of OBS in TXN: 0, -ENOENT (unknown or replaced), or -errno. */
+static int node_match(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		      un_id *id)
+{
+	uint8_t key[8 + UN_NAME_MAX], lkey[16];
+	int err;
+
+	err = try_index(st, txn, st->db_names, key, name_key(key, obs), obs, id);
+	if (err != -ENOENT || !obs->linked)
+		return err;
+	link_key(lkey, obs);
+	return try_index(st, txn, st->db_links, lkey, sizeof(lkey), obs, id);
+}
+
+static int id_alloc(struct un_state *st, MDB_txn *txn, un_id *id)
+{
+	MDB_val k = {4, "next"}, v;
+	uint64_t next;
+	int err;
+
+	err = un_mdb_err(mdb_get(txn, st->db_meta, &k, &v));
+	if (err)
+		return err == -ENOENT ? -EIO : err;
+	if (v.mv_size != sizeof(next))
+		return -EIO;
+	next = le64_get(&v);
+	if (next < NODE_FIRST_ID || next == UINT64_MAX)
+		return -EIO;
+	*id = next;
+	next = htole64(next + 1);
+	v = (MDB_val){sizeof(next), &next};
+	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* Creates a node for OBS in write transaction TXN (invariants 1 to 3). */
+static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		       un_id *id)
+{
+	uint8_t key[8 + UN_NAME_MAX], lkey[16];
+	un_id nid;
+	int err;
+
+	err = id_alloc(st, txn, &nid);
+	if (err)
+		return err;
+	err = rec_put(st, txn, nid, obs);
+	if (err)
+		return err;
+	err = index_put(txn, st->db_names, key, name_key(key, obs), nid);
+	if (err)
+		return err;
+	if (obs->linked) {
+		link_key(lkey, obs);
+		err = index_put(txn, st->db_links, lkey, sizeof(lkey), nid);
+		if (err)
+			return err;
+	}
+	*id = nid;
+	return 0;
+}
+
+static void obs_check(const struct un_node_obs *obs)
+{
+	(void)obs;
+	assert(obs->ninst >= 1 && obs->namelen >= 1 && obs->namelen <= UN_NAME_MAX);
+}
+
+/* ---- the API of node.c ---- */
+
+int un_node_init(struct un_state *st, MDB_txn *txn)
+{
+	MDB_val k = {6, "format"}, v;
+	uint32_t fmt = htole32(NODE_FORMAT);
+	uint64_t next = htole64(NODE_FIRST_ID);
+	int err;
+
+	if ((err = un_mdb_err(mdb_dbi_open(txn, "meta", MDB_CREATE, &st->db_meta))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "nodes", MDB_CREATE, &st->db_nodes))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "names", MDB_CREATE, &st->db_names))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "links", MDB_CREATE, &st->db_links))))
+		return err;
+	err = un_mdb_err(mdb_get(txn, st->db_meta, &k, &v));
+	if (!err) /* a table of another format is refused, never reinterpreted */
+		return v.mv_size == sizeof(fmt) && !memcmp(v.mv_data, &fmt, sizeof(fmt))
+			   ? 0
+			   : -EPROTO;
+	if (err != -ENOENT)
+		return err;
+	v = (MDB_val){sizeof(fmt), &fmt};
+	err = un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+	if (err)
+		return err;
+	k = (MDB_val){4, "next"};
+	v = (MDB_val){sizeof(next), &next};
+	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+int un_node_get_or_create(struct un_state *st, const struct un_node_obs *obs, un_id *out)
+{
+	return un_node_ids_batch(st, obs, 1, out);
+}
+
+/* Fills IDS from a read transaction (0 for a miss); *misses gets their count. */
+static int batch_read(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		      un_id *ids, size_t *misses)
+{
+	MDB_txn *txn;
+	int err;
+
+	err = txn_begin(st, false, &txn);
+	if (err)
+		return err;
+	*misses = 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		obs_check(&obs[i]);
+		ids[i] = UN_ID_NONE;
+		err = node_match(st, txn, &obs[i], &ids[i]);
+		if (err == -ENOENT) {
+			(*misses)++;
+			err = 0;
+		}
+	}
+	mdb_txn_abort(txn);
+	return err;
+}
+
+/* Assigns the misses (0s) of IDS in one write transaction (invariants 4, 6);
+ * IDS is scratch space of the caller's, left half-filled on failure. */
+static int batch_write(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		       un_id *ids)
+{
+	MDB_txn *txn;
+	int err;
+
+	err = txn_begin(st, true, &txn);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && !err; i++) {
+		if (ids[i] != UN_ID_NONE)
+			continue;
+		err = node_match(st, txn, &obs[i], &ids[i]);
+		if (err == -ENOENT)
+			err = node_create(st, txn, &obs[i], &ids[i]);
+	}
+	if (err) {
+		mdb_txn_abort(txn);
+		return err;
+	}
+	return txn_commit(txn);
+}
+
+int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		      un_id *ids)
+{
+	un_id *tmp;
+	size_t misses;
+	int err = -ENOMEM;
+
+	tmp = un_sys_calloc(n ? n : 1, sizeof(*tmp));
+	if (!tmp)
+		return err;
+	err = batch_read(st, obs, n, tmp, &misses);
+	if (!err && misses)
+		err = batch_write(st, obs, n, tmp);
+	if (!err) /* out-parameters change only on success */
+		memcpy(ids, tmp, n * sizeof(*ids));
+	free(tmp);
+	return err;
+}
+
+static void hop_fill(struct un_node_hop *h, un_id id, const struct rec_view *r)
+{
+	h->id = id;
+	h->parent = r->parent;
+	h->type = r->type;
+	h->di = r->di;
+	h->namelen = r->namelen;
+	memcpy(h->name, r->name, r->namelen);
+	h->name[r->namelen] = '\0';
+}
+
+static void hops_reverse(struct un_node_hop *h, size_t n)
+{
+	struct un_node_hop t;
+
+	for (size_t i = 0; i < n / 2; i++) {
+		t = h[i];
+		h[i] = h[n - 1 - i];
+		h[n - 1 - i] = t;
+	}
+}
+
+/* Appends the hops from ID up to its root to *H (grown as needed). */
+static int path_collect(struct un_state *st, MDB_txn *txn, un_id id,
+			struct un_node_hop **h, size_t *n)
+{
+	size_t cap = 0;
+	struct rec_view r;
+	void *p;
+	int err;
+
+	for (*n = 0; id != UN_ID_NONE; id = r.parent) {
+		if (*n == NODE_DEPTH_MAX)
+			return -ELOOP; /* invariant 5 broken on disk */
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			p = un_sys_realloc(*h, cap * sizeof(**h));
+			if (!p)
+				return -ENOMEM;
+			*h = p;
+		}
+		err = rec_get(st, txn, id, &r);
+		if (err)
+			return err;
+		hop_fill(&(*h)[(*n)++], id, &r);
+	}
+	return 0;
+}
+
+int un_node_path(struct un_state *st, un_id id, struct un_node_hop **out, size_t *n)
+{
+	struct un_node_hop *h = NULL;
+	size_t cnt = 0;
+	MDB_txn *txn;
+	int err;
+
+	if (id == UN_ID_NONE)
+		return -ESTALE;
+	err = txn_begin(st, false, &txn);
+	if (err)
+		return err;
+	err = path_collect(st, txn, id, &h, &cnt);
+	mdb_txn_abort(txn);
+	if (err) {
+		free(h);
+		return err;
+	}
+	hops_reverse(h, cnt);
+	*out = h;
+	*n = cnt;
+	return 0;
+}

@@ -1,0 +1,793 @@
+/* readdir.c - merged directory listings, their cookies, verifiers and cache.
+ *
+ * Design notes
+ * ------------
+ * A listing is the merged content of one directory at one version, built in
+ * three steps (listing_build):
+ *   1. read: every layer dir of the directory's stack is read with getdents64;
+ *      each entry becomes a record (name, stack position, white-out?, type,
+ *      dev/ino).  In a lower layer ".wh.NAME" becomes a white-out record of
+ *      NAME, and every other ".wh." name (".wh..wh..opq" and the like) is
+ *      dropped.  A 0:0 char device or an empty file with the overlay.whiteout
+ *      xattr is a white-out record (whiteout.c classifies).
+ *   2. merge: records are sorted by (name, stack position, real before
+ *      white-out) and each name's run is folded with un_merge_step, the rule
+ *      lookup.c uses, so a name is listed exactly when un_lookup finds it, and
+ *      with the same instances, hence the same node id.
+ *   3. order: the survivors get cookie = keyed 63-bit SipHash of the name
+ *      (raised to 3 when below), and are sorted by (cookie, name) after "."
+ *      (cookie 1) and ".." (cookie 2).
+ *
+ * The version of a directory is a keyed hash over (layer index, dev, ino,
+ * mtime, ctime, size) of every layer dir of its stack, so a change in any
+ * layer, or a layer dir appearing or disappearing, is a new version.
+ *
+ * Invariants
+ *  1. A listing never changes once listing_build returns it; it is shared by
+ *     reference count, and the cache holds one reference (cache_insert,
+ *     cache_drop).
+ *  2. The cache maps (dir id, version) to a listing built for that version.
+ *     The version is taken before the layers are read (un_listing_get), so a
+ *     change during a build shows as a new version at the next call.
+ *  3. Only settled directories are cached: every layer dir last changed at
+ *     least UN_LISTING_SETTLE_NS ago, so no later change can share the
+ *     timestamp the version was computed from (dir_version).
+ *  4. Entries are sorted by (cookie, name); "." is 1, ".." is 2, every other
+ *     cookie is >= 3; names that share a cookie are adjacent.  A cookie
+ *     depends on the name and the state secret only, so it means the same
+ *     place in every version and after a restart.
+ *  5. After every insert the cached listings use at most the cache limit
+ *     (cache_evict); a listing larger than the limit is not cached; older
+ *     versions of a directory leave the cache when a new one enters.
+ *  6. A verifier is never 0 and carries a MAC over (dir id, version bits), so
+ *     un_listing_verf_valid recognises every verifier issued with this state
+ *     dir and no forged one (but a 32-bit MAC: one in 2^32 guesses passes).
+ *
+ * Cost: a build is one fstatat per entry per layer (and a getxattr per empty
+ * regular file) plus O(n log n); a page is O(log n + page).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "un_private.h"
+
+#define DENTS_BUF     (32u << 10)
+#define BUCKETS_MIN   256
+#define COOKIE_DOT    1
+#define COOKIE_DOTDOT 2
+#define COOKIE_FIRST  3
+
+static atomic_uint hash_bits = 63;
+static _Atomic long long settle_ns = UN_LISTING_SETTLE_NS;
+
+/* One entry of a listing: the public part first (un_listing_at hands it out). */
+struct lent {
+	struct un_dirent d;
+	uint32_t inst_off; /* into un_listing.inst */
+	uint16_t ninst;
+	bool linked;
+};
+
+struct un_listing {
+	atomic_uint ref;
+	un_id dir;
+	uint64_t version, verf;
+	size_t count, bytes;
+	struct lent *ents;
+	struct un_devino *inst;
+	char *names;
+	/* cache links, guarded by the cache lock */
+	struct un_listing *hnext, *lprev, *lnext;
+	bool in_cache;
+};
+
+struct un_listing_cache {
+	pthread_mutex_t lock;
+	struct un_listing **buckets; /* by dir id: all versions of a dir share one */
+	size_t nbuckets, count, bytes, limit;
+	struct un_listing *lru_head, *lru_tail; /* most recently used first */
+};
+
+/* ---- test hooks ---- */
+
+void un_readdir_test_hash_bits(unsigned bits)
+{
+	atomic_store(&hash_bits, bits < 1 ? 1 : bits > 63 ? 63 : bits);
+}
+
+void un_readdir_test_settle_ns(long long ns)
+{
+	atomic_store(&settle_ns, ns);
+}
+
+/* ---- the cache ---- */
+
+int un_listing_cache_new(struct un_listing_cache **out)
+{
+	struct un_listing_cache *c = un_sys_calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->buckets = un_sys_calloc(BUCKETS_MIN, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->nbuckets = BUCKETS_MIN;
+	c->limit = UN_LISTING_CACHE_BYTES;
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
+}
+
+static void listing_free(struct un_listing *l)
+{
+	free(l->ents);
+	free(l->inst);
+	free(l->names);
+	free(l);
+}
+
+void un_listing_put(struct un_listing *l)
+{
+	if (l && atomic_fetch_sub(&l->ref, 1) == 1)
+		listing_free(l);
+}
+
+static size_t bucket_of(const struct un_listing_cache *c, un_id dir)
+{
+	return (size_t)((dir * 0x9e3779b97f4a7c15ull) >> 32) & (c->nbuckets - 1);
+}
+
+static void lru_unlink(struct un_listing_cache *c, struct un_listing *l)
+{
+	if (l->lprev)
+		l->lprev->lnext = l->lnext;
+	else
+		c->lru_head = l->lnext;
+	if (l->lnext)
+		l->lnext->lprev = l->lprev;
+	else
+		c->lru_tail = l->lprev;
+	l->lprev = l->lnext = NULL;
+}
+
+static void lru_push(struct un_listing_cache *c, struct un_listing *l)
+{
+	l->lprev = NULL;
+	l->lnext = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lprev = l;
+	c->lru_head = l;
+	if (!c->lru_tail)
+		c->lru_tail = l;
+}
+
+/* Removes L from the cache and drops the cache's reference (invariant 1). */
+static void cache_drop(struct un_listing_cache *c, struct un_listing *l)
+{
+	struct un_listing **pp = &c->buckets[bucket_of(c, l->dir)];
+
+	while (*pp != l)
+		pp = &(*pp)->hnext;
+	*pp = l->hnext;
+	l->hnext = NULL;
+	lru_unlink(c, l);
+	l->in_cache = false;
+	c->count--;
+	c->bytes -= l->bytes;
+	un_listing_put(l);
+}
+
+static void cache_evict(struct un_listing_cache *c)
+{
+	while (c->bytes > c->limit && c->lru_tail)
+		cache_drop(c, c->lru_tail);
+}
+
+/* Doubles the bucket array when chains grow long; on ENOMEM keeps the old. */
+static void cache_grow(struct un_listing_cache *c)
+{
+	struct un_listing **old = c->buckets, *l, *next;
+	size_t oldn = c->nbuckets;
+
+	if (c->count < 2 * c->nbuckets)
+		return;
+	c->buckets = un_sys_calloc(oldn * 2, sizeof(*c->buckets));
+	if (!c->buckets) {
+		c->buckets = old;
+		return;
+	}
+	c->nbuckets = oldn * 2;
+	for (size_t i = 0; i < oldn; i++)
+		for (l = old[i]; l; l = next) {
+			next = l->hnext;
+			l->hnext = c->buckets[bucket_of(c, l->dir)];
+			c->buckets[bucket_of(c, l->dir)] = l;
+		}
+	free(old);
+}
+
+/* A new reference to the cached listing of (DIR, VERSION), or NULL. */
+static struct un_listing *cache_find(struct un_listing_cache *c, un_id dir,
+				     uint64_t version)
+{
+	struct un_listing *l;
+
+	pthread_mutex_lock(&c->lock);
+	for (l = c->buckets[bucket_of(c, dir)]; l; l = l->hnext)
+		if (l->dir == dir && l->version == version)
+			break;
+	if (l) {
+		lru_unlink(c, l);
+		lru_push(c, l);
+		atomic_fetch_add(&l->ref, 1);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return l;
+}
+
+/* Caches L (taking a reference), replacing every other version of its dir. */
+static void cache_insert(struct un_listing_cache *c, struct un_listing *l)
+{
+	struct un_listing *o, *next;
+
+	pthread_mutex_lock(&c->lock);
+	for (o = c->buckets[bucket_of(c, l->dir)]; o; o = next) {
+		next = o->hnext;
+		if (o->dir == l->dir)
+			cache_drop(c, o);
+	}
+	if (l->bytes <= c->limit) {
+		atomic_fetch_add(&l->ref, 1);
+		cache_grow(c);
+		l->hnext = c->buckets[bucket_of(c, l->dir)];
+		c->buckets[bucket_of(c, l->dir)] = l;
+		lru_push(c, l);
+		l->in_cache = true;
+		c->count++;
+		c->bytes += l->bytes;
+		cache_evict(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void un_listing_cache_limit(struct un_state *st, size_t bytes)
+{
+	pthread_mutex_lock(&st->cache->lock);
+	st->cache->limit = bytes;
+	cache_evict(st->cache);
+	pthread_mutex_unlock(&st->cache->lock);
+}
+
+void un_listing_cache_free(struct un_listing_cache *c)
+{
+	while (c->lru_tail)
+		cache_drop(c, c->lru_tail);
+	pthread_mutex_destroy(&c->lock);
+	free(c->buckets);
+	free(c);
+}
+
+bool un_listing_cached(const struct un_listing *l)
+{
+	return l->in_cache; /* tests only: read without the lock */
+}
+
+/* ---- versions, cookies and verifiers ---- */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static uint64_t siphash(const uint8_t key[16], const void *in, size_t len)
+{
+	uint8_t h[crypto_shorthash_BYTES];
+	uint64_t v;
+
+	_Static_assert(crypto_shorthash_BYTES == 8 && crypto_shorthash_KEYBYTES == 16,
+		       "SipHash-2-4");
+	crypto_shorthash(h, in, len, key);
+	memcpy(&v, h, sizeof(v));
+	return le64toh(v);
+}
+
+static uint64_t cookie_of(const struct un_state *st, const char *name, size_t len)
+{
+	unsigned bits = atomic_load(&hash_bits);
+	uint64_t c = siphash(st->key_cookie, name, len) & ((1ull << bits) - 1);
+
+	return c < COOKIE_FIRST ? COOKIE_FIRST : c;
+}
+
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
+/* The version of DIR's stack (see the notes); *settled tells whether it may
+ * be cached (invariant 3). */
+static int dir_version(struct un_export *ex, const struct un_obj *dir, uint64_t *version,
+		       bool *settled)
+{
+	uint8_t rec[8 * 8], *p;
+	crypto_generichash_state hs;
+	uint8_t h[crypto_generichash_BYTES_MIN];
+	struct timespec now;
+	long long newest = 0;
+	struct stat st;
+	int err;
+
+	crypto_generichash_init(&hs, ex->st->key_version, sizeof(ex->st->key_version),
+				sizeof(h));
+	put_le64(rec, atomic_load(&hash_bits)); /* a narrowed hash is another listing */
+	crypto_generichash_update(&hs, rec, 8);
+	for (size_t i = 0; i < dir->ninst; i++) {
+		err = un_sys_fstat(dir->inst[i].fd, &st);
+		if (err)
+			return err;
+		p = rec;
+		put_le64(p, dir->inst[i].layer), p += 8;
+		put_le64(p, st.st_dev), p += 8;
+		put_le64(p, st.st_ino), p += 8;
+		put_le64(p, (uint64_t)ts_ns(&st.st_mtim)), p += 8;
+		put_le64(p, (uint64_t)ts_ns(&st.st_ctim)), p += 8;
+		put_le64(p, (uint64_t)st.st_size), p += 8;
+		crypto_generichash_update(&hs, rec, (size_t)(p - rec));
+		if (ts_ns(&st.st_ctim) > newest)
+			newest = ts_ns(&st.st_ctim);
+	}
+	crypto_generichash_final(&hs, h, sizeof(h));
+	memcpy(version, h, sizeof(*version));
+	clock_gettime(CLOCK_REALTIME, &now);
+	*settled = ts_ns(&now) - newest >= atomic_load(&settle_ns);
+	return 0;
+}
+
+static uint32_t verf_mac(const struct un_state *st, un_id dir, uint32_t v32)
+{
+	uint8_t in[12];
+
+	put_le64(in, dir);
+	v32 = htole32(v32);
+	memcpy(in + 8, &v32, sizeof(v32));
+	return (uint32_t)siphash(st->key_verf, in, sizeof(in));
+}
+
+static uint64_t verf_of(const struct un_state *st, un_id dir, uint64_t version)
+{
+	uint32_t v32 = (uint32_t)(version >> 32);
+
+	if (v32 == 0)
+		v32 = 1; /* the high half is never 0, so neither is the verifier */
+	return (uint64_t)v32 << 32 | verf_mac(st, dir, v32);
+}
+
+bool un_listing_verf_valid(struct un_export *ex, un_id dir, uint64_t verf)
+{
+	uint32_t v32 = (uint32_t)(verf >> 32);
+
+	return v32 != 0 && (uint32_t)verf == verf_mac(ex->st, dir, v32);
+}
+
+/* ---- building ---- */
+
+/* One name seen in one layer dir of the stack. */
+struct rec {
+	const char *name; /* set once all layers are read: the pool moves */
+	uint32_t off;	  /* into build.pool */
+	uint16_t len;
+	uint16_t pos; /* position in the directory's stack, 0 = top-most */
+	bool whiteout;
+	bool linked;
+	mode_t type;
+	struct un_devino di;
+};
+
+struct build {
+	struct un_export *ex;
+	const struct un_obj *dir;
+	struct rec *recs;
+	size_t nrecs, caprecs;
+	char *pool;
+	size_t poollen, poolcap;
+	char *dents;
+	/* the survivors, as indexes into recs, and their instances */
+	size_t *surv;
+	size_t nsurv;
+	struct un_devino *inst;
+	uint16_t *ninst;
+	size_t ninst_total;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	np = un_sys_realloc(*p, ncap * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+static int rec_add(struct build *b, size_t pos, const char *name, size_t len,
+		   bool whiteout, const struct stat *st)
+{
+	struct rec *r;
+	int err;
+
+	err = grow((void **)&b->recs, &b->caprecs, b->nrecs + 1, sizeof(*b->recs));
+	if (!err)
+		err = grow((void **)&b->pool, &b->poolcap, b->poollen + len + 1, 1);
+	if (err)
+		return err;
+	r = &b->recs[b->nrecs++];
+	*r = (struct rec){.off = (uint32_t)b->poollen,
+			  .len = (uint16_t)len,
+			  .pos = (uint16_t)pos,
+			  .whiteout = whiteout};
+	if (st) {
+		r->type = st->st_mode & S_IFMT;
+		r->di = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+		r->linked = !S_ISDIR(st->st_mode) && st->st_nlink > 1;
+	}
+	memcpy(b->pool + b->poollen, name, len);
+	b->pool[b->poollen + len] = '\0';
+	b->poollen += len + 1;
+	return 0;
+}
+
+/* Turns entry NAME of layer dir POS into a record (or none). */
+static int entry_add(struct build *b, size_t pos, const char *name)
+{
+	int pfd = b->dir->inst[pos].fd, seen, err;
+	bool lower = b->ex->layers[b->dir->inst[pos].layer].lower;
+	size_t len = strlen(name);
+	struct stat st;
+
+	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
+		return 0;
+	if (lower && un_name_private(name, len)) {
+		const char *target = name + UN_OCI_WH_LEN;
+
+		/* ".wh.NAME" hides NAME; ".wh..wh.*" are format metadata. */
+		if (len == UN_OCI_WH_LEN || un_name_private(target, len - UN_OCI_WH_LEN))
+			return 0;
+		return rec_add(b, pos, target, len - UN_OCI_WH_LEN, true, NULL);
+	}
+	err = un_sys_fstatat(pfd, name, &st, 0);
+	if (err == -ENOENT)
+		return 0; /* removed while we read: the next version shows it */
+	if (err)
+		return err;
+	seen = un_whiteout_classify(pfd, name, &st);
+	if (seen < 0)
+		return seen;
+	return rec_add(b, pos, name, len, seen == UN_SEEN_WHITEOUT, &st);
+}
+
+static int layer_read(struct build *b, size_t pos)
+{
+	struct dirent64 *d;
+	ssize_t n;
+	int fd, err = 0;
+
+	fd = un_sys_openat(b->dir->inst[pos].fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	while (!err) {
+		n = un_sys_getdents(fd, b->dents, DENTS_BUF);
+		if (n <= 0) {
+			err = (int)n;
+			break;
+		}
+		for (ssize_t off = 0; off < n && !err; off += d->d_reclen) {
+			d = (struct dirent64 *)(b->dents + off);
+			err = entry_add(b, pos, d->d_name);
+		}
+	}
+	un_sys_close(fd);
+	return err;
+}
+
+static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+static int rec_cmp(const void *pa, const void *pb)
+{
+	const struct rec *a = pa, *b = pb;
+	int c = name_cmp(a->name, a->len, b->name, b->len);
+
+	if (c)
+		return c;
+	if (a->pos != b->pos)
+		return a->pos < b->pos ? -1 : 1;
+	return (int)a->whiteout - (int)b->whiteout; /* real entry first */
+}
+
+static bool rec_same_name(const struct rec *a, const struct rec *b)
+{
+	return a->len == b->len && !memcmp(a->name, b->name, a->len);
+}
+
+/* Is the directory of record R opaque to the layers below it? */
+static int rec_opaque(struct build *b, const struct rec *r)
+{
+	int pfd = b->dir->inst[r->pos].fd, fd, op;
+	bool lower = b->ex->layers[b->dir->inst[r->pos].layer].lower;
+
+	fd = un_sys_open_beneath(pfd, r->name, O_PATH | O_DIRECTORY);
+	if (fd == -ENOENT || fd == -ENOTDIR)
+		return 1; /* changed while we read: merge no further */
+	if (fd < 0)
+		return fd;
+	op = un_dir_opaque(fd, pfd, r->name, r->len, lower);
+	un_sys_close(fd);
+	return op;
+}
+
+/* Folds the run RECS[i..j) of one name; records a survivor if any. */
+static int run_merge(struct build *b, size_t i, size_t j)
+{
+	struct un_merge m = {0};
+	size_t first = b->ninst_total;
+	int op;
+
+	for (size_t k = i; k < j && !m.stop; k++) {
+		const struct rec *r = &b->recs[k];
+		enum un_seen seen = r->whiteout	       ? UN_SEEN_WHITEOUT
+				    : S_ISDIR(r->type) ? UN_SEEN_DIR
+						       : UN_SEEN_OTHER;
+
+		if (!un_merge_step(&m, seen))
+			continue;
+		b->inst[b->ninst_total++] = r->di;
+		if (m.nfound == 1)
+			b->surv[b->nsurv] = k;
+		/* Opaqueness matters only when a directory of this name lies
+		 * below (a white-out or a non-directory stops the run anyway). */
+		if (seen == UN_SEEN_DIR && k + 1 < j && !b->recs[k + 1].whiteout &&
+		    S_ISDIR(b->recs[k + 1].type)) {
+			op = rec_opaque(b, r);
+			if (op < 0)
+				return op;
+			m.stop = op;
+		}
+	}
+	if (m.nfound)
+		b->ninst[b->nsurv++] = (uint16_t)(b->ninst_total - first);
+	return 0;
+}
+
+static int merge(struct build *b)
+{
+	size_t i = 0, j;
+	int err = 0;
+
+	for (size_t k = 0; k < b->nrecs; k++)
+		b->recs[k].name = b->pool + b->recs[k].off;
+	qsort(b->recs, b->nrecs, sizeof(*b->recs), rec_cmp);
+	b->surv = un_sys_calloc(b->nrecs + 1, sizeof(*b->surv));
+	b->ninst = un_sys_calloc(b->nrecs + 1, sizeof(*b->ninst));
+	b->inst = un_sys_calloc(b->nrecs + 1, sizeof(*b->inst));
+	if (!b->surv || !b->ninst || !b->inst)
+		return -ENOMEM;
+	while (i < b->nrecs && !err) {
+		for (j = i + 1; j < b->nrecs && rec_same_name(&b->recs[i], &b->recs[j]);
+		     j++)
+			;
+		err = run_merge(b, i, j);
+		i = j;
+	}
+	return err;
+}
+
+static int lent_cmp(const void *pa, const void *pb)
+{
+	const struct lent *a = pa, *b = pb;
+
+	if (a->d.cookie != b->d.cookie)
+		return a->d.cookie < b->d.cookie ? -1 : 1;
+	return name_cmp(a->d.name, a->d.namelen, b->d.name, b->d.namelen);
+}
+
+/* Copies the survivors of B into L, with "." and "..", in cookie order. */
+static int listing_fill(struct build *b, struct un_listing *l)
+{
+	size_t poolsize = 0, off = 0, ioff = 0;
+	const struct rec *r;
+	struct lent *e;
+
+	for (size_t s = 0; s < b->nsurv; s++)
+		poolsize += b->recs[b->surv[s]].len + 1u;
+	l->count = b->nsurv + 2;
+	l->ents = un_sys_calloc(l->count, sizeof(*l->ents));
+	l->inst = un_sys_calloc(b->ninst_total + 1, sizeof(*l->inst));
+	l->names = un_sys_malloc(poolsize + 1);
+	if (!l->ents || !l->inst || !l->names)
+		return -ENOMEM;
+	l->ents[0].d = (struct un_dirent){COOKIE_DOT, ".", 1, S_IFDIR};
+	l->ents[1].d = (struct un_dirent){COOKIE_DOTDOT, "..", 2, S_IFDIR};
+	for (size_t s = 0; s < b->nsurv; s++) {
+		r = &b->recs[b->surv[s]];
+		e = &l->ents[2 + s];
+		memcpy(l->names + off, r->name, r->len + 1u);
+		e->d = (struct un_dirent){cookie_of(b->ex->st, r->name, r->len),
+					  l->names + off, r->len, r->type};
+		e->inst_off = (uint32_t)ioff;
+		e->ninst = b->ninst[s];
+		e->linked = r->linked;
+		off += r->len + 1u;
+		ioff += b->ninst[s];
+	}
+	memcpy(l->inst, b->inst, b->ninst_total * sizeof(*l->inst));
+	qsort(l->ents + 2, b->nsurv, sizeof(*l->ents), lent_cmp);
+	l->bytes = sizeof(*l) + l->count * sizeof(*l->ents) +
+		   b->ninst_total * sizeof(*l->inst) + poolsize;
+	return 0;
+}
+
+static void build_free(struct build *b)
+{
+	free(b->recs);
+	free(b->pool);
+	free(b->dents);
+	free(b->surv);
+	free(b->ninst);
+	free(b->inst);
+}
+
+/* Builds the listing of DIR: read, merge, order (see the notes). */
+static int listing_build(struct un_export *ex, const struct un_obj *dir,
+			 struct un_listing **out)
+{
+	struct build b = {.ex = ex, .dir = dir};
+	struct un_listing *l = NULL;
+	int err = -ENOMEM;
+
+	b.dents = un_sys_malloc(DENTS_BUF);
+	if (!b.dents)
+		goto out;
+	err = 0;
+	for (size_t pos = 0; pos < dir->ninst && !err; pos++)
+		err = layer_read(&b, pos);
+	if (!err)
+		err = merge(&b);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	l = un_sys_calloc(1, sizeof(*l));
+	if (!l)
+		goto out;
+	atomic_init(&l->ref, 1);
+	err = listing_fill(&b, l);
+	if (err)
+		goto out;
+	*out = l;
+	l = NULL;
+out:
+	if (l)
+		listing_free(l);
+	build_free(&b);
+	return err;
+}
+
+/* ---- the API of readdir.c ---- */
+
+int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing **out)
+{
+	struct un_listing *l;
+	uint64_t version;
+	bool settled;
+	int err;
+
+	if (!S_ISDIR(dir->type))
+		return -ENOTDIR;
+	err = dir_version(ex, dir, &version, &settled);
+	if (err)
+		return err;
+	l = cache_find(ex->st->cache, dir->id, version);
+	if (l) {
+		*out = l;
+		return 0;
+	}
+	err = listing_build(ex, dir, &l);
+	if (err)
+		return err;
+	l->dir = dir->id;
+	l->version = version;
+	l->verf = verf_of(ex->st, dir->id, version);
+	if (settled)
+		cache_insert(ex->st->cache, l);
+	*out = l;
+	return 0;
+}
+
+uint64_t un_listing_verf(const struct un_listing *l)
+{
+	return l->verf;
+}
+
+size_t un_listing_count(const struct un_listing *l)
+{
+	return l->count;
+}
+
+size_t un_listing_seek(const struct un_listing *l, uint64_t cookie)
+{
+	size_t lo = 0, hi = l->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->ents[mid].d.cookie <= cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i)
+{
+	return i < l->count ? &l->ents[i].d : NULL;
+}
+
+/* What the node table needs of entry E of L (a child of DIR). */
+static struct un_node_obs ent_obs(const struct un_listing *l, const struct lent *e,
+				  un_id dir)
+{
+	return (struct un_node_obs){
+	    .parent = dir,
+	    .name = e->d.name,
+	    .namelen = e->d.namelen,
+	    .type = e->d.type,
+	    .inst = l->inst + e->inst_off,
+	    .ninst = e->ninst,
+	    .linked = e->linked,
+	};
+}
+
+int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		   size_t from, size_t n, un_id *ids)
+{
+	struct un_node_obs *obs;
+	size_t m = 0, skip;
+	int err = -EINVAL;
+
+	if (l->dir != dir->id || from > l->count || n > l->count - from)
+		return err;
+	/* "." and ".." are entries 0 and 1 and have no record of their own. */
+	skip = from < 2 ? (n < 2 - from ? n : 2 - from) : 0;
+	err = -ENOMEM;
+	obs = un_sys_calloc(n - skip + 1, sizeof(*obs));
+	if (!obs)
+		return err;
+	for (size_t i = from + skip; i < from + n; i++)
+		obs[m++] = ent_obs(l, &l->ents[i], dir->id);
+	err = un_node_ids_batch(ex->st, obs, m, ids + skip);
+	for (size_t i = from; !err && i < from + skip; i++)
+		ids[i - from] = i == 0 ? dir->id : dir->parent;
+	free(obs);
+	return err;
+}

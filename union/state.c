@@ -1,0 +1,300 @@
+/* state.c - the state dir: the LMDB environment of the node table, the secret
+ * key, and the thread that makes the table durable.
+ *
+ * Layout of DIR (mode 0700):
+ *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
+ *   secret               32 random bytes, mode 0600, written once
+ *
+ * Durability: the environment runs with MDB_NOSYNC, so a commit is in the page
+ * cache when it returns (a crash of the process loses nothing) and a thread
+ * flushes it to disk once a second; un_state_sync flushes at once, for replies
+ * that promise stable storage.
+ *
+ * Keys: the secret never leaves this file.  Each purpose gets its own key,
+ * derived with crypto_kdf under the context "unfsd-k1" and a fixed subkey id,
+ * so the handle MAC, the cookie hash and the verifier MAC cannot be played
+ * against one another, and they all survive restarts.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+#define SECRET_FILE  "secret"
+#define SECRET_TMP   "secret.tmp"
+#define SECRET_BYTES 32
+#define KDF_CONTEXT  "unfsd-k1"
+#define MAX_DBS	     8
+#define MAX_READERS  512
+
+/* Subkey ids: never renumber, or every handle and cookie issued changes. */
+enum {
+	KEY_ID_HANDLE = 1,
+	KEY_ID_COOKIE = 2,
+	KEY_ID_VERF = 3,
+	KEY_ID_VERSION = 4,
+};
+
+_Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
+_Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
+
+int un_mdb_err(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_MAP_FULL:
+	case MDB_DBS_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+	case MDB_TXN_FULL:
+		return -EAGAIN;
+	default:
+		/* LMDB passes system errors through as positive errnos. */
+		return rc > 0 ? -rc : -EIO;
+	}
+}
+
+/* Reads the secret; -ENOENT when there is none yet, -EINVAL when the file is
+ * not exactly SECRET_BYTES long (a damaged state dir is not silently reset:
+ * that would turn every handle clients hold stale). */
+static int secret_read(int dirfd, uint8_t key[SECRET_BYTES])
+{
+	uint8_t buf[SECRET_BYTES + 1];
+	ssize_t n;
+	int fd, err;
+
+	fd = un_sys_openat(dirfd, SECRET_FILE, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	n = un_sys_pread(fd, buf, sizeof(buf), 0);
+	err = n < 0 ? (int)n : n != SECRET_BYTES ? -EINVAL : 0;
+	if (!err)
+		memcpy(key, buf, SECRET_BYTES);
+	sodium_memzero(buf, sizeof(buf));
+	un_sys_close(fd);
+	return err;
+}
+
+/* Creates the secret: a temp file written and synced, renamed into place
+ * without replacing (a concurrent creator's secret wins: -EEXIST), then the
+ * directory synced so the name is durable too. */
+static int secret_create(int dirfd, uint8_t key[SECRET_BYTES])
+{
+	int fd, err;
+
+	randombytes_buf(key, SECRET_BYTES);
+	err = fd = un_sys_openat(dirfd, SECRET_TMP,
+				 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		goto out;
+	err = (int)un_sys_write(fd, key, SECRET_BYTES);
+	if (err < 0)
+		goto out_unlink;
+	err = un_sys_fsync(fd);
+	if (err < 0)
+		goto out_unlink;
+	err = un_sys_renameat2(dirfd, SECRET_TMP, dirfd, SECRET_FILE, RENAME_NOREPLACE);
+	if (err < 0)
+		goto out_unlink;
+	err = un_sys_fsync(dirfd);
+	goto out_close;
+out_unlink:
+	un_sys_unlinkat(dirfd, SECRET_TMP, 0);
+out_close:
+	un_sys_close(fd);
+out:
+	return err < 0 ? err : 0;
+}
+
+static int secret_get(int dirfd, uint8_t key[SECRET_BYTES])
+{
+	int err = secret_read(dirfd, key);
+
+	if (err != -ENOENT)
+		return err;
+	err = secret_create(dirfd, key);
+	if (err == -EEXIST)
+		err = secret_read(dirfd, key);
+	return err;
+}
+
+static void keys_derive(struct un_state *st, const uint8_t secret[SECRET_BYTES])
+{
+	crypto_kdf_derive_from_key(st->key_handle, sizeof(st->key_handle), KEY_ID_HANDLE,
+				   KDF_CONTEXT, secret);
+	crypto_kdf_derive_from_key(st->key_cookie, sizeof(st->key_cookie), KEY_ID_COOKIE,
+				   KDF_CONTEXT, secret);
+	crypto_kdf_derive_from_key(st->key_verf, sizeof(st->key_verf), KEY_ID_VERF,
+				   KDF_CONTEXT, secret);
+	crypto_kdf_derive_from_key(st->key_version, sizeof(st->key_version),
+				   KEY_ID_VERSION, KDF_CONTEXT, secret);
+}
+
+/* Opens (creating) DIR and derives ST's keys from its secret. */
+static int state_dir_open(struct un_state *st, const char *dir)
+{
+	uint8_t secret[SECRET_BYTES];
+	int dirfd, err;
+
+	err = un_sys_mkdirat(AT_FDCWD, dir, 0700);
+	if (err < 0 && err != -EEXIST)
+		return err;
+	dirfd = un_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
+	if (dirfd < 0)
+		return dirfd;
+	err = secret_get(dirfd, secret);
+	if (!err)
+		keys_derive(st, secret);
+	sodium_memzero(secret, sizeof(secret));
+	un_sys_close(dirfd);
+	return err;
+}
+
+static int env_open(struct un_state *st, const char *dir)
+{
+	MDB_txn *txn = NULL;
+	int dead, rc;
+
+	rc = mdb_env_create(&st->env);
+	if (rc)
+		goto out;
+	if ((rc = mdb_env_set_maxdbs(st->env, MAX_DBS)) ||
+	    (rc = mdb_env_set_mapsize(st->env, UN_MAP_SIZE)) ||
+	    (rc = mdb_env_set_maxreaders(st->env, MAX_READERS)))
+		goto out;
+	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
+	 * any worker may run any request. */
+	rc = mdb_env_open(st->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600);
+	if (rc)
+		goto out;
+	mdb_reader_check(st->env, &dead); /* slots of crashed processes */
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc)
+		goto out;
+	rc = un_node_init(st, txn);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	rc = mdb_txn_commit(txn);
+out:
+	return un_mdb_err(rc);
+}
+
+static void *syncer_main(void *arg)
+{
+	struct un_state *st = arg;
+	struct timespec deadline;
+
+	pthread_mutex_lock(&st->sync_lock);
+	while (!st->stopping) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += UN_SYNC_PERIOD_S;
+		pthread_cond_timedwait(&st->sync_cond, &st->sync_lock, &deadline);
+		if (st->stopping)
+			break;
+		pthread_mutex_unlock(&st->sync_lock);
+		mdb_env_sync(st->env, 1); /* a failure is retried next period */
+		pthread_mutex_lock(&st->sync_lock);
+	}
+	pthread_mutex_unlock(&st->sync_lock);
+	return NULL;
+}
+
+static int syncer_start(struct un_state *st)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st->sync_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&st->sync_lock, NULL);
+	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
+	if (rc) {
+		pthread_cond_destroy(&st->sync_cond);
+		pthread_mutex_destroy(&st->sync_lock);
+		return -rc;
+	}
+	return 0;
+}
+
+static void syncer_stop(struct un_state *st)
+{
+	pthread_mutex_lock(&st->sync_lock);
+	st->stopping = true;
+	pthread_cond_signal(&st->sync_cond);
+	pthread_mutex_unlock(&st->sync_lock);
+	pthread_join(st->syncer, NULL);
+	pthread_cond_destroy(&st->sync_cond);
+	pthread_mutex_destroy(&st->sync_lock);
+}
+
+/* Frees what state_open built so far (the syncer is not running). */
+static void state_free(struct un_state *st)
+{
+	if (st->cache)
+		un_listing_cache_free(st->cache);
+	if (st->env)
+		mdb_env_close(st->env);
+	sodium_memzero(st, sizeof(*st));
+	free(st);
+}
+
+int un_state_open(const char *dir, struct un_state **out)
+{
+	struct un_state *st;
+	int err = -EIO;
+
+	if (sodium_init() < 0)
+		return err;
+	err = -ENOMEM;
+	st = un_sys_calloc(1, sizeof(*st));
+	if (!st)
+		return err;
+	err = state_dir_open(st, dir);
+	if (err)
+		goto fail;
+	err = env_open(st, dir);
+	if (err)
+		goto fail;
+	err = un_listing_cache_new(&st->cache);
+	if (err)
+		goto fail;
+	err = syncer_start(st);
+	if (err)
+		goto fail;
+	*out = st;
+	return 0;
+fail:
+	state_free(st);
+	return err;
+}
+
+void un_state_close(struct un_state *st)
+{
+	if (!st)
+		return;
+	syncer_stop(st);
+	mdb_env_sync(st->env, 1);
+	state_free(st);
+}
+
+int un_state_sync(struct un_state *st)
+{
+	int err = un_sys_fault(UN_SYS_SYNC);
+
+	if (err)
+		return -err;
+	return un_mdb_err(mdb_env_sync(st->env, 1));
+}

@@ -1,0 +1,301 @@
+/* sys.c - the syscall seam of the union engine.
+ *
+ * Every kernel call and allocation of union/ goes through one of these
+ * wrappers, for two reasons: one place to see what the engine asks of the
+ * kernel, and one place where tests make a chosen call fail (ENOMEM, EIO,
+ * ENOSPC...) to check that every failure path returns an error, frees what it
+ * took and leaves the layers and the table consistent.
+ *
+ * Injection is global and meant for single-threaded tests: un_sys_inject arms
+ * "the Nth call of this kind from now fails once with this errno".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+/* "/proc/self/fd/" + an int + "/" + a name + NUL */
+#define PROC_FD_PATH_MAX (sizeof("/proc/self/fd/") + 12 + UN_NAME_MAX + 2)
+
+struct inject {
+	atomic_ulong calls;  /* calls since the last reset */
+	atomic_ulong target; /* the failing call's number; 0: none */
+	atomic_int err;
+};
+
+static struct inject injects[UN_SYS_NOPS];
+
+/* openat2 is tried first; once the kernel says ENOSYS we stop asking. */
+static atomic_bool no_openat2;
+
+void un_sys_inject(enum un_sys_op op, unsigned long nth, int err)
+{
+	struct inject *in = &injects[op];
+
+	atomic_store(&in->err, err);
+	atomic_store(&in->target, nth ? atomic_load(&in->calls) + nth : 0);
+}
+
+void un_sys_inject_reset(void)
+{
+	for (int i = 0; i < UN_SYS_NOPS; i++) {
+		atomic_store(&injects[i].target, 0);
+		atomic_store(&injects[i].calls, 0);
+	}
+}
+
+unsigned long un_sys_calls(enum un_sys_op op)
+{
+	return atomic_load(&injects[op].calls);
+}
+
+int un_sys_fault(enum un_sys_op op)
+{
+	struct inject *in = &injects[op];
+	unsigned long n = atomic_fetch_add(&in->calls, 1) + 1;
+
+	if (n != atomic_load(&in->target))
+		return 0;
+	atomic_store(&in->target, 0);
+	return atomic_load(&in->err);
+}
+
+/* Returns RC, or -errno when RC is -1. */
+static long ret(long rc)
+{
+	return rc == -1 ? -errno : rc;
+}
+
+int un_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int err = un_sys_fault(UN_SYS_OPEN);
+
+	if (err)
+		return -err;
+	return (int)ret(openat(dirfd, name, flags | O_CLOEXEC, mode));
+}
+
+static int open_beneath2(int dirfd, const char *name, int flags)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)ret(syscall(SYS_openat2, dirfd, name, &how, sizeof(how)));
+}
+
+int un_sys_open_beneath(int dirfd, const char *name, int flags)
+{
+	int err = un_sys_fault(UN_SYS_OPEN);
+	int fd;
+
+	if (err)
+		return -err;
+	if (!atomic_load(&no_openat2)) {
+		fd = open_beneath2(dirfd, name, flags);
+		if (fd != -ENOSYS)
+			return fd;
+		atomic_store(&no_openat2, true);
+	}
+	/* Callers pass one validated component (no '/', not ".."), so O_NOFOLLOW
+	 * alone keeps the open inside DIRFD. */
+	return (int)ret(openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC));
+}
+
+static void proc_fd_path(char *buf, int fd, const char *name)
+{
+	if (name[0])
+		snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d/%s", fd, name);
+	else
+		snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+}
+
+int un_sys_reopen(int fd, int flags)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_OPEN);
+
+	if (err)
+		return -err;
+	proc_fd_path(path, fd, "");
+	return (int)ret(open(path, flags | O_CLOEXEC));
+}
+
+int un_sys_dup(int fd)
+{
+	int err = un_sys_fault(UN_SYS_OPEN);
+
+	if (err)
+		return -err;
+	return (int)ret(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+}
+
+void un_sys_close(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+int un_sys_fstatat(int dirfd, const char *name, struct stat *st, int flags)
+{
+	int err = un_sys_fault(UN_SYS_STAT);
+
+	if (err)
+		return -err;
+	if (!name[0])
+		flags |= AT_EMPTY_PATH;
+	return (int)ret(fstatat(dirfd, name, st, flags | AT_SYMLINK_NOFOLLOW));
+}
+
+int un_sys_fstat(int fd, struct stat *st)
+{
+	return un_sys_fstatat(fd, "", st, 0);
+}
+
+ssize_t un_sys_getxattrat(int dirfd, const char *name, const char *attr, void *buf,
+			  size_t size)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_XATTR);
+
+	if (err)
+		return -err;
+	if (strlen(name) > UN_NAME_MAX)
+		return -ENAMETOOLONG;
+	proc_fd_path(path, dirfd, name);
+	/* fgetxattr refuses O_PATH descriptors, so go through /proc: the magic
+	 * link of DIRFD itself must be followed (getxattr), a NAME below it
+	 * must not be (lgetxattr). */
+	if (!name[0])
+		return ret(getxattr(path, attr, buf, size));
+	return ret(lgetxattr(path, attr, buf, size));
+}
+
+ssize_t un_sys_getdents(int fd, void *buf, size_t size)
+{
+	int err = un_sys_fault(UN_SYS_GETDENTS);
+
+	if (err)
+		return -err;
+	return ret(syscall(SYS_getdents64, fd, buf, size));
+}
+
+ssize_t un_sys_pread(int fd, void *buf, size_t n, off_t off)
+{
+	int err = un_sys_fault(UN_SYS_READ);
+
+	if (err)
+		return -err;
+	return ret(pread(fd, buf, n, off));
+}
+
+ssize_t un_sys_readlinkat(int dirfd, const char *name, char *buf, size_t size)
+{
+	int err = un_sys_fault(UN_SYS_READLINK);
+
+	if (err)
+		return -err;
+	return ret(readlinkat(dirfd, name, buf, size));
+}
+
+int un_sys_fstatvfs(int fd, struct statvfs *out)
+{
+	int err = un_sys_fault(UN_SYS_STATFS);
+
+	if (err)
+		return -err;
+	return (int)ret(fstatvfs(fd, out));
+}
+
+int un_sys_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+	int err = un_sys_fault(UN_SYS_MKDIR);
+
+	if (err)
+		return -err;
+	return (int)ret(mkdirat(dirfd, name, mode));
+}
+
+ssize_t un_sys_write(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	size_t done = 0;
+	int err = un_sys_fault(UN_SYS_WRITE);
+
+	if (err)
+		return -err;
+	while (done < n) {
+		ssize_t w = write(fd, p + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+int un_sys_fsync(int fd)
+{
+	int err = un_sys_fault(UN_SYS_SYNC);
+
+	if (err)
+		return -err;
+	return (int)ret(fsync(fd));
+}
+
+int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,
+		     unsigned flags)
+{
+	int err = un_sys_fault(UN_SYS_RENAME);
+
+	if (err)
+		return -err;
+	return (int)ret(renameat2(odir, oname, ndir, nname, flags));
+}
+
+int un_sys_unlinkat(int dirfd, const char *name, int flags)
+{
+	return (int)ret(unlinkat(dirfd, name, flags));
+}
+
+void *un_sys_malloc(size_t n)
+{
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return NULL;
+	return malloc(n);
+}
+
+void *un_sys_calloc(size_t n, size_t size)
+{
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return NULL;
+	return calloc(n, size);
+}
+
+void *un_sys_realloc(void *p, size_t n)
+{
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return NULL;
+	return realloc(p, n);
+}
+
+char *un_sys_strdup(const char *s)
+{
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return NULL;
+	return strdup(s);
+}
