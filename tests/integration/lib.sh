@@ -71,7 +71,7 @@ start_union_nfsd() {
 	local out=$SRV_LOG.out
 	mkdir -p "$IT_TMP/state"
 	"$bin" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --state-dir="$IT_TMP/state" \
-		--foreground "$@" >"$out" 2>"$SRV_LOG" &
+		--foreground --no-rpcbind "$@" >"$out" 2>"$SRV_LOG" &
 	SRV_PID=$!
 	it_on_exit "stop_pid $SRV_PID"
 	for ((i = 0; i < 200; i++)); do # up to 10 s

@@ -1,0 +1,142 @@
+/* start_server.c - run union-nfsd for a test (see start_server.h). */
+#define _GNU_SOURCE
+#include "start_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
+		   const char *out_path)
+{
+	size_t n = 0;
+	while (args && args[n])
+		n++;
+	char **argv = calloc(n + 8, sizeof(*argv));
+	char *state_arg = NULL;
+	pid_t pid;
+	if (!argv || asprintf(&state_arg, "--state-dir=%s", state_dir) < 0) {
+		free(argv);
+		return -1;
+	}
+	argv[0] = (char *)bin;
+	argv[1] = "--nfs-port=0";
+	argv[2] = "--mount-port=0";
+	argv[3] = "--bind=127.0.0.1";
+	argv[4] = state_arg;
+	argv[5] = "--foreground";
+	argv[6] = "--no-rpcbind"; /* never touch the host's rpcbind */
+	for (size_t i = 0; i < n; i++)
+		argv[7 + i] = (char *)args[i];
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+			_exit(126);
+		close(fd);
+		execv(bin, argv);
+		fprintf(stderr, "start_server: exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	free(state_arg);
+	free(argv);
+	return pid;
+}
+
+/* Looks for the "listening" line in the server's stdout file. */
+static int read_ports(const char *out_path, struct test_server *s)
+{
+	char line[256];
+	int rc = -1;
+	FILE *f = fopen(out_path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "listening nfs=%d mount=%d", &s->nfs_port,
+			   &s->mount_port) == 2) {
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int test_server_start(const char *bin, const char *state_dir, const char *const *args,
+		      struct test_server *s)
+{
+	char *out_path = NULL;
+	int rc = -1;
+	memset(s, 0, sizeof(*s));
+	s->pid = -1;
+	mkdir(state_dir, 0700);
+	if (asprintf(&out_path, "%s/stdout", state_dir) < 0)
+		return -1;
+	unlink(out_path); /* the line of an earlier run must not be read as ours */
+	s->pid = spawn(bin, state_dir, args, out_path);
+	if (s->pid < 0)
+		goto out;
+	for (int i = 0; i < 200; i++) {
+		int st;
+		if (read_ports(out_path, s) == 0) {
+			rc = 0;
+			goto out;
+		}
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+			fprintf(
+			    stderr,
+			    "start_server: %s exited (status 0x%x) before listening\n",
+			    bin, st);
+			s->pid = -1;
+			goto out;
+		}
+		sleep_ms(50);
+	}
+	fprintf(stderr,
+		"start_server: no 'listening nfs=P mount=M' line from %s in 10 s\n", bin);
+	test_server_stop(s);
+out:
+	free(out_path);
+	return rc;
+}
+
+int test_server_stop(struct test_server *s)
+{
+	int st = -1;
+	if (s->pid <= 0)
+		return -1;
+	kill(s->pid, SIGTERM);
+	for (int i = 0; i < 100; i++) {
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+			goto out;
+		sleep_ms(50);
+	}
+	fprintf(stderr, "start_server: pid %d ignored SIGTERM for 5 s: SIGKILL\n",
+		s->pid);
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, &st, 0);
+out:
+	s->pid = -1;
+	return st;
+}
+
+bool test_server_alive(const struct test_server *s)
+{
+	int st;
+	if (s->pid <= 0)
+		return false;
+	return waitpid(s->pid, &st, WNOHANG) == 0;
+}

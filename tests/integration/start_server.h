@@ -1,0 +1,30 @@
+/* start_server.h - run union-nfsd for a test, on ports it picks itself.
+ *
+ * test_server_start() starts BIN --nfs-port=0 --mount-port=0 --bind=127.0.0.1
+ * --state-dir=STATE --foreground ARGS..., waits (10 s at most) for its line
+ * "listening nfs=P mount=M" and fills in the pid and both ports.  The server's
+ * stdout goes to STATE/stdout (a pipe could fill up or break), its stderr is the
+ * test's.  test_server_stop() sends SIGTERM, waits 5 s, then SIGKILLs, and
+ * returns how the process ended.
+ */
+#ifndef START_SERVER_H
+#define START_SERVER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct test_server {
+	pid_t pid;
+	int nfs_port;
+	int mount_port;
+};
+
+/* args: NULL-terminated extra arguments.  Returns 0, or -1 with a message on
+ * stderr (the process, if any, is stopped). */
+int test_server_start(const char *bin, const char *state_dir, const char *const *args,
+		      struct test_server *s);
+/* Returns the wait status (as waitpid), or -1 if there was no process. */
+int test_server_stop(struct test_server *s);
+bool test_server_alive(const struct test_server *s);
+
+#endif
