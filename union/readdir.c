@@ -281,6 +281,11 @@ bool un_listing_cached(const struct un_listing *l)
 	return l->in_cache; /* tests only: read without the lock */
 }
 
+size_t un_listing_bytes(const struct un_listing *l)
+{
+	return l->bytes;
+}
+
 /* ---- versions, cookies and verifiers ---- */
 
 static void put_le64(uint8_t *p, uint64_t v)

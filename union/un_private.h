@@ -28,9 +28,10 @@
 #include "union.h"
 
 /* Tunables. */
-#define UN_LAYERS_MAX 128 /* layers per export (upper + lowers); Docker's limit is 127   \
-			   */
-#define UN_NAME_MAX 255	  /* bytes in one name, as NAME_MAX */
+#define UN_LAYERS_MAX                                                                    \
+	128		/* layers per export (upper + lowers); Docker's limit is 127     \
+			 */
+#define UN_NAME_MAX 255 /* bytes in one name, as NAME_MAX */
 #define UN_MAP_SIZE                                                                      \
 	(64ull << 30) /* LMDB map: address space only, the file grows as used */
 #define UN_SYNC_PERIOD_S       1	   /* background mdb_env_sync period */
@@ -256,8 +257,9 @@ void un_listing_cache_limit(struct un_state *st, size_t bytes);
  * collisions can be forced; change the settle time of UN_LISTING_SETTLE_NS. */
 void un_readdir_test_hash_bits(unsigned bits);
 void un_readdir_test_settle_ns(long long ns);
-/* True if L came from the cache or went into it (for tests). */
+/* True while L is in the cache; the memory L is accounted for (tests). */
 bool un_listing_cached(const struct un_listing *l);
+size_t un_listing_bytes(const struct un_listing *l);
 
 /* ---- handle.c: file handles ---- */
 

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -241,7 +242,7 @@ static inline int t_walk(struct fx *fx, const char *path, struct un_obj **out)
 /* The errno of looking PATH up (0 if found). */
 static inline int t_lookup_rc(struct fx *fx, const char *path)
 {
-	struct un_obj *o;
+	struct un_obj *o = NULL;
 	int rc = t_walk(fx, path, &o);
 
 	if (!rc)
@@ -251,7 +252,7 @@ static inline int t_lookup_rc(struct fx *fx, const char *path)
 
 static inline un_id t_id(struct fx *fx, const char *path)
 {
-	struct un_obj *o;
+	struct un_obj *o = NULL;
 	un_id id;
 
 	assert_int_equal(t_walk(fx, path, &o), 0);
@@ -263,7 +264,7 @@ static inline un_id t_id(struct fx *fx, const char *path)
 /* Reads all of regular file PATH of the union into BUF (NUL-terminated). */
 static inline ssize_t t_read(struct fx *fx, const char *path, char *buf, size_t size)
 {
-	struct un_obj *o;
+	struct un_obj *o = NULL;
 	bool eof = false;
 	ssize_t n;
 
@@ -287,7 +288,7 @@ static inline int t_strcmp_ptr(const void *a, const void *b)
 static inline char *t_list(struct fx *fx, const char *path)
 {
 	struct un_listing *l;
-	struct un_obj *o;
+	struct un_obj *o = NULL;
 	size_t n, len = 0;
 	const char **names;
 	char *out;

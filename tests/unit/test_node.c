@@ -1,0 +1,328 @@
+/* test_node.c - the node table: ids stable across restarts, stale ids after
+ * removal or replacement, ids unique across exports, hard links, the state
+ * dir, injected table failures, and concurrent first lookups. */
+#include "test_un.h"
+
+#include <pthread.h>
+
+static void reopen(struct fx *fx, const char *lowers)
+{
+	t_export_close(fx);
+	un_state_close(fx->st);
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+	t_export(fx, lowers, NULL, NULL);
+}
+
+static void test_ids_stable_across_reopen(void **state)
+{
+	static const char *const paths[] = {"", "a", "a/b", "a/b/f", "a/g", "top"};
+	struct fx *fx = *state;
+	un_id ids[6];
+	struct un_obj *o;
+
+	t_file(fx, "l1/a/b/f", "1");
+	t_file(fx, "l2/a/g", "2");
+	t_file(fx, "l2/top", "2");
+	t_export(fx, "l1:l2", NULL, NULL);
+	for (size_t i = 0; i < 6; i++)
+		ids[i] = t_id(fx, paths[i]);
+	for (size_t i = 1; i < 6; i++)
+		for (size_t j = 0; j < i; j++)
+			assert_int_not_equal(ids[i], ids[j]);
+	assert_int_equal(un_state_sync(fx->st), 0);
+
+	reopen(fx, "l1:l2");
+	/* Resolve first, before any lookup of this run. */
+	for (size_t i = 0; i < 6; i++) {
+		assert_int_equal(un_resolve(fx->ex, ids[i], &o), 0);
+		assert_int_equal(un_obj_id(o), ids[i]);
+		un_obj_put(o);
+	}
+	for (size_t i = 0; i < 6; i++)
+		assert_int_equal(t_id(fx, paths[i]), ids[i]);
+}
+
+static void test_stale_after_remove(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	un_id f, d, inner;
+
+	t_file(fx, "l1/f", "1");
+	t_file(fx, "l1/d/inner", "1");
+	t_export(fx, "l1", NULL, NULL);
+	f = t_id(fx, "f");
+	d = t_id(fx, "d");
+	inner = t_id(fx, "d/inner");
+	t_rm(fx, "l1/f");
+	assert_int_equal(un_resolve(fx->ex, f, &o), -ESTALE);
+	t_rm(fx, "l1/d/inner");
+	t_rm(fx, "l1/d");
+	assert_int_equal(un_resolve(fx->ex, d, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, inner, &o), -ESTALE);
+}
+
+static void test_stale_after_replace(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	un_id f, f2, d;
+
+	t_file(fx, "l1/f", "old");
+	t_file(fx, "l1/d/x", "1");
+	t_export(fx, "l1", NULL, NULL);
+	f = t_id(fx, "f");
+	d = t_id(fx, "d");
+
+	/* A new inode under the same name: a new node, the old id is stale. */
+	t_file(fx, "l1/f.new", "new");
+	assert_int_equal(rename(t_path(fx, "l1/f.new"), t_path(fx, "l1/f")), 0);
+	assert_int_equal(un_resolve(fx->ex, f, &o), -ESTALE);
+	f2 = t_id(fx, "f");
+	assert_true(f2 > f);
+	assert_int_equal(un_resolve(fx->ex, f2, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(un_resolve(fx->ex, f, &o), -ESTALE);
+
+	/* A directory replaced by a file of the same name. */
+	t_rm(fx, "l1/d/x");
+	t_rm(fx, "l1/d");
+	t_file(fx, "l1/d", "now a file");
+	assert_int_equal(un_resolve(fx->ex, d, &o), -ESTALE);
+	assert_int_not_equal(t_id(fx, "d"), d);
+}
+
+static void test_dir_keeps_id_when_upper_appears(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	un_id d, f;
+
+	t_mkdir(fx, "u");
+	t_mkdir(fx, "w");
+	t_file(fx, "l1/d/f", "1");
+	t_export(fx, "l1", "u", "w");
+	d = t_id(fx, "d");
+	f = t_id(fx, "d/f");
+	t_mkdir(fx, "u/d"); /* as a copy-up of a child would */
+	assert_int_equal(t_id(fx, "d"), d);
+	assert_int_equal(un_resolve(fx->ex, f, &o), 0);
+	assert_int_equal(o->ninst, 1);
+	un_obj_put(o);
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	assert_int_equal(o->ninst, 2);
+	un_obj_put(o);
+}
+
+static void test_root_pinned(void **state)
+{
+	struct fx *fx = *state;
+	un_id root, f;
+
+	t_file(fx, "l1/f", "1");
+	t_mkdir(fx, "l0");
+	t_export(fx, "l1", NULL, NULL);
+	root = t_id(fx, "");
+	f = t_id(fx, "f");
+	/* Another layer on top changes the root's top-most instance. */
+	t_export(fx, "l0:l1", NULL, NULL);
+	assert_int_equal(t_id(fx, ""), root);
+	assert_int_equal(t_id(fx, "f"), f);
+}
+
+static void test_unique_across_exports(void **state)
+{
+	struct fx *fx = *state;
+	const char *low[] = {NULL};
+	struct un_export_cfg cfg = {.path = "/second", .lowerdirs = low, .nlower = 1};
+	struct un_export *ex2;
+	struct un_obj *root2, *f2, *o;
+	char err[256];
+	un_id f;
+
+	t_file(fx, "l1/f", "1");
+	t_export(fx, "l1", NULL, NULL);
+	f = t_id(fx, "f");
+	low[0] = t_path(fx, "l1");
+	assert_int_equal(un_export_open(fx->st, &cfg, &ex2, err, sizeof(err)), 0);
+	assert_int_equal(un_root(ex2, &root2), 0);
+	assert_int_not_equal(un_obj_id(root2), t_id(fx, ""));
+	assert_int_equal(un_lookup(ex2, root2, "f", &f2), 0);
+	assert_int_not_equal(un_obj_id(f2), f);
+	/* An id of one export is stale in the other. */
+	assert_int_equal(un_resolve(ex2, f, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, un_obj_id(f2), &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, un_obj_id(root2), &o), -ESTALE);
+	un_obj_put(f2);
+	un_obj_put(root2);
+	un_export_close(ex2);
+}
+
+static void test_hard_links(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l1/a/f", "1");
+	t_mkdir(fx, "l1/b");
+	assert_int_equal(link(t_path(fx, "l1/a/f"), t_path(fx, "l1/b/g")), 0);
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(t_id(fx, "b/g"), t_id(fx, "a/f"));
+	assert_int_equal(t_id(fx, "a/f"), t_id(fx, "b/g"));
+}
+
+/* Rewrites the table format number of state dir DIR behind the engine. */
+static void set_format(const char *dir, uint32_t fmt)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = {6, "format"}, v = {sizeof(fmt), &fmt};
+
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void test_state_dir(void **state)
+{
+	struct fx *fx = *state;
+	struct un_state *st;
+	struct stat sb;
+	int fd;
+
+	assert_int_equal(stat(t_path(fx, "state"), &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(stat(t_path(fx, "state/secret"), &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(sb.st_size, 32);
+	assert_int_equal(un_state_sync(fx->st), 0);
+
+	/* A damaged secret is refused, not replaced. */
+	t_file(fx, "bad/secret", "short");
+	assert_int_equal(un_state_open(t_path(fx, "bad"), &st), -EINVAL);
+	t_file(fx, "file", "x");
+	assert_int_not_equal(un_state_open(t_path(fx, "file/state"), &st), 0);
+	/* A table of an unknown format is refused too. */
+	fd = open(t_path(fx, "bad/secret"), O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+	close(fd);
+	assert_int_equal(un_state_open(t_path(fx, "bad"), &st), 0);
+	un_state_close(st);
+	set_format(t_path(fx, "bad"), 2);
+	assert_int_equal(un_state_open(t_path(fx, "bad"), &st), -EPROTO);
+}
+
+static void test_table_faults(void **state)
+{
+	static const enum un_sys_op ops[] = {UN_SYS_MDB, UN_SYS_ALLOC};
+	struct fx *fx = *state;
+	un_id seen[64];
+	size_t nseen = 0;
+	char name[32];
+	int fds;
+
+	t_mkdir(fx, "l1");
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "l1/f%d", i);
+		t_file(fx, name, "x");
+	}
+	t_export(fx, "l1", NULL, NULL);
+	fds = t_nfds();
+	for (size_t k = 0; k < 2; k++) {
+		for (unsigned long n = 1; n <= 3; n++) {
+			int i = (int)(k * 3 + n - 1), rc;
+
+			snprintf(name, sizeof(name), "f%d", i);
+			un_sys_inject_reset();
+			un_sys_inject(ops[k], n, EIO);
+			rc = t_lookup_rc(fx, name);
+			assert_true(rc == -EIO || rc == -ENOMEM);
+			assert_int_equal(t_nfds(), fds);
+			un_sys_inject_reset();
+			seen[nseen++] = t_id(fx, name); /* works afterwards */
+		}
+	}
+	for (size_t i = 1; i < nseen; i++)
+		for (size_t j = 0; j < i; j++)
+			assert_int_not_equal(seen[i], seen[j]);
+	/* The sync seam too. */
+	un_sys_inject(UN_SYS_SYNC, 1, EIO);
+	assert_int_equal(un_state_sync(fx->st), -EIO);
+	un_sys_inject_reset();
+}
+
+struct racer {
+	struct fx *fx;
+	un_id ids[32];
+	int rc;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	char name[32];
+
+	for (int i = 0; i < 32 && !r->rc; i++) {
+		struct un_obj *o;
+
+		snprintf(name, sizeof(name), "d/f%d", i);
+		r->rc = t_walk(r->fx, name, &o);
+		if (!r->rc) {
+			r->ids[i] = un_obj_id(o);
+			un_obj_put(o);
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent_first_lookups(void **state)
+{
+	struct fx *fx = *state;
+	struct racer r[4];
+	pthread_t th[4];
+	char name[32];
+
+	for (int i = 0; i < 32; i++) {
+		snprintf(name, sizeof(name), "l1/d/f%d", i);
+		t_file(fx, name, "x");
+	}
+	t_export(fx, "l1", NULL, NULL);
+	for (int t = 0; t < 4; t++) {
+		r[t] = (struct racer){.fx = fx};
+		assert_int_equal(pthread_create(&th[t], NULL, race, &r[t]), 0);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < 4; t++) {
+		assert_int_equal(r[t].rc, 0);
+		assert_memory_equal(r[t].ids, r[0].ids, sizeof(r[0].ids));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_ids_stable_across_reopen, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_stale_after_remove, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_stale_after_replace, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_dir_keeps_id_when_upper_appears, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_root_pinned, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_unique_across_exports, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_hard_links, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_state_dir, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_table_faults, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_first_lookups, t_setup,
+					    t_teardown),
+	};
+
+	return cmocka_run_group_tests_name("node", tests, NULL, NULL);
+}

@@ -1,0 +1,459 @@
+/* test_readdir.c - merged listings: merge rules, "." and "..", cookie order,
+ * seek and paging, forced cookie collisions, the cache and its bound,
+ * verifiers, node ids of entries, and injected failures. */
+#include "test_un.h"
+
+static void pause_tick(void)
+{
+	/* Lets a directory timestamp move even where timestamps are coarse. */
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	nanosleep(&ts, NULL);
+}
+
+static struct un_obj *obj(struct fx *fx, const char *path)
+{
+	struct un_obj *o = NULL;
+
+	assert_int_equal(t_walk(fx, path, &o), 0);
+	return o;
+}
+
+static struct un_listing *listing(struct fx *fx, struct un_obj *dir)
+{
+	struct un_listing *l = NULL;
+
+	assert_int_equal(un_listing_get(fx->ex, dir, &l), 0);
+	return l;
+}
+
+static void test_merge(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l1/a", "1");
+	t_file(fx, "l1/b/x", "1");
+	t_file(fx, "l1/.wh.c", "");
+	t_chr0(fx, "l1/w1");
+	t_file(fx, "l2/a", "2");
+	t_file(fx, "l2/b/y", "2");
+	t_file(fx, "l2/c", "2");
+	t_file(fx, "l2/d", "2");
+	t_file(fx, "l2/w1", "2");
+	t_file(fx, "l2/.wh..wh..opq", "");
+	t_file(fx, "l3/d", "3");
+	t_file(fx, "l3/e", "3");
+	t_file(fx, "l3/b/z", "3");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	t_list_eq(fx, "", "a,b,d,e");
+	t_list_eq(fx, "b", "x,y,z");
+}
+
+static void test_dots_and_order(void **state)
+{
+	struct fx *fx = *state;
+	const struct un_dirent *e;
+	struct un_listing *l;
+	struct un_obj *d;
+	char name[32];
+
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "l%d/f%02d", 1 + i % 3, i);
+		t_file(fx, name, "x");
+	}
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	d = obj(fx, "");
+	l = listing(fx, d);
+	assert_int_equal(un_listing_count(l), 52);
+	e = un_listing_at(l, 0);
+	assert_string_equal(e->name, ".");
+	assert_int_equal(e->cookie, 1);
+	assert_int_equal(e->namelen, 1);
+	assert_int_equal(e->type, S_IFDIR);
+	e = un_listing_at(l, 1);
+	assert_string_equal(e->name, "..");
+	assert_int_equal(e->cookie, 2);
+	for (size_t i = 2; i < un_listing_count(l); i++) {
+		e = un_listing_at(l, i);
+		assert_true(e->cookie >= 3 && e->cookie < (1ull << 63));
+		assert_true(e->cookie > un_listing_at(l, i - 1)->cookie);
+		assert_int_equal(e->type, S_IFREG);
+		assert_int_equal(e->namelen, strlen(e->name));
+	}
+	assert_null(un_listing_at(l, 52));
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+/* Reads L in pages of PAGE entries the way a READDIR client does; checks
+ * that every entry comes exactly once. */
+static void page_through(struct un_listing *l, size_t page)
+{
+	size_t n = un_listing_count(l), seen = 0, i = un_listing_seek(l, 0);
+	uint64_t cookie;
+
+	while (i < n) {
+		size_t end = i + page < n ? i + page : n;
+
+		/* never end a page inside a run of equal cookies */
+		while (end < n &&
+		       un_listing_at(l, end)->cookie == un_listing_at(l, end - 1)->cookie)
+			end++;
+		seen += end - i;
+		cookie = un_listing_at(l, end - 1)->cookie;
+		i = un_listing_seek(l, cookie);
+		assert_int_equal(i, end);
+	}
+	assert_int_equal(seen, n);
+}
+
+static void test_seek(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	char name[32];
+	size_t n;
+
+	for (int i = 0; i < 30; i++) {
+		snprintf(name, sizeof(name), "l1/n%d", i);
+		t_file(fx, name, "x");
+	}
+	t_export(fx, "l1", NULL, NULL);
+	d = obj(fx, "");
+	l = listing(fx, d);
+	n = un_listing_count(l);
+	assert_int_equal(un_listing_seek(l, 0), 0);
+	assert_int_equal(un_listing_seek(l, 1), 1);
+	assert_int_equal(un_listing_seek(l, 2), 2);
+	assert_int_equal(un_listing_seek(l, UINT64_MAX), n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = un_listing_at(l, i)->cookie;
+
+		assert_int_equal(un_listing_seek(l, c), i + 1);
+		assert_int_equal(un_listing_seek(l, c - 1), i);
+	}
+	page_through(l, 1);
+	page_through(l, 7);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+static void collisions(struct fx *fx, unsigned bits)
+{
+	struct un_listing *l;
+	struct un_obj *d;
+	char want[1024] = "";
+
+	un_readdir_test_hash_bits(bits);
+	d = obj(fx, "");
+	l = listing(fx, d);
+	assert_int_equal(un_listing_count(l), 42);
+	for (size_t i = 3; i < un_listing_count(l); i++) {
+		const struct un_dirent *a = un_listing_at(l, i - 1),
+				       *b = un_listing_at(l, i);
+
+		assert_true(a->cookie < b->cookie ||
+			    (a->cookie == b->cookie && strcmp(a->name, b->name) < 0));
+	}
+	page_through(l, 3);
+	un_listing_put(l);
+	un_obj_put(d);
+	for (int i = 0; i < 40; i++)
+		snprintf(want + strlen(want), sizeof(want) - strlen(want), "%sc%02d",
+			 i ? "," : "", i);
+	t_list_eq(fx, "", want);
+}
+
+static void test_forced_collisions(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	char name[32];
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "l%d/c%02d", 1 + i % 2, i);
+		t_file(fx, name, "x");
+	}
+	t_export(fx, "l1:l2", NULL, NULL);
+	collisions(fx, 4); /* 13 possible cookies for 40 names */
+	collisions(fx, 1); /* every name has cookie 3 */
+	d = obj(fx, "");
+	l = listing(fx, d);
+	assert_int_equal(un_listing_at(l, 2)->cookie, 3);
+	assert_int_equal(un_listing_at(l, 41)->cookie, 3);
+	assert_int_equal(un_listing_seek(l, 2), 2);
+	assert_int_equal(un_listing_seek(l, 3), 42);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+static void test_cache_and_versions(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l1, *l2, *l3;
+	struct un_obj *d;
+	uint64_t v1;
+
+	t_mkdir(fx, "w");
+	t_mkdir(fx, "u");
+	t_file(fx, "l1/d/a", "1");
+	t_file(fx, "l2/d/b", "2");
+	t_export(fx, "l1:l2", "u", "w");
+	d = obj(fx, "d");
+	l1 = listing(fx, d);
+	l2 = listing(fx, d);
+	assert_ptr_equal(l1, l2);
+	assert_true(un_listing_cached(l1));
+	v1 = un_listing_verf(l1);
+	un_listing_put(l2);
+
+	/* A change in a lower layer: a new version, a new verifier. */
+	pause_tick();
+	t_file(fx, "l2/d/c", "2");
+	l2 = listing(fx, d);
+	assert_ptr_not_equal(l1, l2);
+	assert_int_not_equal(un_listing_verf(l2), v1);
+	assert_int_equal(un_listing_count(l2), 5);
+	assert_false(un_listing_cached(l1)); /* the old version left the cache */
+	un_listing_put(l1);
+
+	/* A layer dir appearing (in the upper) is a new version too. */
+	pause_tick();
+	t_mkdir(fx, "u/d");
+	un_obj_put(d);
+	d = obj(fx, "d");
+	assert_int_equal(d->ninst, 3);
+	l3 = listing(fx, d);
+	assert_ptr_not_equal(l2, l3);
+	assert_int_not_equal(un_listing_verf(l3), un_listing_verf(l2));
+	un_listing_put(l2);
+	un_listing_put(l3);
+
+	/* A version that is not settled is built each time, never cached. */
+	un_readdir_test_settle_ns(3600ll * 1000000000ll);
+	pause_tick();
+	t_file(fx, "l1/d/new", "1");
+	l1 = listing(fx, d);
+	l2 = listing(fx, d);
+	assert_ptr_not_equal(l1, l2);
+	assert_false(un_listing_cached(l1));
+	assert_int_equal(un_listing_verf(l1), un_listing_verf(l2));
+	un_listing_put(l1);
+	un_listing_put(l2);
+	un_obj_put(d);
+}
+
+static void test_cache_bound(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *a, *b, *c, *a2;
+	struct un_obj *da, *db, *dc;
+	size_t one;
+
+	t_file(fx, "l1/a/x", "1");
+	t_file(fx, "l1/b/x", "1");
+	t_file(fx, "l1/c/x", "1");
+	t_export(fx, "l1", NULL, NULL);
+	da = obj(fx, "a");
+	db = obj(fx, "b");
+	dc = obj(fx, "c");
+	a = listing(fx, da);
+	one = un_listing_bytes(a);
+	un_listing_cache_limit(fx->st, 2 * one); /* room for two */
+	assert_true(un_listing_cached(a));
+	b = listing(fx, db);
+	c = listing(fx, dc);
+	assert_false(un_listing_cached(a)); /* least recently used goes */
+	assert_true(un_listing_cached(b));
+	assert_true(un_listing_cached(c));
+	a2 = listing(fx, da);
+	assert_ptr_not_equal(a, a2);
+	assert_false(un_listing_cached(b));
+	un_listing_cache_limit(fx->st, one - 1); /* nothing fits */
+	assert_false(un_listing_cached(c));
+	assert_false(un_listing_cached(a2));
+	un_listing_put(a);
+	un_listing_put(b);
+	un_listing_put(c);
+	un_listing_put(a2);
+	un_obj_put(da);
+	un_obj_put(db);
+	un_obj_put(dc);
+}
+
+static void test_verifier(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	uint64_t verf;
+	un_id id;
+
+	t_file(fx, "l1/d/a", "1");
+	t_export(fx, "l1", NULL, NULL);
+	d = obj(fx, "d");
+	id = un_obj_id(d);
+	l = listing(fx, d);
+	verf = un_listing_verf(l);
+	assert_int_not_equal(verf, 0);
+	assert_true(un_listing_verf_valid(fx->ex, id, verf));
+	assert_false(un_listing_verf_valid(fx->ex, id + 1, verf));
+	assert_false(un_listing_verf_valid(fx->ex, id, 0));
+	for (int bit = 0; bit < 64; bit++)
+		assert_false(un_listing_verf_valid(fx->ex, id, verf ^ (1ull << bit)));
+	un_listing_put(l);
+	un_obj_put(d);
+
+	/* The same version after a restart has the same, still valid, verifier. */
+	t_export_close(fx);
+	un_state_close(fx->st);
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+	t_export(fx, "l1", NULL, NULL);
+	d = obj(fx, "d");
+	assert_int_equal(un_obj_id(d), id);
+	assert_true(un_listing_verf_valid(fx->ex, id, verf));
+	l = listing(fx, d);
+	assert_int_equal(un_listing_verf(l), verf);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+static void test_entry_ids(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	un_id ids[16], again[16];
+	unsigned long mdb;
+	size_t n;
+
+	t_file(fx, "l1/d/file", "1");
+	t_file(fx, "l1/d/sub/x", "1");
+	t_file(fx, "l2/d/sub/y", "2");
+	t_file(fx, "l2/d/lower", "2");
+	t_symlink(fx, "file", "l2/d/ln");
+	assert_int_equal(link(t_path(fx, "l1/d/file"), t_path(fx, "l1/d/hard")), 0);
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	n = un_listing_count(l);
+	assert_int_equal(n, 7);
+
+	/* Listing first: ids assigned in one write transaction. */
+	un_sys_inject_reset();
+	assert_int_equal(un_listing_ids(fx->ex, d, l, 0, n, ids), 0);
+	mdb = un_sys_calls(UN_SYS_MDB);
+	assert_int_equal(mdb, 3); /* read txn, write txn, commit */
+	assert_int_equal(ids[0], un_obj_id(d));
+	assert_int_equal(ids[1], un_obj_parent_id(d));
+	for (size_t i = 2; i < n; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "d/%s", un_listing_at(l, i)->name);
+		assert_int_equal(ids[i], t_id(fx, path)); /* lookup agrees */
+	}
+	assert_int_equal(t_id(fx, "d/file"), t_id(fx, "d/hard"));
+
+	/* Known ids need no write, and any window works. */
+	un_sys_inject_reset();
+	assert_int_equal(un_listing_ids(fx->ex, d, l, 1, n - 1, again), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_MDB), 1);
+	assert_memory_equal(again, ids + 1, (n - 1) * sizeof(un_id));
+	assert_int_equal(un_listing_ids(fx->ex, d, l, n, 0, again), 0);
+	assert_int_equal(un_listing_ids(fx->ex, d, l, n, 1, again), -EINVAL);
+	assert_int_equal(un_listing_ids(fx->ex, d, l, n + 1, 0, again), -EINVAL);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+static void test_not_a_dir(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *f;
+
+	t_file(fx, "l1/f", "1");
+	t_export(fx, "l1", NULL, NULL);
+	f = obj(fx, "f");
+	assert_int_equal(un_listing_get(fx->ex, f, &l), -ENOTDIR);
+	un_obj_put(f);
+}
+
+static int list_and_ids(struct fx *fx)
+{
+	struct un_listing *l;
+	struct un_obj *d;
+	un_id ids[16];
+	int rc;
+
+	rc = t_walk(fx, "d", &d);
+	if (rc)
+		return rc;
+	rc = un_listing_get(fx->ex, d, &l);
+	if (!rc) {
+		rc = un_listing_ids(fx->ex, d, l, 0, un_listing_count(l), ids);
+		un_listing_put(l);
+	}
+	un_obj_put(d);
+	return rc;
+}
+
+static void test_injected_failures(void **state)
+{
+	static const enum un_sys_op ops[] = {UN_SYS_OPEN,     UN_SYS_STAT,  UN_SYS_XATTR,
+					     UN_SYS_GETDENTS, UN_SYS_ALLOC, UN_SYS_MDB};
+	struct fx *fx = *state;
+	char name[32];
+	int fds, rc;
+
+	for (int i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "l%d/d/f%d", 1 + i % 2, i);
+		t_file(fx, name, i % 3 ? "x" : "");
+	}
+	t_file(fx, "l1/d/sub/a", "x");
+	t_file(fx, "l2/d/sub/b", "x");
+	t_file(fx, "l1/d/.wh.gone", "");
+	t_file(fx, "l2/d/gone", "x");
+	t_export(fx, "l1:l2", NULL, NULL);
+	un_readdir_test_settle_ns(3600ll * 1000000000ll); /* no cache: build each time */
+	assert_int_equal(list_and_ids(fx), 0);
+	fds = t_nfds();
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		unsigned long calls;
+
+		un_sys_inject_reset();
+		assert_int_equal(list_and_ids(fx), 0);
+		calls = un_sys_calls(ops[k]);
+		assert_true(calls > 0);
+		for (unsigned long n = 1; n <= calls; n++) {
+			un_sys_inject_reset();
+			un_sys_inject(ops[k], n, ENOMEM);
+			rc = list_and_ids(fx);
+			if (rc != -ENOMEM)
+				fail_msg("op %zu call %lu: rc %d", k, n, rc);
+			assert_int_equal(t_nfds(), fds);
+		}
+	}
+	un_sys_inject_reset();
+	assert_int_equal(list_and_ids(fx), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_merge, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_dots_and_order, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_seek, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_forced_collisions, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_and_versions, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_bound, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_verifier, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_entry_ids, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_not_a_dir, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
+	};
+
+	return cmocka_run_group_tests_name("readdir", tests, NULL, NULL);
+}
