@@ -1,0 +1,105 @@
+#!/bin/bash
+# kvm_client.sh UNION_NFSD NFS_TREE SRCDIR - the Linux kernel client test.
+#
+# A Debian kernel in qemu (../shared/kvm-nfs, beside the repository) mounts
+# union-nfsd's export of the oracle layers (mklayers.sh), once with
+# vers=3,proto=tcp and once with proto=udp,mountproto=udp, and lists and checksums
+# the whole tree with busybox (tree_busybox.sh).  The same script, run by the same
+# busybox-static binary on the host over a kernel overlayfs mount of the same
+# layers, gives the expected listing; each guest listing must equal it.
+#
+# Env: KVM_PROTOS="tcp udp" (default) to choose the runs; KVMNFS_DIR to use a
+# harness elsewhere than SRCDIR/../shared/kvm-nfs.
+# Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun or qemu).
+set -euo pipefail
+UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
+SRCDIR=$(realpath "${3:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
+[ -c /dev/net/tun ] || skip "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+BUSYBOX=/bin/busybox # busybox-static: the binary prepare.sh puts in the guest
+[ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
+
+# the harness lives beside the repository: SRCDIR/../shared/kvm-nfs
+H=${KVMNFS_DIR:-}
+if [ -z "$H" ]; then
+	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
+	H=$top/../shared/kvm-nfs
+fi
+[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
+H=$(realpath "$H")
+CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
+if [ ! -f "$CACHE/current.env" ]; then
+	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
+	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
+fi
+
+it_init kvm
+T=$IT_TMP
+t0=$SECONDS
+bash "$HERE/mklayers.sh" "$T/layers"
+K=$T/layers/kern O=$T/layers/orig
+mkdir "$T/mnt"
+mount -t overlay overlay -o "ro,lowerdir=$K/l1:$K/l2:$K/l3" "$T/mnt"
+it_on_exit "unmount_path '$T/mnt'"
+
+# the expected listing: tree_busybox.sh on the overlay mount, busybox applets only
+mkdir "$T/bb"
+for a in find stat sort sha256sum sed wc sh; do ln -s "$BUSYBOX" "$T/bb/$a"; done
+(cd "$T/mnt" && env -i PATH="$T/bb" "$BUSYBOX" sh "$HERE/tree_busybox.sh") >"$T/expected"
+echo "layers ready and listed on the overlay mount in $((SECONDS - t0)) s" \
+	"($(tail -1 "$T/expected"))"
+
+# union-nfsd inside run.sh's network namespace, on the ports run.sh gives it; its
+# state dir in the run's work dir (run.sh removes that)
+SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$O/l1:$O/l2:$O/l3'"
+SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
+SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
+SERVER_CMD+=" --no-rpcbind"
+
+# Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y: their NFS
+# client refuses proto=udp (EINVAL).  Its MOUNT client still speaks UDP, so with
+# such a kernel the "udp" run mounts with mountproto=udp and reads over TCP; NFS
+# over UDP itself is then covered by the protocol test's UDP calls only.
+. "$CACHE/current.env"
+UDP_OPTS=proto=udp,mountproto=udp
+if grep -qs '^CONFIG_NFS_DISABLE_UDP_SUPPORT=y' "$CACHE/kernel-$KVMNFS_KVER/boot/config-$KVMNFS_KVER"; then
+	UDP_OPTS=mountproto=udp
+	echo "NOTE: guest kernel $KVMNFS_KVER has no NFS-over-UDP client" \
+		"(CONFIG_NFS_DISABLE_UDP_SUPPORT=y): the udp run uses MOUNT over UDP, NFS over TCP"
+fi
+
+rc=0
+for proto in ${KVM_PROTOS:-tcp udp}; do
+	opts=()
+	[ "$proto" = udp ] && opts=(--mount-opts "$UDP_OPTS")
+	t1=$SECONDS
+	mkdir -p "$T/log-$proto"
+	run_rc=0
+	"$H/run.sh" --server-cmd "$SERVER_CMD" --export / --port 2049 --mountport 20048 \
+		--guest-script "$HERE/tree_busybox.sh" --timeout 300 --log-dir "$T/log-$proto" \
+		"${opts[@]}" >"$T/guest-$proto" 2>"$T/run-$proto.err" || run_rc=$?
+	echo "$proto: guest run took $((SECONDS - t1)) s, exit $run_rc," \
+		"$(grep -c . "$T/guest-$proto" || true) lines"
+	if [ "$run_rc" != 0 ]; then
+		echo "FAIL ($proto): run.sh exited $run_rc; its stderr:"
+		tail -40 "$T/run-$proto.err"
+		echo "--- server log (last 30 lines):"
+		tail -30 "$T/log-$proto/server.log" 2>/dev/null || true
+		rc=1
+		continue
+	fi
+	if ! diff -u --label overlayfs --label "guest-$proto" "$T/expected" "$T/guest-$proto" \
+		>"$T/diff-$proto"; then
+		echo "FAIL ($proto): the guest's tree differs from the overlay mount" \
+			"(first 100 lines of the diff):"
+		head -100 "$T/diff-$proto"
+		rc=1
+	else
+		echo "PASS ($proto): $(tail -1 "$T/expected" | cut -d' ' -f2) objects identical"
+	fi
+done
+exit "$rc"
