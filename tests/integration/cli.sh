@@ -1,0 +1,136 @@
+#!/bin/bash
+# cli.sh UNION_NFSD NFS_TREE SRCDIR - the command line, the example config, and
+# start/stop, from outside the process.
+#
+#  - each bad invocation (missing layer, layer that is a file, upper inside a
+#    lower, workdir on another filesystem than the upper, no --lowerdir, an
+#    unknown flag) exits 2 with exactly one stderr line "union-nfsd: ..." and
+#    prints nothing on stdout;
+#  - a good one prints exactly one stdout line "listening nfs=P mount=M", serves,
+#    and exits 0 on SIGTERM;
+#  - etc/union-nfsd.conf, with its /srv paths, state dir and ports moved into a
+#    temp dir, starts a server that serves both of its exports.
+# Exit: 0 all passed, 1 a check failed, 77 skipped (not root).
+set -euo pipefail
+UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
+NFS_TREE=${2:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
+SRCDIR=${3:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+[ "$(id -u)" = 0 ] || skip "needs root (a tmpfs for the other-filesystem case)"
+it_init cli
+T=$IT_TMP
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+mkdir -p "$T/l1" "$T/l2" "$T/upper" "$T/work" "$T/l1/sub" "$T/other"
+echo top >"$T/l1/a"
+echo bottom >"$T/l2/a"
+echo below >"$T/l2/b"
+: >"$T/afile"
+mount -t tmpfs tmpfs "$T/other"
+it_on_exit "unmount_path '$T/other'"
+mkdir "$T/other/work"
+
+# bad_args NAME ARGS...: exit 2, one "union-nfsd: " line on stderr, empty stdout
+bad_args() {
+	local name=$1 rc=0
+	shift
+	timeout 10 "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 \
+		--state-dir="$T/state-bad" --foreground --no-rpcbind "$@" \
+		>"$T/out" 2>"$T/err" </dev/null || rc=$?
+	if [ "$rc" != 2 ]; then
+		fail "$name: exit $rc, want 2 (stderr: $(head -3 "$T/err"))"
+	elif [ "$(wc -l <"$T/err")" != 1 ] || ! grep -q '^union-nfsd: ' "$T/err"; then
+		fail "$name: stderr is not one 'union-nfsd: ...' line: $(head -5 "$T/err")"
+	elif [ -s "$T/out" ]; then
+		fail "$name: printed on stdout: $(head -3 "$T/out")"
+	else
+		echo "ok: $name -> $(cat "$T/err")"
+	fi
+}
+
+bad_args "missing layer" --lowerdir="$T/l1:$T/nonexistent"
+bad_args "layer that is a file" --lowerdir="$T/l1:$T/afile"
+bad_args "upper inside a lower" --lowerdir="$T/l1:$T/l2" --upperdir="$T/l1/sub" \
+	--workdir="$T/work"
+bad_args "workdir on another filesystem" --lowerdir="$T/l2" --upperdir="$T/upper" \
+	--workdir="$T/other/work"
+bad_args "upperdir without workdir" --lowerdir="$T/l2" --upperdir="$T/upper"
+bad_args "no lowerdir" --export=/x
+bad_args "unknown flag" --lowerdir="$T/l1" --no-such-flag
+bad_args "bad port" --lowerdir="$T/l1" --nfs-port=70000
+bad_args "missing config file" --config="$T/nonexistent.conf"
+
+# a good start: one line on stdout, serves, SIGTERM -> exit 0
+start_union_nfsd "$UNION_NFSD" --lowerdir="$T/l1:$T/l2"
+if [ "$(wc -l <"$SRV_LOG.out")" != 1 ]; then
+	fail "stdout has more than the listening line: $(head -5 "$SRV_LOG.out")"
+fi
+if "$NFS_TREE" --nfs "$(nfs_url /)" >"$T/tree" 2>"$T/tree.err" &&
+	grep -q '^/a f 0644 4 ' "$T/tree" && grep -q '^/b f ' "$T/tree"; then
+	echo "ok: serves the union (a from the top layer, b from below)"
+else
+	fail "the union is not served right: $(cat "$T/tree" "$T/tree.err" | head -10)"
+fi
+kill -TERM "$SRV_PID"
+rc=0
+for _ in $(seq 100); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$SRV_PID" 2>/dev/null; then
+	fail "still running 5 s after SIGTERM"
+else
+	wait "$SRV_PID" || rc=$?
+	[ "$rc" = 0 ] && echo "ok: SIGTERM -> exit 0" || fail "SIGTERM -> exit $rc, want 0"
+fi
+
+# the example config, moved into the temp dir
+CONF=$SRCDIR/etc/union-nfsd.conf
+if [ ! -f "$CONF" ]; then
+	fail "$CONF missing"
+else
+	mkdir -p "$T/srv/layers/site" "$T/srv/layers/base" "$T/srv/uppers/scratch" \
+		"$T/srv/uppers/scratch.work"
+	echo site >"$T/srv/layers/site/motd"
+	echo base >"$T/srv/layers/base/motd"
+	echo base-only >"$T/srv/layers/base/only"
+	sed -e "s|/srv/|$T/srv/|g" -e "s|^\(state-dir *=\).*|\1 $T/state-conf|" \
+		-e "s|^\(nfs-port *=\).*|\1 0|" -e "s|^\(mount-port *=\).*|\1 0|" \
+		-e "s|^\(bind *=\).*|\1 127.0.0.1|" "$CONF" >"$T/test.conf"
+	out=$T/conf.out
+	"$UNION_NFSD" --config="$T/test.conf" --foreground --no-rpcbind >"$out" 2>"$T/conf.err" &
+	CPID=$!
+	it_on_exit "stop_pid $CPID"
+	line=
+	for _ in $(seq 200); do
+		line=$(grep -m1 '^listening ' "$out" 2>/dev/null || true)
+		[ -n "$line" ] && break
+		kill -0 "$CPID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if [[ ! $line =~ ^listening\ nfs=([0-9]+)\ mount=([0-9]+)$ ]]; then
+		fail "etc/union-nfsd.conf (moved to $T): no listening line; stderr: $(head -5 "$T/conf.err")"
+	else
+		NFS_PORT=${BASH_REMATCH[1]} MOUNT_PORT=${BASH_REMATCH[2]}
+		for exp in / /scratch; do
+			if "$NFS_TREE" --nfs "$(nfs_url "$exp")" >"$T/conf.tree" 2>"$T/conf.tree.err" &&
+				grep -q '^/motd f ' "$T/conf.tree"; then
+				echo "ok: etc/union-nfsd.conf: export $exp served"
+			else
+				fail "etc/union-nfsd.conf: export $exp: $(cat "$T/conf.tree.err" | head -5)"
+			fi
+		done
+		if grep -q "^/motd f 0644 5 $(printf 'site\n' | sha256sum | cut -d' ' -f1)" \
+			<("$NFS_TREE" --nfs "$(nfs_url /)" 2>/dev/null); then
+			echo "ok: etc/union-nfsd.conf: / shows the site layer over the base"
+		else
+			fail "etc/union-nfsd.conf: / does not show site/motd over base/motd"
+		fi
+	fi
+	stop_pid "$CPID"
+fi
+
+[ "$fails" = 0 ] && echo "PASS" || echo "$fails check(s) failed"
+[ "$fails" = 0 ]
