@@ -249,20 +249,23 @@ static struct un_export *export_alloc(struct un_state *st,
 				      const struct un_export_cfg *cfg)
 {
 	struct un_export *ex = un_sys_calloc(1, sizeof(*ex));
+	size_t n = cfg->nlower + (cfg->upperdir != NULL);
 
 	if (!ex)
 		return NULL;
 	ex->st = st;
 	ex->workfd = -1;
-	ex->nlayers = cfg->nlower + (cfg->upperdir != NULL);
-	ex->layers = un_sys_calloc(ex->nlayers, sizeof(*ex->layers));
+	ex->layers = un_sys_calloc(n, sizeof(*ex->layers));
+	if (ex->layers) { /* no descriptor yet: none for un_export_close to close */
+		ex->nlayers = n;
+		for (size_t i = 0; i < n; i++)
+			ex->layers[i].fd = -1;
+	}
 	ex->path = un_sys_strdup(cfg->path);
 	if (!ex->layers || !ex->path) {
 		un_export_close(ex);
 		return NULL;
 	}
-	for (size_t i = 0; i < ex->nlayers; i++)
-		ex->layers[i].fd = -1;
 	return ex;
 }
 

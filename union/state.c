@@ -84,35 +84,36 @@ static int secret_read(int dirfd, uint8_t key[SECRET_BYTES])
 	return err;
 }
 
+/* Writes KEY to FD and makes it durable. */
+static int secret_write(int fd, const uint8_t key[SECRET_BYTES])
+{
+	ssize_t n = un_sys_write(fd, key, SECRET_BYTES);
+
+	return n < 0 ? (int)n : un_sys_fsync(fd);
+}
+
 /* Creates the secret: a temp file written and synced, renamed into place
  * without replacing (a concurrent creator's secret wins: -EEXIST), then the
- * directory synced so the name is durable too. */
+ * directory synced so the name is durable too.  A failure leaves no temp. */
 static int secret_create(int dirfd, uint8_t key[SECRET_BYTES])
 {
 	int fd, err;
 
 	randombytes_buf(key, SECRET_BYTES);
-	err = fd = un_sys_openat(dirfd, SECRET_TMP,
-				 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+	fd = un_sys_openat(dirfd, SECRET_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
+			   0600);
 	if (fd < 0)
-		goto out;
-	err = (int)un_sys_write(fd, key, SECRET_BYTES);
-	if (err < 0)
-		goto out_unlink;
-	err = un_sys_fsync(fd);
-	if (err < 0)
-		goto out_unlink;
-	err = un_sys_renameat2(dirfd, SECRET_TMP, dirfd, SECRET_FILE, RENAME_NOREPLACE);
-	if (err < 0)
-		goto out_unlink;
-	err = un_sys_fsync(dirfd);
-	goto out_close;
-out_unlink:
-	un_sys_unlinkat(dirfd, SECRET_TMP, 0);
-out_close:
+		return fd;
+	err = secret_write(fd, key);
 	un_sys_close(fd);
-out:
-	return err < 0 ? err : 0;
+	if (!err)
+		err = un_sys_renameat2(dirfd, SECRET_TMP, dirfd, SECRET_FILE,
+				       RENAME_NOREPLACE);
+	if (err) {
+		un_sys_unlinkat(dirfd, SECRET_TMP, 0);
+		return err;
+	}
+	return un_sys_fsync(dirfd);
 }
 
 static int secret_get(int dirfd, uint8_t key[SECRET_BYTES])
@@ -161,33 +162,38 @@ static int state_dir_open(struct un_state *st, const char *dir)
 
 static int env_open(struct un_state *st, const char *dir)
 {
-	MDB_txn *txn = NULL;
 	int dead, rc;
 
 	rc = mdb_env_create(&st->env);
 	if (rc)
-		goto out;
+		return un_mdb_err(rc);
 	if ((rc = mdb_env_set_maxdbs(st->env, MAX_DBS)) ||
 	    (rc = mdb_env_set_mapsize(st->env, UN_MAP_SIZE)) ||
 	    (rc = mdb_env_set_maxreaders(st->env, MAX_READERS)))
-		goto out;
+		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
 	 * any worker may run any request. */
 	rc = mdb_env_open(st->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600);
-	if (rc)
-		goto out;
-	mdb_reader_check(st->env, &dead); /* slots of crashed processes */
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		goto out;
-	rc = un_node_init(st, txn);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return rc;
-	}
-	rc = mdb_txn_commit(txn);
-out:
+	if (!rc)
+		mdb_reader_check(st->env, &dead); /* slots of crashed processes */
 	return un_mdb_err(rc);
+}
+
+/* Creates or checks the node table's databases. */
+static int tables_init(struct un_state *st)
+{
+	MDB_txn *txn;
+	int err;
+
+	err = un_mdb_err(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (err)
+		return err;
+	err = un_node_init(st, txn);
+	if (err)
+		mdb_txn_abort(txn);
+	else
+		err = un_mdb_err(mdb_txn_commit(txn));
+	return err;
 }
 
 static void *syncer_main(void *arg)
@@ -266,6 +272,9 @@ int un_state_open(const char *dir, struct un_state **out)
 	if (err)
 		goto fail;
 	err = env_open(st, dir);
+	if (err)
+		goto fail;
+	err = tables_init(st);
 	if (err)
 		goto fail;
 	err = un_listing_cache_new(&st->cache);

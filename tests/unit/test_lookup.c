@@ -448,6 +448,39 @@ static void test_injected_failures(void **state)
 	assert_int_equal(exercise(fx), 0);
 }
 
+static void test_export_open_faults(void **state)
+{
+	static const enum un_sys_op ops[] = {UN_SYS_OPEN, UN_SYS_STAT, UN_SYS_ALLOC,
+					     UN_SYS_MDB};
+	struct fx *fx = *state;
+	char err[256];
+	int fds, rc;
+
+	layers(fx, "u:w:l1:l2");
+	fds = t_nfds();
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		unsigned long calls;
+
+		un_sys_inject_reset();
+		t_export(fx, "l1:l2", "u", "w");
+		calls = un_sys_calls(ops[k]);
+		t_export_close(fx);
+		assert_true(calls > 0);
+		for (unsigned long n = 1; n <= calls; n++) {
+			un_sys_inject_reset();
+			un_sys_inject(ops[k], n, EIO);
+			err[0] = '\0';
+			rc = t_export_try(fx, "l1:l2", "u", "w", err, sizeof(err));
+			assert_true(rc == -EIO || rc == -ENOMEM);
+			assert_true(err[0] != '\0'); /* always a message */
+			assert_null(fx->ex);
+			assert_int_equal(t_nfds(), fds);
+		}
+	}
+	un_sys_inject_reset();
+	t_export(fx, "l1:l2", "u", "w");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +501,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_export_errors, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_export_open_faults, t_setup, t_teardown),
 	};
 
 	return cmocka_run_group_tests_name("lookup", tests, NULL, NULL);

@@ -256,6 +256,46 @@ static void test_table_faults(void **state)
 	un_sys_inject_reset();
 }
 
+static void test_state_open_faults(void **state)
+{
+	static const enum un_sys_op ops[] = {UN_SYS_MKDIR, UN_SYS_OPEN,	  UN_SYS_WRITE,
+					     UN_SYS_SYNC,  UN_SYS_RENAME, UN_SYS_ALLOC};
+	struct fx *fx = *state;
+	struct un_state *st;
+	char dir[64], tmp[80];
+	int fds = t_nfds(), seq = 0;
+
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		unsigned long calls;
+
+		snprintf(dir, sizeof(dir), "s%d", seq++);
+		un_sys_inject_reset();
+		assert_int_equal(un_state_open(t_path(fx, dir), &st), 0);
+		calls = un_sys_calls(ops[k]);
+		un_state_close(st);
+		assert_true(calls > 0);
+		for (unsigned long n = 1; n <= calls; n++) {
+			snprintf(dir, sizeof(dir), "s%d", seq++);
+			un_sys_inject_reset();
+			un_sys_inject(ops[k], n, EIO);
+			assert_int_equal(un_state_open(t_path(fx, dir), &st),
+					 ops[k] == UN_SYS_ALLOC ? -ENOMEM : -EIO);
+			assert_int_equal(t_nfds(), fds);
+			snprintf(tmp, sizeof(tmp), "%s/secret.tmp", dir);
+			assert_int_equal(access(t_path(fx, tmp), F_OK), -1);
+		}
+	}
+	un_sys_inject_reset();
+	/* An existing secret is read, not rewritten. */
+	assert_int_equal(un_state_open(t_path(fx, "state2"), &st), 0);
+	un_state_close(st);
+	un_sys_inject_reset();
+	assert_int_equal(un_state_open(t_path(fx, "state2"), &st), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_WRITE), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_READ), 1);
+	un_state_close(st);
+}
+
 struct racer {
 	struct fx *fx;
 	un_id ids[32];
@@ -320,6 +360,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hard_links, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_state_dir, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_table_faults, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_state_open_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_first_lookups, t_setup,
 					    t_teardown),
 	};
