@@ -36,7 +36,7 @@ struct inject {
 
 static struct inject injects[UN_SYS_NOPS];
 
-/* openat2 is tried first; once the kernel says ENOSYS we stop asking. */
+/* openat2 is tried first; once it is refused as unknown we stop asking. */
 static atomic_bool no_openat2;
 
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err)
@@ -105,7 +105,9 @@ int un_sys_open_beneath(int dirfd, const char *name, int flags)
 		return -err;
 	if (!atomic_load(&no_openat2)) {
 		fd = open_beneath2(dirfd, name, flags);
-		if (fd != -ENOSYS)
+		/* ENOSYS: an old kernel; EPERM: a seccomp filter (older container
+		 * runtimes) that does not know the call. */
+		if (fd != -ENOSYS && fd != -EPERM)
 			return fd;
 		atomic_store(&no_openat2, true);
 	}

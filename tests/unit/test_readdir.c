@@ -3,6 +3,8 @@
  * verifiers, node ids of entries, and injected failures. */
 #include "test_un.h"
 
+#include <pthread.h>
+
 static void pause_tick(void)
 {
 	/* Lets a directory timestamp move even where timestamps are coarse. */
@@ -440,6 +442,63 @@ static void test_injected_failures(void **state)
 	assert_int_equal(list_and_ids(fx), 0);
 }
 
+struct reader {
+	struct fx *fx;
+	struct un_obj *dirs[3];
+	int rc;
+};
+
+static void *read_lists(void *arg)
+{
+	struct reader *r = arg;
+
+	for (int i = 0; i < 300 && !r->rc; i++) {
+		struct un_listing *l;
+
+		r->rc = un_listing_get(r->fx->ex, r->dirs[i % 3], &l);
+		if (r->rc)
+			break;
+		if (un_listing_count(l) != 4)
+			r->rc = -EBADMSG;
+		un_listing_put(l);
+	}
+	return NULL;
+}
+
+/* Threads sharing a cache that holds one listing: evictions race with use. */
+static void test_concurrent_listings(void **state)
+{
+	struct fx *fx = *state;
+	struct reader r[4];
+	pthread_t th[4];
+	struct un_obj *dirs[3];
+	struct un_listing *l;
+
+	t_file(fx, "l1/a/x", "1");
+	t_file(fx, "l2/a/y", "1");
+	t_file(fx, "l1/b/x", "1");
+	t_file(fx, "l2/b/y", "1");
+	t_file(fx, "l1/c/x", "1");
+	t_file(fx, "l2/c/y", "1");
+	t_export(fx, "l1:l2", NULL, NULL);
+	dirs[0] = obj(fx, "a");
+	dirs[1] = obj(fx, "b");
+	dirs[2] = obj(fx, "c");
+	l = listing(fx, dirs[0]);
+	un_listing_cache_limit(fx->st, un_listing_bytes(l) + 8);
+	un_listing_put(l);
+	for (int t = 0; t < 4; t++) {
+		r[t] = (struct reader){.fx = fx, .dirs = {dirs[0], dirs[1], dirs[2]}};
+		assert_int_equal(pthread_create(&th[t], NULL, read_lists, &r[t]), 0);
+	}
+	for (int t = 0; t < 4; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(r[t].rc, 0);
+	}
+	for (int i = 0; i < 3; i++)
+		un_obj_put(dirs[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +512,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_entry_ids, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_not_a_dir, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_listings, t_setup,
+					    t_teardown),
 	};
 
 	return cmocka_run_group_tests_name("readdir", tests, NULL, NULL);
