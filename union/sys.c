@@ -39,6 +39,11 @@ static struct inject injects[UN_SYS_NOPS];
 /* openat2 is tried first; once it is refused as unknown we stop asking. */
 static atomic_bool no_openat2;
 
+void un_sys_test_no_openat2(bool on)
+{
+	atomic_store(&no_openat2, on);
+}
+
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err)
 {
 	struct inject *in = &injects[op];

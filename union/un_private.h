@@ -107,6 +107,8 @@ int un_sys_fault(enum un_sys_op op);
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err);
 void un_sys_inject_reset(void);
 unsigned long un_sys_calls(enum un_sys_op op);
+/* Test hook: use plain openat with O_NOFOLLOW as on kernels without openat2. */
+void un_sys_test_no_openat2(bool on);
 
 /* ---- state.c: the state dir ---- */
 

@@ -137,6 +137,14 @@ static void test_symlinks_not_followed(void **state)
 	un_obj_put(o);
 }
 
+/* The same on a kernel without openat2. */
+static void test_symlinks_not_followed_openat(void **state)
+{
+	un_sys_test_no_openat2(true);
+	test_symlinks_not_followed(state);
+	un_sys_test_no_openat2(false);
+}
+
 static void test_name_validation(void **state)
 {
 	struct fx *fx = *state;
@@ -491,6 +499,8 @@ int main(void)
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_dir_above_file, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlinks_not_followed, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_symlinks_not_followed_openat, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_name_validation, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_dots, t_setup, t_teardown),

@@ -151,6 +151,7 @@ static inline int t_setup(void **state)
 	un_readdir_test_settle_ns(0); /* test dirs are always fresh */
 	un_readdir_test_hash_bits(63);
 	un_sys_inject_reset();
+	un_sys_test_no_openat2(false);
 	*state = fx;
 	return 0;
 }
