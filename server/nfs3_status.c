@@ -1,0 +1,65 @@
+/* nfs3_status.c - the one map from errno to nfsstat3.
+ *
+ * The union engine speaks negative errno values; the handlers answer with
+ * nfsstat3.  Every conversion goes through nfs3_status_from_errno, so the
+ * protocol's view of a failure is decided in this one table.  A table rather
+ * than a switch because several errno names share a value on Linux (EAGAIN
+ * and EWOULDBLOCK, ENOTSUP and EOPNOTSUPP) and a switch would not compile
+ * with both.
+ */
+#define _GNU_SOURCE /* the strerror_r that returns a string */
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include "srv.h"
+
+static const struct {
+	int err;
+	nfsstat3 status;
+} nfs3_errno_map[] = {
+    {0, NFS3_OK},
+    {EPERM, NFS3ERR_PERM},
+    {ENOENT, NFS3ERR_NOENT},
+    {EIO, NFS3ERR_IO},
+    {ENXIO, NFS3ERR_NXIO},
+    {EACCES, NFS3ERR_ACCES},
+    {EEXIST, NFS3ERR_EXIST},
+    {EXDEV, NFS3ERR_XDEV},
+    {ENODEV, NFS3ERR_NODEV},
+    {ENOTDIR, NFS3ERR_NOTDIR},
+    {EISDIR, NFS3ERR_ISDIR},
+    {EINVAL, NFS3ERR_INVAL},
+    {EFBIG, NFS3ERR_FBIG},
+    {ENOSPC, NFS3ERR_NOSPC},
+    {EROFS, NFS3ERR_ROFS},
+    {EMLINK, NFS3ERR_MLINK},
+    {ENAMETOOLONG, NFS3ERR_NAMETOOLONG},
+    {ENOTEMPTY, NFS3ERR_NOTEMPTY},
+    {EDQUOT, NFS3ERR_DQUOT},
+    {ESTALE, NFS3ERR_STALE},
+    /* The union engine's word for "these bytes are no handle of ours". */
+    {EBADMSG, NFS3ERR_BADHANDLE},
+    {ENOTSUP, NFS3ERR_NOTSUPP},
+    {EOPNOTSUPP, NFS3ERR_NOTSUPP},
+    /* A resource that is busy for now (a copy-up in progress, a lock held
+     * elsewhere): the client retries later instead of failing. */
+    {EAGAIN, NFS3ERR_JUKEBOX},
+    {EWOULDBLOCK, NFS3ERR_JUKEBOX},
+};
+
+nfsstat3 nfs3_status_from_errno(int err)
+{
+	char buf[128];
+
+	assert(err <= 0);
+	for (size_t i = 0; i < sizeof(nfs3_errno_map) / sizeof(nfs3_errno_map[0]); i++)
+		if (nfs3_errno_map[i].err == -err)
+			return nfs3_errno_map[i].status;
+	/* Anything else (ENOMEM, ELOOP, EBADF, ...) is a fault of this server
+	 * that the client cannot act on; say so in the log, where an operator
+	 * can. */
+	srv_log(SRV_LOG_ERR, "nfs3: unexpected error %d (%s), answering SERVERFAULT",
+		-err, strerror_r(-err, buf, sizeof(buf)));
+	return NFS3ERR_SERVERFAULT;
+}

@@ -1,0 +1,242 @@
+/* nfs3_util.c - file handles, attributes, names and permissions for the
+ * NFSv3 handlers (see nfs3_util.h for the contracts). */
+#include "nfs3_util.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
+{
+	uint32_t export_id;
+	un_id id;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
+			       fh->data.data_len, &export_id, &id);
+	if (err)
+		goto fail;
+	/* A well-formed handle of an export we no longer serve is stale, not
+	 * bad: the client held it legitimately. */
+	err = -ESTALE;
+	f->ex = srv_export_by_id(req->srv, export_id);
+	if (!f->ex)
+		goto fail;
+	err = un_resolve(f->ex->ux, id, &f->obj);
+	if (err)
+		goto fail;
+	err = un_getattr(f->ex->ux, f->obj, &f->attr);
+	if (err)
+		goto fail_put;
+	return NFS3_OK;
+
+fail_put:
+	un_obj_put(f->obj);
+fail:
+	memset(f, 0, sizeof(*f));
+	return nfs3_status_from_errno(err);
+}
+
+void nfs3_file_put(struct nfs3_file *f)
+{
+	if (f->obj)
+		un_obj_put(f->obj);
+	f->obj = NULL;
+}
+
+bool nfs3_file_refresh(struct nfs3_file *f)
+{
+	struct un_attr a;
+
+	if (un_getattr(f->ex->ux, f->obj, &a))
+		return false;
+	f->attr = a;
+	return true;
+}
+
+nfsstat3 nfs3_fh_set(struct srv_req *req, const struct srv_export *ex, un_id id,
+		     nfs_fh3 *fh)
+{
+	uint8_t buf[UN_FH_MAX];
+	size_t len;
+	char *data;
+
+	len = un_handle_encode(ex->ux, id, buf);
+	assert(len > 0 && len <= NFS3_FHSIZE);
+	data = srv_arena_alloc(req->arena, len);
+	if (!data)
+		return nfs3_status_from_errno(-ENOMEM);
+	memcpy(data, buf, len);
+	fh->data.data_len = (u_int)len;
+	fh->data.data_val = data;
+	return NFS3_OK;
+}
+
+static ftype3 nfs3_ftype(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR:
+		return NF3DIR;
+	case S_IFBLK:
+		return NF3BLK;
+	case S_IFCHR:
+		return NF3CHR;
+	case S_IFLNK:
+		return NF3LNK;
+	case S_IFSOCK:
+		return NF3SOCK;
+	case S_IFIFO:
+		return NF3FIFO;
+	default:
+		return NF3REG;
+	}
+}
+
+static nfstime3 nfs3_time(const struct timespec *ts)
+{
+	/* NFSv3 times are unsigned 32-bit seconds: wraps in 2106, and times
+	 * before 1970 wrap too; every NFSv3 server shares this. */
+	nfstime3 t = {.seconds = (uint32)ts->tv_sec, .nseconds = (uint32)ts->tv_nsec};
+	return t;
+}
+
+void nfs3_fattr(const struct un_attr *a, fattr3 *out)
+{
+	out->type = nfs3_ftype(a->mode);
+	out->mode = a->mode & 07777;
+	out->nlink = a->nlink;
+	out->uid = a->uid;
+	out->gid = a->gid;
+	out->size = a->size;
+	out->used = a->used;
+	out->rdev.specdata1 = a->rdev_major;
+	out->rdev.specdata2 = a->rdev_minor;
+	out->fsid = a->fsid;
+	out->fileid = a->fileid;
+	out->atime = nfs3_time(&a->atime);
+	out->mtime = nfs3_time(&a->mtime);
+	out->ctime = nfs3_time(&a->ctime);
+}
+
+void nfs3_post_op(const struct un_attr *a, post_op_attr *out)
+{
+	out->attributes_follow = TRUE;
+	nfs3_fattr(a, &out->post_op_attr_u.attributes);
+}
+
+void nfs3_wcc(const struct un_attr *before, const struct un_attr *after, wcc_data *out)
+{
+	wcc_attr *w = &out->before.pre_op_attr_u.attributes;
+
+	out->before.attributes_follow = TRUE;
+	w->size = before->size;
+	w->mtime = nfs3_time(&before->mtime);
+	w->ctime = nfs3_time(&before->ctime);
+	nfs3_post_op(after, &out->after);
+}
+
+size_t nfs3_post_op_xdr_size(const post_op_attr *p)
+{
+	return NFS3_XDR_UNIT + (p->attributes_follow ? NFS3_XDR_FATTR3 : 0);
+}
+
+nfsstat3 nfs3_name_check(const char *fname)
+{
+	size_t len;
+
+	/* An embedded NUL cannot be seen here (xdr_string stops at it); the
+	 * decoder must reject it.  '/' would make the name a path. */
+	if (!fname || !fname[0] || strchr(fname, '/'))
+		return nfs3_status_from_errno(-EACCES);
+	len = strnlen(fname, NFS3_NAME_MAX + 1);
+	if (len > NFS3_NAME_MAX)
+		return nfs3_status_from_errno(-ENAMETOOLONG);
+	return NFS3_OK;
+}
+
+static bool nfs3_cred_in_group(const struct srv_cred *c, gid_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (uint32_t i = 0;
+	     i < c->ngroups && i < sizeof(c->groups) / sizeof(c->groups[0]); i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* The rwx bits (4 = r, 2 = w, 1 = x) that apply to CRED on A. */
+static unsigned nfs3_rwx(const struct srv_cred *c, const struct un_attr *a)
+{
+	unsigned rwx;
+
+	if (c->uid == 0) {
+		/* Root passes every check, except that it cannot execute a
+		 * file nobody may execute (as the kernel's own rule). */
+		rwx = 6;
+		if (S_ISDIR(a->mode) || (a->mode & 0111))
+			rwx |= 1;
+		return rwx;
+	}
+	if (c->uid == a->uid) {
+		rwx = (a->mode >> 6) & 7;
+		/* The owner may read its regular files whatever the mode says:
+		 * a client that created a file 0200 and wrote through its page
+		 * cache must be able to read the pages back.  NFS servers have
+		 * always allowed it (knfsd: NFSD_MAY_OWNER_OVERRIDE). */
+		if (S_ISREG(a->mode))
+			rwx |= 4;
+		return rwx;
+	}
+	if (nfs3_cred_in_group(c, a->gid))
+		return (a->mode >> 3) & 7;
+	return a->mode & 7;
+}
+
+uint32_t nfs3_access_mask(const struct srv_cred *cred, const struct un_attr *a,
+			  bool writable)
+{
+	unsigned rwx = nfs3_rwx(cred, a);
+	uint32_t m = 0;
+
+	if (rwx & 4)
+		m |= ACCESS3_READ;
+	if (S_ISDIR(a->mode)) {
+		/* RFC 1813: LOOKUP is searching the directory; MODIFY,
+		 * EXTEND and DELETE change its entries, which needs both
+		 * write and search.  EXECUTE means nothing for a directory. */
+		if (rwx & 1)
+			m |= ACCESS3_LOOKUP;
+		if ((rwx & 3) == 3)
+			m |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
+	} else {
+		/* DELETE and LOOKUP mean nothing for a non-directory;
+		 * executing is only for regular files. */
+		if (rwx & 2)
+			m |= ACCESS3_MODIFY | ACCESS3_EXTEND;
+		if (S_ISREG(a->mode) && (rwx & 1))
+			m |= ACCESS3_EXECUTE;
+	}
+	if (!writable)
+		m &= ~(uint32_t)(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
+	return m;
+}
+
+nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
+			   uint32_t want)
+{
+	uint32_t have =
+	    nfs3_access_mask(&req->cred, &f->attr, un_export_writable(f->ex->ux));
+
+	if ((have & want) != want)
+		return nfs3_status_from_errno(-EACCES);
+	return NFS3_OK;
+}
+
+nfsstat3 nfs3_write_unsupported(const struct nfs3_file *f)
+{
+	(void)f;
+	return nfs3_status_from_errno(-EROFS);
+}
