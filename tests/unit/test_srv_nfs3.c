@@ -2,11 +2,10 @@
  * on a server with one export: a read-only union of two lower layers in temp
  * dirs.
  *
- * lower0 (top):  a.txt "top-a", d/x, gone (white-out 0/0), .wh.ocigone,
- *                link -> a.txt, secret (0600 root), big (100 KiB),
- *                sparse (1.5 MiB hole), priv/ (0700) with p, rnox/ (0744)
- *                with inner, vdir/ with v1
- * lower1:        a.txt "bottom-a", gone, ocigone, b.txt, d/y, f000..f099
+ * lower0 (top):  a.txt "top-a", d/x, d/wonly (0200 uid 1000), gone (white-out 0/0),
+ * .wh.ocigone, link -> a.txt, secret (0600 root), big (100 KiB), sparse (1.5 MiB hole),
+ * priv/ (0700) with p, rnox/ (0744) with inner, vdir/ with v1 lower1:        a.txt
+ * "bottom-a", gone, ocigone, b.txt, d/y, f000..f099, many/m0000..m4999
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +30,7 @@
 #define BIG_SIZE    (100 * 1024)
 #define SPARSE_SIZE (1536 * 1024)
 #define NFILES	    100
+#define NMANY	    5000
 
 static char tmp_root[64], lower0[128], lower1[128], state_dir[128];
 static struct srv srv;
@@ -65,7 +65,7 @@ static void put_dir(const char *dir, const char *nm, mode_t mode)
 
 static void make_layers(void)
 {
-	char p[256], nm[16];
+	char p[256], nm[32];
 	char *big = malloc(BIG_SIZE);
 	int fd;
 
@@ -76,6 +76,9 @@ static void make_layers(void)
 	put_file(lower0, "a.txt", "top-a", 5, 0644);
 	put_dir(lower0, "d", 0755);
 	put_file(lower0, "d/x", "x", 1, 0644);
+	put_file(lower0, "d/wonly", "w", 1, 0200);
+	snprintf(p, sizeof(p), "%s/d/wonly", lower0);
+	assert_int_equal(chown(p, 1000, 1000), 0);
 	snprintf(p, sizeof(p), "%s/gone", lower0);
 	assert_int_equal(mknod(p, S_IFCHR | 0600, makedev(0, 0)), 0);
 	put_file(lower0, ".wh.ocigone", "", 0, 0644);
@@ -104,6 +107,11 @@ static void make_layers(void)
 	for (int i = 0; i < NFILES; i++) {
 		snprintf(nm, sizeof(nm), "f%03d", i);
 		put_file(lower1, nm, nm, 4, 0644);
+	}
+	put_dir(lower1, "many", 0755);
+	for (int i = 0; i < NMANY; i++) {
+		snprintf(nm, sizeof(nm), "many/m%04d", i);
+		put_file(lower1, nm, "", 0, 0644);
 	}
 	free(big);
 }
@@ -438,6 +446,16 @@ static void test_access(void **state)
 	assert_int_equal(rr.status, NFS3ERR_ACCES);
 	assert_true(rr.READ3res_u.resfail.file_attributes.attributes_follow);
 
+	/* The owner may read a file it may only write (NFS owner override);
+	 * others may not. */
+	nfs_fh3 wonly = lookup_fh(d, "wonly");
+	assert_int_equal(access_as(1000, wonly, ACCESS_ALL), ACCESS3_READ);
+	assert_int_equal(access_as(1001, wonly, ACCESS_ALL), 0);
+	ra.file = wonly;
+	call_as(&req, NFSPROC3_READ, &ra, &rr);
+	assert_int_equal(rr.status, NFS3_OK);
+	assert_int_equal(rr.READ3res_u.resok.count, 1);
+
 	nfs_fh3 priv = lookup_fh(root_fh, "priv");
 	assert_int_equal(access_as(1000, priv, ACCESS_ALL), 0);
 	LOOKUP3args la = {.what = {.dir = priv, .name = "p"}};
@@ -530,8 +548,8 @@ static void test_readlink(void **state)
 /* ---- READDIR, READDIRPLUS ---- */
 
 static const char *expected_root[] = {
-    ".",    "..",   "a.txt", "b.txt",  "big",	 "d",
-    "link", "priv", "rnox",  "secret", "sparse", "vdir",
+    ".",    "..",   "a.txt", "b.txt",  "big",	 "d",	 "link",
+    "many", "priv", "rnox",  "secret", "sparse", "vdir",
 };
 #define NEXPECTED (sizeof(expected_root) / sizeof(expected_root[0]) + NFILES)
 
@@ -824,6 +842,69 @@ static void test_readdir_verifier(void **state)
 	assert_int_equal(r.status, NFS3ERR_NOTDIR);
 }
 
+/* Encodes RES with PROC into a buffer as the dispatcher would; returns the
+ * encoded size.  rpcgen's entry lists encode recursively, so this also shows
+ * that a page of the largest size the server builds encodes on one stack. */
+static size_t encode(xdrproc_t proc, void *res)
+{
+	static char buf[2 * SRV_MAX_IO];
+	XDR x;
+	size_t len;
+
+	xdrmem_create(&x, buf, sizeof(buf), XDR_ENCODE);
+	assert_true(proc(&x, res));
+	len = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return len;
+}
+
+/* A directory larger than one page of the largest count: pages hold at most
+ * NFS3_DIR_MAX_ENTRIES (4096) entries, and the whole listing comes through. */
+static void test_readdir_large(void **state)
+{
+	READDIR3args a = {.dir = lookup_fh(root_fh, "many"), .count = 4 * SRV_MAX_IO};
+	READDIRPLUS3args pa = {
+	    .dir = a.dir, .dircount = 4 * SRV_MAX_IO, .maxcount = 4 * SRV_MAX_IO};
+	READDIR3res r;
+	READDIRPLUS3res pr;
+	size_t n = 0, pages = 0;
+
+	(void)state;
+	do {
+		call(NFSPROC3_READDIR, &a, &r);
+		assert_int_equal(r.status, NFS3_OK);
+		assert_true(encode((xdrproc_t)xdr_READDIR3res, &r) <= SRV_MAX_IO);
+		for (entry3 *e = r.READDIR3res_u.resok.reply.entries; e;
+		     e = e->nextentry) {
+			a.cookie = e->cookie;
+			n++;
+		}
+		memcpy(a.cookieverf, r.READDIR3res_u.resok.cookieverf,
+		       NFS3_COOKIEVERFSIZE);
+		assert_true(++pages < 10);
+	} while (!r.READDIR3res_u.resok.reply.eof);
+	assert_int_equal(n, NMANY + 2);
+	assert_int_equal(pages, 2);
+
+	n = pages = 0;
+	do {
+		call(NFSPROC3_READDIRPLUS, &pa, &pr);
+		assert_int_equal(pr.status, NFS3_OK);
+		assert_true(encode((xdrproc_t)xdr_READDIRPLUS3res, &pr) <= SRV_MAX_IO);
+		for (entryplus3 *e = pr.READDIRPLUS3res_u.resok.reply.entries; e;
+		     e = e->nextentry) {
+			assert_true(e->name_handle.handle_follows);
+			pa.cookie = e->cookie;
+			n++;
+		}
+		memcpy(pa.cookieverf, pr.READDIRPLUS3res_u.resok.cookieverf,
+		       NFS3_COOKIEVERFSIZE);
+		assert_true(++pages < 10);
+	} while (!pr.READDIRPLUS3res_u.resok.reply.eof);
+	assert_int_equal(n, NMANY + 2);
+	assert_int_equal(pages, 2);
+}
+
 /* ---- FSSTAT, FSINFO, PATHCONF ---- */
 
 static void test_fs_info(void **state)
@@ -977,6 +1058,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_readdirplus_paging, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_readdirplus_no_search, test_setup,
+					    test_teardown),
+	    cmocka_unit_test_setup_teardown(test_readdir_large, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_fs_info, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_modifying_rofs, test_setup,
