@@ -118,6 +118,64 @@ struct un_statfs {
 /* Space of the layer that receives writes (the upper), else the top lower. */
 int un_statfs(struct un_export *ex, struct un_statfs *out);
 
+/* ---- changing the union (copyup.c, dir.c, write.c) ----
+ *
+ * Only on a writable export; -EROFS otherwise.  The first change to an object
+ * that lives only in a lower layer copies it up (ancestors first); node ids
+ * stay the same through copy-up and rename.  New objects are created with the
+ * calling thread's filesystem identity (the server sets it per request); the
+ * engine's own work (copy-up, white-outs, the work dir) runs with the server's
+ * identity.  NAME arguments are single components (checked: -EINVAL,
+ * -ENAMETOOLONG).  On success the objects passed in stay valid and describe
+ * the new state (an object that was copied up now names its upper instance). */
+
+/* Which attributes un_setattr changes.  A time of UTIME_NOW in tv_nsec means
+ * the server's clock. */
+struct un_sattr {
+	bool set_mode, set_uid, set_gid, set_size, set_atime, set_mtime;
+	mode_t mode; /* permission bits only */
+	uid_t uid;
+	gid_t gid;
+	uint64_t size;
+	struct timespec atime, mtime;
+};
+
+enum un_stable { UN_UNSTABLE = 0, UN_DATA_SYNC = 1, UN_FILE_SYNC = 2 };
+
+int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa);
+/* Writes N bytes at OFF; returns the count written.  *committed gets how
+ * durable the data is on return (never less than HOW). */
+ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t n,
+		 uint64_t off, enum un_stable how, enum un_stable *committed);
+/* Makes O's data and metadata, and the node table, durable. */
+int un_commit(struct un_export *ex, struct un_obj *o);
+
+/* Creates a regular file.  EXCL: -EEXIST if NAME exists; otherwise an existing
+ * regular file is opened (and truncated if SA sets size 0), as UNCHECKED.
+ * SA (may be NULL) is applied to the new file. */
+int un_create(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	      bool excl, const struct un_sattr *sa, struct un_obj **out);
+/* Exclusive create with a client's 8-byte verifier kept with the file: a
+ * retransmission (same name, same verifier) gets the same file again; another
+ * verifier gets -EEXIST. */
+int un_create_verf(struct un_export *ex, struct un_obj *dir, const char *name,
+		   const uint8_t verf[8], struct un_obj **out);
+int un_mkdir(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	     struct un_obj **out);
+int un_symlink(struct un_export *ex, struct un_obj *dir, const char *name,
+	       const char *target, struct un_obj **out);
+/* MODE holds the type (S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK) and permissions. */
+int un_mknod(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	     uint32_t major, uint32_t minor, struct un_obj **out);
+int un_remove(struct un_export *ex, struct un_obj *dir, const char *name);
+/* -ENOTEMPTY unless empty across all layers; -EXDEV never. */
+int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name);
+/* -EXDEV for a directory with lower parts (as overlayfs without redirect_dir). */
+int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname,
+	      struct un_obj *todir, const char *toname);
+/* A new name NAME in DIR for O (copied up first). */
+int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const char *name);
+
 /* ---- merged directory listings (readdir.c) ----
  *
  * A listing is the merged content of one directory at one version: white-outs,
