@@ -44,17 +44,34 @@ skip() {
 	exit 77
 }
 
+# stop_pid PID [SECONDS]: sets STOP_STATUS to the exit status (wait's: 128+N for a
+# signal), or "" if PID was not ours or already reaped
 stop_pid() {
 	local pid=$1 secs=${2:-5} i
-	kill -0 "$pid" 2>/dev/null || return 0
+	STOP_STATUS=
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null && STOP_STATUS=0 || STOP_STATUS=$?; return 0; }
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < secs * 20; i++)); do
-		kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null && STOP_STATUS=0 || STOP_STATUS=$?
+			return 0
+		fi
 		sleep 0.05
 	done
 	echo "pid $pid ignored SIGTERM for ${secs}s: SIGKILL" >&2
 	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null && STOP_STATUS=0 || STOP_STATUS=$?
+}
+
+# stop_union_nfsd: SIGTERM the server started by start_union_nfsd; fails (with its
+# log's tail) unless it exits 0 - under ASan a leak or a UB report shows up here
+stop_union_nfsd() {
+	stop_pid "$SRV_PID"
+	if [ "$STOP_STATUS" != 0 ]; then
+		echo "FAIL: union-nfsd exited $STOP_STATUS on SIGTERM (want 0); its log:"
+		tail -40 "$SRV_LOG"
+		return 1
+	fi
 }
 
 # unmount_path DIR: unmount if mounted (lazily as a last resort, so a busy mount

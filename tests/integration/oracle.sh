@@ -61,10 +61,14 @@ if ! diff -u --label overlayfs --label union-nfsd "$T/expected" "$T/actual" >"$T
 	head -200 "$T/diff"
 	rc=1
 fi
-if [ -n "${SRV_PID:-}" ] && ! kill -0 "$SRV_PID" 2>/dev/null; then
-	echo "FAIL: union-nfsd died during the test; its log:"
-	tail -50 "$SRV_LOG"
-	rc=1
+if [ -n "${SRV_PID:-}" ]; then
+	if ! kill -0 "$SRV_PID" 2>/dev/null; then
+		echo "FAIL: union-nfsd died during the test; its log:"
+		tail -50 "$SRV_LOG"
+		rc=1
+	else
+		stop_union_nfsd || rc=1
+	fi
 fi
 [ "$rc" = 0 ] && echo "PASS: $(wc -l <"$T/expected") objects identical"
 exit "$rc"
