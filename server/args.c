@@ -9,6 +9,7 @@
  * Every problem is reported as one line (the caller prefixes "union-nfsd: ");
  * problems in the file name the file and line.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
@@ -62,6 +63,14 @@ static bool parse_threads(const char *text, unsigned *out)
 		return false;
 	*out = (unsigned)v;
 	return true;
+}
+
+/* The listeners bind one address, given as a literal: no resolver at start. */
+static bool is_ip_literal(const char *text)
+{
+	struct in6_addr a;
+
+	return inet_pton(AF_INET, text, &a) == 1 || inet_pton(AF_INET6, text, &a) == 1;
 }
 
 /* Replaces *slot with a copy of VALUE. */
@@ -191,11 +200,9 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 	else if (strcmp(key, "log-level") == 0)
 		ok = srv_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "bind") == 0)
-		return set_str(&o->bind_addr, value) ||
-		       (snprintf(err, errlen, "out of memory"), false);
+		ok = is_ip_literal(value) && set_str(&o->bind_addr, value);
 	else if (strcmp(key, "state-dir") == 0)
-		return set_str(&o->state_dir, value) ||
-		       (snprintf(err, errlen, "out of memory"), false);
+		ok = value[0] != '\0' && set_str(&o->state_dir, value);
 	else {
 		snprintf(err, errlen, "unknown key '%s' in [server]", key);
 		return false;

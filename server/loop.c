@@ -425,10 +425,14 @@ static void udp_send(struct call_job *j, const struct srv_buf *reply)
 	char peer[INET6_ADDRSTRLEN + 16];
 
 	if (sendto(j->udp_fd, reply->data, reply->len, MSG_DONTWAIT,
-		   (struct sockaddr *)&j->peer, j->peerlen) < 0)
-		srv_log(SRV_LOG_DEBUG, "udp reply of %zu bytes to %s dropped: %s",
-			reply->len, srv_addr_str(&j->peer, true, peer, sizeof(peer)),
-			strerror(errno));
+		   (struct sockaddr *)&j->peer, j->peerlen) >= 0)
+		return;
+	/* A full socket buffer is ordinary on UDP (the client retransmits); a
+	 * reply too large for one datagram means a handler ignored
+	 * SRV_MAX_UDP_IO, worth a warning. */
+	srv_log(errno == EMSGSIZE ? SRV_LOG_WARN : SRV_LOG_DEBUG,
+		"udp reply of %zu bytes to %s dropped: %s", reply->len,
+		srv_addr_str(&j->peer, true, peer, sizeof(peer)), strerror(errno));
 }
 
 /* The pool's entry point for a call: answers it and frees the job, dropping

@@ -255,5 +255,8 @@ void srv_rpcbind_unregister(void);
 /* ---- constants the handlers and the transport agree on ---- */
 #define SRV_MAX_IO (1024 * 1024)            /* rtmax, wtmax */
 #define SRV_MAX_RECORD (SRV_MAX_IO + 65536) /* largest call record accepted */
+/* rtmax/wtmax/dtpref over UDP: a reply must fit one datagram (64 KiB less the
+ * headers); the transport cannot split it. */
+#define SRV_MAX_UDP_IO (32 * 1024)
 
 #endif

@@ -110,6 +110,8 @@ static void test_bad_flags(void **state)
 	expect_error("--threads", parse(&o, "--lowerdir=/a", "--threads=0", NULL), &o);
 	expect_error("--log-level", parse(&o, "--lowerdir=/a", "--log-level=loud", NULL),
 		     &o);
+	expect_error("--bind 'localhost'",
+		     parse(&o, "--lowerdir=/a", "--bind=localhost", NULL), &o);
 	expect_error("--upperdir needs --workdir",
 		     parse(&o, "--lowerdir=/a", "--upperdir=/u", NULL), &o);
 	expect_error("--workdir needs --upperdir",

@@ -133,6 +133,28 @@ static struct srv_loop *loop;
 static pthread_t loop_thread;
 static uint16_t nfs_port, mount_port;
 
+#define BIG_SIZE (1024 * 1024)
+
+static int make_big_file(void)
+{
+	char path[160];
+	char *data = malloc(BIG_SIZE);
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/big", lower);
+	f = fopen(path, "w");
+	if (!f || !data) {
+		free(data);
+		return -1;
+	}
+	for (size_t i = 0; i < BIG_SIZE; i++)
+		data[i] = (char)(i * 13);
+	n = fwrite(data, 1, BIG_SIZE, f);
+	free(data);
+	return fclose(f) == 0 && n == BIG_SIZE ? 0 : -1;
+}
+
 static void *run_loop(void *arg)
 {
 	(void)arg;
@@ -153,7 +175,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(lower, sizeof(lower), "%s/lower", tmp_root);
 	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
-	if (mkdir(lower, 0755) < 0)
+	if (mkdir(lower, 0755) < 0 || make_big_file() < 0)
 		return -1;
 	o.cfg.bind_addr = "127.0.0.1";
 	o.cfg.nthreads = 4;
@@ -210,7 +232,8 @@ static size_t build_call(uint8_t *buf, uint32_t xid, uint32_t prog, uint32_t ver
 			  htonl(proc), 0,	    0,	      0,	   0};
 
 	memcpy(buf, w, sizeof(w));
-	memcpy(buf + sizeof(w), args, arglen);
+	if (arglen)
+		memcpy(buf + sizeof(w), args, arglen);
 	return sizeof(w) + arglen;
 }
 
@@ -391,6 +414,96 @@ static void test_tcp_abandon(void **state)
 	close(fd);
 }
 
+/* A call record with ARGS encoded by PROC, framed as one last fragment. */
+static size_t frame_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog,
+			 uint32_t proc, xdrproc_t args_proc, void *args)
+{
+	uint8_t argbuf[512];
+	uint32_t mark;
+	XDR x;
+	size_t alen, clen;
+
+	xdrmem_create(&x, (char *)argbuf, sizeof(argbuf), XDR_ENCODE);
+	assert_true(args_proc(&x, args));
+	alen = xdr_getpos(&x);
+	xdr_destroy(&x);
+	assert_true(cap >= 4 + 40 + alen);
+	clen = build_call(buf + 4, xid, prog, 3, proc, argbuf, alen);
+	mark = htonl(0x80000000u | (uint32_t)clen);
+	memcpy(buf, &mark, 4);
+	return 4 + clen;
+}
+
+/* The handle of /big: MNT, then LOOKUP, over FD. */
+static void lookup_big(int fd, uint8_t *fh, u_int *fhlen)
+{
+	static uint8_t reply[4096];
+	uint8_t call[1024];
+	char *root = "/";
+	mountres3 mres = {0};
+	LOOKUP3args la = {0};
+	LOOKUP3res lres = {0};
+	size_t len;
+	XDR x;
+
+	write_all(fd, call,
+		  frame_call(call, sizeof(call), 1, MOUNT_PROGRAM, MOUNTPROC3_MNT,
+			     (xdrproc_t)xdr_dirpath, &root));
+	read_reply(fd, reply, sizeof(reply), &len);
+	xdrmem_create(&x, (char *)reply + 24, (u_int)len - 24, XDR_DECODE);
+	assert_true(xdr_mountres3(&x, &mres));
+	assert_int_equal(mres.fhs_status, MNT3_OK);
+	la.what.dir.data.data_len = mres.mountres3_u.mountinfo.fhandle.fhandle3_len;
+	la.what.dir.data.data_val = mres.mountres3_u.mountinfo.fhandle.fhandle3_val;
+	la.what.name = "big";
+	write_all(fd, call,
+		  frame_call(call, sizeof(call), 2, NFS_PROGRAM, NFSPROC3_LOOKUP,
+			     (xdrproc_t)xdr_LOOKUP3args, &la));
+	read_reply(fd, reply, sizeof(reply), &len);
+	xdrmem_create(&x, (char *)reply + 24, (u_int)len - 24, XDR_DECODE);
+	assert_true(xdr_LOOKUP3res(&x, &lres));
+	assert_int_equal(lres.status, NFS3_OK);
+	*fhlen = lres.LOOKUP3res_u.resok.object.data.data_len;
+	memcpy(fh, lres.LOOKUP3res_u.resok.object.data.data_val, *fhlen);
+	xdr_free((xdrproc_t)xdr_mountres3, &mres);
+	xdr_free((xdrproc_t)xdr_LOOKUP3res, &lres);
+}
+
+/* A client that asks for 40 MiB and reads nothing for a while: the replies
+ * wait in the out queue (workers never block), reading stops at the
+ * in-flight limit, and everything arrives once the client reads. */
+static void test_tcp_slow_reader(void **state)
+{
+	enum { N = 40 };
+	static uint8_t reply[BIG_SIZE + 4096];
+	uint8_t fh[64], call[512];
+	READ3args ra = {0};
+	bool seen[N] = {false};
+	size_t len;
+	u_int fhlen;
+	uint32_t xid;
+	int fd = connect_to(SOCK_STREAM, nfs_port);
+
+	(void)state;
+	lookup_big(fd, fh, &fhlen);
+	ra.file.data.data_len = fhlen;
+	ra.file.data.data_val = (char *)fh;
+	ra.count = BIG_SIZE;
+	for (uint32_t i = 0; i < N; i++)
+		write_all(fd, call,
+			  frame_call(call, sizeof(call), 100 + i, NFS_PROGRAM,
+				     NFSPROC3_READ, (xdrproc_t)xdr_READ3args, &ra));
+	usleep(300 * 1000);
+	for (int i = 0; i < N; i++) {
+		xid = read_reply(fd, reply, sizeof(reply), &len);
+		assert_true(xid >= 100 && xid < 100 + N);
+		assert_false(seen[xid - 100]);
+		seen[xid - 100] = true;
+		assert_true(len > BIG_SIZE);
+	}
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest rm_tests[] = {
@@ -405,6 +518,7 @@ int main(void)
 	    cmocka_unit_test(test_tcp_oversize_closes),
 	    cmocka_unit_test(test_tcp_half_close),
 	    cmocka_unit_test(test_tcp_abandon),
+	    cmocka_unit_test(test_tcp_slow_reader),
 	};
 	int fails = cmocka_run_group_tests_name("srv_rm", rm_tests, NULL, NULL);
 
