@@ -693,11 +693,14 @@ static void take_notes(struct srv_loop *l)
 	pthread_mutex_lock(&l->note_lock);
 	c = l->noted;
 	l->noted = NULL;
-	for (struct srv_conn *n = c; n; n = n->note_next)
-		n->noted = false;
 	pthread_mutex_unlock(&l->note_lock);
 	for (; c; c = next) {
+		/* While noted stays set no worker relinks C, so note_next is ours
+		 * to read; a note after the reset is a new entry (and reference). */
+		pthread_mutex_lock(&l->note_lock);
 		next = c->note_next;
+		c->noted = false;
+		pthread_mutex_unlock(&l->note_lock);
 		pthread_mutex_lock(&c->lock);
 		close_now = conn_should_close(c);
 		pthread_mutex_unlock(&c->lock);
@@ -805,67 +808,85 @@ static int bound_socket(int type, struct sockaddr_storage *addr, socklen_t alen,
 	return fd;
 }
 
+/* Registers listening socket FD (taken: closed on failure) with epoll. */
 static int add_listener(struct srv_loop *l, int fd, enum src_kind kind,
 			const char *service)
 {
 	struct listener *lis = &l->lis[l->nlis];
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lis->src};
+	int rc = 0;
 
 	lis->src.kind = kind;
 	lis->fd = fd;
 	lis->service = service;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		rc = -errno;
 		close(fd);
-		return -errno;
+	} else {
+		l->nlis++;
 	}
-	l->nlis++;
-	return 0;
+	return rc;
 }
 
-/* Binds TCP then UDP on one port for SERVICE: WANT, or when WANT is 0 a port
- * the kernel picks for TCP and that UDP can also have (retried if taken). */
+/* Binds a TCP and a UDP socket (FDS) to one port: WANT, or when WANT is 0 a
+ * port the kernel picks for TCP and that UDP can also have (retried while
+ * taken).  On failure *FAILED names the protocol that could not bind. */
+static int bind_pair(struct sockaddr_storage *addr, socklen_t alen, uint16_t want,
+		     int fds[2], uint16_t *got, const char **failed)
+{
+	int rc = -EADDRINUSE;
+
+	for (int i = 0; i < BIND_RETRIES && rc == -EADDRINUSE; i++) {
+		*failed = "TCP";
+		*got = want;
+		rc = fds[0] = bound_socket(SOCK_STREAM, addr, alen, want);
+		if (rc < 0)
+			break;
+		*got = get_port(fds[0]);
+		*failed = "UDP";
+		rc = fds[1] = bound_socket(SOCK_DGRAM, addr, alen, *got);
+		if (rc >= 0)
+			return 0;
+		close(fds[0]);
+		if (want != 0)
+			break;
+	}
+	return rc;
+}
+
+/* Binds and registers the TCP and UDP listeners of SERVICE; *GOT is the port. */
 static int bind_service(struct srv_loop *l, const char *service, uint16_t want,
 			uint16_t *got, char *err, size_t errlen)
 {
 	struct sockaddr_storage addr;
 	socklen_t alen;
-	int tcp = -1, udp = -1, rc;
+	const char *failed;
+	int fds[2], rc;
 
 	rc = parse_bind_addr(l->srv->cfg.bind_addr, &addr, &alen);
 	if (rc < 0) {
 		snprintf(err, errlen, "bind address %s: not an IPv4 or IPv6 address",
 			 l->srv->cfg.bind_addr);
-		return rc;
+		goto out;
 	}
-	for (int i = 0; i < BIND_RETRIES; i++) {
-		tcp = bound_socket(SOCK_STREAM, &addr, alen, want);
-		if (tcp < 0) {
-			snprintf(err, errlen, "cannot bind %s TCP port %u: %s", service,
-				 want, strerror(-tcp));
-			return tcp;
-		}
-		*got = get_port(tcp);
-		udp = bound_socket(SOCK_DGRAM, &addr, alen, *got);
-		if (udp >= 0)
-			break;
-		close(tcp);
-		tcp = -1;
-		if (want != 0 || udp != -EADDRINUSE)
-			break;
-	}
-	if (udp < 0) {
-		snprintf(err, errlen, "cannot bind %s UDP port %u: %s", service, *got,
-			 strerror(-udp));
-		return udp;
-	}
-	rc = add_listener(l, tcp, SRC_TCP_LISTEN, service);
+	rc = bind_pair(&addr, alen, want, fds, got, &failed);
 	if (rc < 0) {
-		close(udp);
-	} else {
-		rc = add_listener(l, udp, SRC_UDP, service);
+		snprintf(err, errlen, "cannot bind %s %s port %u: %s", service, failed,
+			 *got, strerror(-rc));
+		goto out;
 	}
+	rc = add_listener(l, fds[0], SRC_TCP_LISTEN, service); /* takes fds[0] */
+	if (rc < 0) {
+		close(fds[1]);
+		goto out_epoll;
+	}
+	rc = add_listener(l, fds[1], SRC_UDP, service);
 	if (rc < 0)
-		snprintf(err, errlen, "epoll: %s", strerror(-rc));
+		goto out_epoll;
+	return 0;
+out_epoll:
+	snprintf(err, errlen, "epoll: %s", strerror(-rc));
+out:
 	return rc;
 }
 
@@ -887,22 +908,21 @@ static int bind_listeners(struct srv_loop *l, char *err, size_t errlen)
 
 /* ---- the loop object ---- */
 
+/* The epoll instance and the wake-up eventfd; srv_loop_free closes them. */
 static int loop_fds(struct srv_loop *l, char *err, size_t errlen)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->wake_src};
+	int rc = 0;
 
+	l->wake_src.kind = SRC_WAKE;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (l->epfd < 0 || l->wakefd < 0) {
-		snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
-		return -errno;
+	if (l->epfd < 0 || l->wakefd < 0 ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "epoll: %s", strerror(-rc));
 	}
-	l->wake_src.kind = SRC_WAKE;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
-		snprintf(err, errlen, "epoll: %s", strerror(errno));
-		return -errno;
-	}
-	return 0;
+	return rc;
 }
 
 int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
