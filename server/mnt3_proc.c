@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "srv.h"
 
@@ -93,22 +94,49 @@ static mountstat3 mnt3_status_from_errno(int err)
 	}
 }
 
-/* Fills OK with the root handle of EX and the flavour list {AUTH_SYS}. */
-static mountstat3 mnt_root(struct srv_req *req, struct srv_export *ex, mountres3_ok *ok)
+/* Resolves REL (a relative path, "" for the root) from the root of EX, one
+ * component at a time through the union, so a mount of a directory below an
+ * export sees the merged tree and never follows a symlink.  *out is owned by
+ * the caller. */
+static int mnt_walk(struct srv_export *ex, char *rel, struct un_obj **out)
+{
+	struct un_obj *cur, *next;
+	char *save = NULL;
+	int rc = un_root(ex->ux, &cur);
+
+	for (char *c = strtok_r(rel, "/", &save); rc == 0 && c;
+	     c = strtok_r(NULL, "/", &save)) {
+		rc = strcmp(c, "..") == 0 ? -EACCES : un_lookup(ex->ux, cur, c, &next);
+		un_obj_put(cur);
+		cur = rc == 0 ? next : NULL;
+	}
+	if (rc == 0 && un_obj_type(cur) != S_IFDIR) {
+		un_obj_put(cur);
+		rc = -ENOTDIR;
+	}
+	if (rc == 0)
+		*out = cur;
+	return rc;
+}
+
+/* Fills OK with the handle of directory REL of EX and the flavour list
+ * {AUTH_SYS}. */
+static mountstat3 mnt_dir(struct srv_req *req, struct srv_export *ex, char *rel,
+			  mountres3_ok *ok)
 {
 	uint8_t *fh = srv_arena_alloc(req->arena, UN_FH_MAX);
 	int *flavors = srv_arena_alloc(req->arena, sizeof(*flavors));
-	struct un_obj *root;
+	struct un_obj *dir = NULL;
 	int rc;
 
 	if (!fh || !flavors)
 		return MNT3ERR_SERVERFAULT;
-	rc = un_root(ex->ux, &root);
+	rc = mnt_walk(ex, rel, &dir);
 	if (rc < 0)
 		return mnt3_status_from_errno(rc);
-	ok->fhandle.fhandle3_len = (u_int)un_handle_encode(ex->ux, un_obj_id(root), fh);
+	ok->fhandle.fhandle3_len = (u_int)un_handle_encode(ex->ux, un_obj_id(dir), fh);
 	ok->fhandle.fhandle3_val = (char *)fh;
-	un_obj_put(root);
+	un_obj_put(dir);
 	/* AUTH_SYS only: the Linux client picks the first flavour it supports. */
 	flavors[0] = AUTH_SYS;
 	ok->auth_flavors.auth_flavors_len = 1;
@@ -116,12 +144,27 @@ static mountstat3 mnt_root(struct srv_req *req, struct srv_export *ex, mountres3
 	return MNT3_OK;
 }
 
+/* The normalised path of directory REL of EX, as the mount list records it. */
+static void mount_path(const struct srv_export *ex, const char *rel, char *out,
+		       size_t len)
+{
+	bool root = strcmp(ex->path, "/") == 0;
+
+	int n = *rel ? snprintf(out, len, "%s/%s", root ? "" : ex->path, rel)
+		     : snprintf(out, len, "%s", ex->path);
+
+	/* A path too long for the list is listed as its export. */
+	if (n < 0 || (size_t)n >= len)
+		snprintf(out, len, "%s", ex->path);
+}
+
 static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 {
 	const char *path = *(dirpath *)args;
 	mountres3 *r = res;
 	char host[INET6_ADDRSTRLEN];
-	struct srv_export *ex = srv_export_by_path(req->srv, path);
+	char rel[MNTPATHLEN + 1], full[MNTPATHLEN + 1];
+	struct srv_export *ex = srv_export_containing(req->srv, path, rel, sizeof(rel));
 
 	client_host(req, host, sizeof(host));
 	if (!ex) {
@@ -129,14 +172,15 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 		r->fhs_status = MNT3ERR_NOENT;
 		return;
 	}
-	r->fhs_status = mnt_root(req, ex, &r->mountres3_u.mountinfo);
+	r->fhs_status = mnt_dir(req, ex, rel, &r->mountres3_u.mountinfo);
 	if (r->fhs_status != MNT3_OK) {
 		srv_log(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
 			r->fhs_status);
 		return;
 	}
-	srv_log(SRV_LOG_INFO, "MNT %s from %s", ex->path, host);
-	mount_add(req->srv, host, ex->path);
+	mount_path(ex, rel, full, sizeof(full));
+	srv_log(SRV_LOG_INFO, "MNT %s from %s", full, host);
+	mount_add(req->srv, host, full);
 }
 
 static void mnt3_dump(struct srv_req *req, void *args, void *res)

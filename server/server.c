@@ -55,6 +55,44 @@ struct srv_export *srv_export_by_path(struct srv *s, const char *path)
 	return NULL;
 }
 
+/* True if export path EP is PATH or a leading part of it; *rest gets the part
+ * of PATH below EP, without its leading slashes. */
+static bool export_covers(const char *ep, const char *path, const char **rest)
+{
+	size_t n = strlen(ep);
+
+	if (strcmp(ep, "/") == 0)
+		n = 0;
+	else if (strncmp(ep, path, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+		return false;
+	while (path[n] == '/')
+		n++;
+	*rest = path + n;
+	return true;
+}
+
+struct srv_export *srv_export_containing(struct srv *s, const char *path, char *rest,
+					 size_t restlen)
+{
+	char norm[MNTPATHLEN + 1];
+	struct srv_export *best = NULL;
+	const char *best_rest = NULL, *r;
+
+	if (!normalise_path(path, norm, sizeof(norm)))
+		return NULL;
+	for (size_t i = 0; i < s->nexports; i++) {
+		if (!export_covers(s->exports[i].path, norm, &r))
+			continue;
+		if (!best || strlen(s->exports[i].path) > strlen(best->path)) {
+			best = &s->exports[i];
+			best_rest = r;
+		}
+	}
+	if (best && (size_t)snprintf(rest, restlen, "%s", best_rest) >= restlen)
+		return NULL;
+	return best;
+}
+
 const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
 			 size_t len)
 {

@@ -34,29 +34,29 @@ char *srv_arena_strndup(struct srv_arena *a, const char *s, size_t n);
 /* ---- the server: exports, state, mount list (server.c) ---- */
 
 struct srv_export {
-	char *path;            /* as clients mount it */
-	struct un_export *ux;  /* owned */
+	char *path;	      /* as clients mount it */
+	struct un_export *ux; /* owned */
 };
 
 struct srv_mount_entry {
-	char host[64];  /* client address as text */
-	char path[1024];
+	char host[64]; /* client address as text */
+	char path[MNTPATHLEN + 1];
 };
 
 struct srv_config {
-	const char *bind_addr;    /* NULL or "0.0.0.0": all */
-	uint16_t nfs_port;        /* 0: pick one */
-	uint16_t mount_port;      /* 0: pick one */
-	unsigned nthreads;        /* worker threads */
-	bool register_rpcbind;    /* try pmap_set when rpcbind runs */
+	const char *bind_addr; /* NULL or "0.0.0.0": all */
+	uint16_t nfs_port;     /* 0: pick one */
+	uint16_t mount_port;   /* 0: pick one */
+	unsigned nthreads;     /* worker threads */
+	bool register_rpcbind; /* try pmap_set when rpcbind runs */
 };
 
 struct srv {
 	struct srv_config cfg;
-	struct un_state *state;   /* owned */
+	struct un_state *state; /* owned */
 	struct srv_export *exports;
 	size_t nexports;
-	uint8_t write_verf[8];    /* random per server start */
+	uint8_t write_verf[8]; /* random per server start */
 
 	pthread_mutex_t mounts_lock; /* guards mounts / nmounts */
 	struct srv_mount_entry *mounts;
@@ -67,6 +67,11 @@ struct srv {
 struct srv_export *srv_export_by_id(struct srv *s, uint32_t id);
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
 struct srv_export *srv_export_by_path(struct srv *s, const char *path);
+/* Finds the export whose path is the longest leading part of PATH (as mountd
+ * lets clients mount a directory below an export); REST (RESTLEN bytes) gets
+ * the remaining relative path, "" for the export itself. */
+struct srv_export *srv_export_containing(struct srv *s, const char *path, char *rest,
+					 size_t restlen);
 /* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
  * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
 const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
@@ -144,14 +149,14 @@ nfsstat3 nfs3_status_from_errno(int err); /* err is a negative errno */
 enum srv_log_level { SRV_LOG_ERR, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
 extern enum srv_log_level srv_log_level;
 void srv_log(enum srv_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 bool srv_log_level_parse(const char *level, enum srv_log_level *out);
 
 /* ---- args.c: command line and --config ---- */
 
 struct srv_export_opts {
-	char *path;     /* as clients mount it, e.g. "/" */
+	char *path;	/* as clients mount it, e.g. "/" */
 	char *upperdir; /* NULL: read-only union */
 	char *workdir;
 	char **lowerdirs; /* top-most first */
@@ -212,12 +217,12 @@ void srv_pool_free(struct srv_pool *p);
  * fed from a socket or from a test buffer. */
 struct srv_rm {
 	struct srv_buf rec; /* the record so far (fragments joined) */
-	size_t max;         /* largest record accepted */
+	size_t max;	    /* largest record accepted */
 	uint32_t frag_left; /* bytes of the current fragment still to come */
 	uint8_t hdr[4];
 	uint8_t hdr_have; /* bytes of the next fragment header seen */
-	bool in_frag;     /* between a header and the end of its fragment */
-	bool last;        /* the current fragment is the record's last */
+	bool in_frag;	  /* between a header and the end of its fragment */
+	bool last;	  /* the current fragment is the record's last */
 };
 enum srv_rm_status { SRV_RM_MORE, SRV_RM_RECORD, SRV_RM_TOOBIG };
 void srv_rm_init(struct srv_rm *r, size_t max);
@@ -253,7 +258,7 @@ bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port);
 void srv_rpcbind_unregister(void);
 
 /* ---- constants the handlers and the transport agree on ---- */
-#define SRV_MAX_IO (1024 * 1024)            /* rtmax, wtmax */
+#define SRV_MAX_IO     (1024 * 1024)	    /* rtmax, wtmax */
 #define SRV_MAX_RECORD (SRV_MAX_IO + 65536) /* largest call record accepted */
 /* rtmax/wtmax/dtpref over UDP: a reply must fit one datagram (64 KiB less the
  * headers); the transport cannot split it. */

@@ -24,6 +24,24 @@ static struct sockaddr_storage peer;
 
 /* ---- fixture ---- */
 
+static int mkdir_in(const char *dir, const char *rel)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	return mkdir(p, 0755);
+}
+
+static int file_in(const char *dir, const char *rel)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	f = fopen(p, "w");
+	return f && fclose(f) == 0 ? 0 : -1;
+}
+
 static int setup(void **state)
 {
 	char err[512];
@@ -40,6 +58,9 @@ static int setup(void **state)
 	snprintf(lower, sizeof(lower), "%s/lower", tmp_root);
 	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
 	if (mkdir(lower, 0755) < 0)
+		return -1;
+	if (mkdir_in(lower, "sub") < 0 || mkdir_in(lower, "sub/deeper") < 0 ||
+	    file_in(lower, "sub/file") < 0)
 		return -1;
 	o.cfg.nthreads = 1;
 	rc = srv_open(&srv, &o, err, sizeof(err));
@@ -477,6 +498,40 @@ static void simple_call(uint32_t proc, const char *path)
 	srv_buf_free(&reply);
 }
 
+/* A directory below the export mounts, as with Linux mountd; a file, a missing
+ * name and ".." do not. */
+static void test_mnt_subdir(void **state)
+{
+	struct srv_buf reply = {0};
+	mountres3 res;
+	mountres3_ok *ok = &res.mountres3_u.mountinfo;
+	uint32_t export_id;
+	un_id id, root_id;
+
+	(void)state;
+	mnt("/", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3_OK);
+	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+					  ok->fhandle.fhandle3_len, &export_id, &root_id),
+			 0);
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	mnt("/sub//deeper/", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3_OK);
+	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+					  ok->fhandle.fhandle3_len, &export_id, &id),
+			 0);
+	assert_true(id != root_id);
+	xdr_free((xdrproc_t)xdr_mountres3, &res);
+	mnt("/sub/file", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3ERR_NOTDIR);
+	mnt("/sub/none", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3ERR_NOENT);
+	mnt("/sub/../..", &reply, &res);
+	assert_int_equal(res.fhs_status, MNT3ERR_ACCES);
+	simple_call(MOUNTPROC3_UMNTALL, NULL);
+	srv_buf_free(&reply);
+}
+
 static void test_dump_umnt(void **state)
 {
 	struct srv_buf reply = {0};
@@ -570,6 +625,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_header),
 	    cmocka_unit_test(test_mnt_root),
 	    cmocka_unit_test(test_mnt_noent),
+	    cmocka_unit_test(test_mnt_subdir),
 	    cmocka_unit_test(test_dump_umnt),
 	    cmocka_unit_test(test_export_list),
 	    cmocka_unit_test(test_export_lookup),
