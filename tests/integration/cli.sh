@@ -39,7 +39,7 @@ mkdir "$T/other/work"
 bad_args() {
 	local name=$1 rc=0
 	shift
-	timeout 10 "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 \
+	timeout 10 setpriv --pdeathsig TERM "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 \
 		--state-dir="$T/state-bad" --foreground --no-rpcbind "$@" \
 		>"$T/out" 2>"$T/err" </dev/null || rc=$?
 	if [ "$rc" != 2 ]; then
@@ -76,7 +76,10 @@ if "$NFS_TREE" --nfs "$(nfs_url /)" >"$T/tree" 2>"$T/tree.err" &&
 else
 	fail "the union is not served right: $(cat "$T/tree" "$T/tree.err" | head -10)"
 fi
-kill -TERM "$SRV_PID"
+if ! kill -0 "$SRV_PID" 2>/dev/null; then
+	fail "union-nfsd died while serving; its log: $(tail -20 "$SRV_LOG")"
+fi
+kill -TERM "$SRV_PID" 2>/dev/null || true
 rc=0
 for _ in $(seq 100); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.05; done
 if kill -0 "$SRV_PID" 2>/dev/null; then
@@ -100,7 +103,7 @@ else
 		-e "s|^\(nfs-port *=\).*|\1 0|" -e "s|^\(mount-port *=\).*|\1 0|" \
 		-e "s|^\(bind *=\).*|\1 127.0.0.1|" "$CONF" >"$T/test.conf"
 	out=$T/conf.out
-	"$UNION_NFSD" --config="$T/test.conf" --foreground --no-rpcbind >"$out" 2>"$T/conf.err" &
+	setpriv --pdeathsig TERM "$UNION_NFSD" --config="$T/test.conf" --foreground --no-rpcbind >"$out" 2>"$T/conf.err" &
 	CPID=$!
 	it_on_exit "stop_pid $CPID"
 	line=

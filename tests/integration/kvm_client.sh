@@ -80,7 +80,7 @@ for proto in ${KVM_PROTOS:-tcp udp}; do
 	mkdir -p "$T/log-$proto"
 	run_rc=0
 	"$H/run.sh" --server-cmd "$SERVER_CMD" --export / --port 2049 --mountport 20048 \
-		--guest-script "$HERE/tree_busybox.sh" --timeout 300 --log-dir "$T/log-$proto" \
+		--guest-script "$HERE/tree_busybox.sh" --timeout 200 --log-dir "$T/log-$proto" \
 		"${opts[@]}" >"$T/guest-$proto" 2>"$T/run-$proto.err" || run_rc=$?
 	echo "$proto: guest run took $((SECONDS - t1)) s, exit $run_rc," \
 		"$(grep -c . "$T/guest-$proto" || true) lines"

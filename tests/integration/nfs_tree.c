@@ -440,7 +440,8 @@ static void walk(const struct backend *be, const char *path, const struct attrs 
 		complain("cannot list %s", path);
 		return;
 	}
-	qsort(v, n, sizeof(*v), cmp_dent);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_dent);
 	for (size_t i = 0; i < n; i++) {
 		char *p = join(path, v[i].name);
 		struct attrs a;
@@ -458,8 +459,9 @@ static void walk(const struct backend *be, const char *path, const struct attrs 
 			add_obj(p, &a, data);
 		}
 		free(p);
-		free(v[i].name);
 	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
 	free(v);
 }
 
@@ -569,6 +571,10 @@ static int run_nfs(const char *url_s)
 		fprintf(stderr, "nfs_tree: nfs_init_context failed\n");
 		return 1;
 	}
+	/* a dead or hung server must end the walk with an error, not hang it:
+	 * libnfs' sync calls otherwise wait, and reconnect, forever */
+	nfs_set_timeout(nfs, 60000);
+	nfs_set_autoreconnect(nfs, 0);
 	url = nfs_parse_url_dir(nfs, url_s);
 	if (!url) {
 		fprintf(stderr, "nfs_tree: bad URL %s: %s\n", url_s, nfs_get_error(nfs));

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,6 +44,9 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 		argv[7 + i] = (char *)args[i];
 	pid = fork();
 	if (pid == 0) {
+		/* the server must not outlive a test that crashed or was killed (it
+		 * would also hold the test's stderr, and ctest waits for that) */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
 			_exit(126);

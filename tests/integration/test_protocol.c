@@ -1353,6 +1353,8 @@ static void test_mount_on_nfs_port(void **state)
 	struct nfs_url *u;
 	struct nfs_stat_64 st;
 	assert_non_null(nfs);
+	nfs_set_timeout(nfs, 10000);
+	nfs_set_autoreconnect(nfs, 0);
 	snprintf(url, sizeof(url), "nfs://127.0.0.1%s?nfsport=%d&mountport=%d&version=3",
 		 g.export, g.nfs_port, g.nfs_port);
 	u = nfs_parse_url_dir(nfs, url);
