@@ -9,7 +9,8 @@
 # lowers and the upper union-nfsd wrote with overlayfs, and compare that tree with
 # B's: the upper must mean the same to the kernel.
 #
-#   SEEDS  a count N (seeds 1..N) or a list ("3 17 42"); default 20, or $SEEDS
+#   SEEDS  a count N (seeds 1..N) or a list ("3 17 42", "3,17", "42,"); default
+#          20, or $SEEDS
 #   COUNT  operations per seed; default 300, or $COUNT
 #   $SEED_BASE    added to each seed of a count (a different set of N seeds)
 #   $CHECK_EVERY  whole-tree comparison every so many ops (default 25)
@@ -17,6 +18,9 @@
 #   $STOP_ON_FAIL=1  stop at the first failing seed (default: run them all)
 #   $REPLAY=TRACE run the ops of a trace file instead of drawing them (with
 #                 one seed: the seed that generates the layers)
+#   $MINIMIZE=1   reduce each failing seed's trace to a short reproduction
+#                 (delta debugging, every candidate replayed from fresh layers)
+#   $VERBOSE=1    log every op and both results in the seed's run.out
 #   $DIFF_SERVER=ganesha  serve A through nfs-ganesha exporting an overlayfs
 #                 mount of A instead (a check of the harness against a known
 #                 server; skips the second-mount comparison, and ignores two
@@ -48,7 +52,7 @@ if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
 fi
 if [ "$DIFF_SERVER" = ganesha ] && [ "${DIFF_ORACLE_INNER:-}" != 1 ]; then
 	# ganesha 4.3 needs an rpcbind: a private one, in private namespaces
-	exec unshare -m -n --propagation private env DIFF_ORACLE_INNER=1 "$0" "$@"
+	exec unshare -m -n --propagation private env DIFF_ORACLE_INNER=1 bash "$0" "$@"
 fi
 
 # ---- cleanup: every mount, process and temp dir we made, in reverse ----
@@ -183,58 +187,139 @@ start_ganesha() {
 
 # ---- one seed ----
 
-# run_seed SEED: 0 agree, 1 differ
-run_seed() {
-	local s=$1 d=$TMP/seed$1 rc=0 t0=$SECONDS
+# one_run SEED DIR [TRACE_TO_REPLAY]: layers, mounts, server, the ops, the
+# second mount; leaves DIR/run.out and DIR/trace.  0 agree, 1 differ.
+one_run() {
+	local s=$1 d=$2 replay=${3:-} rc=0
+	local bopts=$OVL_OPTS lenient=()
 	mkdir -p "$d"
 	# (set -e does not reach into a function called from a condition)
 	"$DIFF_ORACLE" gen --seed "$s" "$d/A" >/dev/null || return 1
 	cp -a "$d/A" "$d/B" || return 1
-	# (with ganesha, B gets the options ganesha's export of A needs)
-	mount_overlay "$d/B" "$d/B/u" "$d/B/w" "$d/mB" \
-		"$([ "$DIFF_SERVER" = ganesha ] && echo "$GANESHA_OVL_OPTS" || echo "$OVL_OPTS")" ||
-		return 1
+	if [ "$DIFF_SERVER" = ganesha ]; then
+		# B gets the options ganesha's export of A needs
+		bopts=$GANESHA_OVL_OPTS
+		lenient=(--ignore symlink-times --ignore nlink)
+	fi
+	mount_overlay "$d/B" "$d/B/u" "$d/B/w" "$d/mB" "$bopts" || return 1
 	if [ "$DIFF_SERVER" = ganesha ]; then
 		start_ganesha "$d" || return 1
-		export DIFF_ORACLE_LABEL_A=ganesha
-		LENIENT="--ignore symlink-times --ignore nlink"
 	else
 		start_union_nfsd "$d" || return 1
 	fi
-	"$DIFF_ORACLE" run --seed "$s" --count "$COUNT" --check-every "$CHECK_EVERY" \
-		${REPLAY:+--replay "$REPLAY"} ${VERBOSE:+--verbose} ${LENIENT:-} --trace "$d/trace" \
-		"nfs:$URL" "local:$d/mB" >"$d/run.out" 2>&1 || rc=1
+	DIFF_ORACLE_LABEL_A=$DIFF_SERVER "$DIFF_ORACLE" run --seed "$s" --count "$COUNT" \
+		--check-every "$CHECK_EVERY" ${replay:+--replay "$replay"} ${VERBOSE:+--verbose} \
+		"${lenient[@]}" --trace "$d/trace" "nfs:$URL" "local:$d/mB" >"$d/run.out" 2>&1 ||
+		rc=1
 	if ! kill -0 "$SRV_PID" 2>/dev/null; then
-		echo "seed $s: the server died; its log:"
-		tail -30 "$d/server.log"
+		{
+			echo "the server died; its log:"
+			tail -30 "$d/server.log"
+		} >>"$d/run.out"
 		rc=1
 	fi
 	stop_pid "$SRV_PID"
 	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$STOP_STATUS" != 0 ]; then
-		echo "seed $s: union-nfsd exited $STOP_STATUS on SIGTERM (want 0)"
+		echo "union-nfsd exited $STOP_STATUS on SIGTERM (want 0)" >>"$d/run.out"
 		rc=1
 	fi
-	if [ "$DIFF_SERVER" = union-nfsd ]; then
+	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$rc" = 0 ]; then
 		# the upper union-nfsd wrote, read by the kernel (fresh work dir)
 		mkdir "$d/A/w2"
 		mount_overlay "$d/A" "$d/A/u" "$d/A/w2" "$d/mA" || return 1
-		DIFF_ORACLE_LABEL_A="overlayfs(upper of union-nfsd)" \
+		if ! DIFF_ORACLE_LABEL_A="overlayfs(upper of union-nfsd)" \
 			DIFF_ORACLE_LABEL_B=overlayfs \
-			"$DIFF_ORACLE" cmp "local:$d/mA" "local:$d/mB" >>"$d/run.out" 2>&1 ||
-			{ echo "  (second mount: A's upper under kernel overlayfs)" >>"$d/run.out"; rc=1; }
+			"$DIFF_ORACLE" cmp "local:$d/mA" "local:$d/mB" >>"$d/run.out" 2>&1; then
+			echo "(second mount: A's lowers and upper under kernel overlayfs)" >>"$d/run.out"
+			rc=1
+		fi
 	fi
 	unmount "$d/mA"
 	unmount "$d/mB"
+	return "$rc"
+}
+
+# run_seed SEED: 0 agree, 1 differ
+run_seed() {
+	local s=$1 d=$TMP/seed$1 rc=0 t0=$SECONDS
+	one_run "$s" "$d" "${REPLAY:-}" || rc=1
 	if [ "$rc" = 0 ]; then
 		echo "seed $s: ok ($(grep -o '^[0-9]* operations agreed' "$d/run.out" | cut -d' ' -f1) ops, $((SECONDS - t0)) s)"
 		rm -rf "$d"
-	else
-		echo "seed $s: FAIL ($((SECONDS - t0)) s)"
-		sed 's/^/  | /' "$d/run.out" | head -60
-		echo "  | trace (last 8 ops):"
-		tail -8 "$d/trace" 2>/dev/null | sed 's/^/  | /'
-		[ "${KEEP:-}" = 1 ] && KEEP_DIRS+=("$d")
+		return 0
 	fi
+	echo "seed $s: FAIL ($((SECONDS - t0)) s)"
+	sed 's/^/  | /' "$d/run.out" 2>/dev/null | head -60
+	echo "  | trace (last 8 ops):"
+	tail -8 "$d/trace" 2>/dev/null | sed 's/^/  | /'
+	[ "${KEEP:-}" = 1 ] && KEEP_DIRS+=("$d")
+	[ "${MINIMIZE:-}" = 1 ] && minimize "$s" "$d"
+	return 1
+}
+
+# ---- reducing a failure to a short reproduction (MINIMIZE=1) ----
+
+# The failure's signature: the failing op and both results, or the first
+# difference of the trees.
+signature() {
+	if grep -q '^MISMATCH' "$1"; then
+		grep -A2 '^MISMATCH' "$1" | sed 's/ op=#[0-9]*:/:/'
+	else
+		grep -m1 'DIFF' "$1"
+	fi
+}
+
+# minimize SEED DIR: delta debugging over the ops before the failing one, each
+# candidate replayed from fresh layers; prints the reduced trace.
+minimize() {
+	local s=$1 d=$2 sig n i chunk tries=0 last
+	local -a ops keep cand
+	sig=$(signature "$d/run.out")
+	[ -n "$sig" ] || return 0
+	mapfile -t ops < <(sed 's/ *#.*//' "$d/trace" | grep -v '^$')
+	if grep -q '^MISMATCH' "$d/run.out"; then
+		last=${ops[-1]}
+		unset 'ops[-1]'
+	else
+		last=
+	fi
+	keep=("${ops[@]}")
+	n=2
+	echo "  minimizing: ${#keep[@]} ops before the failing one"
+	while [ ${#keep[@]} -ge 1 ]; do
+		chunk=$(((${#keep[@]} + n - 1) / n))
+		local reduced=0
+		for ((i = 0; i < ${#keep[@]}; i += chunk)); do
+			cand=("${keep[@]:0:i}" "${keep[@]:i+chunk}")
+			tries=$((tries + 1))
+			if still_fails "$s" "$sig" "$last" "${cand[@]}"; then
+				keep=("${cand[@]}")
+				n=$((n > 2 ? n - 1 : 2))
+				reduced=1
+				break
+			fi
+		done
+		[ "$reduced" = 1 ] && continue
+		[ "$n" -ge ${#keep[@]} ] && break
+		n=$((2 * n > ${#keep[@]} ? ${#keep[@]} : 2 * n))
+	done
+	echo "  reproduction of seed $s ($tries replays; layers: diff_oracle gen --seed $s):"
+	printf '  | %s\n' "${keep[@]}" ${last:+"$last"}
+	printf '%s\n' "${keep[@]}" ${last:+"$last"} >"$d/repro.trace"
+	echo "  (replay: REPLAY=$d/repro.trace SEEDS='$s,' diff_oracle.sh ...)"
+}
+
+# still_fails SEED SIGNATURE LAST OPS...: replays OPS (+ LAST) from fresh layers
+still_fails() {
+	local s=$1 sig=$2 last=$3 m=$TMP/min rc=1
+	shift 3
+	rm -rf "$m"
+	mkdir -p "$m"
+	printf '%s\n' "$@" ${last:+"$last"} >"$m.trace"
+	if ! one_run "$s" "$m/run" "$m.trace" && [ "$(signature "$m/run/run.out")" = "$sig" ]; then
+		rc=0
+	fi
+	rm -rf "$m" "$m.trace"
 	return "$rc"
 }
 
@@ -242,7 +327,7 @@ run_seed() {
 if [[ $SEEDS =~ ^[0-9]+$ ]]; then
 	LIST=$(seq $((SEED_BASE + 1)) $((SEED_BASE + SEEDS)))
 else
-	LIST=$SEEDS
+	LIST=$(echo "$SEEDS" | tr ',' ' ')
 fi
 echo "diff_oracle: server $DIFF_SERVER, seeds $(echo $LIST | tr '\n' ' '), $COUNT ops each"
 FAILED=()
