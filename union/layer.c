@@ -254,7 +254,12 @@ static struct un_export *export_alloc(struct un_state *st,
 	if (!ex)
 		return NULL;
 	ex->st = st;
-	ex->workfd = -1;
+	ex->workfd = ex->tmpfd = -1;
+	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
+		pthread_mutex_init(&ex->cu_locks[i], NULL);
+		pthread_mutex_init(&ex->ns_locks[i], NULL);
+	}
+	pthread_mutex_init(&ex->rename_lock, NULL);
 	ex->layers = un_sys_calloc(n, sizeof(*ex->layers));
 	if (ex->layers) { /* no descriptor yet: none for un_export_close to close */
 		ex->nlayers = n;
@@ -284,6 +289,8 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	rc = layers_open(ex, cfg, err, errlen);
 	if (!rc && cfg->upperdir)
 		rc = upper_check(ex, cfg, err, errlen);
+	if (!rc && cfg->upperdir)
+		rc = un_work_open(ex, cfg->workdir, err, errlen);
 	if (rc)
 		goto fail;
 	ex->id = export_id_of(cfg->path);
@@ -311,6 +318,12 @@ void un_export_close(struct un_export *ex)
 		free(ex->layers[i].dir);
 	}
 	un_sys_close(ex->workfd);
+	un_sys_close(ex->tmpfd);
+	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
+		pthread_mutex_destroy(&ex->cu_locks[i]);
+		pthread_mutex_destroy(&ex->ns_locks[i]);
+	}
+	pthread_mutex_destroy(&ex->rename_lock);
 	free(ex->layers);
 	free(ex->path);
 	free(ex);

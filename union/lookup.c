@@ -22,6 +22,7 @@
  * follow.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -43,13 +44,36 @@ struct lookup {
 	struct stat top; /* of found[0] */
 };
 
+/* An object with room for NINST instances and one more, which a copy-up
+ * may put on top (un_obj_push_top). */
 static struct un_obj *obj_alloc(size_t ninst)
 {
-	struct un_obj *o = un_sys_calloc(1, sizeof(*o) + ninst * sizeof(o->inst[0]));
+	struct un_obj *o =
+	    un_sys_calloc(1, sizeof(*o) + (ninst + 1) * sizeof(o->inst[0]));
 
-	if (o)
+	if (o) {
 		atomic_init(&o->ref, 1);
+		o->cap = ninst + 1;
+	}
 	return o;
+}
+
+bool un_obj_upper(const struct un_export *ex, const struct un_obj *o)
+{
+	return ex->workfd >= 0 && o->ninst && o->inst[0].layer == 0;
+}
+
+void un_obj_push_top(struct un_obj *o, int fd)
+{
+	if (!S_ISDIR(o->type)) {
+		un_sys_close(o->inst[0].fd);
+		o->inst[0] = (struct un_inst){.fd = fd, .layer = 0};
+		return;
+	}
+	assert(o->ninst < o->cap);
+	memmove(&o->inst[1], &o->inst[0], o->ninst * sizeof(o->inst[0]));
+	o->inst[0] = (struct un_inst){.fd = fd, .layer = 0};
+	o->ninst++;
 }
 
 struct un_obj *un_obj_get(struct un_obj *o)
@@ -204,6 +228,8 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	o->id = id;
 	o->parent = lk->dir->id;
 	o->type = obs.type;
+	o->namelen = (uint16_t)lk->len;
+	memcpy(o->name, lk->name, lk->len);
 	o->ninst = lk->m.nfound;
 	memcpy(o->inst, lk->found, o->ninst * sizeof(o->inst[0]));
 	lk->m.nfound = 0;
@@ -260,7 +286,7 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 static int resolve_walk(struct un_export *ex, const struct un_node_hop *hops, size_t n,
 			struct un_obj **out)
 {
-	struct un_obj *cur, *next;
+	struct un_obj *cur = NULL, *next;
 	int err;
 
 	err = un_root(ex, &cur);

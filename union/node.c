@@ -10,7 +10,11 @@
  *   nodes  id (u64 BE) -> struct node_rec + name bytes
  *   names  parent id (u64 BE) + name bytes -> id (u64 LE)
  *   links  dev (u64 BE) + ino (u64 BE) -> id (u64 LE), for objects with more
- *          than one link when first seen
+ *          than one link when first seen, and for the targets of LINK
+ *   aliases id (u64 BE) -> parent id (u64 BE) + name bytes, several values per
+ *          key (MDB_DUPSORT): every name of a node that LINK gave a second
+ *          name, so that removing the name its record holds can move the
+ *          record to another one instead of forgetting the node
  *
  * Keys are big-endian so LMDB's byte order is numeric order; values are
  * little-endian.  A record is a versioned struct with a checked size
@@ -21,11 +25,19 @@
  * so every export has its own root id and ids are unique across exports.
  *
  * A node remembers (dev, ino) of its object's top-most layer instance when it
- * was first seen.  An observation matches a record when the types agree and
- * the record's (dev, ino) is one of the observed instances (a directory has
- * one per layer it is merged from, so a directory that gains an upper part
- * keeps its id), or when the record is an export root (pinned: reconfiguring
- * the layers of an export does not renumber it).
+ * was first seen, and after a copy-up the upper instance with the lower one
+ * as its origin (record version 2; version 1 records, without an origin, are
+ * still read).  An observation matches a record when the types agree and the
+ * record's (dev, ino) or origin is one of the observed instances (a directory
+ * has one per layer it is merged from, so a directory that gains an upper
+ * part keeps its id), or when the record is an export root (pinned:
+ * reconfiguring the layers of an export does not renumber it).
+ *
+ * Changes of the union keep the table in step (dir.c calls them after the
+ * change on disk): a rename moves the names entry and the record's
+ * (parent, name) of the node, so a directory's subtree moves with one record
+ * written; a removed or overwritten name loses its names entry and its node
+ * its record, so the old id is stale even if the inode number comes back.
  *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
@@ -47,6 +59,11 @@
  *     un_node_path still bounds the walk, as the table is data on disk.
  *  6. A batch (un_node_ids_batch) uses one read and at most one write
  *     transaction, so a page of a listing costs one commit at most.
+ *  7. A node whose name was removed or overwritten through the union has no
+ *     record, unless aliases holds another name of it, to which its record
+ *     then points (node_unname).  Ids are still never reused (1).
+ *  8. aliases holds either nothing or at least two names for a node, one of
+ *     them its record's (node_unname, un_node_link, un_node_rename).
  *
  * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
  * inode number reused after a delete, with an equal type, is taken for the
@@ -57,34 +74,42 @@
 #include <assert.h>
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "un_private.h"
 
 #define NODE_FORMAT	 1u
-#define NODE_REC_VERSION 1
+#define NODE_REC_V1	 1    /* without an origin */
+#define NODE_REC_VERSION 2    /* the version written */
 #define NODE_FIRST_ID	 2    /* 0 is UN_ID_NONE; 1 is kept back */
 #define NODE_DEPTH_MAX	 4096 /* bounds un_node_path on a damaged table */
 
-/* The fixed part of a record; NAMELEN name bytes follow. */
+/* The fixed part of a record; NAMELEN name bytes follow.  Version 1 ends
+ * after pad (40 bytes), version 2 after the origin (56 bytes). */
 struct node_rec {
-	uint8_t version; /* NODE_REC_VERSION */
+	uint8_t version; /* NODE_REC_V1 or NODE_REC_VERSION */
 	uint8_t reserved[3];
 	uint32_t type;	  /* S_IFMT bits, LE */
 	uint64_t parent;  /* LE */
-	uint64_t dev;	  /* LE: the top-most instance when first seen */
+	uint64_t dev;	  /* LE: the top-most instance when first seen or copied up */
 	uint64_t ino;	  /* LE */
 	uint16_t namelen; /* LE */
 	uint8_t pad[6];
+	uint64_t odev; /* LE, version 2: the instance copied up from; 0 0: none */
+	uint64_t oino; /* LE */
 };
-_Static_assert(sizeof(struct node_rec) == 40, "node record layout is on disk");
+#define NODE_REC_V1_SIZE 40
+_Static_assert(offsetof(struct node_rec, odev) == NODE_REC_V1_SIZE,
+	       "node record version 1 layout is on disk");
+_Static_assert(sizeof(struct node_rec) == 56, "node record layout is on disk");
 
 /* A record as read, in host order; NAME points into the read transaction. */
 struct rec_view {
 	un_id parent;
 	mode_t type;
-	struct un_devino di;
+	struct un_devino di, origin; /* origin 0 0: none */
 	const char *name;
 	uint16_t namelen;
 };
@@ -130,56 +155,87 @@ static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view 
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
 	struct node_rec r;
+	size_t fixed;
 	int err;
 
 	be64_put(key, id);
 	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
 	if (err)
 		return err == -ENOENT ? -ESTALE : err;
-	if (v.mv_size < sizeof(r))
+	if (v.mv_size < NODE_REC_V1_SIZE)
 		return -ESTALE;
-	memcpy(&r, v.mv_data, sizeof(r));
-	if (r.version != NODE_REC_VERSION ||
-	    v.mv_size != sizeof(r) + le16toh(r.namelen) ||
-	    le16toh(r.namelen) > UN_NAME_MAX)
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, v.mv_data, NODE_REC_V1_SIZE);
+	fixed = r.version == NODE_REC_V1 ? NODE_REC_V1_SIZE : sizeof(r);
+	if ((r.version != NODE_REC_V1 && r.version != NODE_REC_VERSION) ||
+	    v.mv_size != fixed + le16toh(r.namelen) || le16toh(r.namelen) > UN_NAME_MAX)
 		return -ESTALE;
+	memcpy(&r, v.mv_data, fixed);
 	out->parent = le64toh(r.parent);
 	out->type = (mode_t)le32toh(r.type);
 	out->di.dev = le64toh(r.dev);
 	out->di.ino = le64toh(r.ino);
+	out->origin.dev = le64toh(r.odev);
+	out->origin.ino = le64toh(r.oino);
 	out->namelen = le16toh(r.namelen);
-	out->name = (const char *)v.mv_data + sizeof(r);
+	out->name = (const char *)v.mv_data + fixed;
 	return 0;
+}
+
+/* Writes record ID from R (whose NAME must not point into the table: a put
+ * may move what it points to). */
+static int rec_write(struct un_state *st, MDB_txn *txn, un_id id,
+		     const struct rec_view *rv)
+{
+	uint8_t key[8], buf[sizeof(struct node_rec) + UN_NAME_MAX];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(struct node_rec) + rv->namelen, buf};
+	struct node_rec r = {
+	    .version = NODE_REC_VERSION,
+	    .type = htole32((uint32_t)rv->type),
+	    .parent = htole64(rv->parent),
+	    .dev = htole64(rv->di.dev),
+	    .ino = htole64(rv->di.ino),
+	    .namelen = htole16(rv->namelen),
+	    .odev = htole64(rv->origin.dev),
+	    .oino = htole64(rv->origin.ino),
+	};
+
+	be64_put(key, id);
+	memcpy(buf, &r, sizeof(r));
+	memcpy(buf + sizeof(r), rv->name, rv->namelen);
+	return un_mdb_err(mdb_put(txn, st->db_nodes, &k, &v, 0));
 }
 
 static int rec_put(struct un_state *st, MDB_txn *txn, un_id id,
 		   const struct un_node_obs *obs)
 {
-	uint8_t key[8], buf[sizeof(struct node_rec) + UN_NAME_MAX];
-	MDB_val k = {sizeof(key), key}, v = {sizeof(struct node_rec) + obs->namelen, buf};
-	struct node_rec r = {
-	    .version = NODE_REC_VERSION,
-	    .type = htole32((uint32_t)obs->type),
-	    .parent = htole64(obs->parent),
-	    .dev = htole64(obs->inst[0].dev),
-	    .ino = htole64(obs->inst[0].ino),
-	    .namelen = htole16((uint16_t)obs->namelen),
+	struct rec_view rv = {
+	    .parent = obs->parent,
+	    .type = obs->type,
+	    .di = obs->inst[0],
+	    .name = obs->name,
+	    .namelen = (uint16_t)obs->namelen,
 	};
 
-	be64_put(key, id);
-	memcpy(buf, &r, sizeof(r));
-	memcpy(buf + sizeof(r), obs->name, obs->namelen);
-	return un_mdb_err(mdb_put(txn, st->db_nodes, &k, &v, 0));
+	return rec_write(st, txn, id, &rv);
+}
+
+static bool di_eq(struct un_devino a, struct un_devino b)
+{
+	return a.dev == b.dev && a.ino == b.ino;
 }
 
 static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 {
+	static const struct un_devino none;
+
 	if (r->type != obs->type)
 		return false;
 	if (obs->pinned)
 		return true;
 	for (size_t i = 0; i < obs->ninst; i++)
-		if (r->di.dev == obs->inst[i].dev && r->di.ino == obs->inst[i].ino)
+		if (di_eq(r->di, obs->inst[i]) ||
+		    (!di_eq(r->origin, none) && di_eq(r->origin, obs->inst[i])))
 			return true;
 	return false;
 }
@@ -320,7 +376,9 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 	if ((err = un_mdb_err(mdb_dbi_open(txn, "meta", MDB_CREATE, &st->db_meta))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "nodes", MDB_CREATE, &st->db_nodes))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "names", MDB_CREATE, &st->db_names))) ||
-	    (err = un_mdb_err(mdb_dbi_open(txn, "links", MDB_CREATE, &st->db_links))))
+	    (err = un_mdb_err(mdb_dbi_open(txn, "links", MDB_CREATE, &st->db_links))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "aliases", MDB_CREATE | MDB_DUPSORT,
+					   &st->db_aliases))))
 		return err;
 	err = un_mdb_err(mdb_get(txn, st->db_meta, &k, &v));
 	if (!err) /* a table of another format is refused, never reinterpreted */
@@ -482,4 +540,372 @@ int un_node_path(struct un_state *st, un_id id, struct un_node_hop **out, size_t
 	*out = h;
 	*n = cnt;
 	return 0;
+}
+
+/* ---- changes of the union ---- */
+
+/* A name copied out of the table (record and alias values move on puts). */
+struct name_buf {
+	un_id parent;
+	uint16_t len;
+	char name[UN_NAME_MAX + 1];
+};
+
+static size_t nm_key(uint8_t *key, const struct un_node_name *nm)
+{
+	be64_put(key, nm->parent);
+	memcpy(key + 8, nm->name, nm->len);
+	return 8 + nm->len;
+}
+
+static bool rec_named(const struct rec_view *r, const struct un_node_name *nm)
+{
+	return r->parent == nm->parent && r->namelen == nm->len &&
+	       !memcmp(r->name, nm->name, nm->len);
+}
+
+/* Gets the id names maps NM to: 0, -ENOENT, or -errno. */
+static int names_get(struct un_state *st, MDB_txn *txn, const struct un_node_name *nm,
+		     un_id *id)
+{
+	uint8_t key[8 + UN_NAME_MAX];
+
+	return index_get(txn, st->db_names, key, nm_key(key, nm), id);
+}
+
+static int del_ok(int rc)
+{
+	int err = un_mdb_err(rc);
+
+	return err == -ENOENT ? 0 : err;
+}
+
+/* Deletes names(NM) if it maps to ID. */
+static int names_del(struct un_state *st, MDB_txn *txn, const struct un_node_name *nm,
+		     un_id id)
+{
+	uint8_t key[8 + UN_NAME_MAX];
+	MDB_val k = {nm_key(key, nm), key};
+	un_id cur;
+	int err = index_get(txn, st->db_names, key, k.mv_size, &cur);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (cur != id)
+		return 0;
+	return del_ok(mdb_del(txn, st->db_names, &k, NULL));
+}
+
+static int names_put(struct un_state *st, MDB_txn *txn, const struct un_node_name *nm,
+		     un_id id)
+{
+	uint8_t key[8 + UN_NAME_MAX];
+
+	return index_put(txn, st->db_names, key, nm_key(key, nm), id);
+}
+
+/* ---- aliases (invariant 8) ---- */
+
+static int alias_put(struct un_state *st, MDB_txn *txn, un_id id,
+		     const struct un_node_name *nm)
+{
+	uint8_t key[8], val[8 + UN_NAME_MAX];
+	MDB_val k = {sizeof(key), key}, v = {nm_key(val, nm), val};
+	int rc;
+
+	be64_put(key, id);
+	rc = mdb_put(txn, st->db_aliases, &k, &v, MDB_NODUPDATA);
+	return rc == MDB_KEYEXIST ? 0 : un_mdb_err(rc);
+}
+
+/* Deletes alias NM of ID (NULL: every alias of ID). */
+static int alias_del(struct un_state *st, MDB_txn *txn, un_id id,
+		     const struct un_node_name *nm)
+{
+	uint8_t key[8], val[8 + UN_NAME_MAX];
+	MDB_val k = {sizeof(key), key}, v;
+
+	be64_put(key, id);
+	if (!nm)
+		return del_ok(mdb_del(txn, st->db_aliases, &k, NULL));
+	v = (MDB_val){nm_key(val, nm), val};
+	return del_ok(mdb_del(txn, st->db_aliases, &k, &v));
+}
+
+/* Counts the aliases of ID into *n and copies one that is not NOT into
+ * *other (other->len 0 if there is none). */
+static int alias_scan(struct un_state *st, MDB_txn *txn, un_id id,
+		      const struct un_node_name * not, size_t *n, struct name_buf *other)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	MDB_cursor *c;
+	int rc;
+
+	be64_put(key, id);
+	*n = 0;
+	other->len = 0;
+	rc = mdb_cursor_open(txn, st->db_aliases, &c);
+	if (rc)
+		return un_mdb_err(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_KEY); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP)) {
+		size_t len = v.mv_size - 8;
+		const char *name = (const char *)v.mv_data + 8;
+		uint64_t be;
+
+		(*n)++;
+		if (other->len || v.mv_size <= 8 || len > UN_NAME_MAX)
+			continue;
+		memcpy(&be, v.mv_data, 8);
+		if (not &&be64toh(be) == not ->parent && len == not ->len &&
+		    !memcmp(name, not ->name, len))
+			continue;
+		other->parent = be64toh(be);
+		other->len = (uint16_t)len;
+		memcpy(other->name, name, len);
+		other->name[len] = '\0';
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : un_mdb_err(rc);
+}
+
+/* Drops every alias of ID once fewer than two are left (invariant 8). */
+static int alias_trim(struct un_state *st, MDB_txn *txn, un_id id)
+{
+	struct name_buf other;
+	size_t n;
+	int err = alias_scan(st, txn, id, NULL, &n, &other);
+
+	if (err || n >= 2)
+		return err;
+	return alias_del(st, txn, id, NULL);
+}
+
+/* ---- forgetting and moving names ---- */
+
+/* Rewrites record ID (as R says) under the name NEW. */
+static int rec_rename(struct un_state *st, MDB_txn *txn, un_id id,
+		      const struct rec_view *r, un_id parent, const char *name,
+		      size_t len)
+{
+	struct rec_view nr = *r;
+
+	nr.parent = parent;
+	nr.name = name;
+	nr.namelen = (uint16_t)len;
+	return rec_write(st, txn, id, &nr);
+}
+
+/* Forgets node ID: its record, its links entry, its aliases (invariant 7). */
+static int node_kill(struct un_state *st, MDB_txn *txn, un_id id)
+{
+	uint8_t key[8], lkey[16];
+	MDB_val k = {sizeof(key), key}, lk = {sizeof(lkey), lkey};
+	struct rec_view r;
+	un_id lid;
+	int err = rec_get(st, txn, id, &r);
+
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	be64_put(lkey, r.di.dev);
+	be64_put(lkey + 8, r.di.ino);
+	err = index_get(txn, st->db_links, lkey, sizeof(lkey), &lid);
+	if (!err && lid == id)
+		err = del_ok(mdb_del(txn, st->db_links, &lk, NULL));
+	else if (err == -ENOENT)
+		err = 0;
+	if (err)
+		return err;
+	be64_put(key, id);
+	err = del_ok(mdb_del(txn, st->db_nodes, &k, NULL));
+	return err ? err : alias_del(st, txn, id, NULL);
+}
+
+/* Name NM of node ID goes away: the node lives on under another name LINK
+ * recorded, or is forgotten (invariants 7, 8). */
+static int node_unname(struct un_state *st, MDB_txn *txn, un_id id,
+		       const struct un_node_name *nm)
+{
+	struct name_buf other;
+	struct rec_view r;
+	size_t n;
+	int err;
+
+	err = names_del(st, txn, nm, id);
+	if (!err)
+		err = rec_get(st, txn, id, &r);
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	if (!rec_named(&r, nm)) { /* a second name: the record keeps its own */
+		err = alias_del(st, txn, id, nm);
+		return err ? err : alias_trim(st, txn, id);
+	}
+	err = alias_scan(st, txn, id, nm, &n, &other);
+	if (err)
+		return err;
+	if (!other.len)
+		return node_kill(st, txn, id);
+	err = rec_rename(st, txn, id, &r, other.parent, other.name, other.len);
+	if (!err)
+		err = alias_del(st, txn, id, nm);
+	return err ? err : alias_trim(st, txn, id);
+}
+
+/* Runs FN(ST, TXN, ARG) in one write transaction, committed only if FN
+ * succeeds. */
+static int in_write_txn(struct un_state *st,
+			int (*fn)(struct un_state *, MDB_txn *, const void *),
+			const void *arg)
+{
+	MDB_txn *txn;
+	int err;
+
+	err = txn_begin(st, true, &txn);
+	if (err)
+		return err;
+	err = fn(st, txn, arg);
+	if (err) {
+		mdb_txn_abort(txn);
+		return err;
+	}
+	return txn_commit(txn);
+}
+
+struct set_inst_args {
+	un_id id;
+	struct un_devino top, origin;
+};
+
+static int set_inst_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct set_inst_args *a = arg;
+	char name[UN_NAME_MAX + 1];
+	struct rec_view r;
+	int err = rec_get(st, txn, a->id, &r);
+
+	if (err)
+		return err;
+	memcpy(name, r.name, r.namelen);
+	r.name = name;
+	r.di = a->top;
+	r.origin = a->origin;
+	return rec_write(st, txn, a->id, &r);
+}
+
+int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
+		     const struct un_devino *origin)
+{
+	struct set_inst_args a = {.id = id, .top = top};
+
+	if (origin)
+		a.origin = *origin;
+	return in_write_txn(st, set_inst_txn, &a);
+}
+
+struct rename_args {
+	un_id id;
+	const struct un_node_name *from, *to;
+};
+
+static int rename_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct rename_args *a = arg;
+	struct rec_view r;
+	un_id old;
+	int err;
+
+	err = names_get(st, txn, a->to, &old);
+	if (!err && old != a->id)
+		err = node_unname(st, txn, old, a->to); /* the overwritten node */
+	else if (err == -ENOENT || !err)
+		err = 0;
+	if (!err)
+		err = names_del(st, txn, a->from, a->id);
+	if (!err)
+		err = names_put(st, txn, a->to, a->id);
+	if (!err)
+		err = rec_get(st, txn, a->id, &r);
+	if (err)
+		return err == -ESTALE ? 0 : err; /* no record: nothing more to move */
+	if (rec_named(&r, a->from))
+		return rec_rename(st, txn, a->id, &r, a->to->parent, a->to->name,
+				  a->to->len);
+	/* a second name of a linked node moves in aliases */
+	err = alias_del(st, txn, a->id, a->from);
+	return err ? err : alias_put(st, txn, a->id, a->to);
+}
+
+int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
+		   const struct un_node_name *to)
+{
+	struct rename_args a = {.id = id, .from = from, .to = to};
+
+	return in_write_txn(st, rename_txn, &a);
+}
+
+static int remove_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct un_node_name *nm = arg;
+	un_id id;
+	int err = names_get(st, txn, nm, &id);
+
+	if (err)
+		return err == -ENOENT ? 0 : err; /* never shown: nothing to forget */
+	return node_unname(st, txn, id, nm);
+}
+
+int un_node_remove(struct un_state *st, const struct un_node_name *nm)
+{
+	return in_write_txn(st, remove_txn, nm);
+}
+
+struct link_args {
+	un_id id;
+	const struct un_node_name *nm;
+	struct un_devino di;
+};
+
+static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct link_args *a = arg;
+	uint8_t lkey[16];
+	struct name_buf own, other;
+	struct un_node_name ownnm;
+	struct rec_view r;
+	size_t n;
+	un_id old;
+	int err;
+
+	err = names_get(st, txn, a->nm, &old);
+	if (!err && old != a->id)
+		err = node_unname(st, txn, old, a->nm);
+	else if (err == -ENOENT || !err)
+		err = 0;
+	if (!err)
+		err = names_put(st, txn, a->nm, a->id);
+	be64_put(lkey, a->di.dev);
+	be64_put(lkey + 8, a->di.ino);
+	if (!err)
+		err = index_put(txn, st->db_links, lkey, sizeof(lkey), a->id);
+	if (!err)
+		err = rec_get(st, txn, a->id, &r);
+	if (err)
+		return err;
+	own.parent = r.parent;
+	own.len = r.namelen;
+	memcpy(own.name, r.name, r.namelen);
+	ownnm = (struct un_node_name){own.parent, own.name, own.len};
+	err = alias_scan(st, txn, a->id, NULL, &n, &other);
+	if (!err && n == 0) /* the first second name: the record's joins it */
+		err = alias_put(st, txn, a->id, &ownnm);
+	return err ? err : alias_put(st, txn, a->id, a->nm);
+}
+
+int un_node_link(struct un_state *st, un_id id, const struct un_node_name *nm,
+		 struct un_devino di)
+{
+	struct link_args a = {.id = id, .nm = nm, .di = di};
+
+	return in_write_txn(st, link_txn, &a);
 }

@@ -7,16 +7,20 @@
  * took and leaves the layers and the table consistent.
  *
  * Injection is global and meant for single-threaded tests: un_sys_inject arms
- * "the Nth call of this kind from now fails once with this errno".
+ * "the Nth call of this kind from now fails once with this errno";
+ * UN_SYS_ANY counts the calls of every kind, so a test can fail each step of
+ * an operation in turn.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -65,15 +69,23 @@ unsigned long un_sys_calls(enum un_sys_op op)
 	return atomic_load(&injects[op].calls);
 }
 
+/* Counts one call on IN: its errno if this is the armed call, else 0. */
+static int fault_one(struct inject *in)
+{
+	unsigned long n = atomic_fetch_add(&in->calls, 1) + 1;
+	unsigned long target = n;
+
+	/* Compare-and-clear, so that of two threads at most one fails. */
+	if (!atomic_compare_exchange_strong(&in->target, &target, 0))
+		return 0;
+	return atomic_load(&in->err);
+}
+
 int un_sys_fault(enum un_sys_op op)
 {
-	struct inject *in = &injects[op];
-	unsigned long n = atomic_fetch_add(&in->calls, 1) + 1;
+	int err = fault_one(&injects[UN_SYS_ANY]);
 
-	if (n != atomic_load(&in->target))
-		return 0;
-	atomic_store(&in->target, 0);
-	return atomic_load(&in->err);
+	return err ? err : fault_one(&injects[op]);
 }
 
 /* Returns RC, or -errno when RC is -1. */
@@ -276,7 +288,221 @@ int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,
 
 int un_sys_unlinkat(int dirfd, const char *name, int flags)
 {
+	int err = un_sys_fault(UN_SYS_UNLINK);
+
+	if (err)
+		return -err;
 	return (int)ret(unlinkat(dirfd, name, flags));
+}
+
+int un_sys_fdatasync(int fd)
+{
+	int err = un_sys_fault(UN_SYS_SYNC);
+
+	if (err)
+		return -err;
+	return (int)ret(fdatasync(fd));
+}
+
+ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	const char *p = buf;
+	size_t done = 0;
+	int err = un_sys_fault(UN_SYS_WRITE);
+
+	if (err)
+		return -err;
+	while (done < n) {
+		ssize_t w = pwrite(fd, p + done, n - done, off + (off_t)done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+int un_sys_ftruncate(int fd, off_t len)
+{
+	int err = un_sys_fault(UN_SYS_TRUNCATE);
+
+	if (err)
+		return -err;
+	return (int)ret(ftruncate(fd, len));
+}
+
+off_t un_sys_lseek(int fd, off_t off, int whence)
+{
+	int err = un_sys_fault(UN_SYS_SEEK);
+
+	if (err)
+		return -err;
+	return (off_t)ret(lseek(fd, off, whence));
+}
+
+int un_sys_clone(int dst, int src)
+{
+	int err = un_sys_fault(UN_SYS_CLONE);
+
+	if (err)
+		return -err;
+	return (int)ret(ioctl(dst, FICLONE, src));
+}
+
+ssize_t un_sys_copy_range(int src, off_t *src_off, int dst, off_t *dst_off, size_t n)
+{
+	int err = un_sys_fault(UN_SYS_COPY);
+
+	if (err)
+		return -err;
+	return ret(copy_file_range(src, src_off, dst, dst_off, n, 0));
+}
+
+int un_sys_mknodat(int dirfd, const char *name, mode_t mode, dev_t dev)
+{
+	int err = un_sys_fault(UN_SYS_MKNOD);
+
+	if (err)
+		return -err;
+	return (int)ret(mknodat(dirfd, name, mode, dev));
+}
+
+int un_sys_symlinkat(const char *target, int dirfd, const char *name)
+{
+	int err = un_sys_fault(UN_SYS_SYMLINK);
+
+	if (err)
+		return -err;
+	return (int)ret(symlinkat(target, dirfd, name));
+}
+
+int un_sys_link_fd(int fd, int dirfd, const char *name)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_LINK);
+
+	if (err)
+		return -err;
+	/* AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH; the magic link of an
+	 * O_PATH descriptor, followed, is the object itself (a symlink too). */
+	proc_fd_path(path, fd, "");
+	return (int)ret(linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW));
+}
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+int un_sys_chmod_fd(int fd, mode_t mode)
+{
+	char path[PROC_FD_PATH_MAX];
+	struct stat st;
+	long rc;
+	int err = un_sys_fault(UN_SYS_SETATTR);
+
+	if (err)
+		return -err;
+	rc = ret(syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH));
+	if (rc != -ENOSYS && rc != -EPERM && rc != -EINVAL)
+		return (int)rc;
+	/* Before Linux 6.6 (or under a seccomp filter that does not know the
+	 * call): through /proc, which would follow a symlink. */
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	proc_fd_path(path, fd, "");
+	return (int)ret(chmod(path, mode));
+}
+
+int un_sys_chown_fd(int fd, uid_t uid, gid_t gid)
+{
+	int err = un_sys_fault(UN_SYS_SETATTR);
+
+	if (err)
+		return -err;
+	return (int)ret(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+int un_sys_utimens_fd(int fd, const struct timespec ts[2])
+{
+	int err = un_sys_fault(UN_SYS_SETATTR);
+
+	if (err)
+		return -err;
+	return (int)ret(utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+/* The xattr calls below take an O_PATH descriptor, which the f*xattr calls
+ * refuse: its magic link, followed, is the object itself, even a symlink. */
+
+int un_sys_fsetxattr_fd(int fd, const char *attr, const void *val, size_t size, int flags)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_SETXATTR);
+
+	if (err)
+		return -err;
+	proc_fd_path(path, fd, "");
+	return (int)ret(setxattr(path, attr, val, size, flags));
+}
+
+ssize_t un_sys_listxattr_fd(int fd, char *buf, size_t size)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_LISTXATTR);
+
+	if (err)
+		return -err;
+	proc_fd_path(path, fd, "");
+	return ret(listxattr(path, buf, size));
+}
+
+ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size)
+{
+	return un_sys_getxattrat(fd, "", attr, buf, size);
+}
+
+/* ---- credentials ---- */
+
+void un_sys_creds_override(struct un_creds *saved)
+{
+	/* setfsuid returns the previous value whether or not it changed it. */
+	saved->fsuid = (uid_t)syscall(SYS_setfsuid, geteuid());
+	saved->fsgid = (gid_t)syscall(SYS_setfsgid, getegid());
+}
+
+void un_sys_creds_revert(const struct un_creds *saved)
+{
+	syscall(SYS_setfsuid, saved->fsuid);
+	syscall(SYS_setfsgid, saved->fsgid);
+}
+
+void un_sys_creds_current(struct un_creds *out)
+{
+	/* An invalid id changes nothing and still returns the current one. */
+	out->fsuid = (uid_t)syscall(SYS_setfsuid, (uid_t)-1);
+	out->fsgid = (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
+}
+
+bool un_sys_in_group(gid_t gid)
+{
+	gid_t groups[256];
+	struct un_creds c;
+	long n;
+
+	un_sys_creds_current(&c);
+	if (c.fsgid == gid)
+		return true;
+	/* The raw call: the calling thread's groups, which a server may set
+	 * per thread. */
+	n = syscall(SYS_getgroups, 256, groups);
+	for (long i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
 }
 
 void *un_sys_malloc(size_t n)

@@ -7,7 +7,10 @@
  * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names) and
  * the one merge rule; lookup.c resolves names and ids to objects and reads
  * them; readdir.c builds, caches and serves merged listings; handle.c encodes
- * and checks file handles.
+ * and checks file handles.  The write side: copyup.c copies objects into the
+ * upper layer and owns the work dir; dir.c changes names (create, remove,
+ * rename, link) and writes white-outs and opaque markers; write.c changes
+ * attributes and data.
  *
  * Every function here returns 0 (or a count) on success and a negative errno
  * on failure, like union.h, unless its comment says otherwise.
@@ -50,19 +53,31 @@
  * of one kind fail with a chosen errno (un_sys_inject). */
 
 enum un_sys_op {
-	UN_SYS_OPEN,	 /* openat, openat2, reopen, dup */
-	UN_SYS_STAT,	 /* fstatat, fstat */
-	UN_SYS_XATTR,	 /* getxattr */
-	UN_SYS_GETDENTS, /* getdents64 */
-	UN_SYS_READ,	 /* pread */
-	UN_SYS_READLINK, /* readlinkat */
-	UN_SYS_STATFS,	 /* fstatvfs */
-	UN_SYS_WRITE,	 /* write */
-	UN_SYS_SYNC,	 /* fsync */
-	UN_SYS_MKDIR,	 /* mkdirat */
-	UN_SYS_RENAME,	 /* renameat2 */
-	UN_SYS_ALLOC,	 /* malloc, calloc, realloc, strdup */
-	UN_SYS_MDB,	 /* LMDB transactions (node.c asks un_sys_fault) */
+	UN_SYS_OPEN,	  /* openat, openat2, reopen, dup */
+	UN_SYS_STAT,	  /* fstatat, fstat */
+	UN_SYS_XATTR,	  /* getxattr */
+	UN_SYS_GETDENTS,  /* getdents64 */
+	UN_SYS_READ,	  /* pread */
+	UN_SYS_READLINK,  /* readlinkat */
+	UN_SYS_STATFS,	  /* fstatvfs */
+	UN_SYS_WRITE,	  /* write */
+	UN_SYS_SYNC,	  /* fsync */
+	UN_SYS_MKDIR,	  /* mkdirat */
+	UN_SYS_RENAME,	  /* renameat2 */
+	UN_SYS_ALLOC,	  /* malloc, calloc, realloc, strdup */
+	UN_SYS_MDB,	  /* LMDB transactions (node.c asks un_sys_fault) */
+	UN_SYS_UNLINK,	  /* unlinkat */
+	UN_SYS_MKNOD,	  /* mknodat */
+	UN_SYS_SYMLINK,	  /* symlinkat */
+	UN_SYS_LINK,	  /* linkat */
+	UN_SYS_SETATTR,	  /* fchmodat, fchownat, utimensat */
+	UN_SYS_TRUNCATE,  /* ftruncate */
+	UN_SYS_SETXATTR,  /* setxattr */
+	UN_SYS_LISTXATTR, /* listxattr */
+	UN_SYS_CLONE,	  /* ioctl FICLONE */
+	UN_SYS_COPY,	  /* copy_file_range */
+	UN_SYS_SEEK,	  /* lseek SEEK_DATA / SEEK_HOLE */
+	UN_SYS_ANY,	  /* not a call: arms "the Nth seam call of any kind" */
 	UN_SYS_NOPS
 };
 
@@ -90,6 +105,28 @@ int un_sys_mkdirat(int dirfd, const char *name, mode_t mode);
 /* Writes all N bytes (retrying short writes). */
 ssize_t un_sys_write(int fd, const void *buf, size_t n);
 int un_sys_fsync(int fd);
+int un_sys_fdatasync(int fd);
+/* Writes all N bytes at OFF (retrying short writes). */
+ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off);
+int un_sys_ftruncate(int fd, off_t len);
+off_t un_sys_lseek(int fd, off_t off, int whence);
+/* ioctl(DST, FICLONE, SRC): shares SRC's blocks where the filesystem can. */
+int un_sys_clone(int dst, int src);
+ssize_t un_sys_copy_range(int src, off_t *src_off, int dst, off_t *dst_off, size_t n);
+int un_sys_mknodat(int dirfd, const char *name, mode_t mode, dev_t dev);
+int un_sys_symlinkat(const char *target, int dirfd, const char *name);
+/* A new name NAME in DIRFD for the object of O_PATH descriptor FD. */
+int un_sys_link_fd(int fd, int dirfd, const char *name);
+/* Attribute changes of the object of (O_PATH) descriptor FD itself, never
+ * following a symlink.  un_sys_chmod_fd answers -EOPNOTSUPP for a symlink. */
+int un_sys_chmod_fd(int fd, mode_t mode);
+int un_sys_chown_fd(int fd, uid_t uid, gid_t gid);
+int un_sys_utimens_fd(int fd, const struct timespec ts[2]);
+/* Extended attributes of the object of (O_PATH) descriptor FD itself. */
+int un_sys_fsetxattr_fd(int fd, const char *attr, const void *val, size_t size,
+			int flags);
+ssize_t un_sys_listxattr_fd(int fd, char *buf, size_t size);
+ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size);
 int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,
 		     unsigned flags);
 int un_sys_unlinkat(int dirfd, const char *name, int flags);
@@ -110,13 +147,30 @@ unsigned long un_sys_calls(enum un_sys_op op);
 /* Test hook: use plain openat with O_NOFOLLOW as on kernels without openat2. */
 void un_sys_test_no_openat2(bool on);
 
+/* Filesystem identity of the calling thread.  Requests may run with a
+ * client's fsuid/fsgid; the engine's own work (copy-up, white-outs, the work
+ * dir) runs with the server's: un_sys_creds_override switches the calling
+ * thread to the process's effective ids and saves the previous ones,
+ * un_sys_creds_revert restores them.  Raw syscalls: the libc wrappers would
+ * change every thread. */
+struct un_creds {
+	uid_t fsuid;
+	gid_t fsgid;
+};
+void un_sys_creds_override(struct un_creds *saved);
+void un_sys_creds_revert(const struct un_creds *saved);
+/* The calling thread's fsuid/fsgid, unchanged. */
+void un_sys_creds_current(struct un_creds *out);
+/* True if the calling thread's fsgid or a supplementary group is GID. */
+bool un_sys_in_group(gid_t gid);
+
 /* ---- state.c: the state dir ---- */
 
 struct un_listing_cache; /* readdir.c */
 
 struct un_state {
 	MDB_env *env;
-	MDB_dbi db_meta, db_nodes, db_names, db_links; /* node.c */
+	MDB_dbi db_meta, db_nodes, db_names, db_links, db_aliases; /* node.c */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
@@ -172,6 +226,32 @@ int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t
  * gets *n hops.  -ESTALE when ID or an ancestor is unknown. */
 int un_node_path(struct un_state *st, un_id id, struct un_node_hop **out, size_t *n);
 
+/* One name of a node: a directory's id and a name in it. */
+struct un_node_name {
+	un_id parent;
+	const char *name;
+	size_t len;
+};
+
+/* The object of node ID now has TOP as its top-most layer instance (after a
+ * copy-up); ORIGIN (NULL: none) is the instance it was copied from.  The
+ * record matches an observation of either from now on. */
+int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
+		     const struct un_devino *origin);
+/* Node ID was renamed from FROM to TO: TO names ID, FROM nothing; a node TO
+ * named before is forgotten as by un_node_remove.  The records below ID are
+ * untouched (they name ID as their parent). */
+int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
+		   const struct un_node_name *to);
+/* NM was removed: it names nothing; its node is forgotten (un_resolve
+ * answers -ESTALE for it from now on, whatever appears under NM later),
+ * unless the node keeps another name that un_node_link recorded. */
+int un_node_remove(struct un_state *st, const struct un_node_name *nm);
+/* NM is a new hard link to node ID, whose top-most instance is DI: both
+ * names give ID. */
+int un_node_link(struct un_state *st, un_id id, const struct un_node_name *nm,
+		 struct un_devino di);
+
 /* ---- layer.c: exports and their layer stacks ---- */
 
 struct un_layer {
@@ -181,6 +261,15 @@ struct un_layer {
 	char *dir; /* as configured, for messages */
 };
 
+#define UN_LOCK_STRIPES 64 /* per-export lock stripes, keyed by node id */
+
+/* The lock stripe of node ID (a multiplicative hash: ids are sequential). */
+static inline size_t un_stripe(un_id id)
+{
+	_Static_assert(UN_LOCK_STRIPES == 64, "the stripe is the top 6 bits");
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 58);
+}
+
 struct un_export {
 	struct un_state *st;
 	char *path;
@@ -188,9 +277,17 @@ struct un_export {
 	un_id root_id;
 	const char *xattr_prefix; /* namespace our own markers are written in */
 	int workfd;		  /* -1 when read-only */
+	int tmpfd;		  /* O_PATH of WORKDIR/work: temps live here (copyup.c) */
+	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
 	size_t nlayers;
 	struct un_layer
 	    *layers; /* upper (when writable) first, then lowers top-most first */
+	/* Copy-up of one object at a time (copyup.c); changes of the names in
+	 * one directory at a time (dir.c).  Separate tables: a copy-up runs
+	 * under a directory lock, never the other way round. */
+	pthread_mutex_t cu_locks[UN_LOCK_STRIPES];
+	pthread_mutex_t ns_locks[UN_LOCK_STRIPES];
+	pthread_mutex_t rename_lock; /* cross-directory renames, as the VFS's */
 };
 
 /* ---- whiteout.c: on-disk markers and the merge rule ---- */
@@ -238,16 +335,54 @@ struct un_inst {
 	uint16_t layer; /* index into un_export.layers */
 };
 
+/* An object is used by one request at a time: the changes of copyup.c
+ * update it in place (un_obj_push_top) without a lock. */
 struct un_obj {
 	atomic_uint ref;
 	un_id id, parent;
 	mode_t type;
-	size_t ninst;	       /* 1 for a non-directory */
+	uint16_t namelen;
+	char name[UN_NAME_MAX + 1]; /* its name in PARENT; "" for the root */
+	size_t ninst;		    /* 1 for a non-directory */
+	size_t cap;		    /* room in inst[]: one more than found, for copy-up */
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 
 /* 0, -EINVAL (empty, or a '/') or -ENAMETOOLONG. */
 int un_name_check(const char *name, size_t *len);
+/* True if O's top-most instance is in the upper layer of EX. */
+bool un_obj_upper(const struct un_export *ex, const struct un_obj *o);
+/* Makes FD (O_PATH, ownership moves to O) O's top-most instance, in the upper
+ * layer: a non-directory's replaces the old one, a directory's goes on top
+ * of its lower ones. */
+void un_obj_push_top(struct un_obj *o, int fd);
+
+/* ---- copyup.c: copy-up and the work dir ---- */
+
+/* Creates (or empties what a crash left in) WORKDIR/work and opens it into
+ * EX->tmpfd.  Called by un_export_open; ERR as there. */
+int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen);
+/* Makes O's top-most instance an upper one, copying O (ancestors first) up
+ * unless it is already; O then names its upper instance.  -ESTALE when O's
+ * name no longer holds O. */
+int un_copyup(struct un_export *ex, struct un_obj *o);
+/* A fresh temp name for the work dir. */
+void un_work_tmpname(char buf[32]);
+/* Removes NAME from directory DIRFD, and if it is a directory what it holds
+ * first (DEPTH levels at most): clean-up in the work dir. */
+int un_work_remove(int dirfd, const char *name, int depth);
+/* Copies every extended attribute of SRC to DST except the union's own
+ * markers (overlay.* in the trusted. and user. namespaces). */
+int un_copy_xattrs(int src, int dst);
+
+/* ---- dir.c: names ---- */
+
+/* 1 if NAME in directory DIR exists in a layer below the upper (so removing
+ * or moving it needs a white-out), 0 if not. */
+int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
+		 size_t len);
+/* Test hook: write white-outs in the xattr form (as when mknod is refused). */
+void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 
 /* ---- readdir.c: merged listings ---- */
 

@@ -1,0 +1,1083 @@
+/* dir.c - changing names: create, mkdir, symlink, mknod, remove, rmdir,
+ * rename and link, and the markers they leave (white-outs, opaque dirs).
+ *
+ * Design notes
+ * ------------
+ * Every change of names has one shape:
+ *   1. check the arguments: a writable export, one valid name;
+ *   2. lock the names of the directories involved (ns_lock: mutexes striped
+ *      by node id; a cross-directory rename first takes ex->rename_lock, as
+ *      the VFS serialises those, so its loop check stays true);
+ *   3. look the names up in the merged view and decide as the same system
+ *      call on an overlayfs mount would: same errno, same order of checks;
+ *   4. copy up what must be in the upper: the parent directories, and a
+ *      non-directory that is linked or moved;
+ *   5. change the upper layer in one visible step (one rename, with
+ *      RENAME_WHITEOUT, RENAME_EXCHANGE or RENAME_NOREPLACE); what must be
+ *      ready before it shows (a white-out, an opaque directory, a file over a
+ *      white-out) is built in the work dir first;
+ *   6. tell the node table (un_node_remove, un_node_rename, un_node_link).
+ *
+ * Markers are written as kernel overlayfs writes them, so that it can mount
+ * the upper layer:
+ *   white-out   a 0:0 character device (Linux lets anyone make that one since
+ *               5.8); where mknod is refused, the xattr form: an empty file
+ *               with <prefix>whiteout, its parent marked <prefix>opaque = "x"
+ *               (prefix: ex->xattr_prefix, trusted.overlay. as root)
+ *   opaque dir  <prefix>opaque = "y"
+ * A name needs a white-out when removing or moving it would let an entry of
+ * a lower layer show through (un_lower_has).
+ *
+ * Invariants
+ *  1. Each change of the merged view is one atomic rename or unlink; a crash
+ *     between steps leaves garbage in the work dir only (whiteout_put,
+ *     create_over, clear_dir).  Exception: where RENAME_WHITEOUT is refused
+ *     (a filesystem without it, or the xattr form) the source's white-out
+ *     follows the rename in a second step (rename_move).
+ *  2. A directory made over a white-out is opaque before it shows
+ *     (create_over); a directory moved into a merged parent is made opaque
+ *     before it moves, as overlayfs does, so no lower entry of its new name
+ *     leaks into it (rename_do).
+ *  3. A directory with lower parts never moves: -EXDEV (rename_check), as
+ *     overlayfs without redirect_dir.
+ *  4. The engine's identity (un_sys_creds_override) only for what the caller
+ *     cannot do itself: the work dir, white-outs (RENAME_WHITEOUT needs
+ *     CAP_MKNOD), markers.  Such steps follow the caller's permission check
+ *     on the merged directory (may_change), as overlayfs checks its own inode
+ *     before it acts with the mounter's credentials.  Plain steps run as the
+ *     caller, and the kernel checks them.
+ *  5. The node table learns of a change after it succeeded on disk, under
+ *     the same directory locks.
+ *
+ * EXCLUSIVE create keeps the client's verifier in the new file's atime and
+ * mtime seconds, as knfsd does: it lives exactly as long as the client needs
+ * it (the client's SETATTR that follows replaces it), it survives copy-up
+ * (times are copied), and it leaves no foreign xattr for kernel overlayfs or
+ * a later layer roll-up to carry.  The file is built in the work dir with
+ * the verifier and renamed into place, so no file without it ever shows.
+ * A read that updates the atime before the SETATTR makes a retransmission
+ * fail with -EEXIST (knfsd has the same window).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#include "un_private.h"
+
+#define LOCK_TRIES 4 /* re-lookups before a churned name gives -EAGAIN */
+#define ATTR_MAX   48
+
+/* What the upper layer holds under a name. */
+enum up_kind { UP_ABSENT, UP_WHITEOUT, UP_DIR, UP_OTHER };
+
+/* An object to make. */
+struct newobj {
+	mode_t mode;	     /* type and permission bits */
+	dev_t rdev;	     /* devices */
+	const char *target;  /* symlinks */
+	int linkfd;	     /* hard links: O_PATH of the object, else -1 */
+	const uint8_t *verf; /* exclusive create: the verifier to keep */
+};
+
+/* What to do when the name to create exists. */
+enum on_exist { EXIST_FAIL, EXIST_OPEN, EXIST_VERF };
+
+/* Locked stripes of ex->ns_locks, ascending. */
+struct nslocks {
+	size_t n;
+	size_t idx[4];
+	bool rename; /* ex->rename_lock held too */
+};
+
+void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on)
+{
+	atomic_store(&ex->wh_xattr, on);
+}
+
+/* ---- locks ---- */
+
+static void ns_lock(struct un_export *ex, struct nslocks *l, const un_id *ids, size_t n)
+{
+	size_t s, j;
+
+	l->n = 0;
+	for (size_t i = 0; i < n; i++) {
+		s = un_stripe(ids[i]);
+		for (j = 0; j < l->n && l->idx[j] < s; j++)
+			;
+		if (j < l->n && l->idx[j] == s)
+			continue;
+		memmove(&l->idx[j + 1], &l->idx[j], (l->n - j) * sizeof(l->idx[0]));
+		l->idx[j] = s;
+		l->n++;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		pthread_mutex_lock(&ex->ns_locks[l->idx[i]]);
+}
+
+static void ns_unlock(struct un_export *ex, struct nslocks *l)
+{
+	while (l->n)
+		pthread_mutex_unlock(&ex->ns_locks[l->idx[--l->n]]);
+}
+
+/* un_lookup, with an absent name as success and *out NULL. */
+static int lookup_opt(struct un_export *ex, struct un_obj *dir, const char *name,
+		      struct un_obj **out)
+{
+	int err = un_lookup(ex, dir, name, out);
+
+	if (err == -ENOENT) {
+		*out = NULL;
+		return 0;
+	}
+	return err;
+}
+
+static un_id id_or_none(const struct un_obj *o)
+{
+	return o ? o->id : UN_ID_NONE;
+}
+
+/* Locks IDS[0..n-1] and what NAME in DIR holds (*out, NULL when absent):
+ * the name is looked up before and again under the locks until both agree. */
+static int lock_with(struct un_export *ex, struct nslocks *l, un_id *ids, size_t n,
+		     struct un_obj *dir, const char *name, struct un_obj **out)
+{
+	struct un_obj *before = NULL, *now = NULL;
+	int err = -EAGAIN;
+
+	for (int tries = 0; tries < LOCK_TRIES; tries++) {
+		err = lookup_opt(ex, dir, name, &before);
+		if (err)
+			return err;
+		ids[n] = before ? before->id : ids[0];
+		ns_lock(ex, l, ids, n + 1);
+		err = lookup_opt(ex, dir, name, &now);
+		if (!err && id_or_none(now) == id_or_none(before))
+			break;
+		ns_unlock(ex, l);
+		un_obj_put(now);
+		now = NULL;
+		un_obj_put(before);
+		before = NULL;
+		if (!err)
+			err = -EAGAIN;
+		else
+			return err;
+	}
+	un_obj_put(before);
+	if (!err)
+		*out = now;
+	return err;
+}
+
+/* ---- checks ---- */
+
+static int args_check(struct un_export *ex, const char *name, size_t *len)
+{
+	if (!un_export_writable(ex))
+		return -EROFS;
+	return un_name_check(name, len);
+}
+
+static bool is_dots(const char *name)
+{
+	return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
+/* 0 if the caller may add and remove names in DIR (write and search on the
+ * merged directory's attributes) and, when VICTIM is given, remove it under
+ * a sticky bit; checked before steps taken with the engine's identity. */
+static int may_change(const struct un_obj *dir, const struct un_obj *victim)
+{
+	struct un_creds c;
+	struct stat ds, vs;
+	unsigned bits;
+	int err;
+
+	un_sys_creds_current(&c);
+	if (c.fsuid == 0)
+		return 0; /* CAP_DAC_OVERRIDE and CAP_FOWNER */
+	err = un_sys_fstat(dir->inst[0].fd, &ds);
+	if (err)
+		return err;
+	bits = c.fsuid == ds.st_uid	    ? ds.st_mode >> 6
+	       : un_sys_in_group(ds.st_gid) ? ds.st_mode >> 3
+					    : ds.st_mode;
+	if ((bits & 3) != 3)
+		return -EACCES;
+	if (!victim || !(ds.st_mode & S_ISVTX) || c.fsuid == ds.st_uid)
+		return 0;
+	err = un_sys_fstat(victim->inst[0].fd, &vs);
+	if (err)
+		return err;
+	return c.fsuid == vs.st_uid ? 0 : -EPERM;
+}
+
+static int upper_kind(int udir, const char *name)
+{
+	struct stat st;
+	int err = un_sys_fstatat(udir, name, &st, 0);
+
+	if (err == -ENOENT)
+		return UP_ABSENT;
+	if (err)
+		return err;
+	err = un_whiteout_classify(udir, name, &st);
+	if (err < 0)
+		return err;
+	return err == UN_SEEN_WHITEOUT ? UP_WHITEOUT
+	       : err == UN_SEEN_DIR    ? UP_DIR
+				       : UP_OTHER;
+}
+
+/* What lower layer dir FD holds under NAME: 1 an entry, 0 nothing, -1 a
+ * white-out (which hides the layers below). */
+static int lower_entry(int fd, const char *name, size_t len)
+{
+	struct stat st;
+	int err = un_sys_fstatat(fd, name, &st, 0);
+
+	if (err == -ENOENT) {
+		err = un_oci_whiteout_exists(fd, name, len);
+		return err < 0 ? err : err ? -1 : 0;
+	}
+	if (err)
+		return err;
+	err = un_whiteout_classify(fd, name, &st);
+	if (err < 0)
+		return err;
+	return err == UN_SEEN_WHITEOUT ? -1 : 1;
+}
+
+int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
+		 size_t len)
+{
+	int r;
+
+	if (un_name_private(name, len))
+		return 0; /* absent from every lower layer */
+	for (size_t i = 0; i < dir->ninst; i++) {
+		if (!ex->layers[dir->inst[i].layer].lower)
+			continue;
+		r = lower_entry(dir->inst[i].fd, name, len);
+		if (r == -1)
+			return 0;
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+static bool has_lower(const struct un_export *ex, const struct un_obj *o)
+{
+	for (size_t i = 0; i < o->ninst; i++)
+		if (ex->layers[o->inst[i].layer].lower)
+			return true;
+	return false;
+}
+
+/* -ENOTEMPTY unless directory O is empty across all its layers. */
+static int dir_empty(struct un_export *ex, struct un_obj *o)
+{
+	struct un_listing *l;
+	size_t n;
+	int err = un_listing_get(ex, o, &l);
+
+	if (err)
+		return err;
+	n = un_listing_count(l); /* "." and ".." always */
+	un_listing_put(l);
+	return n > 2 ? -ENOTEMPTY : 0;
+}
+
+/* 1 if node ANC is ID or one of its ancestors, 0 if not. */
+static int is_ancestor(struct un_export *ex, un_id anc, un_id id)
+{
+	struct un_node_hop *hops = NULL;
+	size_t n;
+	int err;
+
+	if (anc == id)
+		return 1;
+	err = un_node_path(ex->st, id, &hops, &n);
+	for (size_t i = 0; !err && i < n; i++)
+		if (hops[i].id == anc)
+			err = 1;
+	free(hops);
+	return err;
+}
+
+/* ---- markers ---- */
+
+static int marker_set(struct un_export *ex, int fd, const char *key, const char *val,
+		      int flags)
+{
+	char attr[ATTR_MAX];
+
+	strcpy(attr, ex->xattr_prefix);
+	strcat(attr, key);
+	return un_sys_fsetxattr_fd(fd, attr, val, strlen(val), flags);
+}
+
+static int set_opaque(struct un_export *ex, int fd)
+{
+	return marker_set(ex, fd, "opaque", "y", 0);
+}
+
+/* Marks upper dir UDIR as holding xattr white-outs, unless it is marked. */
+static int mark_xwhiteouts(struct un_export *ex, int udir)
+{
+	int err = marker_set(ex, udir, "opaque", "x", XATTR_CREATE);
+
+	return err == -EEXIST ? 0 : err;
+}
+
+/* Makes a white-out named TMP in the work dir: 0 a 0:0 device, 1 the xattr
+ * form (whose parent must be marked), or -errno. */
+static int wh_make(struct un_export *ex, char tmp[32])
+{
+	int fd, err;
+
+	un_work_tmpname(tmp);
+	if (!atomic_load(&ex->wh_xattr)) {
+		err = un_sys_mknodat(ex->tmpfd, tmp, S_IFCHR, makedev(0, 0));
+		if (err != -EPERM)
+			return err;
+		atomic_store(&ex->wh_xattr, true); /* no mknod for us: from now on */
+	}
+	fd = un_sys_openat(ex->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	err = marker_set(ex, fd, "whiteout", "y", 0);
+	un_sys_close(fd);
+	if (err)
+		un_sys_unlinkat(ex->tmpfd, tmp, 0);
+	return err ? err : 1;
+}
+
+/* Puts a white-out at NAME of upper dir UDIR, with the engine's identity.
+ * PRESENT: an entry is there now; it moves into the work dir, atomically
+ * replaced by the white-out, and is removed there (a directory with the
+ * white-outs it holds). */
+static int whiteout_put(struct un_export *ex, int udir, const char *name, bool present)
+{
+	char tmp[32];
+	int err;
+
+	if (present && !atomic_load(&ex->wh_xattr)) {
+		un_work_tmpname(tmp);
+		err = un_sys_renameat2(udir, name, ex->tmpfd, tmp, RENAME_WHITEOUT);
+		if (!err)
+			un_work_remove(ex->tmpfd, tmp, 2);
+		if (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP)
+			return err;
+	}
+	err = wh_make(ex, tmp);
+	if (err < 0)
+		return err;
+	if (err == 1)
+		err = mark_xwhiteouts(ex, udir);
+	if (!err)
+		err = un_sys_renameat2(ex->tmpfd, tmp, udir, name,
+				       present ? RENAME_EXCHANGE : RENAME_NOREPLACE);
+	/* The white-out on failure, the old entry after an exchange. */
+	if (err || present)
+		un_work_remove(ex->tmpfd, tmp, 2);
+	return err;
+}
+
+/* The same, where a racing copy-up may have put an entry at NAME since the
+ * lookup that found none (copy-up does not take directory locks). */
+static int whiteout_put_any(struct un_export *ex, int udir, const char *name,
+			    bool present)
+{
+	int err = whiteout_put(ex, udir, name, present);
+
+	return err == -EEXIST && !present ? whiteout_put(ex, udir, name, true) : err;
+}
+
+/* Copies owner, mode and times of FROM to TO (both O_PATH). */
+static int attrs_like(int from, int to)
+{
+	struct stat st;
+	int err = un_sys_fstat(from, &st);
+
+	if (!err)
+		err = un_sys_chown_fd(to, st.st_uid, st.st_gid);
+	if (!err)
+		err = un_sys_chmod_fd(to, st.st_mode & 07777);
+	if (!err)
+		err = un_sys_utimens_fd(
+		    to, (const struct timespec[2]){st.st_atim, st.st_mtim});
+	return err;
+}
+
+/* Replaces upper dir NAME of UDIR, empty in the merged view but holding
+ * white-outs, by an empty opaque one with its attributes (so a rename can
+ * replace it), and removes the old one: engine identity. */
+static int clear_dir(struct un_export *ex, int udir, const char *name)
+{
+	int fd = -1, old = -1, err;
+	char tmp[32];
+
+	un_work_tmpname(tmp);
+	err = un_sys_mkdirat(ex->tmpfd, tmp, 0700);
+	if (err)
+		return err;
+	err = fd = un_sys_open_beneath(ex->tmpfd, tmp, O_PATH);
+	if (fd >= 0)
+		err = old = un_sys_open_beneath(udir, name, O_PATH | O_DIRECTORY);
+	if (old >= 0)
+		err = attrs_like(old, fd);
+	if (!err)
+		err = set_opaque(ex, fd);
+	if (!err)
+		err = un_sys_renameat2(ex->tmpfd, tmp, udir, name, RENAME_EXCHANGE);
+	un_sys_close(fd);
+	un_sys_close(old);
+	un_work_remove(ex->tmpfd, tmp, 2); /* the new dir on failure, else the old */
+	return err;
+}
+
+/* ---- making objects ---- */
+
+static int nb_make(int dirfd, const char *name, const struct newobj *nb)
+{
+	int fd;
+
+	if (nb->linkfd >= 0)
+		return un_sys_link_fd(nb->linkfd, dirfd, name);
+	switch (nb->mode & S_IFMT) {
+	case S_IFREG:
+		fd = un_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+				   nb->mode & 07777);
+		un_sys_close(fd);
+		return fd < 0 ? fd : 0;
+	case S_IFDIR:
+		return un_sys_mkdirat(dirfd, name, nb->mode & 07777);
+	case S_IFLNK:
+		return un_sys_symlinkat(nb->target, dirfd, name);
+	default:
+		return un_sys_mknodat(dirfd, name, nb->mode, nb->rdev);
+	}
+}
+
+/* The process umask may have dropped permission bits the caller asked for:
+ * NFS has no umask (the client applied its own), so the mode is exact. */
+static int nb_fix_mode(int udir, const char *name, const struct newobj *nb)
+{
+	struct stat st;
+	int fd, err;
+
+	if (nb->linkfd >= 0 || S_ISLNK(nb->mode))
+		return 0;
+	err = un_sys_fstatat(udir, name, &st, 0);
+	if (err || (st.st_mode & 0777) == (nb->mode & 0777))
+		return err;
+	fd = un_sys_open_beneath(udir, name, O_PATH);
+	if (fd < 0)
+		return fd;
+	err = un_sys_chmod_fd(fd, (st.st_mode & 07000) | (nb->mode & 0777));
+	un_sys_close(fd);
+	return err;
+}
+
+/* Gives FD, made in the work dir for CALLER, what creating it in UDIR as
+ * the caller would have: owner (and a set-gid parent's group), mode; and
+ * the verifier's times, and opaqueness for a directory (invariant 2). */
+static int nb_attrs(struct un_export *ex, int fd, int udir, const struct newobj *nb,
+		    const struct un_creds *caller)
+{
+	mode_t mode = nb->mode & 07777;
+	struct timespec ts[2];
+	struct stat pst;
+	int err;
+
+	if (nb->linkfd >= 0)
+		return 0; /* an existing object */
+	err = un_sys_fstat(udir, &pst);
+	if (!err)
+		err = un_sys_chown_fd(fd, caller->fsuid,
+				      pst.st_mode & S_ISGID ? pst.st_gid : caller->fsgid);
+	if (S_ISDIR(nb->mode) && (pst.st_mode & S_ISGID))
+		mode |= S_ISGID;
+	if (!err && !S_ISLNK(nb->mode))
+		err = un_sys_chmod_fd(fd, mode);
+	if (!err && S_ISDIR(nb->mode))
+		err = set_opaque(ex, fd);
+	if (!err && nb->verf) {
+		ts[0] = (struct timespec){.tv_sec = (time_t)((uint32_t)nb->verf[0] << 24 |
+							     (uint32_t)nb->verf[1] << 16 |
+							     (uint32_t)nb->verf[2] << 8 |
+							     nb->verf[3])};
+		ts[1] = (struct timespec){.tv_sec = (time_t)((uint32_t)nb->verf[4] << 24 |
+							     (uint32_t)nb->verf[5] << 16 |
+							     (uint32_t)nb->verf[6] << 8 |
+							     nb->verf[7])};
+		err = un_sys_utimens_fd(fd, ts);
+	}
+	return err;
+}
+
+/* Makes NB at NAME of DIR's upper through the work dir, with the engine's
+ * identity: over a white-out (exchanged with it, OVER_WH) or, for an
+ * exclusive create, where nothing is (RENAME_NOREPLACE). */
+static int create_over(struct un_export *ex, struct un_obj *dir, const char *name,
+		       const struct newobj *nb, bool over_wh)
+{
+	int udir = dir->inst[0].fd, fd = -1, err;
+	struct un_creds caller, saved;
+	bool made = false;
+	char tmp[32];
+
+	err = may_change(dir, NULL);
+	un_sys_creds_current(&caller);
+	if (!err && (S_ISCHR(nb->mode) || S_ISBLK(nb->mode)) && caller.fsuid != 0)
+		err = -EPERM; /* what mknod as the caller would say */
+	if (err)
+		return err;
+	un_sys_creds_override(&saved);
+	un_work_tmpname(tmp);
+	err = nb_make(ex->tmpfd, tmp, nb);
+	made = !err;
+	if (!err)
+		err = fd = un_sys_open_beneath(ex->tmpfd, tmp, O_PATH);
+	if (fd >= 0)
+		err = nb_attrs(ex, fd, udir, nb, &caller);
+	if (!err)
+		err = un_sys_renameat2(ex->tmpfd, tmp, udir, name,
+				       over_wh ? RENAME_EXCHANGE : RENAME_NOREPLACE);
+	made = made && (err || over_wh); /* the white-out, after an exchange */
+	un_sys_close(fd);
+	if (made)
+		un_work_remove(ex->tmpfd, tmp, 0);
+	un_sys_creds_revert(&saved);
+	return err;
+}
+
+/* Makes NB at NAME of DIR, whose upper instance exists; NAME is absent from
+ * the merged view. */
+static int create_in(struct un_export *ex, struct un_obj *dir, const char *name,
+		     const struct newobj *nb)
+{
+	int udir = dir->inst[0].fd, kind, err;
+
+	kind = upper_kind(udir, name);
+	if (kind < 0)
+		return kind;
+	if (kind == UP_WHITEOUT)
+		return create_over(ex, dir, name, nb, true);
+	if (kind != UP_ABSENT)
+		return -EEXIST; /* changed under us */
+	if (nb->verf)
+		return create_over(ex, dir, name, nb, false);
+	err = nb_make(udir, name, nb);
+	return err ? err : nb_fix_mode(udir, name, nb);
+}
+
+/* True if regular file O carries verifier V (nb_attrs wrote it). */
+static int verf_match(const struct un_obj *o, const uint8_t v[8])
+{
+	struct stat st;
+	int err;
+
+	if (!S_ISREG(o->type))
+		return 0;
+	err = un_sys_fstat(o->inst[0].fd, &st);
+	if (err)
+		return err;
+	return st.st_size == 0 &&
+	       (uint64_t)st.st_atim.tv_sec ==
+		   ((uint64_t)v[0] << 24 | (uint64_t)v[1] << 16 | (uint64_t)v[2] << 8 |
+		    v[3]) &&
+	       (uint64_t)st.st_mtim.tv_sec ==
+		   ((uint64_t)v[4] << 24 | (uint64_t)v[5] << 16 | (uint64_t)v[6] << 8 |
+		    v[7]);
+}
+
+/* The existing object C at the name to create: *out, or -EEXIST. */
+static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist how,
+			   const struct newobj *nb, const struct un_sattr *sa,
+			   struct un_obj **out)
+{
+	struct un_sattr trunc = {.set_size = true};
+	int err = -EEXIST;
+
+	if (how == EXIST_OPEN && S_ISREG(c->type))
+		err = 0;
+	if (how == EXIST_VERF) {
+		err = verf_match(c, nb->verf);
+		err = err < 0 ? err : err ? 0 : -EEXIST;
+	}
+	if (!err && how == EXIST_OPEN && sa && sa->set_size && sa->size == 0)
+		err = un_setattr(ex, c, &trunc);
+	if (!err)
+		*out = un_obj_get(c);
+	return err;
+}
+
+/* Creates NB at NAME in DIR (see un_create for HOW and SA); *out (may be
+ * NULL) gets the object. */
+static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name,
+		      const struct newobj *nb, enum on_exist how,
+		      const struct un_sattr *sa, struct un_obj **out)
+{
+	struct un_obj *c = NULL, *o = NULL;
+	struct nslocks l;
+	size_t len;
+	int err;
+
+	err = args_check(ex, name, &len);
+	if (!err && !S_ISDIR(dir->type))
+		err = -ENOTDIR;
+	if (err)
+		return err;
+	ns_lock(ex, &l, &dir->id, 1);
+	err = lookup_opt(ex, dir, name, &c);
+	if (!err && c)
+		err = create_existing(ex, c, how, nb, sa, &o);
+	else if (!err) {
+		err = un_copyup(ex, dir);
+		if (!err)
+			err = create_in(ex, dir, name, nb);
+		if (!err)
+			err = un_lookup(ex, dir, name, &o);
+		if (!err && sa)
+			err = un_setattr(ex, o, sa);
+	}
+	ns_unlock(ex, &l);
+	un_obj_put(c);
+	if (!err && out)
+		*out = o;
+	else
+		un_obj_put(o);
+	return err;
+}
+
+int un_create(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	      bool excl, const struct un_sattr *sa, struct un_obj **out)
+{
+	struct newobj nb = {.mode = S_IFREG | (mode & 07777), .linkfd = -1};
+
+	return create_obj(ex, dir, name, &nb, excl ? EXIST_FAIL : EXIST_OPEN, sa, out);
+}
+
+int un_create_verf(struct un_export *ex, struct un_obj *dir, const char *name,
+		   const uint8_t verf[8], struct un_obj **out)
+{
+	/* The client sets the real mode with the SETATTR that follows. */
+	struct newobj nb = {.mode = S_IFREG | 0600, .linkfd = -1, .verf = verf};
+
+	return create_obj(ex, dir, name, &nb, EXIST_VERF, NULL, out);
+}
+
+int un_mkdir(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	     struct un_obj **out)
+{
+	struct newobj nb = {.mode = S_IFDIR | (mode & 07777), .linkfd = -1};
+
+	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+}
+
+int un_symlink(struct un_export *ex, struct un_obj *dir, const char *name,
+	       const char *target, struct un_obj **out)
+{
+	struct newobj nb = {.mode = S_IFLNK | 0777, .linkfd = -1, .target = target};
+	size_t tlen = strnlen(target, PATH_MAX);
+
+	if (tlen == 0)
+		return -ENOENT; /* as symlink(2) */
+	if (tlen >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+}
+
+int un_mknod(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
+	     uint32_t major, uint32_t minor, struct un_obj **out)
+{
+	struct newobj nb = {.mode = mode, .linkfd = -1};
+
+	switch (mode & S_IFMT) {
+	case S_IFCHR:
+		if (major == 0 && minor == 0)
+			return -EPERM; /* that would be a white-out (as overlayfs) */
+				       /* fall through */
+	case S_IFBLK:
+		nb.rdev = makedev(major, minor);
+		break;
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+}
+
+/* ---- removing ---- */
+
+/* Removes C, the non-directory NAME of DIR (whose upper instance exists). */
+static int remove_nondir(struct un_export *ex, struct un_obj *dir, struct un_obj *c,
+			 const char *name, size_t len)
+{
+	int udir = dir->inst[0].fd, lower, err;
+	struct un_creds saved;
+
+	lower = un_lower_has(ex, dir, name, len);
+	if (lower < 0)
+		return lower;
+	if (!lower && un_obj_upper(ex, c))
+		return un_sys_unlinkat(udir, name, 0); /* only in the upper */
+	err = may_change(dir, c);
+	if (err)
+		return err;
+	un_sys_creds_override(&saved);
+	err = whiteout_put_any(ex, udir, name, un_obj_upper(ex, c));
+	un_sys_creds_revert(&saved);
+	return err;
+}
+
+int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
+{
+	struct un_obj *c = NULL;
+	struct nslocks l;
+	size_t len;
+	int err;
+
+	err = args_check(ex, name, &len);
+	if (!err && !S_ISDIR(dir->type))
+		err = -ENOTDIR;
+	if (err)
+		return err;
+	ns_lock(ex, &l, &dir->id, 1);
+	err = un_lookup(ex, dir, name, &c);
+	if (!err && S_ISDIR(c->type))
+		err = -EISDIR;
+	if (!err)
+		err = un_copyup(ex, dir);
+	if (!err)
+		err = remove_nondir(ex, dir, c, name, len);
+	if (!err)
+		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
+	ns_unlock(ex, &l);
+	un_obj_put(c);
+	return err;
+}
+
+/* Moves upper dir NAME of UDIR into the work dir and removes it there with
+ * the white-outs it holds (engine identity). */
+static int rmdir_upper(struct un_export *ex, int udir, const char *name)
+{
+	char tmp[32];
+	int err;
+
+	un_work_tmpname(tmp);
+	err = un_sys_renameat2(udir, name, ex->tmpfd, tmp, RENAME_NOREPLACE);
+	if (!err)
+		un_work_remove(ex->tmpfd, tmp, 2);
+	return err;
+}
+
+/* Removes C, the directory NAME of DIR, empty in the merged view. */
+static int remove_dir(struct un_export *ex, struct un_obj *dir, struct un_obj *c,
+		      const char *name, size_t len)
+{
+	int udir = dir->inst[0].fd, lower, err;
+	bool upper = un_obj_upper(ex, c);
+	struct un_creds saved;
+
+	lower = un_lower_has(ex, dir, name, len);
+	if (lower < 0)
+		return lower;
+	if (!lower && upper) {
+		err = un_sys_unlinkat(udir, name, AT_REMOVEDIR);
+		if (err != -ENOTEMPTY && err != -EEXIST)
+			return err; /* else it holds white-outs */
+	}
+	err = may_change(dir, c);
+	if (err)
+		return err;
+	un_sys_creds_override(&saved);
+	if (lower)
+		err = whiteout_put_any(ex, udir, name, upper);
+	else
+		err = rmdir_upper(ex, udir, name);
+	un_sys_creds_revert(&saved);
+	return err;
+}
+
+int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name)
+{
+	struct un_obj *c = NULL;
+	struct nslocks l;
+	un_id ids[2] = {dir->id};
+	size_t len;
+	int err;
+
+	err = args_check(ex, name, &len);
+	if (!err && !S_ISDIR(dir->type))
+		err = -ENOTDIR;
+	if (!err && is_dots(name))
+		err = name[1] ? -ENOTEMPTY : -EINVAL; /* as rmdir(2) */
+	if (err)
+		return err;
+	err = lock_with(ex, &l, ids, 1, dir, name, &c);
+	if (err)
+		return err;
+	err = !c ? -ENOENT : !S_ISDIR(c->type) ? -ENOTDIR : 0;
+	if (!err)
+		err = dir_empty(ex, c);
+	if (!err)
+		err = un_copyup(ex, dir);
+	if (!err)
+		err = remove_dir(ex, dir, c, name, len);
+	if (!err)
+		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
+	ns_unlock(ex, &l);
+	un_obj_put(c);
+	return err;
+}
+
+/* ---- renaming ---- */
+
+struct rn {
+	struct un_export *ex;
+	struct un_obj *fdir, *tdir, *src, *dst; /* dst NULL: nothing there */
+	const char *fname, *tname;
+	size_t flen, tlen;
+};
+
+/* The checks of rename(2) on overlayfs, in its order: 1 for a rename of an
+ * object onto itself (nothing to do), 0 to go on, or -errno. */
+static int rename_check(struct rn *r)
+{
+	bool sdir = S_ISDIR(r->src->type), ddir = r->dst && S_ISDIR(r->dst->type);
+	int err;
+
+	if (r->dst && r->dst->id == r->src->id)
+		return 1;
+	if (sdir) { /* not into itself */
+		err = is_ancestor(r->ex, r->src->id, r->tdir->id);
+		if (err)
+			return err < 0 ? err : -EINVAL;
+	}
+	if (ddir) { /* not over an ancestor of the source */
+		err = is_ancestor(r->ex, r->dst->id, r->fdir->id);
+		if (err)
+			return err < 0 ? err : -ENOTEMPTY;
+	}
+	if (r->dst && sdir && !ddir)
+		return -ENOTDIR;
+	if (r->dst && !sdir && ddir)
+		return -EISDIR;
+	if (sdir && has_lower(r->ex, r->src))
+		return -EXDEV; /* invariant 3 */
+	return ddir ? dir_empty(r->ex, r->dst) : 0;
+}
+
+/* The rename in the upper; where RENAME_WHITEOUT is not to be had, a plain
+ * rename and then a white-out (invariant 1's exception). */
+static int rename_move(struct rn *r, unsigned flags)
+{
+	int fu = r->fdir->inst[0].fd, tu = r->tdir->inst[0].fd, err = -EINVAL;
+
+	if (!(flags & RENAME_WHITEOUT) || !atomic_load(&r->ex->wh_xattr))
+		err = un_sys_renameat2(fu, r->fname, tu, r->tname, flags);
+	if (!(flags & RENAME_WHITEOUT) ||
+	    (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP))
+		return err;
+	err = un_sys_renameat2(fu, r->fname, tu, r->tname, flags & ~RENAME_WHITEOUT);
+	return err ? err : whiteout_put(r->ex, fu, r->fname, false);
+}
+
+/* The flags of the upper rename for a target of kind TK, as overlayfs picks
+ * them; *cleanup: a white-out lands on the source name and must go. */
+static unsigned rename_flags(bool slower, bool sdir, int tk, bool *cleanup)
+{
+	*cleanup = false;
+	if (tk == UP_WHITEOUT) {
+		if (slower) /* the white-out moves to the source */
+			return RENAME_EXCHANGE;
+		*cleanup = sdir; /* a directory cannot replace a device */
+		return sdir ? RENAME_EXCHANGE : 0;
+	}
+	return (slower ? RENAME_WHITEOUT : 0) | (tk == UP_ABSENT ? RENAME_NOREPLACE : 0);
+}
+
+/* Makes the moving directory opaque when it lands in a merged parent
+ * (invariant 2), unless it is. */
+static int rename_opaque(struct rn *r)
+{
+	int fd = r->src->inst[0].fd, op;
+
+	if (!S_ISDIR(r->src->type) || r->tdir->ninst < 2)
+		return 0;
+	op = un_dir_opaque(fd, -1, r->fname, r->flen, false);
+	return op < 0 ? op : op ? 0 : set_opaque(r->ex, fd);
+}
+
+/* Moves what the checks allowed (both parents and the source in the upper);
+ * TK: what the target's upper holds, SLOWER: the source name is below too. */
+static int rename_do(struct rn *r, int tk, bool slower)
+{
+	int fu = r->fdir->inst[0].fd, tu = r->tdir->inst[0].fd, err;
+	bool cleanup;
+	unsigned flags = rename_flags(slower, S_ISDIR(r->src->type), tk, &cleanup);
+
+	if (slower && atomic_load(&r->ex->wh_xattr) && (flags & RENAME_EXCHANGE))
+		err = mark_xwhiteouts(r->ex, fu);
+	else
+		err = 0;
+	if (!err)
+		err = rename_opaque(r);
+	if (!err)
+		err = rename_move(r, flags);
+	if (err == -ENOTEMPTY && tk == UP_DIR) { /* the target holds white-outs */
+		err = clear_dir(r->ex, tu, r->tname);
+		if (!err)
+			err = rename_move(r, flags);
+	}
+	if (!err && cleanup)
+		err = un_sys_unlinkat(fu, r->fname, 0);
+	return err;
+}
+
+/* Copies up what the rename needs and runs it; engine identity where the
+ * step needs it (invariant 4). */
+static int rename_upper(struct rn *r)
+{
+	struct un_creds saved;
+	bool engine;
+	int tk, slower, err;
+
+	err = un_copyup(r->ex, r->fdir);
+	if (!err)
+		err = un_copyup(r->ex, r->tdir);
+	if (!err)
+		err = un_copyup(r->ex, r->src);
+	if (err)
+		return err;
+	slower = un_lower_has(r->ex, r->fdir, r->fname, r->flen);
+	tk = upper_kind(r->tdir->inst[0].fd, r->tname);
+	if (slower < 0 || tk < 0)
+		return slower < 0 ? slower : tk;
+	engine = slower || tk == UP_WHITEOUT || tk == UP_DIR ||
+		 (S_ISDIR(r->src->type) && r->tdir->ninst > 1);
+	if (!engine)
+		return rename_do(r, tk, false);
+	err = may_change(r->fdir, r->src);
+	if (!err)
+		err = may_change(r->tdir, r->dst);
+	if (err)
+		return err;
+	un_sys_creds_override(&saved);
+	err = rename_do(r, tk, slower);
+	un_sys_creds_revert(&saved);
+	return err;
+}
+
+/* Locks both parents (and the rename lock across directories) and what
+ * the target name holds (R->dst). */
+static int rename_lock(struct rn *r, struct nslocks *l)
+{
+	un_id ids[3] = {r->fdir->id, r->tdir->id};
+	int err;
+
+	l->rename = r->fdir->id != r->tdir->id;
+	if (l->rename)
+		pthread_mutex_lock(&r->ex->rename_lock);
+	err = lock_with(r->ex, l, ids, 2, r->tdir, r->tname, &r->dst);
+	if (err && l->rename)
+		pthread_mutex_unlock(&r->ex->rename_lock);
+	return err;
+}
+
+static void rename_unlock(struct rn *r, struct nslocks *l)
+{
+	ns_unlock(r->ex, l);
+	if (l->rename)
+		pthread_mutex_unlock(&r->ex->rename_lock);
+}
+
+int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname,
+	      struct un_obj *todir, const char *toname)
+{
+	struct rn r = {
+	    .ex = ex, .fdir = fromdir, .tdir = todir, .fname = fromname, .tname = toname};
+	struct nslocks l;
+	int err;
+
+	err = args_check(ex, fromname, &r.flen);
+	if (!err)
+		err = args_check(ex, toname, &r.tlen);
+	if (!err && (!S_ISDIR(fromdir->type) || !S_ISDIR(todir->type)))
+		err = -ENOTDIR;
+	if (!err && (is_dots(fromname) || is_dots(toname)))
+		err = -EINVAL;
+	if (!err)
+		err = rename_lock(&r, &l);
+	if (err)
+		return err;
+	err = un_lookup(ex, fromdir, fromname, &r.src);
+	if (!err)
+		err = rename_check(&r);
+	if (!err)
+		err = rename_upper(&r);
+	if (!err)
+		err =
+		    un_node_rename(ex->st, r.src->id,
+				   &(struct un_node_name){fromdir->id, fromname, r.flen},
+				   &(struct un_node_name){todir->id, toname, r.tlen});
+	rename_unlock(&r, &l);
+	un_obj_put(r.src);
+	un_obj_put(r.dst);
+	return err < 0 ? err : 0;
+}
+
+/* ---- linking ---- */
+
+int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const char *name)
+{
+	struct newobj nb = {.mode = o->type};
+	struct un_obj *c = NULL;
+	struct nslocks l;
+	struct stat st;
+	size_t len;
+	int err;
+
+	err = args_check(ex, name, &len);
+	if (!err && !S_ISDIR(dir->type))
+		err = -ENOTDIR;
+	if (!err && S_ISDIR(o->type))
+		err = -EPERM; /* as link(2) */
+	if (err)
+		return err;
+	ns_lock(ex, &l, &dir->id, 1);
+	err = lookup_opt(ex, dir, name, &c);
+	if (!err && c)
+		err = -EEXIST;
+	if (!err)
+		err = un_copyup(ex, o);
+	if (!err)
+		err = un_copyup(ex, dir);
+	nb.linkfd = o->inst[0].fd;
+	if (!err)
+		err = create_in(ex, dir, name, &nb);
+	if (!err)
+		err = un_sys_fstat(o->inst[0].fd, &st);
+	if (!err)
+		err = un_node_link(
+		    ex->st, o->id, &(struct un_node_name){dir->id, name, len},
+		    (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
+	ns_unlock(ex, &l);
+	un_obj_put(c);
+	return err;
+}

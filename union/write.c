@@ -1,0 +1,144 @@
+/* write.c - changing attributes and data: SETATTR, WRITE, COMMIT.
+ *
+ * Each change copies its object up first (un_copyup: once, whatever the
+ * number of concurrent writers), then acts on the upper instance with the
+ * caller's identity, so the kernel checks the caller's permissions as it
+ * would on an overlayfs mount (the copy-up itself changes nothing the
+ * caller can see).  The O_PATH descriptor of the object pins the inode the
+ * lookup found; data calls reopen it through /proc with the mode they need.
+ *
+ * Durability: UN_DATA_SYNC is fdatasync, UN_FILE_SYNC fsync and the node
+ * table (so the handle the client holds survives a crash with the data);
+ * COMMIT is the same as a late FILE_SYNC.  The rename that made a copied-up
+ * file visible is not synced separately: the filesystems we serve from
+ * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
+ * file forces.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+static int setattr_size(struct un_obj *o, uint64_t size)
+{
+	int fd, err;
+
+	if (size > INT64_MAX)
+		return -EFBIG;
+	fd = un_sys_reopen(o->inst[0].fd, O_WRONLY | O_NOCTTY);
+	if (fd < 0)
+		return fd == -ELOOP ? -EINVAL : fd;
+	err = un_sys_ftruncate(fd, (off_t)size);
+	un_sys_close(fd);
+	return err;
+}
+
+static struct timespec sattr_time(bool set, const struct timespec *t)
+{
+	return set ? *t : (struct timespec){.tv_nsec = UTIME_OMIT};
+}
+
+/* Changes what SA asks of O's upper instance: size first (it sets mtime),
+ * owner before mode (chown clears set-id bits), times last. */
+static int setattr_upper(struct un_obj *o, const struct un_sattr *sa)
+{
+	int fd = o->inst[0].fd, err = 0;
+	struct timespec ts[2];
+
+	if (sa->set_size)
+		err = setattr_size(o, sa->size);
+	if (!err && (sa->set_uid || sa->set_gid))
+		err = un_sys_chown_fd(fd, sa->set_uid ? sa->uid : (uid_t)-1,
+				      sa->set_gid ? sa->gid : (gid_t)-1);
+	/* A symlink has no mode of its own on Linux; knfsd ignores it too. */
+	if (!err && sa->set_mode && !S_ISLNK(o->type))
+		err = un_sys_chmod_fd(fd, sa->mode & 07777);
+	if (!err && (sa->set_atime || sa->set_mtime)) {
+		ts[0] = sattr_time(sa->set_atime, &sa->atime);
+		ts[1] = sattr_time(sa->set_mtime, &sa->mtime);
+		err = un_sys_utimens_fd(fd, ts);
+	}
+	return err;
+}
+
+int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
+{
+	int err;
+
+	if (!un_export_writable(ex))
+		return -EROFS;
+	if (sa->set_size && S_ISDIR(o->type))
+		return -EISDIR;
+	if (sa->set_size && !S_ISREG(o->type))
+		return -EINVAL;
+	if (!(sa->set_mode || sa->set_uid || sa->set_gid || sa->set_size ||
+	      sa->set_atime || sa->set_mtime))
+		return 0; /* nothing to change: no reason to copy up */
+	err = un_copyup(ex, o);
+	return err ? err : setattr_upper(o, sa);
+}
+
+/* Makes what FD holds as durable as HOW asks. */
+static int write_sync(struct un_export *ex, int fd, enum un_stable how)
+{
+	int err = 0;
+
+	if (how == UN_DATA_SYNC)
+		err = un_sys_fdatasync(fd);
+	if (how == UN_FILE_SYNC) {
+		err = un_sys_fsync(fd);
+		if (!err)
+			err = un_state_sync(ex->st);
+	}
+	return err;
+}
+
+ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t n,
+		 uint64_t off, enum un_stable how, enum un_stable *committed)
+{
+	ssize_t w;
+	int fd, err;
+
+	if (S_ISDIR(o->type))
+		return -EISDIR;
+	if (!S_ISREG(o->type))
+		return -EINVAL;
+	if (!un_export_writable(ex))
+		return -EROFS;
+	if (n > SSIZE_MAX || off > (uint64_t)INT64_MAX - n)
+		return -EFBIG;
+	err = un_copyup(ex, o);
+	if (err)
+		return err;
+	fd = un_sys_reopen(o->inst[0].fd, O_WRONLY | O_NOCTTY);
+	if (fd < 0)
+		return fd;
+	w = un_sys_pwrite(fd, buf, n, (off_t)off);
+	if (w >= 0) {
+		err = write_sync(ex, fd, how);
+		if (err)
+			w = err;
+		else
+			*committed = how;
+	}
+	un_sys_close(fd);
+	return w;
+}
+
+int un_commit(struct un_export *ex, struct un_obj *o)
+{
+	int fd, err = 0;
+
+	/* Only the upper is ever written; a lower object has nothing pending. */
+	if (un_obj_upper(ex, o) && (S_ISREG(o->type) || S_ISDIR(o->type))) {
+		fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+		if (fd < 0)
+			return fd;
+		err = un_sys_fsync(fd);
+		un_sys_close(fd);
+	}
+	return err ? err : un_state_sync(ex->st);
+}
