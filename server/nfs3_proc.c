@@ -5,20 +5,16 @@
  * does that from the table at the bottom of this file).  Reply data lives in
  * the request's arena.  Errors from the engine become statuses through
  * nfs3_status_from_errno only; the statuses that have no errno
- * (NFS3ERR_BAD_COOKIE, NFS3ERR_TOOSMALL) are set where the protocol decides
- * them.
+ * (NFS3ERR_BAD_COOKIE, NFS3ERR_TOOSMALL here, NFS3ERR_NOT_SYNC and
+ * NFS3ERR_BADTYPE in nfs3_write.c) are set where the protocol decides them.
  *
  * Decisions where RFC 1813 leaves a choice:
  *  - LOOKUP of an empty name or one holding '/' answers NFS3ERR_ACCES, as
  *    knfsd does; NFS3ERR_INVAL is not among LOOKUP's errors in the RFC.
  *    Names above 255 bytes answer NFS3ERR_NAMETOOLONG.
- *  - The modifying procedures resolve their handles (so a bad handle still
- *    gets BADHANDLE or STALE) and answer NFS3ERR_ROFS with wcc data, as
- *    the union engine has no write API yet.  COMMIT answers NFS3ERR_ROFS too:
- *    RFC 1813 does not list ROFS among COMMIT's errors, but with no WRITE ever
- *    accepted there is nothing to commit, knfsd answers ROFS on a read-only
- *    export, and a client that somehow holds unstable data learns at once
- *    that it will never be written.
+ *  - The modifying procedures are in nfs3_write.c, with their own notes;
+ *    this table holds them too.  SETATTR goes through the duplicate request
+ *    cache: replayed after a later WRITE, a truncation would destroy data.
  */
 #include <errno.h>
 #include <string.h>
@@ -207,210 +203,7 @@ out:
 	res->status = st;
 }
 
-/* ---- the modifying procedures ----
- *
- * Each resolves its handles first (BADHANDLE and STALE win over ROFS), then
- * asks nfs3_write_unsupported where the union's write call will go, and
- * answers wcc data from the attributes it read.  With a write API, a handler
- * keeps its shape: the call replaces nfs3_write_unsupported and
- * nfs3_file_refresh supplies the after-attributes. */
-
-static void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
-{
-	SETATTR3args *args = argp;
-	SETATTR3res *res = resp;
-	struct nfs3_file f;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &args->object, &f);
-	if (st)
-		goto out;
-	st = nfs3_write_unsupported(&f);
-	nfs3_wcc(&f.attr, &f.attr,
-		 st ? &res->SETATTR3res_u.resfail.obj_wcc
-		    : &res->SETATTR3res_u.resok.obj_wcc);
-	nfs3_file_put(&f);
-out:
-	res->status = st;
-}
-
-static void nfs3_write(struct srv_req *req, void *argp, void *resp)
-{
-	WRITE3args *args = argp;
-	WRITE3res *res = resp;
-	struct nfs3_file f;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &args->file, &f);
-	if (st)
-		goto out;
-	st = nfs3_write_unsupported(&f);
-	nfs3_wcc(&f.attr, &f.attr,
-		 st ? &res->WRITE3res_u.resfail.file_wcc
-		    : &res->WRITE3res_u.resok.file_wcc);
-	nfs3_file_put(&f);
-out:
-	res->status = st;
-}
-
-/* The shared shape of CREATE, MKDIR, SYMLINK and MKNOD: the directory WHERE
- * gets a new entry; DIR_WCC is the failure arm's wcc (every one of these
- * results holds dir_wcc at the same place in its resfail). */
-static nfsstat3 nfs3_create_common(struct srv_req *req, const diropargs3 *where,
-				   wcc_data *dir_wcc)
-{
-	struct nfs3_file dir;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &where->dir, &dir);
-	if (st)
-		return st;
-	st = nfs3_write_unsupported(&dir);
-	nfs3_wcc(&dir.attr, &dir.attr, dir_wcc);
-	nfs3_file_put(&dir);
-	return st;
-}
-
-static void nfs3_create(struct srv_req *req, void *argp, void *resp)
-{
-	CREATE3args *args = argp;
-	CREATE3res *res = resp;
-
-	res->status =
-	    nfs3_create_common(req, &args->where, &res->CREATE3res_u.resfail.dir_wcc);
-}
-
-static void nfs3_mkdir(struct srv_req *req, void *argp, void *resp)
-{
-	MKDIR3args *args = argp;
-	MKDIR3res *res = resp;
-
-	res->status =
-	    nfs3_create_common(req, &args->where, &res->MKDIR3res_u.resfail.dir_wcc);
-}
-
-static void nfs3_symlink(struct srv_req *req, void *argp, void *resp)
-{
-	SYMLINK3args *args = argp;
-	SYMLINK3res *res = resp;
-
-	res->status =
-	    nfs3_create_common(req, &args->where, &res->SYMLINK3res_u.resfail.dir_wcc);
-}
-
-static void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
-{
-	MKNOD3args *args = argp;
-	MKNOD3res *res = resp;
-
-	res->status =
-	    nfs3_create_common(req, &args->where, &res->MKNOD3res_u.resfail.dir_wcc);
-}
-
-/* The shared shape of REMOVE and RMDIR: OBJECT's name goes from its
- * directory. */
-static nfsstat3 nfs3_remove_common(struct srv_req *req, const diropargs3 *object,
-				   wcc_data *dir_wcc)
-{
-	struct nfs3_file dir;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &object->dir, &dir);
-	if (st)
-		return st;
-	st = nfs3_write_unsupported(&dir);
-	nfs3_wcc(&dir.attr, &dir.attr, dir_wcc);
-	nfs3_file_put(&dir);
-	return st;
-}
-
-static void nfs3_remove(struct srv_req *req, void *argp, void *resp)
-{
-	REMOVE3args *args = argp;
-	REMOVE3res *res = resp;
-
-	res->status =
-	    nfs3_remove_common(req, &args->object, &res->REMOVE3res_u.resfail.dir_wcc);
-}
-
-static void nfs3_rmdir(struct srv_req *req, void *argp, void *resp)
-{
-	RMDIR3args *args = argp;
-	RMDIR3res *res = resp;
-
-	res->status =
-	    nfs3_remove_common(req, &args->object, &res->RMDIR3res_u.resfail.dir_wcc);
-}
-
-static void nfs3_rename(struct srv_req *req, void *argp, void *resp)
-{
-	RENAME3args *args = argp;
-	RENAME3res *res = resp;
-	RENAME3resfail *fail = &res->RENAME3res_u.resfail;
-	struct nfs3_file from, to;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &args->from.dir, &from);
-	if (st)
-		goto out;
-	nfs3_wcc(&from.attr, &from.attr, &fail->fromdir_wcc);
-	st = nfs3_file_get(req, &args->to.dir, &to);
-	if (st)
-		goto out_from;
-	st = nfs3_write_unsupported(&from);
-	nfs3_wcc(&to.attr, &to.attr, &fail->todir_wcc);
-	nfs3_file_put(&to);
-out_from:
-	nfs3_file_put(&from);
-out:
-	res->status = st;
-}
-
-static void nfs3_link(struct srv_req *req, void *argp, void *resp)
-{
-	LINK3args *args = argp;
-	LINK3res *res = resp;
-	LINK3resfail *fail = &res->LINK3res_u.resfail;
-	struct nfs3_file file, dir;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &args->file, &file);
-	if (st)
-		goto out;
-	nfs3_post_op(&file.attr, &fail->file_attributes);
-	st = nfs3_file_get(req, &args->link.dir, &dir);
-	if (st)
-		goto out_file;
-	st = nfs3_write_unsupported(&dir);
-	nfs3_wcc(&dir.attr, &dir.attr, &fail->linkdir_wcc);
-	nfs3_file_put(&dir);
-out_file:
-	nfs3_file_put(&file);
-out:
-	res->status = st;
-}
-
-static void nfs3_commit(struct srv_req *req, void *argp, void *resp)
-{
-	COMMIT3args *args = argp;
-	COMMIT3res *res = resp;
-	struct nfs3_file f;
-	nfsstat3 st;
-
-	st = nfs3_file_get(req, &args->file, &f);
-	if (st)
-		goto out;
-	st = nfs3_write_unsupported(&f); /* see the notes at the top */
-	nfs3_wcc(&f.attr, &f.attr,
-		 st ? &res->COMMIT3res_u.resfail.file_wcc
-		    : &res->COMMIT3res_u.resok.file_wcc);
-	if (!st)
-		memcpy(res->COMMIT3res_u.resok.verf, req->srv->write_verf,
-		       NFS3_WRITEVERFSIZE);
-	nfs3_file_put(&f);
-out:
-	res->status = st;
-}
+/* ---- the modifying procedures: nfs3_write.c ---- */
 
 /* ---- READDIR and READDIRPLUS ----
  *
@@ -877,7 +670,7 @@ static const struct srv_proc nfs3_procs[] = {
 	    .idempotent = true,
 	},
     NFS3_PROC(GETATTR, nfs3_getattr, true),
-    NFS3_PROC(SETATTR, nfs3_setattr, true),
+    NFS3_PROC(SETATTR, nfs3_setattr, false),
     NFS3_PROC(LOOKUP, nfs3_lookup, true),
     NFS3_PROC(ACCESS, nfs3_access, true),
     NFS3_PROC(READLINK, nfs3_readlink, true),

@@ -2,10 +2,14 @@
  * NFSv3 handlers (see nfs3_util.h for the contracts). */
 #include "nfs3_util.h"
 
+#define _GNU_SOURCE /* UTIME_NOW */
 #include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
 {
@@ -235,8 +239,190 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 	return NFS3_OK;
 }
 
-nfsstat3 nfs3_write_unsupported(const struct nfs3_file *f)
+nfsstat3 nfs3_writable(const struct nfs3_file *f)
 {
-	(void)f;
-	return nfs3_status_from_errno(-EROFS);
+	return un_export_writable(f->ex->ux) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
+}
+
+nfsstat3 nfs3_write_check(const struct srv_req *req, const struct nfs3_file *f)
+{
+	nfsstat3 st = nfs3_writable(f);
+
+	if (st)
+		return st;
+	if (S_ISDIR(f->attr.mode))
+		return nfs3_status_from_errno(-EISDIR);
+	if (!S_ISREG(f->attr.mode))
+		return nfs3_status_from_errno(-EINVAL);
+	if (req->cred.uid == f->attr.uid)
+		return NFS3_OK; /* the owner override (see the contract) */
+	return nfs3_access_check(req, f, ACCESS3_MODIFY);
+}
+
+void nfs3_wcc_changed(struct nfs3_file *f, wcc_data *out)
+{
+	struct un_attr before = f->attr;
+
+	nfs3_wcc(&before, &before, out);
+	if (nfs3_file_refresh(f))
+		nfs3_post_op(&f->attr, &out->after);
+	else
+		out->after.attributes_follow = FALSE;
+}
+
+/* One time of a sattr3: HOW and the client's time T into *SET and *OUT. */
+static nfsstat3 nfs3_sattr_time(time_how how, const nfstime3 *t, bool *set,
+				struct timespec *out)
+{
+	switch (how) {
+	case DONT_CHANGE:
+		return NFS3_OK;
+	case SET_TO_SERVER_TIME:
+		*set = true;
+		out->tv_sec = 0;
+		out->tv_nsec = UTIME_NOW;
+		return NFS3_OK;
+	case SET_TO_CLIENT_TIME:
+		if (t->nseconds >= 1000000000u)
+			return nfs3_status_from_errno(-EINVAL);
+		*set = true;
+		/* Unsigned 32-bit seconds, as nfs3_time sends them. */
+		out->tv_sec = (time_t)t->seconds;
+		out->tv_nsec = (long)t->nseconds;
+		return NFS3_OK;
+	}
+	return nfs3_status_from_errno(-EINVAL);
+}
+
+nfsstat3 nfs3_sattr_get(const sattr3 *sa, struct un_sattr *out)
+{
+	nfsstat3 st;
+
+	memset(out, 0, sizeof(*out));
+	if (sa->mode.set_it) {
+		out->set_mode = true;
+		out->mode = sa->mode.set_mode3_u.mode & 07777;
+	}
+	if (sa->uid.set_it) {
+		out->set_uid = true;
+		out->uid = sa->uid.set_uid3_u.uid;
+	}
+	if (sa->gid.set_it) {
+		out->set_gid = true;
+		out->gid = sa->gid.set_gid3_u.gid;
+	}
+	if (sa->size.set_it) {
+		out->set_size = true;
+		out->size = sa->size.set_size3_u.size;
+	}
+	st = nfs3_sattr_time(sa->atime.set_it, &sa->atime.set_atime_u.atime,
+			     &out->set_atime, &out->atime);
+	if (!st)
+		st = nfs3_sattr_time(sa->mtime.set_it, &sa->mtime.set_mtime_u.mtime,
+				     &out->set_mtime, &out->mtime);
+	return st;
+}
+
+/* True if SA sets a time to a value of the client's (not the server's
+ * clock): POSIX lets only the owner do that. */
+static bool nfs3_sattr_explicit_time(const struct un_sattr *sa)
+{
+	return (sa->set_atime && sa->atime.tv_nsec != UTIME_NOW) ||
+	       (sa->set_mtime && sa->mtime.tv_nsec != UTIME_NOW);
+}
+
+nfsstat3 nfs3_sattr_check(const struct srv_req *req, const struct nfs3_file *f,
+			  const struct un_sattr *sa)
+{
+	const struct srv_cred *c = &req->cred;
+	const struct un_attr *a = &f->attr;
+	bool root = c->uid == 0, owner = c->uid == a->uid;
+	bool now = (sa->set_atime || sa->set_mtime) && !nfs3_sattr_explicit_time(sa);
+
+	if (root)
+		return sa->set_size ? nfs3_write_check(req, f) : nfs3_writable(f);
+	if (sa->set_mode && !owner)
+		return nfs3_status_from_errno(-EPERM);
+	if (sa->set_uid && !(owner && sa->uid == a->uid))
+		return nfs3_status_from_errno(-EPERM);
+	if (sa->set_gid &&
+	    !(owner && (sa->gid == a->gid || nfs3_cred_in_group(c, sa->gid))))
+		return nfs3_status_from_errno(-EPERM);
+	if (nfs3_sattr_explicit_time(sa) && !owner)
+		return nfs3_status_from_errno(-EPERM);
+	/* Touching to the server's clock is writing, as utimes(NULL) is. */
+	if (now && !owner && nfs3_access_check(req, f, ACCESS3_MODIFY))
+		return nfs3_status_from_errno(-EACCES);
+	return sa->set_size ? nfs3_write_check(req, f) : nfs3_writable(f);
+}
+
+mode_t nfs3_mode_killpriv(mode_t mode)
+{
+	mode &= 07777;
+	/* Set-group-id without group execute marks mandatory locking, not a
+	 * privilege: the kernel keeps it, and so do we. */
+	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		mode &= ~(mode_t)S_ISGID;
+	return mode & ~(mode_t)S_ISUID;
+}
+
+void nfs3_sattr_fsetid(const struct srv_req *req, const struct nfs3_file *f,
+		       struct un_sattr *sa)
+{
+	gid_t gid = sa->set_gid ? sa->gid : f->attr.gid;
+
+	if (req->cred.uid == 0)
+		return;
+	if (sa->set_mode && !nfs3_cred_in_group(&req->cred, gid))
+		sa->mode &= ~(mode_t)S_ISGID;
+	if (sa->set_size && !sa->set_mode && S_ISREG(f->attr.mode) &&
+	    nfs3_mode_killpriv(f->attr.mode) != (f->attr.mode & 07777)) {
+		sa->set_mode = true;
+		sa->mode = nfs3_mode_killpriv(f->attr.mode);
+	}
+}
+
+/* The raw system calls: glibc's setgroups() changes the groups of every
+ * thread of the process (its set-id broadcast), and a worker must change
+ * only its own.  On 32-bit targets the 32-bit-id calls have their own
+ * numbers. */
+#ifdef SYS_setgroups32
+#define NFS3_SYS_SETGROUPS SYS_setgroups32
+#define NFS3_SYS_GETGROUPS SYS_getgroups32
+#define NFS3_SYS_SETFSUID  SYS_setfsuid32
+#define NFS3_SYS_SETFSGID  SYS_setfsgid32
+#else
+#define NFS3_SYS_SETGROUPS SYS_setgroups
+#define NFS3_SYS_GETGROUPS SYS_getgroups
+#define NFS3_SYS_SETFSUID  SYS_setfsuid
+#define NFS3_SYS_SETFSGID  SYS_setfsgid
+#endif
+
+void nfs3_ident_begin(const struct srv_req *req, struct nfs3_ident *saved)
+{
+	const struct srv_cred *c = &req->cred;
+	size_t ngroups = c->ngroups < sizeof(c->groups) / sizeof(c->groups[0])
+			     ? c->ngroups
+			     : sizeof(c->groups) / sizeof(c->groups[0]);
+
+	/* Best effort: a server that is not root cannot switch, and its
+	 * objects get its own identity; our own permission checks already
+	 * ran. */
+	saved->ngroups = (int)syscall(
+	    NFS3_SYS_GETGROUPS, (int)(sizeof(saved->groups) / sizeof(saved->groups[0])),
+	    saved->groups);
+	if (saved->ngroups >= 0 && syscall(NFS3_SYS_SETGROUPS, ngroups, c->groups) != 0)
+		saved->ngroups = -1;
+	saved->fsgid = (gid_t)syscall(NFS3_SYS_SETFSGID, c->gid);
+	saved->fsuid = (uid_t)syscall(NFS3_SYS_SETFSUID, c->uid);
+}
+
+void nfs3_ident_end(const struct nfs3_ident *saved)
+{
+	/* fsuid first: going back to 0 gives the thread its filesystem
+	 * capabilities again. */
+	syscall(NFS3_SYS_SETFSUID, saved->fsuid);
+	syscall(NFS3_SYS_SETFSGID, saved->fsgid);
+	if (saved->ngroups >= 0)
+		syscall(NFS3_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
 }

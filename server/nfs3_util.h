@@ -59,16 +59,83 @@ nfsstat3 nfs3_name_check(const char *fname);
 
 /* The ACCESS3_* bits that CRED holds on an object with attributes A in an
  * export that is WRITABLE or not.  This one function decides every permission
- * of the read path, so what ACCESS promises is what the operations then do. */
+ * (the checks below all ask it), so what ACCESS promises is what the
+ * operations then do.  The one thing an operation allows beyond it is the
+ * owner override of nfs3_write_check. */
 uint32_t nfs3_access_mask(const struct srv_cred *cred, const struct un_attr *a,
 			  bool writable);
 /* NFS3_OK if the caller holds every bit of WANT on F, else NFS3ERR_ACCES. */
 nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 			   uint32_t want);
 
-/* The answer of every modifying procedure until the union engine has a write
- * API: NFS3ERR_ROFS.  The write issue replaces the calls of this function by
- * the union's write operations. */
-nfsstat3 nfs3_write_unsupported(const struct nfs3_file *f);
+/* ---- the modifying procedures (nfs3_util.c) ---- */
+
+/* NFS3ERR_ROFS unless F's export takes changes.  Checked right after the
+ * handles are resolved, so a read-only union answers ROFS before any other
+ * check, as knfsd does for a read-only export. */
+nfsstat3 nfs3_writable(const struct nfs3_file *f);
+/* What WRITE, COMMIT and a SETATTR of the size need of F: a regular file
+ * (NFS3ERR_ISDIR for a directory, NFS3ERR_INVAL for anything else) that the
+ * caller may modify.  The owner may always write its own file whatever the
+ * mode says: a client that created a file 0444 and wrote through its open
+ * descriptor must be able to flush the pages (knfsd's owner override).
+ * ACCESS does not grant that, as it should not: a new open must obey the
+ * mode. */
+nfsstat3 nfs3_write_check(const struct srv_req *req, const struct nfs3_file *f);
+
+/* Fills wcc_data OUT for F, which was changed (or may have been) since its
+ * attributes were read: the attributes held in F before, the object's
+ * attributes now after (F then holds them).  When they cannot be read the
+ * post-op part says so instead of repeating the old ones. */
+void nfs3_wcc_changed(struct nfs3_file *f, wcc_data *out);
+
+/* Converts the client's SA into OUT: times SET_TO_SERVER_TIME become
+ * UTIME_NOW.  NFS3ERR_INVAL for a client time with nseconds >= 10^9 or a
+ * time_how outside the enum. */
+nfsstat3 nfs3_sattr_get(const sattr3 *sa, struct un_sattr *out);
+/* Whether CRED may change what SA sets on an object with attributes A, by
+ * POSIX rules: mode and explicit times by the owner or root, times set to
+ * the server's clock also by anyone who may write, uid only by root (or to
+ * itself, by the owner), gid by root or by the owner to one of its groups,
+ * the size by whoever may write (nfs3_write_check).  NFS3ERR_PERM or
+ * NFS3ERR_ACCES as POSIX says EPERM or EACCES. */
+nfsstat3 nfs3_sattr_check(const struct srv_req *req, const struct nfs3_file *f,
+			  const struct un_sattr *sa);
+/* MODE's permission bits after a write or truncation by a caller without
+ * CAP_FSETID (anyone but root here): set-user-id and group-executable
+ * set-group-id cleared, as the kernel does. */
+mode_t nfs3_mode_killpriv(mode_t mode);
+/* Adjusts SA, about to be applied to F for REQ's caller, to the kernel's
+ * set-id rules for a caller without CAP_FSETID: a chmod outside the file's
+ * group drops set-group-id; a truncation clears what nfs3_mode_killpriv
+ * says. */
+void nfs3_sattr_fsetid(const struct srv_req *req, const struct nfs3_file *f,
+		       struct un_sattr *sa);
+
+/* The caller's filesystem identity, switched on for the calls that create
+ * objects (so they get the caller's uid and gid, and the setgid rules of the
+ * kernel) and switched off after.  Per thread: raw setfsuid, setfsgid and
+ * setgroups, since the libc wrappers of setgroups change every thread. */
+struct nfs3_ident {
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups; /* -1: groups not saved, not to be restored */
+	gid_t groups[64];
+};
+void nfs3_ident_begin(const struct srv_req *req, struct nfs3_ident *saved);
+void nfs3_ident_end(const struct nfs3_ident *saved);
+
+/* ---- nfs3_write.c: the handlers of the modifying procedures ---- */
+void nfs3_setattr(struct srv_req *req, void *argp, void *resp);
+void nfs3_write(struct srv_req *req, void *argp, void *resp);
+void nfs3_create(struct srv_req *req, void *argp, void *resp);
+void nfs3_mkdir(struct srv_req *req, void *argp, void *resp);
+void nfs3_symlink(struct srv_req *req, void *argp, void *resp);
+void nfs3_mknod(struct srv_req *req, void *argp, void *resp);
+void nfs3_remove(struct srv_req *req, void *argp, void *resp);
+void nfs3_rmdir(struct srv_req *req, void *argp, void *resp);
+void nfs3_rename(struct srv_req *req, void *argp, void *resp);
+void nfs3_link(struct srv_req *req, void *argp, void *resp);
+void nfs3_commit(struct srv_req *req, void *argp, void *resp);
 
 #endif
