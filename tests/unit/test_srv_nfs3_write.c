@@ -7,7 +7,8 @@
  * after the call.
  *
  * lower0 (top): f.txt, w.txt, fid.txt, own.txt (1000, 0644), ro.txt (1000,
- *   0444), other.txt (1001), suid.bin (1000, 06755), sym -> f.txt, d/ with x,
+ *   0444), other.txt (1001), suid.bin suid2.bin (1000, 06755), sgid.txt (1000),
+ *   sym -> f.txt, d/ with x,
  *   merged/ with m0, pub/ (0777), sticky/ (01777) with theirs (1001) and
  *   mine (1000), ldir/ with a, rn/ with r1 r2 r3 r4, lk.txt, rm.txt, gone.txt
  * lower1: b.txt, merged/ with m1, emptylow/
@@ -74,6 +75,8 @@ static void make_layers(void)
 	put_file(lower0, "ro.txt", "ro", 0444, 1000, 1000);
 	put_file(lower0, "other.txt", "other", 0644, 1001, 1001);
 	put_file(lower0, "suid.bin", "#!", 06755, 1000, 1000);
+	put_file(lower0, "suid2.bin", "#!", 06755, 1000, 1000);
+	put_file(lower0, "sgid.txt", "g", 0644, 1000, 1000);
 	put_file(lower0, "lk.txt", "link me", 0644, 0, 0);
 	put_file(lower0, "rm.txt", "rm", 0644, 0, 0);
 	put_file(lower0, "gone.txt", "gone", 0644, 0, 0);
@@ -475,6 +478,34 @@ static void test_setattr_owner_rules(void **state)
 	assert_int_equal(a.mode, 0666);
 }
 
+static void test_setattr_setid(void **state)
+{
+	nfs_fh3 suid2 = lookup_fh(root_fh, "suid2.bin"),
+		g = lookup_fh(root_fh, "sgid.txt");
+	nfs_fh3 sym = lookup_fh(root_fh, "sym");
+	sattr3 trunc = {.size = {.set_it = TRUE, .set_size3_u.size = 0}};
+	sattr3 setgid = sattr_mode(02755);
+
+	(void)state;
+	/* A truncation by the owner (not root) clears the set-id bits. */
+	assert_int_equal(setattr_as(1000, suid2, &trunc, NULL).status, NFS3_OK);
+	assert_int_equal(getattr(suid2).mode, 0755);
+	/* Set-group-id from a caller outside the file's group is dropped;
+	 * from one inside it, kept. */
+	sattr3 chgrp = {.gid = {.set_it = TRUE, .set_gid3_u.gid = 1005}};
+	assert_int_equal(setattr_as(0, g, &chgrp, NULL).status, NFS3_OK);
+	assert_int_equal(setattr_as(1000, g, &setgid, NULL).status, NFS3_OK);
+	assert_int_equal(getattr(g).mode, 0755);
+	chgrp.gid.set_gid3_u.gid = 1000;
+	assert_int_equal(setattr_as(0, g, &chgrp, NULL).status, NFS3_OK);
+	assert_int_equal(setattr_as(1000, g, &setgid, NULL).status, NFS3_OK);
+	assert_int_equal(getattr(g).mode, 02755);
+	/* The mode of a symlink is ignored, the call succeeds. */
+	fattr3 before = getattr(sym);
+	assert_int_equal(setattr_as(0, sym, &setgid, NULL).status, NFS3_OK);
+	assert_int_equal(getattr(sym).mode, before.mode);
+}
+
 /* ---- WRITE, COMMIT ---- */
 
 static WRITE3res write_as(uid_t uid, nfs_fh3 fh, uint64_t off, const char *data,
@@ -709,11 +740,28 @@ static void test_create_owner(void **state)
 
 	sa.uid.set_uid3_u.uid = 1234;
 	sa.gid = (set_gid3){.set_it = TRUE, .set_gid3_u.gid = 4321};
+	sa.mtime.set_it = SET_TO_CLIENT_TIME;
+	sa.mtime.set_mtime_u.mtime = (nfstime3){.seconds = 1234567, .nseconds = 89};
 	r = create_as(0, pub, "given", GUARDED, &sa, NULL);
 	assert_int_equal(r.status, NFS3_OK);
 	a = r.CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes;
 	assert_int_equal(a.uid, 1234);
 	assert_int_equal(a.gid, 4321);
+	assert_int_equal(a.mtime.seconds, 1234567);
+	assert_int_equal(a.mtime.nseconds, 89);
+
+	/* MKDIR: the same rules, the times applied after creation. */
+	MKDIR3args ma = {.where = {.dir = pub, .name = "mydir"}, .attributes = sa};
+	MKDIR3res mr;
+	call_as(1000, NFSPROC3_MKDIR, &ma, &mr);
+	assert_int_equal(mr.status, NFS3_OK);
+	a = getattr(mr.MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
+	assert_int_equal(a.uid, 1000);
+	assert_int_equal(a.gid, 1000);
+	assert_int_equal(a.mode, 0600);
+	assert_int_equal(a.mtime.seconds, 1234567);
+	assert_fattr_eq(&mr.MKDIR3res_u.resok.obj_attributes.post_op_attr_u.attributes,
+			&a);
 }
 
 static void test_create_exclusive(void **state)
@@ -1097,6 +1145,7 @@ int main(void)
 	    T(test_setattr_mode_guard),
 	    T(test_setattr_size_owner_times),
 	    T(test_setattr_owner_rules),
+	    T(test_setattr_setid),
 	    T(test_write),
 	    T(test_write_permissions),
 	    T(test_commit),
