@@ -591,7 +591,8 @@ static int merge(struct build *b)
 
 	for (size_t k = 0; k < b->nrecs; k++)
 		b->recs[k].name = b->pool + b->recs[k].off;
-	qsort(b->recs, b->nrecs, sizeof(*b->recs), rec_cmp);
+	if (b->nrecs) /* an empty directory has no array at all */
+		qsort(b->recs, b->nrecs, sizeof(*b->recs), rec_cmp);
 	b->surv = un_sys_calloc(b->nrecs + 1, sizeof(*b->surv));
 	b->ninst = un_sys_calloc(b->nrecs + 1, sizeof(*b->ninst));
 	b->inst = un_sys_calloc(b->nrecs + 1, sizeof(*b->inst));

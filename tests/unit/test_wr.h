@@ -346,4 +346,262 @@ static inline void w_umount(struct fx *fx, const char *mnt)
 	assert_int_equal(umount(t_path(fx, mnt)), 0);
 }
 
+/* ---- scripted sequences, applied to the engine and to a kernel mount ---- */
+
+/* One operation: OP names it (see w_apply_engine), A and B are paths, N a
+ * mode, size, offset or time, DATA what a write writes. */
+struct w_op {
+	char op;
+	const char *a, *b;
+	long n;
+	const char *data;
+};
+
+/* Looks up the directory part of PATH into *dir; *name points into PATH. */
+static inline int w_parent(struct fx *fx, const char *path, struct un_obj **dir,
+			   const char **name)
+{
+	char p[PATH_MAX], *slash;
+
+	snprintf(p, sizeof(p), "%s", path);
+	slash = strrchr(p, '/');
+	*name = slash ? path + (slash - p) + 1 : path;
+	if (slash)
+		*slash = '\0';
+	return t_walk(fx, slash ? p : "", dir);
+}
+
+static inline int w_sattr(struct fx *fx, const struct w_op *op, struct un_sattr *sa)
+{
+	struct un_obj *o = NULL;
+	int rc = t_walk(fx, op->a, &o);
+
+	if (!rc)
+		rc = un_setattr(fx->ex, o, sa);
+	un_obj_put(o);
+	return rc;
+}
+
+static inline int w_engine_write(struct fx *fx, const struct w_op *op)
+{
+	struct un_obj *o = NULL;
+	enum un_stable c;
+	ssize_t n = t_walk(fx, op->a, &o);
+
+	if (!n)
+		n = un_write(fx->ex, o, op->data, strlen(op->data), (uint64_t)op->n,
+			     UN_UNSTABLE, &c);
+	un_obj_put(o);
+	return n < 0 ? (int)n : 0;
+}
+
+static inline int w_engine_link(struct fx *fx, const struct w_op *op)
+{
+	struct un_obj *o = NULL, *dir = NULL;
+	const char *name;
+	int rc = t_walk(fx, op->a, &o);
+
+	if (!rc)
+		rc = w_parent(fx, op->b, &dir, &name);
+	if (!rc)
+		rc = un_link(fx->ex, o, dir, name);
+	un_obj_put(o);
+	un_obj_put(dir);
+	return rc;
+}
+
+static inline int w_engine_rename(struct fx *fx, const struct w_op *op)
+{
+	struct un_obj *fd = NULL, *td = NULL;
+	const char *fn, *tn;
+	int rc = w_parent(fx, op->a, &fd, &fn);
+
+	if (!rc)
+		rc = w_parent(fx, op->b, &td, &tn);
+	if (!rc)
+		rc = un_rename(fx->ex, fd, fn, td, tn);
+	un_obj_put(fd);
+	un_obj_put(td);
+	return rc;
+}
+
+/* Operations that name one new or removed entry of a directory. */
+static inline int w_engine_name(struct fx *fx, const struct w_op *op)
+{
+	struct un_obj *dir = NULL, *o = NULL;
+	const char *name;
+	int rc = w_parent(fx, op->a, &dir, &name);
+
+	if (rc)
+		return rc;
+	switch (op->op) {
+	case 'c':
+		rc = un_create(fx->ex, dir, name, (mode_t)op->n, true, NULL, &o);
+		break;
+	case 'm':
+		rc = un_mkdir(fx->ex, dir, name, (mode_t)op->n, &o);
+		break;
+	case 's':
+		rc = un_symlink(fx->ex, dir, name, op->b, &o);
+		break;
+	case 'f':
+		rc = un_mknod(fx->ex, dir, name, S_IFIFO | (mode_t)op->n, 0, 0, &o);
+		break;
+	case 'u':
+		rc = un_remove(fx->ex, dir, name);
+		break;
+	case 'r':
+		rc = un_rmdir(fx->ex, dir, name);
+		break;
+	}
+	un_obj_put(o);
+	un_obj_put(dir);
+	return rc;
+}
+
+/* Applies OP through the engine: 0 or -errno. */
+static inline int w_apply_engine(struct fx *fx, const struct w_op *op)
+{
+	struct un_sattr sa = {0};
+
+	switch (op->op) {
+	case 'w':
+		return w_engine_write(fx, op);
+	case 't':
+		sa = (struct un_sattr){.set_size = true, .size = (uint64_t)op->n};
+		return w_sattr(fx, op, &sa);
+	case 'x':
+		sa = (struct un_sattr){.set_mode = true, .mode = (mode_t)op->n};
+		return w_sattr(fx, op, &sa);
+	case 'o':
+		sa = (struct un_sattr){.set_uid = true,
+				       .uid = (uid_t)op->n,
+				       .set_gid = true,
+				       .gid = (gid_t)op->n};
+		return w_sattr(fx, op, &sa);
+	case 'i':
+		sa = (struct un_sattr){.set_atime = true,
+				       .atime = {op->n, 0},
+				       .set_mtime = true,
+				       .mtime = {op->n, 0}};
+		return w_sattr(fx, op, &sa);
+	case 'n':
+		return w_engine_rename(fx, op);
+	case 'l':
+		return w_engine_link(fx, op);
+	default:
+		return w_engine_name(fx, op);
+	}
+}
+
+/* Applies OP with system calls below the mount MNT: 0 or -errno. */
+static inline int w_apply_kernel(const char *mnt, const struct w_op *op)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	struct timespec ts[2] = {{op->n, 0}, {op->n, 0}};
+	int fd, rc = 0;
+
+	snprintf(a, sizeof(a), "%s/%s", mnt, op->a);
+	snprintf(b, sizeof(b), "%s/%s", mnt, op->b ? op->b : "");
+	switch (op->op) {
+	case 'c':
+	case 'w':
+		fd = open(a, op->op == 'c' ? O_CREAT | O_EXCL | O_WRONLY : O_WRONLY,
+			  (mode_t)op->n);
+		if (fd < 0)
+			return -errno;
+		if (op->op == 'w' && pwrite(fd, op->data, strlen(op->data), op->n) < 0)
+			rc = -errno;
+		close(fd);
+		return rc;
+	case 't':
+		rc = truncate(a, op->n);
+		break;
+	case 'x':
+		rc = chmod(a, (mode_t)op->n);
+		break;
+	case 'o':
+		rc = lchown(a, (uid_t)op->n, (gid_t)op->n);
+		break;
+	case 'i':
+		rc = utimensat(AT_FDCWD, a, ts, AT_SYMLINK_NOFOLLOW);
+		break;
+	case 'm':
+		rc = mkdir(a, (mode_t)op->n);
+		break;
+	case 's':
+		rc = symlink(op->b, a);
+		break;
+	case 'f':
+		rc = mkfifo(a, (mode_t)op->n);
+		break;
+	case 'u':
+		rc = unlink(a);
+		break;
+	case 'r':
+		rc = rmdir(a);
+		break;
+	case 'n':
+		rc = rename(a, b);
+		break;
+	case 'l':
+		rc = link(a, b);
+		break;
+	}
+	return rc ? -errno : 0;
+}
+
+/* The oracle: POPULATE builds the layers l1, l2 (and an empty u, w) under a
+ * side dir ("A" for the engine, "B" for kernel overlayfs); every op must
+ * give the same result on both, then the merged trees and the upper layers
+ * as stored must match; last, kernel overlayfs mounted over the engine's
+ * layers (its upper as written, a fresh work dir) must show the tree the
+ * engine shows.  Returns false (skipped) where overlayfs cannot be mounted. */
+static inline bool w_oracle(struct fx *fx, void (*populate)(struct fx *, const char *),
+			    const struct w_op *ops, size_t n)
+{
+	struct w_dump eng = {0}, ker = {0};
+	char mnt[PATH_MAX];
+
+	populate(fx, "A");
+	populate(fx, "B");
+	t_mkdir(fx, "A/w2");
+	t_export(fx, "A/l1:A/l2", "A/u", "A/w");
+	if (w_mount(fx, "B/l1:B/l2", "B/u", "B/w", "mnt"))
+		return false;
+	snprintf(mnt, sizeof(mnt), "%s", t_path(fx, "mnt"));
+	for (size_t i = 0; i < n; i++) {
+		int re = w_apply_engine(fx, &ops[i]), rk = w_apply_kernel(mnt, &ops[i]);
+
+		if (re != rk)
+			fail_msg("op %zu (%c %s %s): engine %d (%s), kernel %d (%s)", i,
+				 ops[i].op, ops[i].a, ops[i].b ? ops[i].b : "", re,
+				 strerror(-re), rk, strerror(-rk));
+	}
+	w_dump_engine(fx, &eng);
+	w_dump_real(mnt, &ker);
+	w_dump_eq(&eng, &ker, "merged trees");
+	w_umount(fx, "mnt");
+	w_dump_free(&ker);
+
+	w_dump_upper(t_path(fx, "A/u"), &ker);
+	{
+		struct w_dump kup = {0};
+
+		w_dump_upper(t_path(fx, "B/u"), &kup);
+		w_dump_eq(&ker, &kup, "upper layers");
+		w_dump_free(&kup);
+	}
+	w_dump_free(&ker);
+
+	t_export_close(fx);
+	assert_int_equal(w_mount(fx, "A/l1:A/l2", "A/u", "A/w2", "mnt2"), 0);
+	w_dump_real(t_path(fx, "mnt2"), &ker);
+	w_dump_eq(&eng, &ker, "the engine's upper under kernel overlayfs");
+	w_umount(fx, "mnt2");
+	w_dump_free(&eng);
+	w_dump_free(&ker);
+	return true;
+}
+
 #endif

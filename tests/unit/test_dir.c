@@ -1,0 +1,729 @@
+/* test_dir.c - changing names: white-outs (both forms) and opaque
+ * directories, rmdir emptiness across layers, rename (files, directories,
+ * over names and white-outs, EXDEV and the POSIX errors), link, create
+ * (exclusive with a verifier), symlink, mknod, credentials, node ids through
+ * all of it; and scripted sequences checked against kernel overlayfs. */
+#include "test_wr.h"
+
+#include <pthread.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+
+/* Script lines leave trailing fields out on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+static struct un_obj *walk(struct fx *fx, const char *path)
+{
+	struct un_obj *o = NULL;
+
+	assert_int_equal(t_walk(fx, path, &o), 0);
+	return o;
+}
+
+static int rm(struct fx *fx, const char *dir, const char *name)
+{
+	struct un_obj *d = walk(fx, dir);
+	int rc = un_remove(fx->ex, d, name);
+
+	un_obj_put(d);
+	return rc;
+}
+
+static int rmd(struct fx *fx, const char *dir, const char *name)
+{
+	struct un_obj *d = walk(fx, dir);
+	int rc = un_rmdir(fx->ex, d, name);
+
+	un_obj_put(d);
+	return rc;
+}
+
+static int mkd(struct fx *fx, const char *dir, const char *name, mode_t mode)
+{
+	struct un_obj *d = walk(fx, dir), *o = NULL;
+	int rc = un_mkdir(fx->ex, d, name, mode, &o);
+
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static int mv(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
+	      const char *tname)
+{
+	struct un_obj *f = walk(fx, fdir), *t = walk(fx, tdir);
+	int rc = un_rename(fx->ex, f, fname, t, tname);
+
+	un_obj_put(f);
+	un_obj_put(t);
+	return rc;
+}
+
+static int creat_in(struct fx *fx, const char *dir, const char *name, bool excl)
+{
+	struct un_obj *d = walk(fx, dir), *o = NULL;
+	int rc = un_create(fx->ex, d, name, 0644, excl, NULL, &o);
+
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static void stale(struct fx *fx, un_id id)
+{
+	struct un_obj *o = NULL;
+
+	assert_int_equal(un_resolve(fx->ex, id, &o), -ESTALE);
+}
+
+/* ---- white-outs ---- */
+
+static void test_remove_kinds(void **state)
+{
+	struct fx *fx = *state;
+	un_id lower, upper, both;
+
+	t_file(fx, "l2/d/lower", "l");
+	t_file(fx, "l1/d/both", "l");
+	t_file(fx, "u/d/both", "u");
+	t_file(fx, "u/d/upper", "u");
+	w_export(fx);
+	lower = t_id(fx, "d/lower");
+	upper = t_id(fx, "d/upper");
+	both = t_id(fx, "d/both");
+
+	assert_int_equal(rm(fx, "d", "lower"), 0);
+	assert_true(w_is_whiteout(fx, "u/d/lower"));
+	assert_int_equal(rm(fx, "d", "upper"), 0);
+	assert_false(w_exists(fx, "u/d/upper")); /* only upper: just gone */
+	assert_int_equal(rm(fx, "d", "both"), 0);
+	assert_true(w_is_whiteout(fx, "u/d/both"));
+	t_list_eq(fx, "d", "");
+	assert_int_equal(t_lookup_rc(fx, "d/lower"), -ENOENT);
+	stale(fx, lower);
+	stale(fx, upper);
+	stale(fx, both);
+	assert_int_equal(rm(fx, "d", "lower"), -ENOENT);
+	assert_int_equal(rm(fx, "", "d"), -EISDIR);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+
+	/* A new object under a removed name is a new node. */
+	assert_int_equal(creat_in(fx, "d", "lower", true), 0);
+	assert_int_not_equal(t_id(fx, "d/lower"), lower);
+	stale(fx, lower);
+}
+
+static void test_remove_parent_chain(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l2/a/b/c/f", "x");
+	assert_int_equal(chmod(t_path(fx, "l2/a/b"), 0711), 0);
+	w_export(fx);
+	assert_int_equal(rm(fx, "a/b/c", "f"), 0);
+	assert_true(w_is_whiteout(fx, "u/a/b/c/f"));
+	t_list_eq(fx, "a/b/c", "");
+	struct stat st;
+	assert_int_equal(stat(t_path(fx, "u/a/b"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0711);
+}
+
+static void test_xattr_whiteouts(void **state)
+{
+	struct fx *fx = *state;
+	struct stat st;
+
+	t_file(fx, "l2/d/f", "l");
+	t_file(fx, "l2/d/g", "l");
+	t_file(fx, "l2/d/keep", "l");
+	t_file(fx, "l1/d/h", "l");
+	w_export(fx);
+	un_dir_test_xattr_whiteouts(fx->ex, true);
+	assert_int_equal(rm(fx, "d", "f"), 0);
+	assert_int_equal(lstat(t_path(fx, "u/d/f"), &st), 0);
+	assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
+	assert_string_equal(w_xattr(fx, "u/d/f", "trusted.overlay.whiteout"), "y");
+	assert_string_equal(w_xattr(fx, "u/d", "trusted.overlay.opaque"), "x");
+	assert_int_equal(t_lookup_rc(fx, "d/f"), -ENOENT);
+	/* An upper entry replaced; a rename leaving one behind. */
+	t_file(fx, "u/d/g", "upper");
+	assert_int_equal(rm(fx, "d", "g"), 0);
+	assert_string_equal(w_xattr(fx, "u/d/g", "trusted.overlay.whiteout"), "y");
+	assert_int_equal(mv(fx, "d", "h", "d", "h2"), 0);
+	assert_string_equal(w_xattr(fx, "u/d/h", "trusted.overlay.whiteout"), "y");
+	t_list_eq(fx, "d", "h2,keep");
+	/* A new file over an xattr white-out is a plain file again. */
+	assert_int_equal(creat_in(fx, "d", "f", true), 0);
+	assert_string_equal(w_xattr(fx, "u/d/f", "trusted.overlay.whiteout"), "");
+	t_list_eq(fx, "d", "f,h2,keep");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+static void test_mkdir_over_whiteout_opaque(void **state)
+{
+	struct fx *fx = *state;
+	un_id old;
+
+	t_file(fx, "l2/d/x", "x");
+	t_file(fx, "l1/d/y", "y");
+	w_export(fx);
+	old = t_id(fx, "d");
+	assert_int_equal(rmd(fx, "", "d"), -ENOTEMPTY);
+	assert_int_equal(rm(fx, "d", "x"), 0);
+	assert_int_equal(rm(fx, "d", "y"), 0);
+	assert_int_equal(rmd(fx, "", "d"), 0); /* only white-outs in the upper */
+	assert_true(w_is_whiteout(fx, "u/d"));
+	stale(fx, old);
+	assert_int_equal(mkd(fx, "", "d", 0750), 0);
+	assert_string_equal(w_xattr(fx, "u/d", "trusted.overlay.opaque"), "y");
+	t_list_eq(fx, "d", "");
+	assert_int_equal(t_lookup_rc(fx, "d/x"), -ENOENT);
+	assert_int_not_equal(t_id(fx, "d"), old);
+	/* mkdir where nothing was below: a plain upper dir */
+	assert_int_equal(mkd(fx, "", "new", 0700), 0);
+	assert_string_equal(w_xattr(fx, "u/new", "trusted.overlay.opaque"), "");
+	assert_int_equal(mkd(fx, "", "new", 0700), -EEXIST);
+	assert_int_equal(mkd(fx, "", ".", 0700), -EEXIST);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+static void test_rmdir(void **state)
+{
+	struct fx *fx = *state;
+
+	t_mkdir(fx, "l2/lonly");
+	t_mkdir(fx, "l1/merged");
+	t_mkdir(fx, "l2/merged");
+	t_file(fx, "l2/full/f", "f");
+	t_file(fx, "l1/f", "f");
+	t_mkdir(fx, "u/uonly");
+	t_mkdir(fx, "u/stalewh");
+	t_chr0(fx, "u/stalewh/ghost"); /* an upper-only dir holding a white-out */
+	w_export(fx);
+	assert_int_equal(rmd(fx, "", "lonly"), 0);
+	assert_true(w_is_whiteout(fx, "u/lonly"));
+	assert_int_equal(rmd(fx, "", "merged"), 0);
+	assert_true(w_is_whiteout(fx, "u/merged"));
+	assert_int_equal(rmd(fx, "", "full"), -ENOTEMPTY);
+	assert_int_equal(rmd(fx, "", "f"), -ENOTDIR);
+	assert_int_equal(rmd(fx, "", "none"), -ENOENT);
+	assert_int_equal(rmd(fx, "", "uonly"), 0);
+	assert_false(w_exists(fx, "u/uonly"));
+	assert_int_equal(rmd(fx, "", "stalewh"), 0);
+	assert_false(w_exists(fx, "u/stalewh"));
+	assert_int_equal(rmd(fx, "", "."), -EINVAL);
+	assert_int_equal(rmd(fx, "", ".."), -ENOTEMPTY);
+	t_list_eq(fx, "", "f,full");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+/* ---- rename ---- */
+
+static void test_rename_files(void **state)
+{
+	struct fx *fx = *state;
+	un_id f, g, over, low, p;
+
+	t_file(fx, "l2/d/f", "lower f");
+	t_file(fx, "l2/d/p", "lower p");
+	t_file(fx, "l1/d/q", "lower q");
+	t_file(fx, "l2/d/low", "lower target");
+	t_file(fx, "u/d/g", "upper g");
+	t_file(fx, "u/d/over", "to be overwritten");
+	t_mkdir(fx, "l1/e");
+	w_export(fx);
+	f = t_id(fx, "d/f");
+	g = t_id(fx, "d/g");
+	over = t_id(fx, "d/over");
+	low = t_id(fx, "d/low");
+
+	/* a lower file: copied up, a white-out left behind, the id kept */
+	assert_int_equal(mv(fx, "d", "f", "d", "f2"), 0);
+	assert_true(w_is_whiteout(fx, "u/d/f"));
+	assert_int_equal(t_id(fx, "d/f2"), f);
+	/* an upper-only file over an upper file: no white-out, the target stale */
+	assert_int_equal(mv(fx, "d", "g", "d", "over"), 0);
+	assert_false(w_exists(fx, "u/d/g"));
+	assert_int_equal(t_id(fx, "d/over"), g);
+	stale(fx, over);
+	/* across directories, over a lower-only file */
+	assert_int_equal(mv(fx, "d", "over", "d", "low"), 0);
+	stale(fx, low);
+	assert_int_equal(mv(fx, "d", "low", "e", "moved"), 0);
+	assert_int_equal(t_id(fx, "e/moved"), g);
+	/* over a white-out, from a name only in the upper */
+	assert_int_equal(mv(fx, "d", "f2", "d", "f"), 0);
+	assert_false(w_is_whiteout(fx, "u/d/f"));
+	assert_false(w_exists(fx, "u/d/f2"));
+	assert_int_equal(t_id(fx, "d/f"), f);
+	/* over a white-out, from a name that is also below: they swap */
+	p = t_id(fx, "d/p");
+	assert_int_equal(rm(fx, "d", "q"), 0);
+	assert_int_equal(mv(fx, "d", "p", "d", "q"), 0);
+	assert_true(w_is_whiteout(fx, "u/d/p"));
+	assert_false(w_is_whiteout(fx, "u/d/q"));
+	assert_int_equal(t_id(fx, "d/q"), p);
+	/* onto itself */
+	assert_int_equal(mv(fx, "d", "f", "d", "f"), 0);
+	assert_int_equal(mv(fx, "d", "nope", "d", "x"), -ENOENT);
+	t_list_eq(fx, "d", "f,q");
+	t_list_eq(fx, "e", "moved");
+	char buf[32];
+	assert_int_equal(t_read(fx, "e/moved", buf, sizeof(buf)), 7);
+	assert_string_equal(buf, "upper g");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+static void test_rename_dirs(void **state)
+{
+	struct fx *fx = *state;
+	un_id pu, child;
+
+	t_file(fx, "l2/lower/x", "x");
+	t_file(fx, "l1/merged/y", "y");
+	t_file(fx, "u/merged/z", "z");
+	t_file(fx, "u/pu/inner", "i"); /* a pure upper dir */
+	t_file(fx, "l2/full/f", "f");
+	t_file(fx, "l1/file", "file");
+	t_mkdir(fx, "l2/emptylow");
+	w_export(fx);
+	pu = t_id(fx, "pu");
+	child = t_id(fx, "pu/inner");
+
+	assert_int_equal(mv(fx, "", "lower", "", "l2"), -EXDEV);
+	assert_int_equal(mv(fx, "", "merged", "", "m2"), -EXDEV);
+	assert_int_equal(mv(fx, "", "pu", "", "full"), -ENOTEMPTY);
+	assert_int_equal(mv(fx, "", "pu", "", "file"), -ENOTDIR);
+	assert_int_equal(mv(fx, "", "file", "", "pu"), -EISDIR);
+	assert_int_equal(mv(fx, "", "pu", "pu", "sub"), -EINVAL);
+	assert_int_equal(mv(fx, "", "merged", "merged", "sub"), -EINVAL);
+
+	/* A pure upper dir moves; into a merged parent it becomes opaque. */
+	assert_int_equal(mv(fx, "", "pu", "merged", "pu2"), 0);
+	assert_string_equal(w_xattr(fx, "u/merged/pu2", "trusted.overlay.opaque"), "y");
+	assert_int_equal(t_id(fx, "merged/pu2"), pu);
+	assert_int_equal(t_id(fx, "merged/pu2/inner"), child); /* subtree untouched */
+	/* over an empty lower-only dir: the lower one must stay hidden */
+	assert_int_equal(mv(fx, "merged", "pu2", "", "emptylow"), 0);
+	assert_string_equal(w_xattr(fx, "u/emptylow", "trusted.overlay.opaque"), "y");
+	t_list_eq(fx, "emptylow", "inner");
+	assert_int_equal(t_id(fx, "emptylow/inner"), child);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+/* A directory moved over a merged directory that is empty but whose upper
+ * part holds white-outs: the target is cleared first. */
+static void test_rename_over_whiteout_dir(void **state)
+{
+	struct fx *fx = *state;
+	un_id t;
+
+	t_file(fx, "l2/t/a", "a");
+	t_file(fx, "u/src/keep", "k");
+	w_export(fx);
+	t = t_id(fx, "t");
+	assert_int_equal(mv(fx, "", "src", "", "t"), -ENOTEMPTY);
+	assert_int_equal(rm(fx, "t", "a"), 0);
+	assert_true(w_is_whiteout(fx, "u/t/a"));
+	assert_int_equal(mv(fx, "", "src", "", "t"), 0);
+	stale(fx, t);
+	t_list_eq(fx, "t", "keep");
+	t_list_eq(fx, "", "t");
+	assert_string_equal(w_xattr(fx, "u/t", "trusted.overlay.opaque"), "y");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+	/* and a directory renamed over a white-out name */
+	assert_int_equal(mkd(fx, "", "n", 0755), 0);
+	assert_int_equal(rmd(fx, "", "t"), -ENOTEMPTY);
+	assert_int_equal(rm(fx, "t", "keep"), 0);
+	assert_false(w_exists(fx, "u/t/keep")); /* t is opaque: nothing below */
+	assert_int_equal(rmd(fx, "", "t"), 0);
+	assert_true(w_is_whiteout(fx, "u/t"));
+	assert_int_equal(mv(fx, "", "n", "", "t"), 0);
+	assert_false(w_exists(fx, "u/n")); /* the white-out did not land there */
+	t_list_eq(fx, "", "t");
+	t_list_eq(fx, "t", "");
+}
+
+/* ---- link ---- */
+
+static void test_link(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o, *d;
+	struct un_attr a;
+	enum un_stable c;
+	char buf[32];
+	un_id id;
+
+	t_file(fx, "l2/d/f", "lower");
+	t_mkdir(fx, "l1/e");
+	w_export(fx);
+	id = t_id(fx, "d/f");
+	o = walk(fx, "d/f");
+	d = walk(fx, "e");
+	assert_int_equal(un_link(fx->ex, o, d, "g"), 0);
+	assert_int_equal(un_link(fx->ex, o, d, "g"), -EEXIST);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(t_id(fx, "e/g"), id);
+	assert_int_equal(t_id(fx, "d/f"), id);
+	assert_int_equal(un_write(fx->ex, o, "UP", 2, 0, UN_UNSTABLE, &c), 2);
+	assert_int_equal(t_read(fx, "e/g", buf, sizeof(buf)), 5);
+	assert_string_equal(buf, "UPwer");
+	un_obj_put(o);
+	/* The name the node record holds goes: the node lives on. */
+	assert_int_equal(un_remove(fx->ex, d, "g"), 0);
+	o = walk(fx, "d/f");
+	assert_int_equal(un_link(fx->ex, o, d, "g2"), 0);
+	un_obj_put(o);
+	un_obj_put(d);
+	assert_int_equal(rm(fx, "d", "f"), 0);
+	assert_true(w_is_whiteout(fx, "u/d/f"));
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	assert_int_equal(un_obj_id(o), id);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "e/g2"), id);
+	/* and once the last name goes, the node is stale */
+	assert_int_equal(rm(fx, "e", "g2"), 0);
+	stale(fx, id);
+	o = walk(fx, "e");
+	assert_int_equal(un_link(fx->ex, o, o, "x"), -EPERM);
+	un_obj_put(o);
+}
+
+/* ---- create ---- */
+
+static void test_create(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *d, *o = NULL;
+	struct un_sattr sa = {.set_size = true, .size = 0};
+	struct stat st;
+
+	t_file(fx, "l2/d/f", "lower data");
+	t_file(fx, "l2/d/gone", "x");
+	w_export(fx);
+	d = walk(fx, "d");
+	assert_int_equal(un_create(fx->ex, d, "f", 0600, true, NULL, &o), -EEXIST);
+	/* UNCHECKED over an existing file opens it, truncating when asked */
+	assert_int_equal(un_create(fx->ex, d, "f", 0600, false, &sa, &o), 0);
+	assert_int_equal(un_obj_id(o), t_id(fx, "d/f"));
+	un_obj_put(o);
+	assert_int_equal(stat(t_path(fx, "u/d/f"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(un_create(fx->ex, d, "new", 0640, true, NULL, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(stat(t_path(fx, "u/d/new"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	/* over a white-out */
+	assert_int_equal(un_remove(fx->ex, d, "gone"), 0);
+	assert_int_equal(un_create(fx->ex, d, "gone", 0604, true, NULL, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(lstat(t_path(fx, "u/d/gone"), &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0604);
+	assert_int_equal(un_create(fx->ex, d, "a/b", 0600, true, NULL, &o), -EINVAL);
+	un_obj_put(d);
+	t_list_eq(fx, "d", "f,gone,new");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+static void test_create_verf(void **state)
+{
+	static const uint8_t v1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	static const uint8_t v2[8] = {1, 2, 3, 4, 5, 6, 7, 9};
+	struct fx *fx = *state;
+	struct un_obj *d, *o = NULL, *o2 = NULL;
+	struct un_sattr sa = {.set_mode = true,
+			      .mode = 0644,
+			      .set_mtime = true,
+			      .mtime = {.tv_nsec = UTIME_NOW}};
+
+	t_file(fx, "l1/d/exists", "x");
+	w_export(fx);
+	d = walk(fx, "d");
+	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o), 0);
+	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o2), 0); /* retransmit */
+	assert_int_equal(un_obj_id(o2), un_obj_id(o));
+	un_obj_put(o2);
+	assert_int_equal(un_create_verf(fx->ex, d, "f", v2, &o2), -EEXIST);
+	assert_int_equal(un_create_verf(fx->ex, d, "exists", v1, &o2), -EEXIST);
+	/* the client's SETATTR replaces the verifier */
+	assert_int_equal(un_setattr(fx->ex, o, &sa), 0);
+	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o2), -EEXIST);
+	un_obj_put(o);
+	/* over a white-out too */
+	assert_int_equal(un_remove(fx->ex, d, "exists"), 0);
+	assert_int_equal(un_create_verf(fx->ex, d, "exists", v2, &o), 0);
+	assert_int_equal(un_create_verf(fx->ex, d, "exists", v2, &o2), 0);
+	un_obj_put(o);
+	un_obj_put(o2);
+	un_obj_put(d);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+static void test_symlink_mknod(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *r, *o = NULL;
+	struct stat st;
+	char buf[64];
+	size_t len;
+
+	w_export(fx);
+	r = walk(fx, "");
+	assert_int_equal(un_symlink(fx->ex, r, "ln", "../x/y", &o), 0);
+	assert_int_equal(un_readlink(fx->ex, o, buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, 6);
+	un_obj_put(o);
+	assert_int_equal(un_symlink(fx->ex, r, "ln2", "", &o), -ENOENT);
+	assert_int_equal(un_mknod(fx->ex, r, "fifo", S_IFIFO | 0640, 0, 0, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(un_mknod(fx->ex, r, "sock", S_IFSOCK | 0600, 0, 0, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(un_mknod(fx->ex, r, "null", S_IFCHR | 0666, 1, 3, &o), 0);
+	assert_int_equal(un_obj_type(o), S_IFCHR);
+	un_obj_put(o);
+	assert_int_equal(un_mknod(fx->ex, r, "wh", S_IFCHR | 0666, 0, 0, &o), -EPERM);
+	assert_int_equal(un_mknod(fx->ex, r, "reg", S_IFREG | 0666, 0, 0, &o), -EINVAL);
+	un_obj_put(r);
+	assert_int_equal(lstat(t_path(fx, "u/fifo"), &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0640);
+	assert_int_equal(lstat(t_path(fx, "u/null"), &st), 0);
+	assert_int_equal(st.st_rdev, makedev(1, 3));
+	t_list_eq(fx, "", "fifo,ln,null,sock");
+}
+
+static void test_readonly(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *r, *o = NULL;
+
+	t_file(fx, "l1/f", "x");
+	t_export(fx, "l1", NULL, NULL);
+	r = walk(fx, "");
+	assert_int_equal(un_create(fx->ex, r, "n", 0644, true, NULL, &o), -EROFS);
+	assert_int_equal(un_remove(fx->ex, r, "f"), -EROFS);
+	assert_int_equal(un_rename(fx->ex, r, "f", r, "g"), -EROFS);
+	un_obj_put(r);
+}
+
+/* ---- credentials ---- */
+
+struct as_user {
+	struct fx *fx;
+	int rc_direct, rc_over;
+	uid_t during, after;
+};
+
+/* Runs as fsuid/fsgid 4242 on this thread only. */
+static void *as_user_main(void *arg)
+{
+	struct as_user *u = arg;
+	struct un_obj *d = NULL, *o = NULL;
+	struct un_creds saved, now;
+
+	syscall(SYS_setfsgid, 4242);
+	syscall(SYS_setfsuid, 4242);
+	un_sys_creds_override(&saved);
+	un_sys_creds_current(&now);
+	u->during = now.fsuid;
+	un_sys_creds_revert(&saved);
+	un_sys_creds_current(&now);
+	u->after = now.fsuid;
+	u->rc_direct = t_walk(u->fx, "d", &d);
+	if (!u->rc_direct)
+		u->rc_direct = un_create(u->fx->ex, d, "direct", 0644, true, NULL, &o);
+	un_obj_put(o);
+	o = NULL;
+	if (!u->rc_direct)
+		u->rc_over = un_create(u->fx->ex, d, "gone", 0644, true, NULL, &o);
+	un_obj_put(o);
+	un_obj_put(d);
+	return NULL;
+}
+
+static void test_creds(void **state)
+{
+	struct fx *fx = *state;
+	struct as_user u = {.fx = fx};
+	struct un_obj *d;
+	struct stat st;
+	pthread_t th;
+
+	t_file(fx, "l2/d/gone", "x");
+	w_export(fx);
+	d = walk(fx, "d");
+	assert_int_equal(un_remove(fx->ex, d, "gone"), 0); /* copies d up too */
+	un_obj_put(d);
+	assert_int_equal(chmod(t_path(fx, "u/d"), 0777), 0);
+	pthread_create(&th, NULL, as_user_main, &u);
+	pthread_join(th, NULL);
+	assert_int_equal(u.during, geteuid());
+	assert_int_equal(u.after, 4242);
+	assert_int_equal(u.rc_direct, 0);
+	assert_int_equal(u.rc_over, 0);
+	assert_int_equal(lstat(t_path(fx, "u/d/direct"), &st), 0);
+	assert_int_equal(st.st_uid, 4242);
+	assert_int_equal(st.st_gid, 4242);
+	assert_int_equal(lstat(t_path(fx, "u/d/gone"), &st), 0); /* via the work dir */
+	assert_int_equal(st.st_uid, 4242);
+	assert_int_equal(st.st_gid, 4242);
+}
+
+/* ---- against kernel overlayfs ---- */
+
+static void populate(struct fx *fx, const char *side)
+{
+	char p[PATH_MAX];
+
+#define P(rel) (snprintf(p, sizeof(p), "%s/%s", side, rel), p)
+	t_mkdir(fx, P("u"));
+	t_mkdir(fx, P("w"));
+	t_file(fx, P("l2/d/x"), "x in l2");
+	t_file(fx, P("l2/d/y"), "y in l2");
+	t_file(fx, P("l1/d/z"), "z in l1");
+	t_file(fx, P("l1/f"), "top file");
+	t_file(fx, P("l2/e/g"), "g");
+	t_mkdir(fx, P("l2/empty"));
+	t_mkdir(fx, P("l1/me"));
+	t_mkdir(fx, P("l2/me"));
+	t_symlink(fx, "f", P("l1/sl"));
+	t_file(fx, P("l1/both"), "both in l1");
+	t_file(fx, P("l2/both"), "both in l2");
+	t_file(fx, P("l2/gone"), "whited out in l1");
+	t_chr0(fx, P("l1/gone"));
+	t_file(fx, P("l1/op/shown"), "s");
+	t_xattr(fx, P("l1/op"), "trusted.overlay.opaque", "y");
+	t_file(fx, P("l2/op/hidden"), "h");
+#undef P
+}
+
+static void oracle(void **state, const struct w_op *ops, size_t n)
+{
+	if (!w_oracle(*state, populate, ops, n))
+		skip();
+}
+
+#define ORACLE(state, ops) oracle(state, ops, sizeof(ops) / sizeof(ops[0]))
+
+static void test_oracle_remove(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'u', "f"},	   {'u', "d/x"},	   {'u', "nonexist"},
+	    {'u', "d"},	   {'r', "empty"},	   {'r', "me"},
+	    {'r', "d"},	   {'u', "d/y"},	   {'u', "d/z"},
+	    {'r', "d"},	   {'m', "d", 0, 0755},	   {'c', "d/new", 0, 0640},
+	    {'r', "e"},	   {'u', "e/g"},	   {'r', "e"},
+	    {'u', "gone"}, {'c', "gone", 0, 0600}, {'u', "op/shown"},
+	    {'r', "op"},   {'m', "op", 0, 0700},   {'u', "sl"},
+	    {'r', "sl"},   {'u', "both"},	   {'c', "both", 0, 0644},
+	};
+
+	ORACLE(state, ops);
+}
+
+static void test_oracle_rename(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'n', "f", "f2"},		{'n', "both", "d/both"}, {'n', "d/x", "d/z"},
+	    {'n', "e", "d/e2"},		{'m', "nd", 0, 0700},	 {'c', "nd/in", 0, 0600},
+	    {'n', "nd", "d/nd"},	{'n', "d/nd/in", "top"}, {'n', "top", "f2"},
+	    {'n', "sl", "d/sl"},	{'n', "d/y", "me"},	 {'m', "m2", 0, 0755},
+	    {'n', "m2", "d/y"},		{'n', "m2", "m2/sub"},	 {'n', "zz", "x"},
+	    {'n', "f2", "f2"},		{'u', "d/both"},	 {'n', "d/z", "d/both"},
+	    {'n', "d/both", "e/g"},	{'n', "m2", "empty"},	 {'n', "d/nd", "me"},
+	    {'n', "op/shown", "op/s2"}, {'n', "op", "op3"},	 {'n', "me", "op"},
+	};
+
+	ORACLE(state, ops);
+}
+
+static void test_oracle_over_whiteouts(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'u', "f"},
+	    {'n', "both", "f"},
+	    {'n', "d/z", "f"},
+	    {'u', "d/x"},
+	    {'u', "d/y"},
+	    {'m', "nd3", 0, 0755},
+	    {'c', "nd3/k", 0, 0644},
+	    {'n', "nd3", "d"},
+	    {'m', "nd4", 0, 0711},
+	    {'r', "e"},
+	    {'u', "e/g"},
+	    {'r', "e"},
+	    {'n', "nd4", "e"},
+	    {'s', "e/ln", "../f"},
+	    {'f', "e/fifo", 0, 0600},
+	    {'n', "e/fifo", "gone"},
+	    {'u', "me"},
+	    {'m', "me/sub", 0, 0700},
+	};
+
+	ORACLE(state, ops);
+}
+
+static void test_oracle_link_attrs(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'c', "f", 0, 0644},
+	    {'c', "newf", 0, 0640},
+	    {'w', "newf", 0, 0, "hello"},
+	    {'l', "f", "d/hard"},
+	    {'l', "f", "d/hard"},
+	    {'w', "d/hard", 0, 2, "XY"},
+	    {'u', "f"},
+	    {'l', "d/hard", "f"},
+	    {'l', "e", "e2"},
+	    {'s', "link2", "target"},
+	    {'f', "fifo1", 0, 0644},
+	    {'m', "d/sub", 0, 0711},
+	    {'x', "d/sub", 0, 0700},
+	    {'t', "both", 0, 3},
+	    {'t', "d/y", 0, 100000},
+	    {'x', "e", 0, 0700},
+	    {'o', "d/x", 0, 77},
+	    {'i', "d/z", 0, 12345},
+	    {'w', "e/g", 0, 5, "tail"},
+	    {'t', "nonexist", 0, 1},
+	    {'w', "d", 0, 0, "x"},
+	    {'l', "d/y", "d/x"},
+	    {'l', "nope", "n2"},
+	    {'x', "op/shown", 0, 0600},
+	};
+
+	ORACLE(state, ops);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_remove_kinds, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_remove_parent_chain, w_setup,
+					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_xattr_whiteouts, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_mkdir_over_whiteout_opaque, w_setup,
+					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rmdir, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rename_files, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rename_dirs, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rename_over_whiteout_dir, w_setup,
+					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_link, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_creds, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_remove, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_rename, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_over_whiteouts, w_setup,
+					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_link_attrs, w_setup, w_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
