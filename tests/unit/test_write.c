@@ -1,0 +1,283 @@
+/* test_write.c - attributes and data: SETATTR (mode, owner, times with
+ * UTIME_NOW, size) copying up first, WRITE at each stability level with an
+ * honest `committed`, COMMIT, the errors, a failure at every step of a
+ * truncate, and write/truncate sequences checked against kernel overlayfs. */
+#include "test_wr.h"
+
+/* Script lines leave trailing fields out on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+static struct un_obj *walk(struct fx *fx, const char *path)
+{
+	struct un_obj *o = NULL;
+
+	assert_int_equal(t_walk(fx, path, &o), 0);
+	return o;
+}
+
+static int setattr(struct fx *fx, const char *path, const struct un_sattr *sa)
+{
+	struct un_obj *o = walk(fx, path);
+	int rc = un_setattr(fx->ex, o, sa);
+
+	un_obj_put(o);
+	return rc;
+}
+
+static struct stat upper_stat(struct fx *fx, const char *rel)
+{
+	struct stat st;
+
+	assert_int_equal(lstat(t_path(fx, rel), &st), 0);
+	return st;
+}
+
+static void test_setattr_copies_up(void **state)
+{
+	struct fx *fx = *state;
+	struct un_sattr mode = {.set_mode = true, .mode = 0604};
+	struct un_sattr own = {.set_uid = true, .uid = 321};
+	struct un_sattr grp = {.set_gid = true, .gid = 654};
+	struct un_sattr times = {
+	    .set_atime = true, .atime = {1000, 5}, .set_mtime = true, .mtime = {2000, 6}};
+	struct un_sattr now = {.set_mtime = true, .mtime = {.tv_nsec = UTIME_NOW}};
+	struct timespec before;
+	struct stat st;
+	un_id id;
+
+	t_file(fx, "l2/d/f", "lower data");
+	t_file(fx, "l1/d/g", "g");
+	w_export(fx);
+	id = t_id(fx, "d/f");
+	assert_int_equal(setattr(fx, "d/f", &mode), 0);
+	assert_int_equal(upper_stat(fx, "u/d/f").st_mode & 07777, 0604);
+	assert_int_equal(t_id(fx, "d/f"), id);
+	assert_int_equal(setattr(fx, "d/f", &own), 0);
+	assert_int_equal(setattr(fx, "d/f", &grp), 0);
+	st = upper_stat(fx, "u/d/f");
+	assert_int_equal(st.st_uid, 321);
+	assert_int_equal(st.st_gid, 654);
+	assert_int_equal(setattr(fx, "d/f", &times), 0);
+	st = upper_stat(fx, "u/d/f");
+	assert_int_equal(st.st_atim.tv_sec, 1000);
+	assert_int_equal(st.st_atim.tv_nsec, 5);
+	assert_int_equal(st.st_mtim.tv_sec, 2000);
+	clock_gettime(CLOCK_REALTIME, &before);
+	assert_int_equal(setattr(fx, "d/f", &now), 0);
+	st = upper_stat(fx, "u/d/f");
+	assert_true(st.st_mtim.tv_sec >= before.tv_sec - 1);
+	assert_int_equal(st.st_atim.tv_sec, 1000); /* not asked: kept */
+	t_list_eq(fx, "d", "f,g");		   /* the copied-up parent still merges */
+	assert_string_equal(w_xattr(fx, "u/d", "trusted.overlay.opaque"), "");
+	assert_int_equal(t_id(fx, "d/f"), id);
+}
+
+static void test_setattr_size(void **state)
+{
+	struct fx *fx = *state;
+	struct un_sattr down = {.set_size = true, .size = 3};
+	struct un_sattr up = {.set_size = true, .size = 1 << 20};
+	char buf[16];
+
+	t_file(fx, "l1/f", "0123456789");
+	t_mkdir(fx, "l1/dir");
+	t_symlink(fx, "f", "l1/ln");
+	w_export(fx);
+	assert_int_equal(setattr(fx, "f", &down), 0);
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "012");
+	assert_int_equal(setattr(fx, "f", &up), 0);
+	assert_int_equal(upper_stat(fx, "u/f").st_size, 1 << 20);
+	assert_true(upper_stat(fx, "u/f").st_blocks * 512 < (1 << 20));
+	assert_int_equal(setattr(fx, "dir", &down), -EISDIR);
+	assert_int_equal(setattr(fx, "ln", &down), -EINVAL);
+	assert_false(w_exists(fx, "u/dir")); /* refused before any copy-up */
+}
+
+static void test_setattr_nothing_no_copyup(void **state)
+{
+	struct fx *fx = *state;
+	struct un_sattr none = {0};
+	struct un_sattr lmode = {.set_mode = true, .mode = 0600};
+
+	t_file(fx, "l1/f", "x");
+	t_symlink(fx, "f", "l1/ln");
+	t_file(fx, "l2/d/x", "x");
+	w_export(fx);
+	assert_int_equal(setattr(fx, "f", &none), 0);
+	assert_int_equal(w_count(fx, "u"), 0);
+	/* a symlink has no mode to set, but the change copies it up */
+	assert_int_equal(setattr(fx, "ln", &lmode), 0);
+	assert_true(S_ISLNK(upper_stat(fx, "u/ln").st_mode));
+	/* a directory: copied up, mode set, still merged */
+	assert_int_equal(setattr(fx, "d", &lmode), 0);
+	assert_int_equal(upper_stat(fx, "u/d").st_mode & 07777, 0600);
+	t_list_eq(fx, "d", "x");
+}
+
+static void test_write_stability(void **state)
+{
+	struct fx *fx = *state;
+	enum un_stable c = UN_UNSTABLE;
+	struct un_obj *o;
+	char buf[32];
+
+	t_file(fx, "l1/f", "abcdef");
+	w_export(fx);
+	o = walk(fx, "f");
+	un_sys_inject_reset();
+	assert_int_equal(un_write(fx->ex, o, "XY", 2, 1, UN_UNSTABLE, &c), 2);
+	assert_int_equal(c, UN_UNSTABLE);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 0);
+	assert_int_equal(un_write(fx->ex, o, "Z", 1, 6, UN_DATA_SYNC, &c), 1);
+	assert_int_equal(c, UN_DATA_SYNC);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 1);
+	assert_int_equal(un_write(fx->ex, o, "!", 1, 9, UN_FILE_SYNC, &c), 1);
+	assert_int_equal(c, UN_FILE_SYNC);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 3); /* the file, the table */
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 10);
+	assert_memory_equal(buf, "aXYdefZ\0\0!", 10);
+	/* A failed sync is no success, and promises nothing. */
+	c = UN_UNSTABLE;
+	un_sys_inject(UN_SYS_SYNC, 1, EIO);
+	assert_int_equal(un_write(fx->ex, o, "?", 1, 0, UN_FILE_SYNC, &c), -EIO);
+	assert_int_equal(c, UN_UNSTABLE);
+	un_sys_inject_reset();
+	assert_int_equal(un_commit(fx->ex, o), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 2);
+	un_sys_inject(UN_SYS_SYNC, 1, EIO);
+	assert_int_equal(un_commit(fx->ex, o), -EIO);
+	un_obj_put(o);
+}
+
+static void test_write_errors(void **state)
+{
+	struct fx *fx = *state;
+	enum un_stable c;
+	struct un_obj *o;
+
+	t_file(fx, "l1/f", "x");
+	t_mkdir(fx, "l1/d");
+	assert_int_equal(mkfifo(t_path(fx, "l1/p"), 0644), 0);
+	w_export(fx);
+	o = walk(fx, "d");
+	assert_int_equal(un_write(fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c), -EISDIR);
+	un_obj_put(o);
+	o = walk(fx, "p");
+	assert_int_equal(un_write(fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c), -EINVAL);
+	un_obj_put(o);
+	o = walk(fx, "f");
+	assert_int_equal(un_write(fx->ex, o, "x", 1, INT64_MAX, UN_UNSTABLE, &c), -EFBIG);
+	un_obj_put(o);
+	assert_int_equal(w_count(fx, "u"), 0);
+	t_export(fx, "l1", NULL, NULL);
+	o = walk(fx, "f");
+	assert_int_equal(un_write(fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c), -EROFS);
+	assert_int_equal(un_setattr(fx->ex, o, &(struct un_sattr){.set_mode = true}),
+			 -EROFS);
+	assert_int_equal(un_commit(fx->ex, o), 0);
+	un_obj_put(o);
+}
+
+/* A failure at each step of a truncate of a lower file two levels down. */
+static void test_truncate_faults(void **state)
+{
+	struct fx *fx = *state;
+	struct un_sattr sa = {.set_size = true, .size = 4};
+	unsigned long calls;
+	char buf[64];
+	int fds;
+
+	t_file(fx, "l2/a/b/f", "0123456789");
+	w_export(fx);
+	fds = t_nfds();
+	un_sys_inject_reset();
+	assert_int_equal(setattr(fx, "a/b/f", &sa), 0);
+	calls = un_sys_calls(UN_SYS_ANY);
+	for (unsigned long n = 1; n <= calls; n++) {
+		struct un_obj *o = NULL;
+		char p[PATH_MAX];
+		int rc;
+
+		t_export_close(fx);
+		snprintf(p, sizeof(p), "%s", t_path(fx, "u"));
+		t_rm_rf(p);
+		t_mkdir(fx, "u");
+		t_export(fx, "l1:l2", "u", "w");
+		assert_int_equal(t_walk(fx, "a/b/f", &o), 0);
+		un_sys_inject_reset();
+		un_sys_inject(UN_SYS_ANY, n, EIO);
+		rc = un_setattr(fx->ex, o, &sa);
+		un_sys_inject_reset();
+		un_obj_put(o);
+		assert_true(rc == 0 || rc == -EIO || rc == -ENOMEM);
+		assert_int_equal(t_read(fx, "a/b/f", buf, sizeof(buf)), rc ? 10 : 4);
+		assert_int_equal(w_count(fx, "w/work"), 0);
+		assert_int_equal(t_nfds(), fds);
+		assert_int_equal(setattr(fx, "a/b/f", &sa), 0);
+		assert_int_equal(t_read(fx, "a/b/f", buf, sizeof(buf)), 4);
+	}
+}
+
+/* ---- against kernel overlayfs ---- */
+
+static void populate(struct fx *fx, const char *side)
+{
+	char p[PATH_MAX];
+
+#define P(rel) (snprintf(p, sizeof(p), "%s/%s", side, rel), p)
+	t_mkdir(fx, P("u"));
+	t_mkdir(fx, P("w"));
+	t_file(fx, P("l2/d/x"), "0123456789abcdef");
+	t_file(fx, P("l1/d/y"), "y");
+	t_file(fx, P("l1/f"), "top");
+	t_file(fx, P("l2/f"), "hidden below");
+	t_file(fx, P("l2/deep/er/z"), "zzz");
+	t_mkdir(fx, P("l1/e"));
+#undef P
+}
+
+static void test_oracle_data(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'w', "d/x", 0, 4, "WXYZ"},
+	    {'w', "d/x", 0, 16, "append"},
+	    {'w', "d/x", 0, 100, "gap"},
+	    {'t', "d/x", 0, 50},
+	    {'t', "d/x", 0, 200},
+	    {'t', "d/y", 0, 0},
+	    {'w', "d/y", 0, 0, "new y"},
+	    {'x', "f", 0, 0600},
+	    {'x', "d", 0, 0700},
+	    {'x', "deep/er/z", 0, 0640},
+	    {'w', "deep/er/z", 0, 1, "Z"},
+	    {'t', "deep/er", 0, 0},
+	    {'w', "deep", 0, 0, "x"},
+	    {'c', "e/n", 0, 0666},
+	    {'w', "e/n", 0, 1000, "late"},
+	    {'t', "e/n", 0, 10},
+	    {'o', "e/n", 0, 1234},
+	    {'x', "e", 0, 0751},
+	    {'i', "f", 0, 42},
+	    {'w', "none", 0, 0, "x"},
+	};
+
+	if (!w_oracle(*state, populate, ops, sizeof(ops) / sizeof(ops[0])))
+		skip();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_setattr_copies_up, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_setattr_size, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_setattr_nothing_no_copyup, w_setup,
+					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_write_stability, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_write_errors, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_truncate_faults, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_data, w_setup, w_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
