@@ -174,7 +174,8 @@ static void fuzz_call(const uint8_t *data, size_t size)
 
 	if (!call)
 		abort();
-	memcpy(call, data, size);
+	if (size)
+		memcpy(call, data, size);
 	fill_handles(call, size);
 	srv_rpc_handle(&fuzz_srv, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
 		       IPPROTO_TCP, &reply);
