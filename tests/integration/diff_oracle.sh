@@ -21,6 +21,8 @@
 #   $MINIMIZE=1   reduce each failing seed's trace to a short reproduction
 #                 (delta debugging, every candidate replayed from fresh layers)
 #   $VERBOSE=1    log every op and both results in the seed's run.out
+#   $WEIGHTS=link=0,rename=30  change how often ops are drawn (diff_oracle run
+#                 --weights): focus on some, or leave out one with a known bug
 #   $DIFF_SERVER=ganesha  serve A through nfs-ganesha exporting an overlayfs
 #                 mount of A instead (a check of the harness against a known
 #                 server; skips the second-mount comparison, and ignores two
@@ -208,7 +210,7 @@ one_run() {
 		start_union_nfsd "$d" || return 1
 	fi
 	DIFF_ORACLE_LABEL_A=$DIFF_SERVER "$DIFF_ORACLE" run --seed "$s" --count "$COUNT" \
-		--check-every "$CHECK_EVERY" ${replay:+--replay "$replay"} ${VERBOSE:+--verbose} \
+		--check-every "$CHECK_EVERY" ${replay:+--replay "$replay"} ${VERBOSE:+--verbose} ${WEIGHTS:+--weights "$WEIGHTS"} \
 		"${lenient[@]}" --trace "$d/trace" "nfs:$URL" "local:$d/mB" >"$d/run.out" 2>&1 ||
 		rc=1
 	if ! kill -0 "$SRV_PID" 2>/dev/null; then
