@@ -70,6 +70,7 @@ union-nfsd demo: serving the union of $D/site over $D/os
 Mount it with libnfs:
   nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=$NFS_PORT&mountport=$MOUNT_PORT'
   nfs-ls -R 'nfs://127.0.0.1/?version=3&nfsport=$NFS_PORT&mountport=$MOUNT_PORT'
+  nfs-cat 'nfs://127.0.0.1/etc/motd?version=3&nfsport=$NFS_PORT&mountport=$MOUNT_PORT'
 
 or with the Linux kernel client (needs nfs-common, from another shell):
   mkdir -p /mnt/demo
