@@ -72,7 +72,7 @@ Mount it with libnfs:
   nfs-ls -R 'nfs://127.0.0.1/?version=3&nfsport=$NFS_PORT&mountport=$MOUNT_PORT'
   nfs-cat 'nfs://127.0.0.1/etc/motd?version=3&nfsport=$NFS_PORT&mountport=$MOUNT_PORT'
 
-or with the Linux kernel client (needs nfs-common, from another shell):
+or with the Linux kernel client (from another shell):
   mkdir -p /mnt/demo
   mount -t nfs -o vers=3,proto=tcp,port=$NFS_PORT,mountport=$MOUNT_PORT,mountproto=tcp,nolock 127.0.0.1:/ /mnt/demo
   cat /mnt/demo/etc/motd; ls /mnt/demo/usr/share/doc/demo; umount /mnt/demo

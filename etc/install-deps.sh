@@ -10,8 +10,8 @@ PKGS=(
 	libtirpc-dev liblmdb-dev libsodium-dev libnfs-dev libcmocka-dev libinih-dev
 	# tests: overlayfs oracle, xattrs, namespaces, mounts
 	attr util-linux mount iproute2 kmod diffutils findutils coreutils
-	# the libnfs command-line client (nfs-ls, printed by the demo)
-	libnfs-utils
+	# the clients the demo prints: libnfs' nfs-ls, the kernel's mount.nfs
+	libnfs-utils nfs-common
 	# kernel client test (../shared/kvm-nfs): qemu, the guest's busybox, kernel unpacking
 	qemu-system-x86 busybox-static xz-utils
 	# reference server for the test tools and the benchmark
