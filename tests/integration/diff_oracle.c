@@ -339,7 +339,8 @@ static int cmp_str(const void *x, const void *y)
 
 static void names_sort(struct names *n)
 {
-	qsort(n->v, n->n, sizeof(*n->v), cmp_str);
+	if (n->n > 1) /* (qsort of NULL, even for 0 items, is undefined) */
+		qsort(n->v, n->n, sizeof(*n->v), cmp_str);
 }
 
 /* -- local: system calls under a root directory -- */

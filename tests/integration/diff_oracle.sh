@@ -10,8 +10,8 @@
 # B's: the upper must mean the same to the kernel.
 #
 #   SEEDS  a count N (seeds 1..N) or a list ("3 17 42", "3,17", "42,"); default
-#          20, or $SEEDS
-#   COUNT  operations per seed; default 300, or $COUNT
+#          30, or $SEEDS
+#   COUNT  operations per seed; default 400, or $COUNT
 #   $SEED_BASE    added to each seed of a count (a different set of N seeds)
 #   $CHECK_EVERY  whole-tree comparison every so many ops (default 25)
 #   $KEEP=1       keep a failing seed's layers, trace and server log
@@ -36,8 +36,8 @@
 set -euo pipefail
 UNION_NFSD=${1:?usage: diff_oracle.sh UNION_NFSD DIFF_ORACLE [SEEDS [COUNT]]}
 DIFF_ORACLE=${2:?usage: diff_oracle.sh UNION_NFSD DIFF_ORACLE [SEEDS [COUNT]]}
-SEEDS=${3:-${SEEDS:-20}}
-COUNT=${4:-${COUNT:-300}}
+SEEDS=${3:-${SEEDS:-30}}
+COUNT=${4:-${COUNT:-400}}
 SEED_BASE=${SEED_BASE:-0}
 CHECK_EVERY=${CHECK_EVERY:-25}
 DIFF_SERVER=${DIFF_SERVER:-union-nfsd}
