@@ -19,6 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (a tmpfs for the other-filesystem case)"
 it_init cli
+it_watchdog 240 # ctest TIMEOUT is 300
 T=$IT_TMP
 fails=0
 fail() {

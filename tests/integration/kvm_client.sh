@@ -38,6 +38,7 @@ if [ ! -f "$CACHE/current.env" ]; then
 fi
 
 it_init kvm
+it_watchdog 540 # ctest TIMEOUT is 600
 T=$IT_TMP
 t0=$SECONDS
 bash "$HERE/mklayers.sh" "$T/layers"

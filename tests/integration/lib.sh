@@ -10,6 +10,9 @@
 #   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 5), then SIGKILL
 #   nfs_url EXPORT            libnfs URL of the running server
 #   skip MSG                  print MSG, exit 77 (ctest SKIP_RETURN_CODE)
+#   it_watchdog SECONDS       stop this script (cleanly, through its trap) after
+#                             SECONDS: set it below the ctest TIMEOUT, whose SIGKILL
+#                             no trap survives
 #
 # Processes are stopped by pid, mounts unmounted by path, temp dirs removed: every
 # test leaves the machine as it found it, also when it fails.
@@ -37,6 +40,26 @@ it_init() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	trap 'exit 129' HUP
+}
+
+it_watchdog() {
+	local me=$$ secs=$1
+	mkfifo "$IT_TMP/.watchdog"
+	(
+		# wait with a builtin (read on a FIFO nobody writes), not a sleep
+		# child: a child could outlive the watchdog and hold the test's output
+		# open, and ctest would wait for it
+		read -r -t "$secs" <>"$IT_TMP/.watchdog" || true
+		echo "watchdog: $IT_NAME still running after ${secs} s: stopping it" >&2
+		# the script first (its trap runs once its foreground child is gone),
+		# then its children, so that a hung child cannot hold the trap back
+		kill -TERM "$me" 2>/dev/null
+		for c in $(ps -o pid= --ppid "$me"); do
+			[ "$c" != "$BASHPID" ] && kill -TERM "$c" 2>/dev/null
+		done
+	) &
+	IT_WATCHDOG=$!
+	it_on_exit "kill $IT_WATCHDOG 2>/dev/null"
 }
 
 skip() {

@@ -21,6 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	grep -qw overlay /proc/filesystems || skip "no overlayfs in this kernel"
 it_init oracle
+it_watchdog 240 # ctest TIMEOUT is 300
 T=$IT_TMP
 t0=$SECONDS
 
