@@ -28,15 +28,19 @@
  * 1. Both sides get the same operation, and an operation is drawn from side B's
  *    tree before it runs, so the sequence depends only on the seed and on the
  *    oracle - as long as the sides agree, which is what the test checks.
- * 2. libnfs is a client with opinions: it resolves symlinks in paths itself,
- *    follows a final symlink in chmod/truncate/utimes/link/open, opens
- *    directories and FIFOs without complaint (open is LOOKUP + ACCESS), and
- *    reports every failed WRITE as -EFAULT.  The generator never asks for what
- *    libnfs cannot express the way a kernel does: no op goes through a symlink
- *    except the ones that act on the link itself (unlink, rename, lutimes,
- *    readlink, lstat); open, write, read and truncate target regular files or
- *    missing names; link's source is never a symlink.  Parents are always
- *    directories found by walking real directories.
+ * 2. libnfs is a client with opinions: it resolves symlinks in paths itself
+ *    (an absolute target leaves the export: ENOENT), follows a final symlink in
+ *    chmod/truncate/utimes/link/open/opendir, opens directories and FIFOs
+ *    without complaint (open is LOOKUP + ACCESS), sends only the rwx bits of a
+ *    MKNOD's mode, returns (size - offset) for a READ past EOF, and reports
+ *    every failed WRITE as -EFAULT.  The generator never asks for what libnfs
+ *    cannot express the way a kernel does: no op goes through a symlink except
+ *    the ones that act on the link itself (unlink, rename, rmdir, lutimes,
+ *    lstat, O_EXCL create); plain create, write, read and truncate target
+ *    regular files or missing names (truncate: directories too); readdir and
+ *    link never name a symlink; FIFOs are made with rwx bits only; reads are
+ *    clamped to the size.  Parents are always directories found by walking
+ *    real directories.
  * 3. Errors must be the same errno.  libnfs maps NFS3ERR_x with
  *    nfsstat3_to_errno(); where that mapping cannot reproduce the local errno,
  *    the pair is accepted by the table `equivalent[]` below, with its reason.
