@@ -1056,14 +1056,14 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 	err = args_check(ex, name, &len);
 	if (!err && !S_ISDIR(dir->type))
 		err = -ENOTDIR;
-	if (!err && S_ISDIR(o->type))
-		err = -EPERM; /* as link(2) */
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
 	err = lookup_opt(ex, dir, name, &c);
 	if (!err && c)
 		err = -EEXIST;
+	if (!err && S_ISDIR(o->type))
+		err = -EPERM; /* as link(2), after the new name's checks */
 	if (!err)
 		err = un_copyup(ex, o);
 	if (!err)

@@ -698,6 +698,144 @@ static void test_oracle_link_attrs(void **state)
 	ORACLE(state, ops);
 }
 
+/* ---- random sequences against kernel overlayfs ---- */
+
+static void populate_rand(struct fx *fx, const char *side)
+{
+	char p[PATH_MAX];
+
+#define P(rel) (snprintf(p, sizeof(p), "%s/%s", side, rel), p)
+	t_mkdir(fx, P("u"));
+	t_mkdir(fx, P("w"));
+	t_file(fx, P("l2/a/b"), "l2 a/b");
+	t_file(fx, P("l2/a/c"), "l2 a/c");
+	t_file(fx, P("l1/a/d"), "l1 a/d");
+	t_file(fx, P("l2/b"), "l2 b");
+	t_file(fx, P("l2/c/a/b"), "l2 c/a/b");
+	t_mkdir(fx, P("l1/c"));
+	t_file(fx, P("l2/d"), "l2 d");
+	t_chr0(fx, P("l1/d"));
+	t_file(fx, P("l1/e"), "l1 e");
+	t_mkdir(fx, P("l2/e"));
+	t_file(fx, P("l1/f/e"), "l1 f/e");
+	t_xattr(fx, P("l1/f"), "trusted.overlay.opaque", "y");
+	t_file(fx, P("l2/f/a"), "hidden");
+	t_mkdir(fx, P("l2/g"));
+#undef P
+}
+
+static uint64_t rnd_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static const char *rnd_path(uint64_t *s, char *buf)
+{
+	static const char names[] = "abcdefg";
+
+	if (rnd_next(s) % 3)
+		snprintf(buf, 8, "%c", names[rnd_next(s) % 7]);
+	else
+		snprintf(buf, 8, "%c/%c", names[rnd_next(s) % 7], names[rnd_next(s) % 7]);
+	return buf;
+}
+
+/* True if OP would make the kernel follow a symlink (in a path, or the
+ * object of a write, truncate or chmod), which the engine never does, or
+ * open a FIFO (which blocks). */
+static bool follows_symlink(const char *mnt, const struct w_op *op)
+{
+	const char *paths[2] = {op->a, op->op == 'n' || op->op == 'l' ? op->b : NULL};
+	char p[PATH_MAX];
+	struct stat st;
+
+	for (int k = 0; k < 2 && paths[k]; k++) {
+		const char *slash = strchr(paths[k], '/');
+
+		snprintf(p, sizeof(p), "%s/%.*s", mnt,
+			 slash ? (int)(slash - paths[k]) : (int)strlen(paths[k]),
+			 paths[k]);
+		if (slash && lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
+			return true;
+	}
+	snprintf(p, sizeof(p), "%s/%s", mnt, op->a);
+	return strchr("wtx", op->op) && lstat(p, &st) == 0 &&
+	       (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode));
+}
+
+static struct w_op rnd_op(uint64_t *s, char bufs[2][8])
+{
+	static const char ops[] = "cccwwwttmmmsfuuurrnnnnnnllxoi";
+	static const mode_t modes[] = {0644, 0600, 0755, 0700};
+	static const char *const data[] = {"1", "22", "three", "four4", "fifty-five"};
+	struct w_op op = {.op = ops[rnd_next(s) % (sizeof(ops) - 1)]};
+
+	op.a = rnd_path(s, bufs[0]);
+	if (op.op == 'n' || op.op == 'l')
+		op.b = rnd_path(s, bufs[1]);
+	if (op.op == 's')
+		op.b = rnd_next(s) % 2 ? "../x" : "b";
+	op.n = strchr("cmfx", op.op) ? (long)modes[rnd_next(s) % 4]
+				     : (long)(rnd_next(s) % 24);
+	if (op.op == 'w')
+		op.data = data[rnd_next(s) % 5];
+	return op;
+}
+
+static void random_run(void **state, uint64_t seed, size_t count)
+{
+	struct w_op *ops = calloc(count, sizeof(*ops));
+	char(*bufs)[2][8] = calloc(count, sizeof(*bufs));
+	struct fx *fx = *state;
+	char mnt[PATH_MAX];
+	uint64_t s = seed;
+	size_t n = 0;
+
+	/* Generate against the kernel side, dropping what follows symlinks. */
+	populate_rand(fx, "C");
+	if (w_mount(fx, "C/l1:C/l2", "C/u", "C/w", "mnt")) {
+		free(ops), free(bufs);
+		skip();
+	}
+	snprintf(mnt, sizeof(mnt), "%s", t_path(fx, "mnt"));
+	for (size_t i = 0; i < count; i++) {
+		ops[n] = rnd_op(&s, bufs[n]);
+		if (follows_symlink(mnt, &ops[n]))
+			continue;
+		if (getenv("UN_TEST_DEBUG"))
+			print_message("%zu: %c %s %s %lo %d\n", n, ops[n].op, ops[n].a,
+				      ops[n].b ? ops[n].b : "-", ops[n].n,
+				      w_apply_kernel(mnt, &ops[n]));
+		else
+			w_apply_kernel(mnt, &ops[n]);
+		n++;
+	}
+	w_umount(fx, "mnt");
+	print_message("seed %llu: %zu ops\n", (unsigned long long)seed, n);
+	assert_true(w_oracle(fx, populate_rand, ops, n));
+	free(ops);
+	free(bufs);
+}
+
+/* Five fixed seeds; UN_TEST_SEEDS=N adds the seeds 100..100+N-1 for a
+ * longer search (UN_TEST_OPS=M ops each, default 300). */
+static void test_oracle_random(void **state)
+{
+	static const uint64_t seeds[] = {1, 7, 42, 1234567, 0xdeadbeef};
+	const char *more = getenv("UN_TEST_SEEDS"), *ops = getenv("UN_TEST_OPS");
+	size_t extra = more ? strtoul(more, NULL, 10) : 0;
+	size_t count = ops ? strtoul(ops, NULL, 10) : 300;
+
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]) + extra; i++) {
+		w_teardown(state);
+		w_setup(state);
+		random_run(state, i < 5 ? seeds[i] : 100 + (i - 5), count);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -723,6 +861,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_oracle_over_whiteouts, w_setup,
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_link_attrs, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_random, w_setup, w_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
