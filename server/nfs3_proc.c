@@ -163,9 +163,9 @@ static nfsstat3 nfs3_read_check(const struct srv_req *req, const struct nfs3_fil
 static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 			       const READ3args *args, READ3resok *ok)
 {
-	/* rtmax is SRV_MAX_IO: a larger count gets a short read, which the
-	 * RFC allows and every client handles. */
-	size_t count = args->count < SRV_MAX_IO ? args->count : SRV_MAX_IO;
+	/* A count over rtmax gets a short read, which the RFC allows and every
+	 * client handles. */
+	size_t count = args->count < srv_max_io(req) ? args->count : srv_max_io(req);
 	char *buf = srv_arena_alloc(req->arena, count ? count : 1);
 	bool eof = false;
 	ssize_t n;
@@ -404,7 +404,7 @@ static void nfs3_readdir(struct srv_req *req, void *argp, void *resp)
 	READDIR3res *res = resp;
 	READDIR3resok *ok = &res->READDIR3res_u.resok;
 	post_op_attr dir_attr = {.attributes_follow = FALSE};
-	size_t count = args->count < SRV_MAX_IO ? args->count : SRV_MAX_IO;
+	size_t count = args->count < srv_max_io(req) ? args->count : srv_max_io(req);
 	struct nfs3_dir d;
 	nfsstat3 st;
 
@@ -511,7 +511,8 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 			      dirlistplus3 *list)
 {
 	size_t n = un_listing_count(d->l), fixed = nfs3_dir_reply_size(dir_attr);
-	size_t maxcount = args->maxcount < SRV_MAX_IO ? args->maxcount : SRV_MAX_IO;
+	size_t maxcount =
+	    args->maxcount < srv_max_io(req) ? args->maxcount : srv_max_io(req);
 	bool with_obj = nfs3_access_check(req, &d->f, ACCESS3_LOOKUP) == NFS3_OK;
 	entryplus3 **link = &list->entries, *last = NULL, *e;
 	struct nfs3_rdp_budget b;
@@ -609,10 +610,11 @@ static void nfs3_fsinfo(struct srv_req *req, void *argp, void *resp)
 	if (res->status)
 		return;
 	nfs3_post_op(&f.attr, &ok->obj_attributes);
-	ok->rtmax = ok->rtpref = SRV_MAX_IO;
-	ok->wtmax = ok->wtpref = SRV_MAX_IO;
+	/* Over UDP a reply must fit one datagram. */
+	ok->rtmax = ok->rtpref = (uint32)srv_max_io(req);
+	ok->wtmax = ok->wtpref = (uint32)srv_max_io(req);
 	ok->rtmult = ok->wtmult = 4096;
-	ok->dtpref = 64 * 1024;
+	ok->dtpref = req->proto == IPPROTO_UDP ? 8 * 1024 : 64 * 1024;
 	ok->maxfilesize = INT64_MAX; /* the largest off_t; layers say less by EFBIG */
 	ok->time_delta.seconds = 0;
 	ok->time_delta.nseconds = 1;

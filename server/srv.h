@@ -264,4 +264,10 @@ void srv_rpcbind_unregister(void);
  * headers); the transport cannot split it. */
 #define SRV_MAX_UDP_IO (32 * 1024)
 
+/* The largest READ, WRITE or directory reply of the transport REQ came on. */
+static inline size_t srv_max_io(const struct srv_req *req)
+{
+	return req->proto == IPPROTO_UDP ? SRV_MAX_UDP_IO : SRV_MAX_IO;
+}
+
 #endif

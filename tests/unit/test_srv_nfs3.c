@@ -245,10 +245,10 @@ static void test_table(void **state)
 		const struct srv_proc *p = &nfs3_program.procs[i];
 		/* SETATTR too: a replayed truncation destroys later writes. */
 		bool cached = i == NFSPROC3_CREATE || i == NFSPROC3_MKDIR ||
-			       i == NFSPROC3_SYMLINK || i == NFSPROC3_MKNOD ||
-			       i == NFSPROC3_REMOVE || i == NFSPROC3_RMDIR ||
-			       i == NFSPROC3_RENAME || i == NFSPROC3_LINK ||
-			       i == NFSPROC3_SETATTR;
+			      i == NFSPROC3_SYMLINK || i == NFSPROC3_MKNOD ||
+			      i == NFSPROC3_REMOVE || i == NFSPROC3_RMDIR ||
+			      i == NFSPROC3_RENAME || i == NFSPROC3_LINK ||
+			      i == NFSPROC3_SETATTR;
 
 		assert_non_null(p->name);
 		assert_non_null(p->handler);
@@ -521,6 +521,14 @@ static void test_read(void **state)
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.READ3res_u.resok.count, SRV_MAX_IO);
 	assert_int_equal(r.READ3res_u.resok.data.data_len, SRV_MAX_IO);
+	assert_false(r.READ3res_u.resok.eof);
+	/* Over UDP, at the datagram-sized rtmax. */
+	struct srv_req udp = req_as(0, 0);
+	READ3args ua = {.file = big, .offset = 0, .count = BIG_SIZE};
+	udp.proto = IPPROTO_UDP;
+	call_as(&udp, NFSPROC3_READ, &ua, &r);
+	assert_int_equal(r.status, NFS3_OK);
+	assert_int_equal(r.READ3res_u.resok.count, SRV_MAX_UDP_IO);
 	assert_false(r.READ3res_u.resok.eof);
 	/* Not a regular file. */
 	r = read_at(lookup_fh(root_fh, "d"), 0, 10);
@@ -933,6 +941,15 @@ static void test_fs_info(void **state)
 	assert_int_equal(ir.FSINFO3res_u.resok.time_delta.nseconds, 1);
 	assert_int_equal(ir.FSINFO3res_u.resok.properties,
 			 FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME);
+
+	/* Over UDP every reply must fit one datagram. */
+	struct srv_req udp = req_as(0, 0);
+	udp.proto = IPPROTO_UDP;
+	call_as(&udp, NFSPROC3_FSINFO, &ia, &ir);
+	assert_int_equal(ir.status, NFS3_OK);
+	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, SRV_MAX_UDP_IO);
+	assert_int_equal(ir.FSINFO3res_u.resok.wtmax, SRV_MAX_UDP_IO);
+	assert_true(ir.FSINFO3res_u.resok.dtpref <= SRV_MAX_UDP_IO);
 
 	call(NFSPROC3_PATHCONF, &pa, &pr);
 	assert_int_equal(pr.status, NFS3_OK);
