@@ -12,8 +12,9 @@
  *   cu_data    regular files: ioctl(FICLONE) where the filesystems share
  *              blocks, else copy_file_range over each data extent
  *              (SEEK_DATA / SEEK_HOLE), so holes stay holes; then the size
- *   cu_xattrs  every extended attribute except the union's own markers
- *   cu_attrs   owner, then mode (chown clears set-id bits), then times last
+ *   cu_attrs   owner, then mode (chown clears set-id bits), then every
+ *              extended attribute except the union's own markers (after the
+ *              chown, which would drop security.capability), then times last
  *              (everything before changes them)
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
  *              lower one as its origin
@@ -159,7 +160,7 @@ int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t er
 		    un_sys_open_beneath(ex->workfd, WORK_NAME, O_PATH | O_DIRECTORY);
 	if (rc >= 0) /* what a crash left: temps never named in the tree */
 		rc = work_empty(ex->workfd, WORK_NAME, WORK_CLEAN_DEPTH);
-	if (rc < 0)
+	if (rc < 0 && err && errlen)
 		snprintf(err, errlen, "workdir %s/%s: %s", workdir, WORK_NAME,
 			 strerror(-rc));
 	return rc < 0 ? rc : 0;
@@ -359,6 +360,8 @@ static int cu_attrs(struct copyup *c)
 	if (!err && !S_ISLNK(c->st.st_mode))
 		err = un_sys_chmod_fd(c->tmpfd, c->st.st_mode & 07777);
 	if (!err)
+		err = un_copy_xattrs(c->src, c->tmpfd);
+	if (!err)
 		err = un_sys_utimens_fd(c->tmpfd, ts);
 	return err;
 }
@@ -400,8 +403,6 @@ static int cu_run(struct copyup *c)
 		err = cu_make(c);
 	if (!err && S_ISREG(c->st.st_mode))
 		err = cu_data(c);
-	if (!err)
-		err = un_copy_xattrs(c->src, c->tmpfd);
 	if (!err)
 		err = cu_attrs(c);
 	if (!err)

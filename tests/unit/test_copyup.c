@@ -56,6 +56,8 @@ static bool same_content(struct fx *fx, const char *a, const char *b)
 	return !strcmp(ha, hb);
 }
 
+static const uint8_t fcaps[20] = {0x01, 0, 0, 0x02, 0, 0x20};
+
 /* A 3 MiB random file three directories down, with its own owner, mode,
  * times and xattrs, and directories of distinct modes and owners. */
 static void deep_lower(struct fx *fx)
@@ -70,6 +72,10 @@ static void deep_lower(struct fx *fx)
 	t_xattr(fx, "l2/a/b/c/f", "user.colour", "blue");
 	t_xattr(fx, "l2/a/b/c/f", "trusted.keep", "yes");
 	t_xattr(fx, "l2/a", "user.dir", "a");
+	/* file capabilities: VFS_CAP_REVISION_2, effective, CAP_NET_RAW */
+	assert_int_equal(lsetxattr(t_path(fx, "l2/a/b/c/f"), "security.capability", fcaps,
+				   sizeof(fcaps), 0),
+			 0);
 	assert_int_equal(chmod(t_path(fx, "l2/a"), 0751), 0);
 	assert_int_equal(chmod(t_path(fx, "l2/a/b"), 0710), 0);
 	assert_int_equal(chmod(t_path(fx, "l2/a/b/c"), 0705), 0);
@@ -87,7 +93,7 @@ static void test_data_attrs_parents(void **state)
 	un_id id, ida;
 
 	deep_lower(fx);
-	t_file(fx, "l1/a/other", "merged"); /* a is merged from l1 and l2 */
+	t_file(fx, "l1/a/other", "merged");    /* a is merged from l1 and l2 */
 	t_xattr(fx, "l1/a", "user.dir", "a1"); /* a's top-most instance is copied */
 	w_export(fx);
 	id = t_id(fx, "a/b/c/f");
@@ -103,6 +109,14 @@ static void test_data_attrs_parents(void **state)
 	same_attrs(fx, "l2/a/b/c/f", "u/a/b/c/f");
 	assert_string_equal(w_xattr(fx, "u/a/b/c/f", "user.colour"), "blue");
 	assert_string_equal(w_xattr(fx, "u/a/b/c/f", "trusted.keep"), "yes");
+	{ /* kept through the chown of the copy */
+		uint8_t caps[32];
+
+		assert_int_equal(lgetxattr(t_path(fx, "u/a/b/c/f"), "security.capability",
+					   caps, sizeof(caps)),
+				 sizeof(fcaps));
+		assert_memory_equal(caps, fcaps, sizeof(fcaps));
+	}
 	/* The parents, each with its own mode, owner and times, not opaque. */
 	same_attrs(fx, "l2/a/b/c", "u/a/b/c");
 	same_attrs(fx, "l2/a/b", "u/a/b");

@@ -736,10 +736,19 @@ static const char *rnd_path(uint64_t *s, char *buf)
 {
 	static const char names[] = "abcdefg";
 
-	if (rnd_next(s) % 3)
+	switch (rnd_next(s) % 7) {
+	case 0:
+	case 1:
+	case 2:
 		snprintf(buf, 8, "%c", names[rnd_next(s) % 7]);
-	else
+		break;
+	case 6:
+		snprintf(buf, 8, "%c/%c/%c", names[rnd_next(s) % 7],
+			 names[rnd_next(s) % 7], names[rnd_next(s) % 7]);
+		break;
+	default:
 		snprintf(buf, 8, "%c/%c", names[rnd_next(s) % 7], names[rnd_next(s) % 7]);
+	}
 	return buf;
 }
 
@@ -752,15 +761,14 @@ static bool follows_symlink(const char *mnt, const struct w_op *op)
 	char p[PATH_MAX];
 	struct stat st;
 
-	for (int k = 0; k < 2 && paths[k]; k++) {
-		const char *slash = strchr(paths[k], '/');
-
-		snprintf(p, sizeof(p), "%s/%.*s", mnt,
-			 slash ? (int)(slash - paths[k]) : (int)strlen(paths[k]),
-			 paths[k]);
-		if (slash && lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
-			return true;
-	}
+	for (int k = 0; k < 2 && paths[k]; k++)
+		for (const char *sl = strchr(paths[k], '/'); sl;
+		     sl = strchr(sl + 1, '/')) {
+			snprintf(p, sizeof(p), "%s/%.*s", mnt, (int)(sl - paths[k]),
+				 paths[k]);
+			if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
+				return true;
+		}
 	snprintf(p, sizeof(p), "%s/%s", mnt, op->a);
 	return strchr("wtx", op->op) && lstat(p, &st) == 0 &&
 	       (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode));
