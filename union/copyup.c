@@ -71,6 +71,7 @@
 
 #define WORK_NAME	  "work"
 #define WORK_CLEAN_DEPTH  8
+#define WALK_TRIES	  3 /* reads of the path when an ancestor moves meanwhile */
 #define DENTS_BUF	  (16u << 10)
 #define COPY_CHUNK	  (1ul << 30) /* bytes per copy_file_range call */
 #define BOUNCE_BUF	  (256u << 10)
@@ -536,7 +537,13 @@ int un_copyup(struct un_export *ex, struct un_obj *o)
 	if (o->id == ex->root_id)
 		return -EIO; /* the upper root always exists: a broken object */
 	un_sys_creds_override(&saved);
-	err = copyup_parent(ex, o->parent, &parent);
+	/* A rename of an ancestor between reading the path and walking it
+	 * shows as -ESTALE: the path read again names the new place. */
+	for (int tries = 0; tries < WALK_TRIES; tries++) {
+		err = copyup_parent(ex, o->parent, &parent);
+		if (err != -ESTALE)
+			break;
+	}
 	if (!err)
 		err = copyup_locked(ex, parent, o);
 	un_obj_put(parent);

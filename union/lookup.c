@@ -32,6 +32,8 @@
 
 #include "un_private.h"
 
+#define RESOLVE_TRIES 3 /* walks of a path whose names change meanwhile */
+
 struct lookup {
 	struct un_export *ex;
 	const struct un_obj *dir;
@@ -309,14 +311,12 @@ static int resolve_walk(struct un_export *ex, const struct un_node_hop *hops, si
 	return err;
 }
 
-int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+static int resolve_once(struct un_export *ex, un_id id, struct un_obj **out)
 {
 	struct un_node_hop *hops = NULL;
 	size_t n;
 	int err;
 
-	if (id == ex->root_id)
-		return un_root(ex, out);
 	err = un_node_path(ex->st, id, &hops, &n);
 	if (err)
 		return err;
@@ -324,6 +324,20 @@ int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
 	if (n >= 2 && hops[0].id == ex->root_id)
 		err = resolve_walk(ex, hops, n, out);
 	free(hops);
+	return err;
+}
+
+int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+{
+	int err = -ESTALE;
+
+	if (id == ex->root_id)
+		return un_root(ex, out);
+	/* A rename (dir.c) changes the layer first and the table after it:
+	 * a walk in between finds the old name gone.  The path read again
+	 * names the new place; a node really gone stays -ESTALE. */
+	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
+		err = resolve_once(ex, id, out);
 	return err;
 }
 
