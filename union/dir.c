@@ -145,37 +145,43 @@ static un_id id_or_none(const struct un_obj *o)
 	return o ? o->id : UN_ID_NONE;
 }
 
-/* Locks IDS[0..n-1] and what NAME in DIR holds (*out, NULL when absent):
- * the name is looked up before and again under the locks until both agree. */
+/* One try of lock_with: 1 when the lookups before and under the locks
+ * agree (the locks held, *out set), 0 when they do not (nothing held), or
+ * -errno (nothing held). */
+static int lock_try(struct un_export *ex, struct nslocks *l, un_id *ids, size_t n,
+		    struct un_obj *dir, const char *name, struct un_obj **out)
+{
+	struct un_obj *before = NULL, *now = NULL;
+	int err = lookup_opt(ex, dir, name, &before);
+
+	if (err)
+		return err;
+	ids[n] = before ? before->id : ids[0];
+	ns_lock(ex, l, ids, n + 1);
+	err = lookup_opt(ex, dir, name, &now);
+	if (!err && id_or_none(now) == id_or_none(before)) {
+		*out = now; /* ownership moves to the caller */
+		now = NULL;
+		err = 1;
+	} else {
+		ns_unlock(ex, l);
+	}
+	un_obj_put(before);
+	un_obj_put(now);
+	return err;
+}
+
+/* Locks IDS[0..n-1] (IDS has room for one more) and what NAME in DIR
+ * holds (*out, NULL when absent): the name is looked up before and again
+ * under the locks until both agree.  -EAGAIN if it keeps changing. */
 static int lock_with(struct un_export *ex, struct nslocks *l, un_id *ids, size_t n,
 		     struct un_obj *dir, const char *name, struct un_obj **out)
 {
-	struct un_obj *before = NULL, *now = NULL;
-	int err = -EAGAIN;
+	int r = 0;
 
-	for (int tries = 0; tries < LOCK_TRIES; tries++) {
-		err = lookup_opt(ex, dir, name, &before);
-		if (err)
-			return err;
-		ids[n] = before ? before->id : ids[0];
-		ns_lock(ex, l, ids, n + 1);
-		err = lookup_opt(ex, dir, name, &now);
-		if (!err && id_or_none(now) == id_or_none(before))
-			break;
-		ns_unlock(ex, l);
-		un_obj_put(now);
-		now = NULL;
-		un_obj_put(before);
-		before = NULL;
-		if (!err)
-			err = -EAGAIN;
-		else
-			return err;
-	}
-	un_obj_put(before);
-	if (!err)
-		*out = now;
-	return err;
+	for (int tries = 0; tries < LOCK_TRIES && r == 0; tries++)
+		r = lock_try(ex, l, ids, n, dir, name, out);
+	return r == 1 ? 0 : r == 0 ? -EAGAIN : r;
 }
 
 /* ---- checks ---- */
@@ -238,8 +244,10 @@ static int upper_kind(int udir, const char *name)
 				       : UP_OTHER;
 }
 
-/* What lower layer dir FD holds under NAME: 1 an entry, 0 nothing, -1 a
- * white-out (which hides the layers below). */
+/* What one lower layer holds under a name. */
+enum low_kind { LOW_NONE, LOW_ENTRY, LOW_WHITEOUT };
+
+/* What lower layer dir FD holds under NAME: an enum low_kind or -errno. */
 static int lower_entry(int fd, const char *name, size_t len)
 {
 	struct stat st;
@@ -247,33 +255,27 @@ static int lower_entry(int fd, const char *name, size_t len)
 
 	if (err == -ENOENT) {
 		err = un_oci_whiteout_exists(fd, name, len);
-		return err < 0 ? err : err ? -1 : 0;
+		return err < 0 ? err : err ? LOW_WHITEOUT : LOW_NONE;
 	}
 	if (err)
 		return err;
 	err = un_whiteout_classify(fd, name, &st);
 	if (err < 0)
 		return err;
-	return err == UN_SEEN_WHITEOUT ? -1 : 1;
+	return err == UN_SEEN_WHITEOUT ? LOW_WHITEOUT : LOW_ENTRY;
 }
 
 int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
 		 size_t len)
 {
-	int r;
+	int r = LOW_NONE;
 
 	if (un_name_private(name, len))
 		return 0; /* absent from every lower layer */
-	for (size_t i = 0; i < dir->ninst; i++) {
-		if (!ex->layers[dir->inst[i].layer].lower)
-			continue;
-		r = lower_entry(dir->inst[i].fd, name, len);
-		if (r == -1)
-			return 0;
-		if (r != 0)
-			return r;
-	}
-	return 0;
+	for (size_t i = 0; i < dir->ninst && r == LOW_NONE; i++)
+		if (ex->layers[dir->inst[i].layer].lower)
+			r = lower_entry(dir->inst[i].fd, name, len);
+	return r < 0 ? r : r == LOW_ENTRY;
 }
 
 static bool has_lower(const struct un_export *ex, const struct un_obj *o)
@@ -490,6 +492,16 @@ static int nb_fix_mode(int udir, const char *name, const struct newobj *nb)
 	return err;
 }
 
+/* Half I of an EXCLUSIVE create's verifier, as the seconds it is kept in
+ * (0: atime, 1: mtime; see the notes). */
+static time_t verf_half(const uint8_t v[8], int i)
+{
+	const uint8_t *p = v + 4 * i;
+
+	return (time_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+			(uint32_t)p[2] << 8 | p[3]);
+}
+
 /* Gives FD, made in the work dir for CALLER, what creating it in UDIR as
  * the caller would have: owner (and a set-gid parent's group), mode; and
  * the verifier's times, and opaqueness for a directory (invariant 2). */
@@ -514,14 +526,8 @@ static int nb_attrs(struct un_export *ex, int fd, int udir, const struct newobj 
 	if (!err && S_ISDIR(nb->mode))
 		err = set_opaque(ex, fd);
 	if (!err && nb->verf) {
-		ts[0] = (struct timespec){.tv_sec = (time_t)((uint32_t)nb->verf[0] << 24 |
-							     (uint32_t)nb->verf[1] << 16 |
-							     (uint32_t)nb->verf[2] << 8 |
-							     nb->verf[3])};
-		ts[1] = (struct timespec){.tv_sec = (time_t)((uint32_t)nb->verf[4] << 24 |
-							     (uint32_t)nb->verf[5] << 16 |
-							     (uint32_t)nb->verf[6] << 8 |
-							     nb->verf[7])};
+		ts[0] = (struct timespec){.tv_sec = verf_half(nb->verf, 0)};
+		ts[1] = (struct timespec){.tv_sec = verf_half(nb->verf, 1)};
 		err = un_sys_utimens_fd(fd, ts);
 	}
 	return err;
@@ -594,13 +600,8 @@ static int verf_match(const struct un_obj *o, const uint8_t v[8])
 	err = un_sys_fstat(o->inst[0].fd, &st);
 	if (err)
 		return err;
-	return st.st_size == 0 &&
-	       (uint64_t)st.st_atim.tv_sec ==
-		   ((uint64_t)v[0] << 24 | (uint64_t)v[1] << 16 | (uint64_t)v[2] << 8 |
-		    v[3]) &&
-	       (uint64_t)st.st_mtim.tv_sec ==
-		   ((uint64_t)v[4] << 24 | (uint64_t)v[5] << 16 | (uint64_t)v[6] << 8 |
-		    v[7]);
+	return st.st_size == 0 && st.st_atim.tv_sec == verf_half(v, 0) &&
+	       st.st_mtim.tv_sec == verf_half(v, 1);
 }
 
 /* The existing object C at the name to create: *out, or -EEXIST. */
