@@ -391,6 +391,40 @@ static void test_link(void **state)
 	un_obj_put(o);
 }
 
+/* The names of a linked node through renames and removals. */
+static void test_link_names(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o, *d;
+	un_id id;
+
+	t_file(fx, "u/d/f", "f");
+	t_mkdir(fx, "u/e");
+	w_export(fx);
+	id = t_id(fx, "d/f");
+	o = walk(fx, "d/f");
+	d = walk(fx, "e");
+	assert_int_equal(un_link(fx->ex, o, d, "g"), 0);
+	un_obj_put(o);
+	un_obj_put(d);
+	assert_int_equal(mv(fx, "e", "g", "e", "g"), 0);
+	assert_int_equal(mv(fx, "d", "f", "e", "g"), 0); /* same node: nothing */
+	assert_true(w_exists(fx, "u/d/f"));
+	assert_int_equal(mv(fx, "d", "f", "d", "h"), 0);  /* the record's name moves */
+	assert_int_equal(mv(fx, "e", "g", "", "top"), 0); /* the second name moves */
+	assert_int_equal(t_id(fx, "d/h"), id);
+	assert_int_equal(t_id(fx, "top"), id);
+	assert_int_equal(rm(fx, "d", "h"), 0);
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0); /* via "top" */
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "top"), id);
+	/* a new file over the last name: the node is gone */
+	t_file(fx, "u/new", "n");
+	assert_int_equal(mv(fx, "", "new", "", "top"), 0);
+	stale(fx, id);
+	assert_int_not_equal(t_id(fx, "top"), id);
+}
+
 /* ---- create ---- */
 
 static void test_create(void **state)
@@ -859,6 +893,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rename_over_whiteout_dir, w_setup,
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
