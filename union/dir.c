@@ -30,10 +30,11 @@
  *
  * Invariants
  *  1. Each change of the merged view is one atomic rename or unlink; a crash
- *     between steps leaves garbage in the work dir only (whiteout_put,
- *     create_over, clear_dir).  Exception: where RENAME_WHITEOUT is refused
- *     (a filesystem without it, or the xattr form) the source's white-out
- *     follows the rename in a second step (rename_move).
+ *     between steps, or a clean-up that fails after the change, leaves
+ *     garbage in the work dir only, which the next un_work_open removes
+ *     (whiteout_put, create_over, clear_dir).  Exception: where RENAME_WHITEOUT is
+ * refused (a filesystem without it, or the xattr form) the source's white-out follows the
+ * rename in a second step (rename_move).
  *  2. A directory made over a white-out is opaque before it shows
  *     (create_over); a directory moved into a merged parent is made opaque
  *     before it moves, as overlayfs does, so no lower entry of its new name

@@ -20,29 +20,36 @@ static struct un_obj *walk(struct fx *fx, const char *path)
 	return o;
 }
 
+/* The helpers below pass a failed lookup on (fault sweeps inject them). */
 static int rm(struct fx *fx, const char *dir, const char *name)
 {
-	struct un_obj *d = walk(fx, dir);
-	int rc = un_remove(fx->ex, d, name);
+	struct un_obj *d = NULL;
+	int rc = t_walk(fx, dir, &d);
 
+	if (!rc)
+		rc = un_remove(fx->ex, d, name);
 	un_obj_put(d);
 	return rc;
 }
 
 static int rmd(struct fx *fx, const char *dir, const char *name)
 {
-	struct un_obj *d = walk(fx, dir);
-	int rc = un_rmdir(fx->ex, d, name);
+	struct un_obj *d = NULL;
+	int rc = t_walk(fx, dir, &d);
 
+	if (!rc)
+		rc = un_rmdir(fx->ex, d, name);
 	un_obj_put(d);
 	return rc;
 }
 
 static int mkd(struct fx *fx, const char *dir, const char *name, mode_t mode)
 {
-	struct un_obj *d = walk(fx, dir), *o = NULL;
-	int rc = un_mkdir(fx->ex, d, name, mode, &o);
+	struct un_obj *d = NULL, *o = NULL;
+	int rc = t_walk(fx, dir, &d);
 
+	if (!rc)
+		rc = un_mkdir(fx->ex, d, name, mode, &o);
 	un_obj_put(o);
 	un_obj_put(d);
 	return rc;
@@ -51,9 +58,13 @@ static int mkd(struct fx *fx, const char *dir, const char *name, mode_t mode)
 static int mv(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
 	      const char *tname)
 {
-	struct un_obj *f = walk(fx, fdir), *t = walk(fx, tdir);
-	int rc = un_rename(fx->ex, f, fname, t, tname);
+	struct un_obj *f = NULL, *t = NULL;
+	int rc = t_walk(fx, fdir, &f);
 
+	if (!rc)
+		rc = t_walk(fx, tdir, &t);
+	if (!rc)
+		rc = un_rename(fx->ex, f, fname, t, tname);
 	un_obj_put(f);
 	un_obj_put(t);
 	return rc;
@@ -606,6 +617,160 @@ static void test_creds(void **state)
 	assert_int_equal(st.st_gid, 4242);
 }
 
+/* ---- a failure at every step ---- */
+
+/* One change to sweep: SETUP builds the layers, OP makes the change, and the
+ * listing of DIR is BEFORE until it succeeds and AFTER from then on. */
+struct sweep {
+	void (*setup)(struct fx *);
+	int (*op)(struct fx *);
+	const char *dir, *before, *after;
+};
+
+static void sweep_layers(struct fx *fx)
+{
+	t_file(fx, "l2/d/lower", "l");
+	t_file(fx, "l1/d/both", "l");
+	t_file(fx, "u/d/both", "u");
+	t_file(fx, "l2/d/gone", "g");
+	t_chr0(fx, "u/d/gone");
+	t_file(fx, "l2/d/sub/x", "x");
+	t_chr0(fx, "u/d/sub/x");
+	t_mkdir(fx, "u/d/pure");
+}
+
+static int sweep_remove(struct fx *fx)
+{
+	return rm(fx, "d", "lower");
+}
+
+static int sweep_remove_both(struct fx *fx)
+{
+	return rm(fx, "d", "both");
+}
+
+static int sweep_rmdir(struct fx *fx)
+{
+	return rmd(fx, "d", "sub");
+}
+
+static int sweep_mkdir_over(struct fx *fx)
+{
+	return mkd(fx, "d", "gone", 0750);
+}
+
+static int sweep_rename_over(struct fx *fx)
+{
+	return mv(fx, "d", "lower", "d", "gone");
+}
+
+static int sweep_rename_dir(struct fx *fx)
+{
+	return mv(fx, "d", "pure", "d", "sub");
+}
+
+static int sweep_link(struct fx *fx)
+{
+	struct un_obj *o = NULL, *d = NULL;
+	int rc = t_walk(fx, "d/lower", &o);
+
+	if (!rc)
+		rc = t_walk(fx, "d", &d);
+	if (!rc)
+		rc = un_link(fx->ex, o, d, "gone");
+
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static int sweep_verf(struct fx *fx)
+{
+	static const uint8_t v[8] = {9, 8, 7, 6, 5, 4, 3, 2};
+	struct un_obj *d = NULL, *o = NULL;
+	int rc = t_walk(fx, "d", &d);
+
+	if (!rc)
+		rc = un_create_verf(fx->ex, d, "gone", v, &o);
+
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static void sweep_reset(struct fx *fx, const struct sweep *sw)
+{
+	static const char *const dirs[] = {"l1", "l2", "u", "w"};
+	char p[PATH_MAX];
+
+	t_export_close(fx);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s", t_path(fx, dirs[i]));
+		t_rm_rf(p);
+		t_mkdir(fx, dirs[i]);
+	}
+	sw->setup(fx);
+	t_export(fx, "l1:l2", "u", "w");
+}
+
+static void sweep_run(struct fx *fx, const struct sweep *sw)
+{
+	unsigned long calls;
+	int fds;
+
+	sweep_reset(fx, sw);
+	fds = t_nfds();
+	un_sys_inject_reset();
+	assert_int_equal(sw->op(fx), 0);
+	calls = un_sys_calls(UN_SYS_ANY);
+	t_list_eq(fx, sw->dir, sw->after);
+	for (unsigned long n = 1; n <= calls; n++) {
+		char *got;
+		int rc;
+
+		sweep_reset(fx, sw);
+		un_sys_inject_reset();
+		un_sys_inject(UN_SYS_ANY, n, EIO);
+		rc = sw->op(fx);
+		un_sys_inject_reset();
+		got = t_list(fx, sw->dir);
+		if (strcmp(got, sw->after) && (rc == 0 || strcmp(got, sw->before)))
+			fail_msg("call %lu of %lu: rc %d, listing %s", n, calls, rc, got);
+		free(got);
+		/* A failed change leaves no garbage; a change that succeeded but
+		 * could not clean up may (the next export open removes it). */
+		if (rc && w_count(fx, "w/work"))
+			fail_msg("call %lu of %lu: rc %d, the work dir is not empty", n,
+				 calls, rc);
+		assert_int_equal(t_nfds(), fds);
+		rc = sw->op(fx); /* a retry, unless the change was made */
+		t_list_eq(fx, sw->dir, sw->after);
+	}
+}
+
+static void test_fault_sweeps(void **state)
+{
+	static const struct sweep sweeps[] = {
+	    {sweep_layers, sweep_remove, "d", "both,lower,pure,sub", "both,pure,sub"},
+	    {sweep_layers, sweep_remove_both, "d", "both,lower,pure,sub",
+	     "lower,pure,sub"},
+	    {sweep_layers, sweep_rmdir, "d", "both,lower,pure,sub", "both,lower,pure"},
+	    {sweep_layers, sweep_mkdir_over, "d", "both,lower,pure,sub",
+	     "both,gone,lower,pure,sub"},
+	    {sweep_layers, sweep_rename_over, "d", "both,lower,pure,sub",
+	     "both,gone,pure,sub"},
+	    {sweep_layers, sweep_rename_dir, "d", "both,lower,pure,sub",
+	     "both,lower,sub"},
+	    {sweep_layers, sweep_link, "d", "both,lower,pure,sub",
+	     "both,gone,lower,pure,sub"},
+	    {sweep_layers, sweep_verf, "d", "both,lower,pure,sub",
+	     "both,gone,lower,pure,sub"},
+	};
+
+	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++)
+		sweep_run(*state, &sweeps[i]);
+}
+
 /* ---- against kernel overlayfs ---- */
 
 static void populate(struct fx *fx, const char *side)
@@ -899,6 +1064,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_creds, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_fault_sweeps, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_remove, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_rename, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_over_whiteouts, w_setup,
