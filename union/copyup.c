@@ -17,7 +17,10 @@
  *              chown, which would drop security.capability), then times last
  *              (everything before changes them)
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
- *              lower one as its origin
+ *              lower one as its origin; a lower file with several links is
+ *              one file per name after copy-up (as in overlayfs without its
+ *              index): the record follows the name copied up, and at the
+ *              commit forgets the origin, so the other names get new nodes
  *   cu_commit  rename into the upper parent with RENAME_NOREPLACE: the
  *              commit point; then the parent's times are put back, as a
  *              copy-up is no change of the parent
@@ -367,11 +370,21 @@ static int cu_attrs(struct copyup *c)
 	return err;
 }
 
+/* True for a lower file with other names: its copy-up breaks the link. */
+static bool cu_shared(const struct copyup *c)
+{
+	return !S_ISDIR(c->st.st_mode) && c->st.st_nlink > 1;
+}
+
 static int cu_node(struct copyup *c)
 {
 	struct un_devino lower = {.dev = c->st.st_dev, .ino = c->st.st_ino};
-	int err = un_node_set_inst(c->ex->st, c->o->id, c->di, &lower);
+	struct un_node_name nm = {c->o->parent, c->o->name, c->o->namelen};
+	int err;
 
+	/* The record follows the name copied up, the others part at commit. */
+	err = un_node_set_inst(c->ex->st, c->o->id, c->di, &lower,
+			       cu_shared(c) ? &nm : NULL);
 	c->noded = !err;
 	return err;
 }
@@ -390,6 +403,10 @@ static int cu_commit(struct copyup *c)
 	c->made = false;
 	/* Best effort, after the commit point (invariant 2). */
 	un_sys_utimens_fd(c->pdir, (const struct timespec[2]){pst.st_atim, pst.st_mtim});
+	if (cu_shared(c))
+		un_node_unshare(
+		    c->ex->st, c->o->id,
+		    (struct un_devino){.dev = c->st.st_dev, .ino = c->st.st_ino});
 	return 0;
 }
 
@@ -421,7 +438,7 @@ out:
 		un_work_remove(c->ex->tmpfd, c->tmp, 0);
 	if (err && c->noded) { /* the origin matches meanwhile: best effort */
 		lower = (struct un_devino){.dev = c->st.st_dev, .ino = c->st.st_ino};
-		un_node_set_inst(c->ex->st, c->o->id, lower, NULL);
+		un_node_set_inst(c->ex->st, c->o->id, lower, NULL, NULL);
 	}
 	return err;
 }

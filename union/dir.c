@@ -864,7 +864,13 @@ static int rename_check(struct rn *r)
 	bool sdir = S_ISDIR(r->src->type), ddir = r->dst && S_ISDIR(r->dst->type);
 	int err;
 
-	if (r->dst && r->dst->id == r->src->id)
+	/* One inode under both names, as rename(2) sees it: the same name, or
+	 * a node shared by two upper links.  Two lower links are two inodes
+	 * to overlayfs (without its index): that rename goes on, copying up. */
+	if (r->dst && r->dst->id == r->src->id &&
+	    ((r->fdir->id == r->tdir->id && r->flen == r->tlen &&
+	      !memcmp(r->fname, r->tname, r->flen)) ||
+	     (un_obj_upper(r->ex, r->src) && un_obj_upper(r->ex, r->dst))))
 		return 1;
 	if (sdir) { /* not into itself */
 		err = is_ancestor(r->ex, r->src->id, r->tdir->id);

@@ -775,6 +775,7 @@ static int in_write_txn(struct un_state *st,
 struct set_inst_args {
 	un_id id;
 	struct un_devino top, origin;
+	const struct un_node_name *nm;
 };
 
 static int set_inst_txn(struct un_state *st, MDB_txn *txn, const void *arg)
@@ -790,17 +791,60 @@ static int set_inst_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	r.name = name;
 	r.di = a->top;
 	r.origin = a->origin;
-	return rec_write(st, txn, a->id, &r);
+	if (a->nm) {
+		r.parent = a->nm->parent;
+		r.name = a->nm->name;
+		r.namelen = (uint16_t)a->nm->len;
+		err = names_put(st, txn, a->nm, a->id);
+	}
+	return err ? err : rec_write(st, txn, a->id, &r);
 }
 
 int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
-		     const struct un_devino *origin)
+		     const struct un_devino *origin, const struct un_node_name *nm)
 {
-	struct set_inst_args a = {.id = id, .top = top};
+	struct set_inst_args a = {.id = id, .top = top, .nm = nm};
 
 	if (origin)
 		a.origin = *origin;
 	return in_write_txn(st, set_inst_txn, &a);
+}
+
+struct unshare_args {
+	un_id id;
+	struct un_devino lower;
+};
+
+static int unshare_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct unshare_args *a = arg;
+	char name[UN_NAME_MAX + 1];
+	uint8_t lkey[16];
+	MDB_val lk = {sizeof(lkey), lkey};
+	struct rec_view r;
+	un_id lid;
+	int err = rec_get(st, txn, a->id, &r);
+
+	if (err)
+		return err;
+	memcpy(name, r.name, r.namelen);
+	r.name = name;
+	r.origin = (struct un_devino){0};
+	err = rec_write(st, txn, a->id, &r);
+	be64_put(lkey, a->lower.dev);
+	be64_put(lkey + 8, a->lower.ino);
+	if (!err)
+		err = index_get(txn, st->db_links, lkey, sizeof(lkey), &lid);
+	if (!err && lid == a->id)
+		return del_ok(mdb_del(txn, st->db_links, &lk, NULL));
+	return err == -ENOENT ? 0 : err;
+}
+
+int un_node_unshare(struct un_state *st, un_id id, struct un_devino lower)
+{
+	struct unshare_args a = {.id = id, .lower = lower};
+
+	return in_write_txn(st, unshare_txn, &a);
 }
 
 struct rename_args {

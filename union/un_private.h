@@ -235,9 +235,14 @@ struct un_node_name {
 
 /* The object of node ID now has TOP as its top-most layer instance (after a
  * copy-up); ORIGIN (NULL: none) is the instance it was copied from.  The
- * record matches an observation of either from now on. */
+ * record matches an observation of either from now on.  NM (NULL: keep)
+ * becomes the record's name. */
 int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
-		     const struct un_devino *origin);
+		     const struct un_devino *origin, const struct un_node_name *nm);
+/* A copy-up of one name of a lower file with several links has made that
+ * name a file of its own (as overlayfs without its index does): node ID
+ * forgets its origin LOWER, so the other names get nodes of their own. */
+int un_node_unshare(struct un_state *st, un_id id, struct un_devino lower);
 /* Node ID was renamed from FROM to TO: TO names ID, FROM nothing; a node TO
  * named before is forgotten as by un_node_remove.  The records below ID are
  * untouched (they name ID as their parent). */

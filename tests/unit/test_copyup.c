@@ -266,6 +266,36 @@ static void test_stale_object(void **state)
 	un_obj_put(root);
 }
 
+/* Two names of one lower inode share a node; the copy-up of one makes it a
+ * file of its own (overlayfs without its index): the other gets a node of
+ * its own and keeps the old data. */
+static void test_lower_hardlinks(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o = NULL;
+	enum un_stable c;
+	char buf[32];
+	un_id id;
+
+	t_file(fx, "l2/d/h1", "shared");
+	assert_int_equal(link(t_path(fx, "l2/d/h1"), t_path(fx, "l2/h2")), 0);
+	w_export(fx);
+	id = t_id(fx, "d/h1");
+	assert_int_equal(t_id(fx, "h2"), id);
+	assert_int_equal(t_walk(fx, "h2", &o), 0);
+	assert_int_equal(un_write(fx->ex, o, "SH", 2, 0, UN_UNSTABLE, &c), 2);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "h2"), id); /* the name written keeps the node */
+	assert_int_not_equal(t_id(fx, "d/h1"), id);
+	assert_int_equal(t_read(fx, "h2", buf, sizeof(buf)), 6);
+	assert_string_equal(buf, "SHared");
+	assert_int_equal(t_read(fx, "d/h1", buf, sizeof(buf)), 6);
+	assert_string_equal(buf, "shared");
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	assert_true(un_obj_upper(fx->ex, o));
+	un_obj_put(o);
+}
+
 /* ---- crash points ---- */
 
 static const char payload[] = "written after the copy-up";
@@ -438,6 +468,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_read_never_copies, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly_export, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_stale_object, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_lower_hardlinks, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_crash_points, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_crash_leftovers_cleaned, w_setup,
 					    w_teardown),

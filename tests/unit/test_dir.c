@@ -920,6 +920,9 @@ static void populate_rand(struct fx *fx, const char *side)
 	t_xattr(fx, P("l1/f"), "trusted.overlay.opaque", "y");
 	t_file(fx, P("l2/f/a"), "hidden");
 	t_mkdir(fx, P("l2/g"));
+	/* two names of one lower inode */
+	if (link(t_path(fx, P("l2/a/c")), t_path(fx, P("l2/g/c"))))
+		fail_msg("link: %s", strerror(errno));
 #undef P
 }
 
