@@ -1610,7 +1610,12 @@ static void pick_missing(struct picker *pk, char out[MAX_PATH])
 		if (!tree_find(pk->t, out))
 			return;
 	}
-	snprintf(out, MAX_PATH, "/missing");
+	/* every pool name tried exists: a name outside the pool */
+	for (int i = 0;; i++) {
+		snprintf(out, MAX_PATH, "/missing%d", i);
+		if (!tree_find(pk->t, out))
+			return;
+	}
 }
 
 /* An existing object of MASK with probability PCT, else a missing name. */
