@@ -1,8 +1,9 @@
 /* diff_oracle - the differential test of writable unions against kernel overlayfs.
  *
- *   diff_oracle gen --seed N DIR
+ *   diff_oracle gen --seed N [--hardlinks] DIR
  *       Generates the layers DIR/l1..lK (K = 2 or 3, top-most first), an empty
  *       upper DIR/u and an empty work dir DIR/w.  Same seed, same layers.
+ *       --hardlinks gives some files a second name in their layer.
  *   diff_oracle run --seed N --count N [--check-every N] [--trace FILE]
  *                   [--replay FILE] [--weights OP=N,...] [--verbose]
  *                   [--ignore symlink-times|nlink]
@@ -61,9 +62,10 @@
  *    are not compared.
  * 6. Generated layers keep the kernel a fair oracle: a white-out only where its
  *    directory is merged (overlayfs lists the white-outs of a directory that
- *    lives in one layer only), no hard links across lower layers (overlayfs
- *    without index=on breaks them on copy-up, a documented quirk), and nothing
- *    owned by a user that root cannot act for.
+ *    lives in one layer only), and no hard links inside lower layers unless
+ *    --hardlinks asks for them (overlayfs with index=off breaks such a link on
+ *    copy-up: the copied name changes, the other keeps the lower data - a
+ *    documented quirk a server may or may not imitate).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1019,7 +1021,56 @@ static void mkdir_or_die(const char *p, mode_t mode)
 		die("mkdir %s: %s", p, strerror(errno));
 }
 
-static int cmd_gen(uint64_t seed, const char *dir)
+/* Collects layer K's regular files and directories below REL (layer-relative). */
+static void layer_objects(const struct gen *g, int k, const char *rel,
+			  struct names *files, struct names *dirs)
+{
+	char lp[MAX_PATH];
+	DIR *d;
+	struct dirent *de;
+	names_add(dirs, rel);
+	layer_path(g, lp, k, rel);
+	if (!(d = opendir(lp)))
+		die("opendir %s: %s", lp, strerror(errno));
+	while ((de = readdir(d))) {
+		char child[MAX_PATH];
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		join(child, rel, de->d_name);
+		if (ltype_at(g, k, child) == LT_DIR)
+			layer_objects(g, k, child, files, dirs);
+		else if (ltype_at(g, k, child) == LT_REG)
+			names_add(files, child);
+	}
+	closedir(d);
+}
+
+/* --hardlinks: a second name, inside the same layer, for a fifth of a layer's
+ * files.  Off by default (design note 6): overlayfs with index=off breaks such
+ * a link on copy-up, which a server need not imitate. */
+static void gen_hardlinks(struct gen *g, int k)
+{
+	struct names files = {0}, dirs = {0};
+	layer_objects(g, k, "/", &files, &dirs);
+	names_sort(&files);
+	names_sort(&dirs);
+	for (size_t i = 0; i < files.n / 5 + 1 && files.n; i++) {
+		char from[MAX_PATH], to[MAX_PATH], lf[MAX_PATH], lt[MAX_PATH];
+		snprintf(from, sizeof(from), "%s", files.v[rng_below(&g->r, files.n)]);
+		join(to, dirs.v[rng_below(&g->r, dirs.n)],
+		     name_pool[rng_below(&g->r, NPOOL)]);
+		if (ltype_at(g, k, to) != LT_NONE)
+			continue;
+		layer_path(g, lf, k, from);
+		layer_path(g, lt, k, to);
+		if (link(lf, lt))
+			die("link %s %s: %s", lf, lt, strerror(errno));
+	}
+	names_free(&files);
+	names_free(&dirs);
+}
+
+static int cmd_gen(uint64_t seed, const char *dir, bool hardlinks)
 {
 	struct gen g = {.dir = dir};
 	int layers[8];
@@ -1037,8 +1088,11 @@ static int cmd_gen(uint64_t seed, const char *dir)
 	mkdir_or_die(p, 0755);
 	snprintf(p, sizeof(p), "%s/w", dir);
 	mkdir_or_die(p, 0755);
-	for (int k = g.nlower; k >= 1; k--)
+	for (int k = g.nlower; k >= 1; k--) {
 		gen_dir(&g, k, "/", 0);
+		if (hardlinks)
+			gen_hardlinks(&g, k);
+	}
 	sanitize(&g, "/", layers, g.nlower);
 	printf("%d\n", g.nlower);
 	return 0;
@@ -1992,7 +2046,7 @@ struct run_opts {
 	long count;
 	long check_every;
 	const char *trace, *replay, *weights;
-	bool verbose;
+	bool verbose, hardlinks;
 };
 
 static void print_result(const char *label, const struct result *r)
@@ -2133,7 +2187,7 @@ static int usage(void)
 {
 	fprintf(
 	    stderr,
-	    "usage: diff_oracle gen --seed N DIR\n"
+	    "usage: diff_oracle gen --seed N [--hardlinks] DIR\n"
 	    "       diff_oracle run --seed N --count N [--check-every N] [--trace FILE]\n"
 	    "                       [--replay FILE] [--weights OP=N,...] [--verbose]\n"
 	    "                       [--ignore symlink-times|nlink] SIDE_A SIDE_B\n"
@@ -2150,6 +2204,10 @@ static int parse_opts(int argc, char **argv, struct run_opts *o, char **pos, int
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(argv[i], "--verbose")) {
 			o->verbose = true;
+			continue;
+		}
+		if (!strcmp(argv[i], "--hardlinks")) {
+			o->hardlinks = true;
 			continue;
 		}
 		if (argv[i][0] != '-') {
@@ -2194,7 +2252,7 @@ int main(int argc, char **argv)
 	umask(0); /* modes are given explicitly, on both sides */
 	npos = parse_opts(argc, argv, &o, pos, 2);
 	if (!strcmp(argv[1], "gen") && npos == 1)
-		return cmd_gen(o.seed, pos[0]);
+		return cmd_gen(o.seed, pos[0], o.hardlinks);
 	if (!strcmp(argv[1], "run") && npos == 2)
 		return cmd_run(&o, pos[0], pos[1]);
 	if (!strcmp(argv[1], "cmp") && npos == 2)
