@@ -296,7 +296,11 @@ static int cu_data(struct copyup *c)
 
 	if (c->st.st_size == 0)
 		return 0;
-	in = un_sys_reopen(c->src, O_RDONLY | O_NOCTTY);
+	/* Copying is no access of the lower file: keep its atime where we may
+	 * (O_NOATIME needs its owner or CAP_FOWNER). */
+	in = un_sys_reopen(c->src, O_RDONLY | O_NOCTTY | O_NOATIME);
+	if (in == -EPERM)
+		in = un_sys_reopen(c->src, O_RDONLY | O_NOCTTY);
 	if (in < 0)
 		return in;
 	err = un_sys_clone(c->datafd, in);
