@@ -60,6 +60,11 @@ static struct un_obj *obj_alloc(size_t ninst)
 	return o;
 }
 
+bool un_links_shared(const struct un_export *ex, uint16_t layer)
+{
+	return ex->workfd < 0 || !ex->layers[layer].lower;
+}
+
 bool un_obj_upper(const struct un_export *ex, const struct un_obj *o)
 {
 	return ex->workfd >= 0 && o->ninst && o->inst[0].layer == 0;
@@ -215,7 +220,8 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	    .type = lk->top.st_mode & S_IFMT,
 	    .inst = lk->di,
 	    .ninst = lk->m.nfound,
-	    .linked = !S_ISDIR(lk->top.st_mode) && lk->top.st_nlink > 1,
+	    .linked = !S_ISDIR(lk->top.st_mode) && lk->top.st_nlink > 1 &&
+		      un_links_shared(lk->ex, lk->found[0].layer),
 	};
 	struct un_obj *o;
 	un_id id;

@@ -450,7 +450,8 @@ static int rec_add(struct build *b, size_t pos, const char *name, size_t len,
 	if (st) {
 		r->type = st->st_mode & S_IFMT;
 		r->di = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
-		r->linked = !S_ISDIR(st->st_mode) && st->st_nlink > 1;
+		r->linked = !S_ISDIR(st->st_mode) && st->st_nlink > 1 &&
+			    un_links_shared(b->ex, b->dir->inst[pos].layer);
 	}
 	memcpy(b->pool + b->poollen, name, len);
 	b->pool[b->poollen + len] = '\0';

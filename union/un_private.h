@@ -355,6 +355,12 @@ struct un_obj {
 
 /* 0, -EINVAL (empty, or a '/') or -ENAMETOOLONG. */
 int un_name_check(const char *name, size_t *len);
+/* True if the links of a file whose top-most instance is in layer LAYER
+ * share one node: always in a read-only union, and in the upper layer of a
+ * writable one.  A lower file's links do not: a copy-up of one name makes
+ * it a file of its own (as overlayfs without its index), and a handle a
+ * client holds for another name must not follow it. */
+bool un_links_shared(const struct un_export *ex, uint16_t layer);
 /* True if O's top-most instance is in the upper layer of EX. */
 bool un_obj_upper(const struct un_export *ex, const struct un_obj *o);
 /* Makes FD (O_PATH, ownership moves to O) O's top-most instance, in the upper

@@ -275,34 +275,48 @@ static void test_stale_object(void **state)
 	un_obj_put(root);
 }
 
-/* Two names of one lower inode share a node; the copy-up of one makes it a
- * file of its own (overlayfs without its index): the other gets a node of
- * its own and keeps the old data. */
+/* Two names of one lower inode are two nodes in a writable union: the
+ * copy-up of one makes it a file of its own (overlayfs without its index),
+ * and the other keeps its node and its data. */
 static void test_lower_hardlinks(void **state)
 {
 	struct fx *fx = *state;
 	struct un_obj *o = NULL;
 	enum un_stable c;
+	un_id id1, id2;
 	char buf[32];
-	un_id id;
 
 	t_file(fx, "l2/d/h1", "shared");
 	assert_int_equal(link(t_path(fx, "l2/d/h1"), t_path(fx, "l2/h2")), 0);
 	w_export(fx);
-	id = t_id(fx, "d/h1");
-	assert_int_equal(t_id(fx, "h2"), id);
+	id1 = t_id(fx, "d/h1");
+	id2 = t_id(fx, "h2");
+	assert_int_not_equal(id1, id2);
 	assert_int_equal(t_walk(fx, "h2", &o), 0);
 	assert_int_equal(un_write(fx->ex, o, "SH", 2, 0, UN_UNSTABLE, &c), 2);
 	un_obj_put(o);
-	assert_int_equal(t_id(fx, "h2"), id); /* the name written keeps the node */
-	assert_int_not_equal(t_id(fx, "d/h1"), id);
+	assert_int_equal(t_id(fx, "h2"), id2);
+	assert_int_equal(t_id(fx, "d/h1"), id1);
 	assert_int_equal(t_read(fx, "h2", buf, sizeof(buf)), 6);
 	assert_string_equal(buf, "SHared");
 	assert_int_equal(t_read(fx, "d/h1", buf, sizeof(buf)), 6);
 	assert_string_equal(buf, "shared");
-	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
-	assert_true(un_obj_upper(fx->ex, o));
+	assert_int_equal(un_resolve(fx->ex, id1, &o), 0);
+	assert_false(un_obj_upper(fx->ex, o));
 	un_obj_put(o);
+
+	/* A node table from a read-only run shares them: the copy-up parts. */
+	t_export(fx, "l2", NULL, NULL);
+	t_file(fx, "l2/x1", "x");
+	assert_int_equal(link(t_path(fx, "l2/x1"), t_path(fx, "l2/x2")), 0);
+	id1 = t_id(fx, "x1");
+	assert_int_equal(t_id(fx, "x2"), id1);
+	t_export(fx, "l2", "u", "w");
+	assert_int_equal(t_walk(fx, "x1", &o), 0);
+	assert_int_equal(un_copyup(fx->ex, o), 0);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "x1"), id1);
+	assert_int_not_equal(t_id(fx, "x2"), id1);
 }
 
 /* ---- crash points ---- */
