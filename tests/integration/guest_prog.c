@@ -84,8 +84,8 @@ static int visit(const char *path, const struct stat *st, int type, struct FTW *
 		h = hash_fd(fd, &size);
 		close(fd);
 		if (size != (uint64_t)st->st_size) {
-			printf("FAILED: %s: read %" PRIu64 " bytes, stat says %jd\n", path,
-			       size, (intmax_t)st->st_size);
+			printf("FAILED: %s: read %" PRIu64 " bytes, stat says %jd\n",
+			       path, size, (intmax_t)st->st_size);
 			exit(1);
 		}
 		/* the name from the tree's top down, so the sum ignores where it is */
@@ -138,7 +138,8 @@ static void pwrite_test(const char *out)
 		if (pwrite(fd, buf, BLOCK, (off_t)b * BLOCK) != BLOCK)
 			die("pwrite");
 	}
-	if (ftruncate(fd, (off_t)NBLOCKS * BLOCK + 100000) || ftruncate(fd, 50000 + BLOCK))
+	if (ftruncate(fd, (off_t)NBLOCKS * BLOCK + 100000) ||
+	    ftruncate(fd, 50000 + BLOCK))
 		die("ftruncate");
 	if (fsync(fd) || close(fd))
 		die("fsync/close");

@@ -69,12 +69,13 @@ elapsed() { echo "$((SECONDS - t0)) s"; }
 # build_root: debootstrap into a temp dir beside the cache, trim it, tar it.
 build_root() {
 	local b
-	command -v debootstrap >/dev/null || {
+	if ! command -v debootstrap >/dev/null; then
 		echo "installing debootstrap"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-			debootstrap </dev/null >"$T/apt.log" 2>&1 ||
+		export DEBIAN_FRONTEND=noninteractive
+		apt_install() { apt-get install -y --no-install-recommends debootstrap; }
+		{ apt_install || { apt-get update && apt_install; }; } </dev/null >"$T/apt.log" 2>&1 ||
 			{ tail -20 "$T/apt.log"; return 1; }
-	}
+	fi
 	b=$(mktemp -d "$CACHE_DIR/build.XXXXXX")
 	it_on_exit "rm -rf '$b'"
 	echo "building the Debian root (one time): debootstrap from $MIRROR"
@@ -88,8 +89,9 @@ build_root() {
 	# what the test never reads: the .debs, the package lists, documentation
 	rm -rf "$b/root/var/cache/apt/archives/"*.deb "$b/root/var/lib/apt/lists/"* \
 		"$b/root/usr/share/doc" "$b/root/usr/share/man" "$b/root/usr/share/info"
-	tar --numeric-owner -C "$b/root" -cf "$ROOT_TAR.part" .
-	mv "$ROOT_TAR.part" "$ROOT_TAR"
+	it_on_exit "rm -f '$ROOT_TAR.part$$'"
+	tar --numeric-owner -C "$b/root" -cf "$ROOT_TAR.part$$" .
+	mv "$ROOT_TAR.part$$" "$ROOT_TAR"
 	rm -rf "$b"
 	find "$CACHE_DIR" -maxdepth 1 -name 'root-*.tar' ! -name "root-$ROOT_VERSION.tar" -delete
 }
@@ -103,6 +105,8 @@ ensure_root() {
 		return 1
 	fi
 	local rc=0
+	# with the lock held, a build dir or part file is left from a killed run
+	rm -rf "$CACHE_DIR"/build.* "$CACHE_DIR"/root-*.tar.part*
 	[ -f "$ROOT_TAR" ] || build_root || rc=$?
 	exec {lock}>&-
 	return "$rc"
@@ -200,17 +204,24 @@ echo "layers ready after $(elapsed): $(find "$T/gen/tree" | wc -l) objects in th
 
 # union-nfsd inside run.sh's namespace, on its ports, its state dir in the run's work
 # dir.  run.sh ends it with SIGTERM to its process group; the wrapper waits for it
-# and keeps its exit status.
-S="'$UNION_NFSD' --lowerdir='$LT:$LM:$LR' --upperdir='$U' --workdir='$W'"
-S+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT --bind=\$KVMNFS_HOST_IP"
-S+=" --state-dir=\$KVMNFS_WORK/state --foreground --no-rpcbind & p=\$!;"
-S+=" trap 'wait \$p; echo \$? >\"$T/server.status\"; exit 0' TERM;"
-S+=" wait \$p; echo \$? >'$T/server.status'"
+# and keeps its exit status.  Should the server end by itself, the wrapper stops
+# qemu at once: under the hard mount the guest would hang until --timeout.
+cat >"$T/server.sh" <<EOF
+'$UNION_NFSD' --lowerdir='$LT:$LM:$LR' --upperdir='$U' --workdir='$W' \\
+	--nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT --bind=\$KVMNFS_HOST_IP \\
+	--state-dir=\$KVMNFS_WORK/state --foreground --no-rpcbind &
+p=\$!
+trap 'wait \$p; echo \$? >"$T/server.status"; exit 0' TERM
+wait \$p
+echo \$? >"$T/server.status"
+echo "kvm_write: union-nfsd ended by itself (status \$(cat "$T/server.status")): stopping qemu"
+for q in \$(ip netns pids "\$KVMNFS_NETNS"); do [ "\$q" = \$\$ ] || kill "\$q" 2>/dev/null; done
+EOF
 
 mkdir "$T/log"
 t1=$SECONDS
 run_rc=0
-"$H/run.sh" --root --server-cmd "$S" --export / --port 2049 --mountport 20048 \
+"$H/run.sh" --root --server-cmd "bash '$T/server.sh'" --export / --port 2049 --mountport 20048 \
 	--guest-script "$HERE/guest_write.sh" --timeout 900 --mem 512 --log-dir "$T/log" \
 	>"$T/guest.out" 2>"$T/run.err" || run_rc=$?
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc; its steps:"
