@@ -76,7 +76,7 @@ build_root() {
 		{ apt_install || { apt-get update && apt_install; }; } </dev/null >"$T/apt.log" 2>&1 ||
 			{ tail -20 "$T/apt.log"; return 1; }
 	fi
-	b=$(mktemp -d "$CACHE_DIR/build.XXXXXX")
+	b=$(mktemp -d "$CACHE_DIR/build.XXXXXX") && [ -d "$b" ] || return 1
 	it_on_exit "rm -rf '$b'"
 	echo "building the Debian root (one time): debootstrap from $MIRROR"
 	if ! debootstrap --variant=minbase --include=gcc,libc6-dev bookworm "$b/root" \
@@ -90,8 +90,9 @@ build_root() {
 	rm -rf "$b/root/var/cache/apt/archives/"*.deb "$b/root/var/lib/apt/lists/"* \
 		"$b/root/usr/share/doc" "$b/root/usr/share/man" "$b/root/usr/share/info"
 	it_on_exit "rm -f '$ROOT_TAR.part$$'"
-	tar --numeric-owner -C "$b/root" -cf "$ROOT_TAR.part$$" .
-	mv "$ROOT_TAR.part$$" "$ROOT_TAR"
+	# (called after ||, where set -e does not act: each step checked here)
+	tar --numeric-owner -C "$b/root" -cf "$ROOT_TAR.part$$" . &&
+		mv "$ROOT_TAR.part$$" "$ROOT_TAR" || { echo "could not write $ROOT_TAR"; return 1; }
 	rm -rf "$b"
 	find "$CACHE_DIR" -maxdepth 1 -name 'root-*.tar' ! -name "root-$ROOT_VERSION.tar" -delete
 }
