@@ -395,6 +395,9 @@ int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *nam
 /* Test hook: write white-outs in the xattr form (as when mknod is refused). */
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 
+/* ---- write.c: attributes and data ----
+ * Only the functions of union.h (un_setattr, un_write, un_commit). */
+
 /* ---- readdir.c: merged listings ---- */
 
 int un_listing_cache_new(struct un_listing_cache **out);

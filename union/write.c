@@ -22,6 +22,59 @@
 
 #include "un_private.h"
 
+/* The caller's view of O, for the checks below: whether it owns O and
+ * which permission bits (rwx) apply to it. */
+struct access {
+	bool root, owner;
+	unsigned bits;
+	struct stat st;
+	struct un_creds c;
+};
+
+static int access_get(const struct un_obj *o, struct access *a)
+{
+	int err;
+
+	un_sys_creds_current(&a->c);
+	a->root = a->c.fsuid == 0;
+	err = un_sys_fstat(o->inst[0].fd, &a->st);
+	if (err)
+		return err;
+	a->owner = a->c.fsuid == a->st.st_uid;
+	a->bits = a->owner			  ? a->st.st_mode >> 6
+		  : un_sys_in_group(a->st.st_gid) ? a->st.st_mode >> 3
+						  : a->st.st_mode;
+	return 0;
+}
+
+/* Whether the caller may make the change SA (NULL: write data) to O, judged
+ * on O's merged attributes before a copy-up, as overlayfs judges its own
+ * inode: a refused change copies nothing up.  The change itself runs as the
+ * caller afterwards, so the kernel has the last word. */
+static int may_modify(const struct un_obj *o, const struct un_sattr *sa)
+{
+	struct access a;
+	bool now;
+	int err = access_get(o, &a);
+
+	if (err || a.root)
+		return err;
+	if ((!sa || sa->set_size) && !(a.bits & 2))
+		return -EACCES;
+	if (!sa)
+		return 0;
+	if ((sa->set_mode && !a.owner) || (sa->set_uid && sa->uid != a.st.st_uid) ||
+	    (sa->set_gid && (!a.owner || !un_sys_in_group(sa->gid))))
+		return -EPERM;
+	/* Both times to "now" is a touch, which write permission allows
+	 * (utimensat's rule); any other change of times needs the owner. */
+	now = sa->set_atime && sa->atime.tv_nsec == UTIME_NOW && sa->set_mtime &&
+	      sa->mtime.tv_nsec == UTIME_NOW;
+	if ((sa->set_atime || sa->set_mtime) && !a.owner)
+		return now && (a.bits & 2) ? 0 : now ? -EACCES : -EPERM;
+	return 0;
+}
+
 static int setattr_size(struct un_obj *o, uint64_t size)
 {
 	int fd, err;
@@ -77,7 +130,9 @@ int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa
 	if (!(sa->set_mode || sa->set_uid || sa->set_gid || sa->set_size ||
 	      sa->set_atime || sa->set_mtime))
 		return 0; /* nothing to change: no reason to copy up */
-	err = un_copyup(ex, o);
+	err = un_obj_upper(ex, o) ? 0 : may_modify(o, sa);
+	if (!err)
+		err = un_copyup(ex, o);
 	return err ? err : setattr_upper(o, sa);
 }
 
@@ -110,7 +165,9 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 		return -EROFS;
 	if (n > SSIZE_MAX || off > (uint64_t)INT64_MAX - n)
 		return -EFBIG;
-	err = un_copyup(ex, o);
+	err = un_obj_upper(ex, o) ? 0 : may_modify(o, NULL);
+	if (!err)
+		err = un_copyup(ex, o);
 	if (err)
 		return err;
 	fd = un_sys_reopen(o->inst[0].fd, O_WRONLY | O_NOCTTY);

@@ -617,6 +617,67 @@ static void test_creds(void **state)
 	assert_int_equal(st.st_gid, 4242);
 }
 
+struct denied {
+	struct fx *fx;
+	int rm_lower, rm_upper, mkdir_over, rename_wh, write_other, write_own;
+};
+
+/* As fsuid/fsgid 4242: what the permissions of the merged tree refuse. */
+static void *denied_main(void *arg)
+{
+	struct denied *d = arg;
+	struct un_obj *o = NULL;
+	enum un_stable c;
+
+	syscall(SYS_setfsgid, 4242);
+	syscall(SYS_setfsuid, 4242);
+	d->rm_lower = rm(d->fx, "d", "lower");
+	d->rm_upper = rm(d->fx, "d", "upper");
+	d->mkdir_over = mkd(d->fx, "d", "gone", 0755);
+	d->rename_wh = mv(d->fx, "own", "f", "own", "g");
+	d->write_other = t_walk(d->fx, "d/lower", &o);
+	if (!d->write_other)
+		d->write_other = (int)un_write(d->fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c);
+	un_obj_put(o);
+	o = NULL;
+	d->write_own = t_walk(d->fx, "own/g", &o);
+	if (!d->write_own)
+		d->write_own = (int)un_write(d->fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c);
+	un_obj_put(o);
+	return NULL;
+}
+
+static void test_creds_denied(void **state)
+{
+	struct fx *fx = *state;
+	struct denied d = {.fx = fx};
+	pthread_t th;
+
+	t_file(fx, "l2/d/lower", "l");
+	t_file(fx, "l2/d/gone", "g");
+	t_file(fx, "l2/own/f", "mine");
+	assert_int_equal(chown(t_path(fx, "l2/own"), 4242, 4242), 0);
+	assert_int_equal(chown(t_path(fx, "l2/own/f"), 4242, 4242), 0);
+	t_file(fx, "u/d/upper", "u");
+	t_chr0(fx, "u/d/gone");
+	assert_int_equal(chmod(t_path(fx, "u/d"), 0755), 0);
+	w_export(fx);
+	pthread_create(&th, NULL, denied_main, &d);
+	pthread_join(th, NULL);
+	assert_int_equal(d.rm_lower, -EACCES);	 /* a white-out needs write on d */
+	assert_int_equal(d.rm_upper, -EACCES);	 /* the kernel says so */
+	assert_int_equal(d.mkdir_over, -EACCES); /* built in the work dir: checked */
+	assert_int_equal(d.rename_wh, 0);	 /* own dir: a white-out is left */
+	assert_int_equal(d.write_other, -EACCES);
+	assert_false(w_exists(fx, "u/d/lower")); /* refused before any copy-up */
+	assert_int_equal(d.write_own, 1);
+	t_list_eq(fx, "d", "lower,upper");
+	t_list_eq(fx, "own", "g");
+	assert_true(w_is_whiteout(fx, "u/own/f"));
+	assert_int_equal(lstat(t_path(fx, "u/own/g"), &(struct stat){0}), 0);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
 /* ---- a failure at every step ---- */
 
 /* One change to sweep: SETUP builds the layers, OP makes the change, and the
@@ -1067,6 +1128,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_creds, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_creds_denied, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_fault_sweeps, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_remove, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_rename, w_setup, w_teardown),

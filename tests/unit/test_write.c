@@ -4,6 +4,9 @@
  * truncate, and write/truncate sequences checked against kernel overlayfs. */
 #include "test_wr.h"
 
+#include <pthread.h>
+#include <sys/syscall.h>
+
 /* Script lines leave trailing fields out on purpose. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -179,6 +182,58 @@ static void test_write_errors(void **state)
 	un_obj_put(o);
 }
 
+struct as_other {
+	struct fx *fx;
+	int chmod, trunc, times, mnow, now, chown;
+};
+
+static void *as_other_main(void *arg)
+{
+	struct as_other *a = arg;
+	struct un_sattr mode = {.set_mode = true, .mode = 0600};
+	struct un_sattr size = {.set_size = true, .size = 0};
+	struct un_sattr times = {.set_mtime = true, .mtime = {5, 0}};
+	struct un_sattr now = {.set_atime = true,
+			       .atime = {.tv_nsec = UTIME_NOW},
+			       .set_mtime = true,
+			       .mtime = {.tv_nsec = UTIME_NOW}};
+	struct un_sattr mnow = {.set_mtime = true, .mtime = {.tv_nsec = UTIME_NOW}};
+	struct un_sattr own = {.set_uid = true, .uid = 4242};
+
+	syscall(SYS_setfsgid, 4242);
+	syscall(SYS_setfsuid, 4242);
+	a->chmod = setattr(a->fx, "ro", &mode);
+	a->trunc = setattr(a->fx, "ro", &size);
+	a->times = setattr(a->fx, "rw", &times);
+	a->chown = setattr(a->fx, "rw", &own);
+	a->mnow = setattr(a->fx, "rw", &mnow);
+	a->now = setattr(a->fx, "rw", &now);
+	return NULL;
+}
+
+/* Changes the caller may not make are refused before any copy-up. */
+static void test_setattr_denied(void **state)
+{
+	struct fx *fx = *state;
+	struct as_other a = {.fx = fx};
+	pthread_t th;
+
+	t_file(fx, "l1/ro", "root's");
+	t_file(fx, "l1/rw", "everyone's");
+	assert_int_equal(chmod(t_path(fx, "l1/rw"), 0666), 0);
+	w_export(fx);
+	pthread_create(&th, NULL, as_other_main, &a);
+	pthread_join(th, NULL);
+	assert_int_equal(a.chmod, -EPERM);
+	assert_int_equal(a.trunc, -EACCES);
+	assert_int_equal(a.times, -EPERM);
+	assert_int_equal(a.chown, -EPERM);
+	assert_false(w_exists(fx, "u/ro"));
+	assert_int_equal(a.mnow, -EPERM); /* only mtime: as explicit times */
+	assert_int_equal(a.now, 0); /* write permission is enough for a touch */
+	assert_true(w_exists(fx, "u/rw"));
+}
+
 /* A failure at each step of a truncate of a lower file two levels down. */
 static void test_truncate_faults(void **state)
 {
@@ -275,6 +330,7 @@ int main(void)
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_write_stability, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_write_errors, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_setattr_denied, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_truncate_faults, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_data, w_setup, w_teardown),
 	};
