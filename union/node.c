@@ -682,6 +682,21 @@ static int alias_trim(struct un_state *st, MDB_txn *txn, un_id id)
 	return alias_del(st, txn, id, NULL);
 }
 
+/* Renames alias FROM of ID to TO when ID has aliases at all: a node with a
+ * single name has none (invariant 8). */
+static int alias_move(struct un_state *st, MDB_txn *txn, un_id id,
+		      const struct un_node_name *from, const struct un_node_name *to)
+{
+	struct name_buf other;
+	size_t n;
+	int err = alias_scan(st, txn, id, NULL, &n, &other);
+
+	if (err || n == 0)
+		return err;
+	err = alias_del(st, txn, id, from);
+	return err ? err : alias_put(st, txn, id, to);
+}
+
 /* ---- forgetting and moving names ---- */
 
 /* Rewrites record ID (as R says) under the name NEW. */
@@ -873,11 +888,10 @@ static int rename_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	if (err)
 		return err == -ESTALE ? 0 : err; /* no record: nothing more to move */
 	if (rec_named(&r, a->from))
-		return rec_rename(st, txn, a->id, &r, a->to->parent, a->to->name,
-				  a->to->len);
-	/* a second name of a linked node moves in aliases */
-	err = alias_del(st, txn, a->id, a->from);
-	return err ? err : alias_put(st, txn, a->id, a->to);
+		err = rec_rename(st, txn, a->id, &r, a->to->parent, a->to->name,
+				 a->to->len);
+	/* aliases list every name of a linked node, the record's too */
+	return err ? err : alias_move(st, txn, a->id, a->from, a->to);
 }
 
 int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,

@@ -436,6 +436,29 @@ static void test_link_names(void **state)
 	assert_int_not_equal(t_id(fx, "top"), id);
 }
 
+/* The record's own name is renamed, then removed: the node lives on under
+ * its other name (the alias of the renamed name must move with it). */
+static void test_link_rename_remove(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o, *d;
+	un_id id;
+
+	t_file(fx, "u/d/q", "q");
+	w_export(fx);
+	id = t_id(fx, "d/q");
+	o = walk(fx, "d/q");
+	d = walk(fx, "d");
+	assert_int_equal(un_link(fx->ex, o, d, "r"), 0);
+	un_obj_put(o);
+	un_obj_put(d);
+	assert_int_equal(mv(fx, "d", "q", "d", "s"), 0);
+	assert_int_equal(rm(fx, "d", "s"), 0);
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "d/r"), id);
+}
+
 /* ---- create ---- */
 
 static void test_create(void **state)
@@ -1122,6 +1145,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rename_over_whiteout_dir, w_setup,
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_link_rename_remove, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
