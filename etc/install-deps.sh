@@ -14,6 +14,8 @@ PKGS=(
 	libnfs-utils nfs-common
 	# kernel client test (../shared/kvm-nfs): qemu, the guest's busybox, kernel unpacking
 	qemu-system-x86 busybox-static xz-utils
+	# the thin-client write test boots a Debian root (with gcc) served by union-nfsd
+	debootstrap
 	# reference server for the test tools and the benchmark
 	nfs-ganesha nfs-ganesha-vfs rpcbind
 )
