@@ -25,7 +25,7 @@ typedef uint64_t un_id;
 
 struct un_state;   /* a state dir: the node table and the secret key */
 struct un_export;  /* one union of layers, served under one path */
-struct un_obj;     /* one resolved object of an export (refcounted) */
+struct un_obj;	   /* one resolved object of an export (refcounted) */
 struct un_listing; /* one merged directory listing, one directory version */
 
 /* ---- state dir (state.c, node.c) ---- */
@@ -41,10 +41,10 @@ int un_state_sync(struct un_state *st);
 /* ---- exports and layers (layer.c) ---- */
 
 struct un_export_cfg {
-	const char *path;              /* the path clients mount, e.g. "/" */
-	const char *upperdir;          /* NULL: a read-only union */
-	const char *workdir;           /* required with upperdir */
-	const char *const *lowerdirs;  /* read-only layers, top-most first */
+	const char *path;	      /* the path clients mount, e.g. "/" */
+	const char *upperdir;	      /* NULL: a read-only union */
+	const char *workdir;	      /* required with upperdir */
+	const char *const *lowerdirs; /* read-only layers, top-most first */
 	size_t nlower;
 };
 
@@ -90,8 +90,8 @@ struct un_attr {
 	uint64_t size;
 	uint64_t used; /* bytes allocated */
 	uint32_t rdev_major, rdev_minor;
-	uint64_t fsid;   /* the export id: one filesystem per export */
-	un_id fileid;    /* the node id */
+	uint64_t fsid; /* the export id: one filesystem per export */
+	un_id fileid;  /* the node id */
 	struct timespec atime, mtime, ctime;
 };
 

@@ -230,7 +230,7 @@ static void test_setattr_denied(void **state)
 	assert_int_equal(a.chown, -EPERM);
 	assert_false(w_exists(fx, "u/ro"));
 	assert_int_equal(a.mnow, -EPERM); /* only mtime: as explicit times */
-	assert_int_equal(a.now, 0); /* write permission is enough for a touch */
+	assert_int_equal(a.now, 0);	  /* write permission is enough for a touch */
 	assert_true(w_exists(fx, "u/rw"));
 }
 
