@@ -209,6 +209,10 @@ const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i);
  * of directory DIR, assigning missing ids in one table transaction. */
 int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		   size_t from, size_t n, un_id *ids);
+/* TEST ONLY: narrows the cookie hash to BITS bits (63 = normal, the default) so
+ * that tests can force collisions.  Call before serving; union-nfsd calls it at
+ * start-up when UNION_NFSD_TEST_HASH_BITS is set (see server/main.c). */
+void un_readdir_test_hash_bits(unsigned bits);
 
 /* ---- file handles (handle.c) ----
  *

@@ -163,6 +163,21 @@ out:
 	return status;
 }
 
+/* TEST ONLY: UNION_NFSD_TEST_HASH_BITS=N narrows the readdir cookie hash to N
+ * bits so that integration tests can force cookie collisions on a real server
+ * (tests/integration/test_readdir_big.c).  Never set it in production: cookies
+ * then collide often and pages must carry whole groups of names. */
+static void test_hooks_from_env(void)
+{
+	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS");
+
+	if (bits && *bits) {
+		un_readdir_test_hash_bits((unsigned)strtoul(bits, NULL, 10));
+		srv_log(SRV_LOG_WARN,
+			"test-only: readdir cookie hash narrowed to %s bits", bits);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct srv_opts o;
@@ -182,6 +197,7 @@ int main(int argc, char **argv)
 	srv_log_level = o.log_level;
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
+	test_hooks_from_env();
 	if (!o.foreground)
 		ready_fd = daemon_fork();
 	status = serve(&o, ready_fd);
