@@ -37,8 +37,12 @@
  *     depends on the name and the state secret only, so it means the same
  *     place in every version and after a restart.
  *  5. After every insert the cached listings use at most the cache limit
- *     (cache_evict); a listing larger than the limit is not cached; older
- *     versions of a directory leave the cache when a new one enters.
+ *     (cache_evict), except that the most recently used listing stays even
+ *     when it alone is larger: a directory too large for the limit would
+ *     otherwise be read again from every layer for every page, and its
+ *     build needs that memory anyway (so the bound is max(limit, largest
+ *     listing)).  Older versions of a directory leave the cache when a new
+ *     one enters.
  *  6. A verifier is never 0 and carries a MAC over (dir id, version bits), so
  *     un_listing_verf_valid recognises every verifier issued with this state
  *     dir and no forged one (but a 32-bit MAC: one in 2^32 guesses passes).
@@ -188,7 +192,7 @@ static void cache_drop(struct un_listing_cache *c, struct un_listing *l)
 
 static void cache_evict(struct un_listing_cache *c)
 {
-	while (c->bytes > c->limit && c->lru_tail)
+	while (c->bytes > c->limit && c->lru_tail && c->lru_tail != c->lru_head)
 		cache_drop(c, c->lru_tail);
 }
 
@@ -245,17 +249,15 @@ static void cache_insert(struct un_listing_cache *c, struct un_listing *l)
 		if (o->dir == l->dir)
 			cache_drop(c, o);
 	}
-	if (l->bytes <= c->limit) {
-		atomic_fetch_add(&l->ref, 1);
-		cache_grow(c);
-		l->hnext = c->buckets[bucket_of(c, l->dir)];
-		c->buckets[bucket_of(c, l->dir)] = l;
-		lru_push(c, l);
-		l->in_cache = true;
-		c->count++;
-		c->bytes += l->bytes;
-		cache_evict(c);
-	}
+	atomic_fetch_add(&l->ref, 1);
+	cache_grow(c);
+	l->hnext = c->buckets[bucket_of(c, l->dir)];
+	c->buckets[bucket_of(c, l->dir)] = l;
+	lru_push(c, l);
+	l->in_cache = true;
+	c->count++;
+	c->bytes += l->bytes;
+	cache_evict(c);
 	pthread_mutex_unlock(&c->lock);
 }
 

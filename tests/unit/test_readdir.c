@@ -250,7 +250,7 @@ static void test_cache_and_versions(void **state)
 static void test_cache_bound(void **state)
 {
 	struct fx *fx = *state;
-	struct un_listing *a, *b, *c, *a2;
+	struct un_listing *a, *b, *c, *a2, *b2;
 	struct un_obj *da, *db, *dc;
 	size_t one;
 
@@ -275,11 +275,16 @@ static void test_cache_bound(void **state)
 	assert_false(un_listing_cached(b));
 	un_listing_cache_limit(fx->st, one - 1); /* nothing fits */
 	assert_false(un_listing_cached(c));
+	/* but the most recently used listing stays, alone (invariant 5) */
+	assert_true(un_listing_cached(a2));
+	b2 = listing(fx, db);
+	assert_true(un_listing_cached(b2));
 	assert_false(un_listing_cached(a2));
 	un_listing_put(a);
 	un_listing_put(b);
 	un_listing_put(c);
 	un_listing_put(a2);
+	un_listing_put(b2);
 	un_obj_put(da);
 	un_obj_put(db);
 	un_obj_put(dc);
