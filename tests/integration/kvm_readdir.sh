@@ -1,0 +1,108 @@
+#!/bin/bash
+# kvm_readdir.sh UNION_NFSD SRCDIR - the kernel client test of merged READDIR.
+#
+# Three read-only layers whose directory big/ merges to 20,000 names (shadowed
+# duplicates, merged subdirectories, 0:0 white-outs in the upper two layers,
+# some hiding nothing) are exported by union-nfsd to a Linux kernel in qemu
+# (../shared/kvm-nfs/run.sh).  In the guest, readdir_walk.c (built static here)
+# reads big/ recording telldir positions, seekdirs back to every 97th and reads
+# the same names again, and checks no name comes twice; `ls big | wc -l`,
+# `ls -a big | wc -l` and `find . | wc -l` must equal those of a kernel overlayfs
+# mount (read-only) of the same layers on the host.
+# Exit: 0 pass, 1 fail, 77 skipped (no root, /dev/net/tun, qemu or gcc -static).
+set -euo pipefail
+UNION_NFSD=$(realpath "${1:?usage: kvm_readdir.sh UNION_NFSD SRCDIR}")
+SRCDIR=$(realpath "${2:?usage: kvm_readdir.sh UNION_NFSD SRCDIR}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
+[ -c /dev/net/tun ] || skip "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
+H=${KVMNFS_DIR:-}
+if [ -z "$H" ]; then
+	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
+	H=$top/../shared/kvm-nfs
+fi
+[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
+H=$(realpath "$H")
+CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
+if [ ! -f "$CACHE/current.env" ]; then
+	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
+	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
+fi
+
+it_init kvmrd
+it_watchdog 540
+T=$IT_TMP
+gcc -static -O2 -o "$T/readdir_walk" "$HERE/readdir_walk.c" ||
+	skip "gcc -static failed (no static libc?)"
+
+# l3 (bottom): f[0,12000)        l2: f[8000,16000), 0:0 white-outs f[0,2000)
+# l1 (top):    f[14000,24000), 0:0 white-outs f[2000,4000) and g[0,300)
+# visible: f[4000,24000) = 20,000 names; d[0,10) directories in all three, with
+# a file of each layer inside.
+python3 - "$T/layers" <<'PY'
+import os, sys, stat
+top = sys.argv[1]
+def mk(layer, fmt, a, b, kind):
+    d = os.path.join(top, layer, "big")
+    os.makedirs(d, exist_ok=True)
+    for i in range(a, b):
+        p = os.path.join(d, fmt % i)
+        if kind == "f":
+            os.mknod(p, 0o644 | stat.S_IFREG)
+        elif kind == "w":
+            os.mknod(p, stat.S_IFCHR, os.makedev(0, 0))
+        else:
+            os.mkdir(p)
+            os.mknod(os.path.join(p, "in_" + layer), 0o644 | stat.S_IFREG)
+mk("l3", "f%06d", 0, 12000, "f")
+mk("l2", "f%06d", 8000, 16000, "f")
+mk("l2", "f%06d", 0, 2000, "w")
+mk("l1", "f%06d", 14000, 24000, "f")
+mk("l1", "f%06d", 2000, 4000, "w")
+mk("l1", "g%06d", 0, 300, "w")
+for l in ("l1", "l2", "l3"):
+    mk(l, "d%02d", 0, 10, "d")
+PY
+L=$T/layers
+mkdir "$T/mnt"
+mount -t overlay overlay -o "ro,lowerdir=$L/l1:$L/l2:$L/l3" "$T/mnt"
+it_on_exit "unmount_path '$T/mnt'"
+mkdir "$T/bb"
+for a in ls find wc sh; do ln -s "$BUSYBOX" "$T/bb/$a"; done
+(cd "$T/mnt" && env -i PATH="$T/bb" "$BUSYBOX" sh "$HERE/guest_readdir.sh") >"$T/expected"
+echo "overlay mount: $(tr '\n' ' ' <"$T/expected")"
+(cd "$T/mnt" && "$T/readdir_walk" big) | sed 's/^/overlay walk: /'
+sleep 1 # settled layer dirs: the listing is cached from the first READDIR
+
+SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$L/l1:$L/l2:$L/l3'"
+SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
+SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
+SERVER_CMD+=" --no-rpcbind"
+mkdir "$T/log"
+run_rc=0
+t1=$SECONDS
+"$H/run.sh" --server-cmd "$SERVER_CMD" --export / --port 2049 --mountport 20048 \
+	--guest-script "$HERE/guest_readdir.sh" --guest-file "$T/readdir_walk" \
+	--timeout 300 --log-dir "$T/log" >"$T/guest" 2>"$T/run.err" || run_rc=$?
+echo "guest run took $((SECONDS - t1)) s, exit $run_rc: $(tr '\n' ' ' <"$T/guest")"
+rc=0
+if [ "$run_rc" != 0 ]; then
+	echo "FAIL: run.sh exited $run_rc; its stderr:"
+	tail -30 "$T/run.err"
+	tail -20 "$T/log/server.log" 2>/dev/null || true
+	rc=1
+fi
+if ! diff -u --label overlayfs --label guest "$T/expected" \
+	<(grep -E '^(ls|ls_a|find) ' "$T/guest"); then
+	echo "FAIL: the guest's counts differ from the overlay mount's"
+	rc=1
+fi
+grep -q '^seek_bad 0$' "$T/guest" && grep -q '^dups 0$' "$T/guest" &&
+	grep -q '^entries 20012$' "$T/guest" || { echo "FAIL: readdir_walk in the guest"; rc=1; }
+[ "$rc" = 0 ] && echo "PASS: 20,000 merged names, telldir/seekdir and counts as overlayfs"
+exit "$rc"
