@@ -18,8 +18,10 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* A node id names one object of one export for its whole life; it is the NFS
- * fileid.  Ids are never reused. */
+/* A node id names one object of one export for its whole life (what a file
+ * handle names); it is the NFS fileid, except that the names of a lower file
+ * with several links in a writable union are a node each and share one
+ * fileid (node.c).  Ids are never reused. */
 typedef uint64_t un_id;
 #define UN_ID_NONE ((un_id)0)
 
@@ -91,12 +93,14 @@ struct un_attr {
 	uint64_t used; /* bytes allocated */
 	uint32_t rdev_major, rdev_minor;
 	uint64_t fsid; /* the export id: one filesystem per export */
-	un_id fileid;  /* the node id */
+	un_id fileid;  /* the node id, but the names of a lower file with
+			* several links in a writable union share one
+			* (node.c's design notes) */
 	struct timespec atime, mtime, ctime;
 };
 
 /* Attributes as the union shows them: the top-most layer's inode, with the
- * node id as fileid, the export's fsid, and nlink 1 for a merged directory (as
+ * fileid above, the export's fsid, and nlink 1 for a merged directory (as
  * overlayfs reports, so that tools do not trust a link count they cannot get). */
 int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out);
 
@@ -206,9 +210,20 @@ size_t un_listing_count(const struct un_listing *l);
 size_t un_listing_seek(const struct un_listing *l, uint64_t cookie);
 const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i);
 /* Fills IDS[0..n-1] with the node ids of entries FROM..FROM+N-1 of listing L
- * of directory DIR, assigning missing ids in one table transaction. */
+ * of directory DIR, and FILEIDS[0..n-1] with their fileids (what un_getattr
+ * reports; either array may be NULL), assigning missing ids in one table
+ * transaction. */
+int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		     size_t from, size_t n, un_id *ids, un_id *fileids);
+/* un_listing_nodes without the fileids. */
 int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		   size_t from, size_t n, un_id *ids);
+/* The attributes of entry I (not "." or "..") of listing L of directory DIR,
+ * whose node id is ID, from one fstatat of its top-most instance: what
+ * un_getattr gives for that node, without a lookup.  -ESTALE when the name
+ * is no longer that instance (it changed since the listing was built). */
+int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		    size_t i, un_id id, struct un_attr *out);
 /* TEST ONLY: narrows the cookie hash to BITS bits (63 = normal, the default) so
  * that tests can force collisions.  Call before serving; union-nfsd calls it at
  * start-up when UNION_NFSD_TEST_HASH_BITS is set (see server/main.c). */

@@ -423,29 +423,40 @@ static void nfs3_readdir(struct srv_req *req, void *argp, void *resp)
 	res->status = st;
 }
 
-/* Builds the READDIRPLUS entry of DE.  When WITH_OBJ, the entry also gets the
- * handle and attributes of the name looked up in the directory; an entry
- * whose name vanished since the listing was built goes without them, as the
- * RFC allows (the client will LOOKUP it). */
-static entryplus3 *nfs3_rdp_entry(struct srv_req *req, struct nfs3_dir *d,
-				  const struct un_dirent *de, bool with_obj)
+/* Builds the READDIRPLUS entry of entry I of D's listing, whose node id is
+ * ID.  When WITH_OBJ, the entry also gets the handle and attributes of the
+ * name: from one stat of its top-most instance (un_listing_attr), or for "."
+ * and ".." by a lookup.  An entry whose name changed since the listing was
+ * built goes without them, as the RFC allows (the client will LOOKUP it). */
+static entryplus3 *nfs3_rdp_entry(struct srv_req *req, struct nfs3_dir *d, size_t i,
+				  un_id id, bool with_obj)
 {
+	const struct un_dirent *de = un_listing_at(d->l, i);
 	entryplus3 *e = srv_arena_alloc(req->arena, sizeof(*e));
-	struct un_obj *obj;
+	struct un_obj *obj = NULL;
 	struct un_attr a;
+	int err;
 
 	if (!e || !(e->name = srv_arena_strndup(req->arena, de->name, de->namelen)))
 		return NULL;
 	e->cookie = de->cookie;
-	if (!with_obj || un_lookup(d->f.ex->ux, d->f.obj, e->name, &obj))
+	e->fileid = id;
+	if (!with_obj)
 		return e;
-	if (!un_getattr(d->f.ex->ux, obj, &a) &&
-	    !nfs3_fh_set(req, d->f.ex, un_obj_id(obj),
-			 &e->name_handle.post_op_fh3_u.handle)) {
+	if (i >= 2) {
+		err = un_listing_attr(d->f.ex->ux, d->f.obj, d->l, i, id, &a);
+	} else {
+		err = un_lookup(d->f.ex->ux, d->f.obj, e->name, &obj);
+		if (!err)
+			err = un_getattr(d->f.ex->ux, obj, &a);
+	}
+	if (!err &&
+	    !nfs3_fh_set(req, d->f.ex, id, &e->name_handle.post_op_fh3_u.handle)) {
 		e->name_handle.handle_follows = TRUE;
 		nfs3_post_op(&a, &e->name_attributes);
 	}
-	un_obj_put(obj);
+	if (obj)
+		un_obj_put(obj);
 	return e;
 }
 
@@ -458,8 +469,8 @@ struct nfs3_rdp_budget {
 /* Builds the entries of the group starting at I into *FIRST..*LAST and
  * charges them to B; false (B unchanged) if the group does not fit. */
 static bool nfs3_rdp_group(struct srv_req *req, struct nfs3_dir *d, size_t i, size_t end,
-			   bool with_obj, struct nfs3_rdp_budget *b, entryplus3 **first,
-			   entryplus3 **last, nfsstat3 *st)
+			   const un_id *ids, bool with_obj, struct nfs3_rdp_budget *b,
+			   entryplus3 **first, entryplus3 **last, nfsstat3 *st)
 {
 	size_t dir = 0, max = 0;
 	entryplus3 **link = first, *e = NULL;
@@ -467,7 +478,7 @@ static bool nfs3_rdp_group(struct srv_req *req, struct nfs3_dir *d, size_t i, si
 	for (; i < end; i++) {
 		const struct un_dirent *de = un_listing_at(d->l, i);
 
-		e = nfs3_rdp_entry(req, d, de, with_obj);
+		e = nfs3_rdp_entry(req, d, i, ids[i - d->from], with_obj);
 		if (!e) {
 			*st = nfs3_status_from_errno(-ENOMEM);
 			return false;
@@ -505,7 +516,8 @@ static size_t nfs3_rdp_bound(const struct nfs3_dir *d, struct nfs3_rdp_budget b)
 /* Fills LIST with one READDIRPLUS page of D within ARGS' dircount and
  * maxcount, for a reply whose directory attributes are DIR_ATTR (notes 1-4,
  * 6).  The ids of every entry that could fit are assigned first, in one table
- * transaction, so that the lookups for handles and attributes find them. */
+ * transaction; handles are made from them and attributes come from one stat
+ * per entry (nfs3_rdp_entry), with no lookup and no other table access. */
 static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 			      const READDIRPLUS3args *args, const post_op_attr *dir_attr,
 			      dirlistplus3 *list)
@@ -514,9 +526,9 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 	size_t maxcount =
 	    args->maxcount < srv_max_io(req) ? args->maxcount : srv_max_io(req);
 	bool with_obj = nfs3_access_check(req, &d->f, ACCESS3_LOOKUP) == NFS3_OK;
-	entryplus3 **link = &list->entries, *last = NULL, *e;
+	entryplus3 **link = &list->entries, *last = NULL;
 	struct nfs3_rdp_budget b;
-	size_t i = d->from, end, k, bound;
+	size_t i = d->from, end, bound;
 	un_id *ids;
 	nfsstat3 st;
 
@@ -529,7 +541,7 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 	for (; i < n && !st; i = end) {
 		end = nfs3_group_end(d->l, i);
 		if (end - d->from > bound ||
-		    !nfs3_rdp_group(req, d, i, end, with_obj, &b, link, &last, &st))
+		    !nfs3_rdp_group(req, d, i, end, ids, with_obj, &b, link, &last, &st))
 			break;
 		link = &last->nextentry;
 	}
@@ -538,8 +550,6 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 		return st;
 	if (i == d->from && i < n)
 		return NFS3ERR_TOOSMALL;
-	for (e = list->entries, k = 0; e; e = e->nextentry)
-		e->fileid = ids[k++];
 	list->eof = (i == n);
 	return NFS3_OK;
 }

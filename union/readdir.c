@@ -58,6 +58,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "un_private.h"
@@ -76,7 +77,8 @@ struct lent {
 	struct un_dirent d;
 	uint32_t inst_off; /* into un_listing.inst */
 	uint16_t ninst;
-	bool linked;
+	uint16_t pos; /* stack position of the top-most instance */
+	enum un_links links;
 };
 
 struct un_listing {
@@ -395,7 +397,7 @@ struct rec {
 	uint16_t len;
 	uint16_t pos; /* position in the directory's stack, 0 = top-most */
 	bool whiteout;
-	bool linked;
+	enum un_links links;
 	mode_t type;
 	struct un_devino di;
 };
@@ -452,8 +454,7 @@ static int rec_add(struct build *b, size_t pos, const char *name, size_t len,
 	if (st) {
 		r->type = st->st_mode & S_IFMT;
 		r->di = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
-		r->linked = !S_ISDIR(st->st_mode) && st->st_nlink > 1 &&
-			    un_links_shared(b->ex, b->dir->inst[pos].layer);
+		r->links = un_links_of(b->ex, b->dir->inst[pos].layer, st);
 	}
 	memcpy(b->pool + b->poollen, name, len);
 	b->pool[b->poollen + len] = '\0';
@@ -645,7 +646,8 @@ static int listing_fill(struct build *b, struct un_listing *l)
 					  l->names + off, r->len, r->type};
 		e->inst_off = (uint32_t)ioff;
 		e->ninst = b->ninst[s];
-		e->linked = r->linked;
+		e->pos = r->pos;
+		e->links = r->links;
 		off += r->len + 1u;
 		ioff += b->ninst[s];
 	}
@@ -763,22 +765,23 @@ const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i)
 }
 
 /* What the node table needs of entry E of L (a child of DIR). */
-static struct un_node_obs ent_obs(const struct un_listing *l, const struct lent *e,
-				  un_id dir)
+static struct un_node_obs ent_obs(const struct un_export *ex, const struct un_listing *l,
+				  const struct lent *e, un_id dir)
 {
 	return (struct un_node_obs){
+	    .root = ex->root_id,
 	    .parent = dir,
 	    .name = e->d.name,
 	    .namelen = e->d.namelen,
 	    .type = e->d.type,
 	    .inst = l->inst + e->inst_off,
 	    .ninst = e->ninst,
-	    .linked = e->linked,
+	    .links = e->links,
 	};
 }
 
-int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
-		   size_t from, size_t n, un_id *ids)
+int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		     size_t from, size_t n, un_id *ids, un_id *fileids)
 {
 	struct un_node_obs *obs;
 	size_t m = 0, skip;
@@ -786,17 +789,65 @@ int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_lis
 
 	if (l->dir != dir->id || from > l->count || n > l->count - from)
 		return err;
-	/* "." and ".." are entries 0 and 1 and have no record of their own. */
+	/* "." and ".." are entries 0 and 1 and have no record of their own;
+	 * directories report their id as fileid. */
 	skip = from < 2 ? (n < 2 - from ? n : 2 - from) : 0;
 	err = -ENOMEM;
 	obs = un_sys_calloc(n - skip + 1, sizeof(*obs));
 	if (!obs)
 		return err;
 	for (size_t i = from + skip; i < from + n; i++)
-		obs[m++] = ent_obs(l, &l->ents[i], dir->id);
-	err = un_node_ids_batch(ex->st, obs, m, ids + skip);
-	for (size_t i = from; !err && i < from + skip; i++)
-		ids[i - from] = i == 0 ? dir->id : dir->parent;
+		obs[m++] = ent_obs(ex, l, &l->ents[i], dir->id);
+	err = un_node_assign(ex->st, obs, m, ids ? ids + skip : NULL,
+			     fileids ? fileids + skip : NULL);
+	for (size_t i = from; !err && i < from + skip; i++) {
+		if (ids)
+			ids[i - from] = i == 0 ? dir->id : dir->parent;
+		if (fileids)
+			fileids[i - from] = i == 0 ? dir->id : dir->parent;
+	}
 	free(obs);
 	return err;
+}
+
+int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		   size_t from, size_t n, un_id *ids)
+{
+	return un_listing_nodes(ex, dir, l, from, n, ids, NULL);
+}
+
+/* Must give what un_getattr (lookup.c) gives for the node: the unit test
+ * test_listing_attr compares the two for every entry. */
+int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		    size_t i, un_id id, struct un_attr *out)
+{
+	const struct lent *e = &l->ents[i];
+	const struct un_devino *top;
+	struct stat st;
+	int err;
+
+	if (l->dir != dir->id || i < 2 || i >= l->count || e->pos >= dir->ninst)
+		return -EINVAL;
+	err = un_sys_fstatat(dir->inst[e->pos].fd, e->d.name, &st, 0);
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	top = &l->inst[e->inst_off];
+	if (st.st_dev != top->dev || st.st_ino != top->ino)
+		return -ESTALE; /* the name changed since the build */
+	*out = (struct un_attr){
+	    .mode = st.st_mode,
+	    .nlink = S_ISDIR(st.st_mode) && e->ninst > 1 ? 1 : (uint32_t)st.st_nlink,
+	    .uid = st.st_uid,
+	    .gid = st.st_gid,
+	    .size = (uint64_t)st.st_size,
+	    .used = (uint64_t)st.st_blocks * 512,
+	    .rdev_major = major(st.st_rdev),
+	    .rdev_minor = minor(st.st_rdev),
+	    .fsid = ex->id,
+	    .fileid = id,
+	    .atime = st.st_atim,
+	    .mtime = st.st_mtim,
+	    .ctime = st.st_ctim,
+	};
+	return 0;
 }

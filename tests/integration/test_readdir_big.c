@@ -14,7 +14,8 @@
  *      hidden, none extra; cookies rise strictly from page to page; every
  *      READDIRPLUS reply (its XDR size computed from the decoded reply, which
  *      is how XDR encodes it) stays within maxcount and its entries within
- *      dircount, and no reply is empty before eof;
+ *      dircount, no reply is empty before eof, and every entry of an
+ *      unchanged name has a handle and attributes with the entry's fileid;
  *   2. verifiers: 0 with a non-zero cookie is accepted; a non-zero verifier
  *      the server never issued is NFS3ERR_BAD_COOKIE; the verifier of a
  *      version from before a change resumes after the same cookie;
@@ -357,6 +358,8 @@ struct listing {
 	/* what was seen */
 	unsigned *seen; /* by name_index */
 	unsigned dots, dotdots, extra, pages, split, unsorted, oversize, empty;
+	unsigned noattr; /* READDIRPLUS entries of unchanged names without a handle
+			    and attributes (with the entry's fileid) */
 	size_t max_group, group_len;
 	uint64_t group_cookie;
 	/* the last reply */
@@ -437,7 +440,14 @@ static void keep_rdp(void *data, void *out)
 	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry) {
 		size_t e3 = 4 + 8 + 4 + rnd4(strlen(e->name)) + 8;
 
+		int idx = name_index(e->name);
+
 		see_entry(ls, e->name, e->cookie);
+		if ((idx < 0 || g.want[idx] != CHANGED) &&
+		    (!e->name_handle.handle_follows ||
+		     !e->name_attributes.attributes_follow ||
+		     e->name_attributes.post_op_attr_u.attributes.fileid != e->fileid))
+			ls->noattr++;
 		dir += e3;
 		size += e3 + post_op_size(&e->name_attributes) + 4 +
 			(e->name_handle.handle_follows
@@ -532,6 +542,7 @@ static void check_exact(const struct listing *ls)
 	assert_int_equal(ls->unsorted, 0);
 	assert_int_equal(ls->oversize, 0);
 	assert_int_equal(ls->empty, 0);
+	assert_int_equal(ls->noattr, 0);
 }
 
 static void listing_free(struct listing *ls)

@@ -504,6 +504,61 @@ static void test_concurrent_listings(void **state)
 		un_obj_put(dirs[i]);
 }
 
+/* un_listing_attr gives what a lookup and un_getattr give, for every entry of a
+ * merged directory: files of either layer, a shadowed name, a directory merged
+ * from two layers (link count 1), a symlink, a hard link; -ESTALE once a name
+ * is another file than the listing saw. */
+static void test_listing_attr(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *d, *o;
+	struct un_listing *l;
+	struct un_attr a, b;
+	un_id *ids;
+	size_t n;
+
+	t_file(fx, "l1/d/top", "1");
+	t_file(fx, "l1/d/both", "12");
+	t_file(fx, "l2/d/both", "123");
+	t_file(fx, "l2/d/low", "1234");
+	t_file(fx, "l1/d/sub/x", "1");
+	t_file(fx, "l2/d/sub/y", "1");
+	t_symlink(fx, "top", "l2/d/ln");
+	assert_int_equal(link(t_path(fx, "l2/d/low"), t_path(fx, "l2/d/hard")), 0);
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	n = un_listing_count(l);
+	assert_int_equal(n, 2 + 6);
+	ids = calloc(n, sizeof(*ids));
+	assert_non_null(ids);
+	assert_int_equal(un_listing_ids(fx->ex, d, l, 0, n, ids), 0);
+	assert_int_equal(un_listing_attr(fx->ex, d, l, 0, ids[0], &a), -EINVAL);
+	for (size_t i = 2; i < n; i++) {
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		assert_int_equal(un_listing_attr(fx->ex, d, l, i, ids[i], &a), 0);
+		assert_int_equal(un_lookup(fx->ex, d, un_listing_at(l, i)->name, &o), 0);
+		assert_int_equal(un_getattr(fx->ex, o, &b), 0);
+		assert_int_equal(un_obj_id(o), ids[i]);
+		un_obj_put(o);
+		assert_memory_equal(&a, &b, sizeof(a));
+	}
+	/* a name replaced by another file after the build */
+	for (size_t i = 2; i < n; i++)
+		if (!strcmp(un_listing_at(l, i)->name, "top")) {
+			/* made before the old one goes: never its inode */
+			t_file(fx, "l1/new", "new");
+			assert_int_equal(
+			    rename(t_path(fx, "l1/new"), t_path(fx, "l1/d/top")), 0);
+			assert_int_equal(un_listing_attr(fx->ex, d, l, i, ids[i], &a),
+					 -ESTALE);
+		}
+	free(ids);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -516,6 +571,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_verifier, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_entry_ids, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_not_a_dir, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_listing_attr, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_listings, t_setup,
 					    t_teardown),
