@@ -372,6 +372,22 @@ static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf
 	return encode_reply(c, v, out);
 }
 
+/* The duplicate request cache's word on call C, whose record is REC[0..len)
+ * and whose arguments start where C's stream stands.  SRV_DRC_UNCACHED for
+ * idempotent procedures; on SRV_DRC_REPLAY the first reply is in REPLY. */
+static enum srv_drc_verdict drc_check(struct call *c, const uint8_t *rec, size_t len,
+				      struct srv_drc_key *k, struct srv_buf *reply)
+{
+	struct srv_drc *d = c->req.srv->drc;
+	u_int pos = xdr_getpos(&c->xdr);
+
+	if (!d || c->proc->idempotent || !c->req.peer || pos > len)
+		return SRV_DRC_UNCACHED;
+	srv_drc_key_init(d, k, c->req.peer, c->req.xid, c->req.prog, c->req.vers,
+			 c->req.proc, rec + pos, len - pos);
+	return srv_drc_begin(d, k, reply);
+}
+
 bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 		    const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
 		    struct srv_buf *reply)
@@ -380,6 +396,8 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	    .req = {.srv = s, .peer = peer, .peerlen = peerlen, .proto = proto},
 	};
 	struct verdict v = {.kind = REPLY_NONE};
+	enum srv_drc_verdict drc = SRV_DRC_UNCACHED;
+	struct srv_drc_key key;
 	const struct srv_program *prog;
 	bool sent = false;
 
@@ -400,14 +418,25 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	if (!prog)
 		goto reply;
 	c.proc = find_proc(prog, c.req.proc, &v);
-	if (c.proc)
-		run_call(&c, &v);
+	if (!c.proc)
+		goto reply;
+	drc = drc_check(&c, call, len, &key, reply);
+	if (drc == SRV_DRC_REPLAY || drc == SRV_DRC_BUSY) {
+		srv_log(SRV_LOG_INFO, "xid %#x: retransmission %s", c.req.xid,
+			drc == SRV_DRC_REPLAY ? "answered from the cache" : "dropped");
+		sent = drc == SRV_DRC_REPLAY;
+		goto out_arena;
+	}
+	run_call(&c, &v);
 reply:
 	if (v.kind != REPLY_ACCEPTED || v.stat != SUCCESS)
 		log_reject(&c, &v);
 	sent = encode_reply(&c, &v, reply);
 	if (!sent)
 		srv_log(SRV_LOG_ERR, "xid %#x: out of memory for the reply", c.req.xid);
+	if (drc == SRV_DRC_NEW)
+		srv_drc_done(s->drc, &key, sent ? reply : NULL);
+out_arena:
 	if (c.args)
 		xdr_free(or_void(c.proc->decode_args), c.args);
 	srv_arena_free(c.req.arena);

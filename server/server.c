@@ -186,6 +186,11 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 			 strerror(errno));
 		goto fail;
 	}
+	rc = srv_drc_new(SRV_DRC_CAPACITY, &s->drc);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	rc = un_state_open(o->state_dir, &s->state);
 	if (rc < 0) {
 		snprintf(err, errlen, "state dir %s: %s", o->state_dir, strerror(-rc));
@@ -219,5 +224,6 @@ void srv_close(struct srv *s)
 		un_state_close(s->state);
 	free(s->mounts);
 	pthread_mutex_destroy(&s->mounts_lock);
+	srv_drc_free(s->drc);
 	memset(s, 0, sizeof(*s));
 }

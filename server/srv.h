@@ -61,6 +61,8 @@ struct srv {
 	pthread_mutex_t mounts_lock; /* guards mounts / nmounts */
 	struct srv_mount_entry *mounts;
 	size_t nmounts;
+
+	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
 };
 
 /* Finds the export with union export id ID, or NULL. */
@@ -137,6 +139,37 @@ void srv_buf_free(struct srv_buf *b);
 bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 		    const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
 		    struct srv_buf *reply);
+
+/* ---- drc.c: the duplicate request cache ---- */
+
+/* What makes two calls the same call (drc.c, invariant 1). */
+struct srv_drc_key {
+	uint8_t addr[16];
+	uint16_t family, port;
+	uint32_t xid, prog, vers, proc;
+	uint64_t args_hash;
+};
+
+enum srv_drc_verdict {
+	SRV_DRC_NEW,	  /* first sight: run it, then srv_drc_done */
+	SRV_DRC_REPLAY,	  /* a retransmission: the first reply was copied out */
+	SRV_DRC_BUSY,	  /* a retransmission of a call still running: drop it */
+	SRV_DRC_UNCACHED, /* no room: run it without the cache */
+};
+
+#define SRV_DRC_CAPACITY 4096
+
+int srv_drc_new(size_t capacity, struct srv_drc **out);
+void srv_drc_free(struct srv_drc *d);
+/* Fills K for a call of PEER; ARGS are the call's argument bytes. */
+void srv_drc_key_init(struct srv_drc *d, struct srv_drc_key *k,
+		      const struct sockaddr_storage *peer, uint32_t xid, uint32_t prog,
+		      uint32_t vers, uint32_t proc, const uint8_t *args, size_t len);
+enum srv_drc_verdict srv_drc_begin(struct srv_drc *d, const struct srv_drc_key *k,
+				   struct srv_buf *out);
+/* Stores REPLY for K (NULL: no reply was sent; the entry is dropped). */
+void srv_drc_done(struct srv_drc *d, const struct srv_drc_key *k,
+		  const struct srv_buf *reply);
 
 /* ---- nfs3_proc.c, mnt3_proc.c: the procedure tables ---- */
 extern const struct srv_program nfs3_program;

@@ -18,7 +18,7 @@
 
 #include "srv.h"
 
-static char tmp_root[64], lower[128], state_dir[128];
+static char tmp_root[64], lower[128], upper[128], work[128], state_dir[128];
 static struct srv srv;
 static struct sockaddr_storage peer;
 
@@ -30,6 +30,14 @@ static int mkdir_in(const char *dir, const char *rel)
 
 	snprintf(p, sizeof(p), "%s/%s", dir, rel);
 	return mkdir(p, 0755);
+}
+
+static int chmod_in(const char *dir, const char *rel, mode_t mode)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	return chmod(p, mode);
 }
 
 static int file_in(const char *dir, const char *rel)
@@ -46,7 +54,11 @@ static int setup(void **state)
 {
 	char err[512];
 	char *lowers[] = {lower};
-	struct srv_export_opts eo = {.path = "/", .lowerdirs = lowers, .nlower = 1};
+	struct srv_export_opts eo = {.path = "/",
+				     .upperdir = upper,
+				     .workdir = work,
+				     .lowerdirs = lowers,
+				     .nlower = 1};
 	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
 	struct sockaddr_in *sin = (struct sockaddr_in *)&peer;
 	int rc;
@@ -57,7 +69,12 @@ static int setup(void **state)
 		return -1;
 	snprintf(lower, sizeof(lower), "%s/lower", tmp_root);
 	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
-	if (mkdir(lower, 0755) < 0)
+	snprintf(upper, sizeof(upper), "%s/upper", tmp_root);
+	snprintf(work, sizeof(work), "%s/work", tmp_root);
+	if (mkdir(lower, 0755) < 0 || mkdir(upper, 0755) < 0 || mkdir(work, 0755) < 0)
+		return -1;
+	/* a directory every caller may write in (the calls run as uid 1000) */
+	if (mkdir_in(lower, "pub") < 0 || chmod_in(lower, "pub", 0777) < 0)
 		return -1;
 	if (mkdir_in(lower, "sub") < 0 || mkdir_in(lower, "sub/deeper") < 0 ||
 	    file_in(lower, "sub/file") < 0)
@@ -411,6 +428,103 @@ static void test_truncated_header(void **state)
 	srv_buf_free(&reply);
 }
 
+/* ---- the duplicate request cache ---- */
+
+static nfs_fh3 pub_handle(uint8_t fh[UN_FH_MAX])
+{
+	struct un_export *ux = srv.exports[0].ux;
+	struct un_obj *root, *pub;
+	nfs_fh3 h;
+
+	assert_int_equal(un_root(ux, &root), 0);
+	assert_int_equal(un_lookup(ux, root, "pub", &pub), 0);
+	h.data.data_len = (u_int)un_handle_encode(ux, un_obj_id(pub), fh);
+	h.data.data_val = (char *)fh;
+	un_obj_put(pub);
+	un_obj_put(root);
+	return h;
+}
+
+static uint32_t mkdir_status(const struct srv_buf *reply)
+{
+	struct parsed_reply r;
+	uint32_t status;
+
+	parse_reply(reply, &r);
+	assert_int_equal(r.stat, SUCCESS);
+	assert_true(xdr_u_int(&r.x, &status));
+	return status;
+}
+
+/* A retransmitted MKDIR (same client, xid and arguments) gets the first reply,
+ * byte for byte, instead of a second execution (which would say EXIST); a new
+ * xid runs again.  Idempotent procedures are never cached. */
+static void test_drc_replays_mkdir(void **state)
+{
+	uint8_t fh[UN_FH_MAX], buf[1024];
+	MKDIR3args a = {.where = {.dir = pub_handle(fh), .name = "dup"}};
+	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, NFSPROC3_MKDIR);
+	struct srv_buf first = {0}, again = {0};
+	size_t len;
+
+	(void)state;
+	s.xid = 0x5150;
+	s.args_proc = (xdrproc_t)xdr_MKDIR3args;
+	s.args = &a;
+	len = build_call(&s, buf, sizeof(buf));
+	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
+				   IPPROTO_TCP, &first));
+	assert_int_equal(mkdir_status(&first), NFS3_OK);
+	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
+				   IPPROTO_TCP, &again));
+	assert_int_equal(again.len, first.len);
+	assert_memory_equal(again.data, first.data, first.len);
+	/* Another client port is another client: executed, EXIST. */
+	struct sockaddr_storage other = peer;
+	((struct sockaddr_in *)&other)->sin_port = htons(701);
+	assert_true(srv_rpc_handle(&srv, buf, len, &other, sizeof(struct sockaddr_in),
+				   IPPROTO_TCP, &again));
+	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
+	/* A new xid is a new call. */
+	s.xid = 0x5151;
+	len = build_call(&s, buf, sizeof(buf));
+	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
+				   IPPROTO_TCP, &again));
+	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
+	srv_buf_free(&first);
+	srv_buf_free(&again);
+}
+
+/* The cache itself: in progress, done, eviction of the oldest done entry. */
+static void test_drc_entries(void **state)
+{
+	struct srv_drc *d;
+	struct srv_drc_key k1, k2, k3;
+	struct srv_buf out = {0}, r = {.data = (uint8_t *)"reply", .len = 5};
+
+	(void)state;
+	assert_int_equal(srv_drc_new(2, &d), 0);
+	srv_drc_key_init(d, &k1, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
+	srv_drc_key_init(d, &k2, &peer, 2, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
+	srv_drc_key_init(d, &k3, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"b", 1);
+	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_NEW);
+	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_BUSY);
+	srv_drc_done(d, &k1, &r);
+	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_REPLAY);
+	assert_int_equal(out.len, 5);
+	assert_memory_equal(out.data, "reply", 5);
+	/* same xid, other arguments: a different call */
+	assert_int_equal(srv_drc_begin(d, &k3, &out), SRV_DRC_NEW);
+	/* full, and the only done entry is evicted for k2 */
+	assert_int_equal(srv_drc_begin(d, &k2, &out), SRV_DRC_NEW);
+	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_UNCACHED);
+	/* a call that sent no reply is forgotten */
+	srv_drc_done(d, &k2, NULL);
+	assert_int_equal(srv_drc_begin(d, &k2, &out), SRV_DRC_NEW);
+	srv_drc_free(d);
+	srv_buf_free(&out);
+}
+
 /* ---- MOUNT ---- */
 
 static void mnt(const char *path, struct srv_buf *reply, mountres3 *res)
@@ -625,6 +739,8 @@ int main(void)
 	    cmocka_unit_test(test_truncated_header),
 	    cmocka_unit_test(test_mnt_root),
 	    cmocka_unit_test(test_mnt_noent),
+	    cmocka_unit_test(test_drc_replays_mkdir),
+	    cmocka_unit_test(test_drc_entries),
 	    cmocka_unit_test(test_mnt_subdir),
 	    cmocka_unit_test(test_dump_umnt),
 	    cmocka_unit_test(test_export_list),

@@ -1,0 +1,254 @@
+/* drc.c - the duplicate request cache for non-idempotent procedures.
+ *
+ * A client that gets no reply in time sends the call again with the same xid.
+ * For CREATE, REMOVE, RENAME, MKDIR, RMDIR, LINK, SYMLINK, MKNOD and SETATTR a
+ * second execution would answer differently (EEXIST, NOENT) or undo later work,
+ * so the reply of the first execution is kept and sent again.
+ *
+ * Design notes
+ *  1. A call is the same call when client address and port, xid, program,
+ *     version, procedure and a keyed hash of the argument bytes all match (the
+ *     hash guards against an xid reused by a rebooted client).
+ *  2. An entry is made IN_PROGRESS before the handler runs (srv_drc_begin), so
+ *     a retransmission that arrives while the first is still executing is
+ *     dropped, never executed twice; srv_drc_done stores the reply.
+ *  3. The cache holds at most CAPACITY entries; a new entry evicts the least
+ *     recently used DONE entry.  When every entry is in progress (more workers
+ *     than capacity cannot happen with sane settings) the call runs uncached.
+ *  4. One mutex guards the table; it is never held across a handler.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+enum drc_state { DRC_IN_PROGRESS, DRC_DONE };
+
+struct drc_entry {
+	struct srv_drc_key key;
+	uint64_t hash;
+	enum drc_state state;
+	struct srv_buf reply;
+	struct drc_entry *chain;	 /* next in the bucket */
+	struct drc_entry *newer, *older; /* LRU list */
+};
+
+struct srv_drc {
+	pthread_mutex_t lock;
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	size_t capacity, count, nbuckets;
+	struct drc_entry **buckets;
+	struct drc_entry *newest, *oldest;
+};
+
+int srv_drc_new(size_t capacity, struct srv_drc **out)
+{
+	struct srv_drc *d = calloc(1, sizeof(*d));
+	int err = -ENOMEM;
+
+	if (!d || sodium_init() < 0)
+		goto fail;
+	d->capacity = capacity;
+	d->nbuckets = capacity * 2 + 1;
+	d->buckets = calloc(d->nbuckets, sizeof(*d->buckets));
+	if (!d->buckets)
+		goto fail;
+	randombytes_buf(d->key, sizeof(d->key));
+	pthread_mutex_init(&d->lock, NULL);
+	*out = d;
+	return 0;
+fail:
+	free(d);
+	return err;
+}
+
+void srv_drc_free(struct srv_drc *d)
+{
+	struct drc_entry *e, *next;
+
+	if (!d)
+		return;
+	for (e = d->newest; e; e = next) {
+		next = e->older;
+		srv_buf_free(&e->reply);
+		free(e);
+	}
+	free(d->buckets);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+void srv_drc_key_init(struct srv_drc *d, struct srv_drc_key *k,
+		      const struct sockaddr_storage *peer, uint32_t xid, uint32_t prog,
+		      uint32_t vers, uint32_t proc, const uint8_t *args, size_t len)
+{
+	uint8_t h[crypto_shorthash_BYTES];
+
+	memset(k, 0, sizeof(*k)); /* padding too: keys are hashed as bytes */
+	k->family = peer->ss_family;
+	if (peer->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)peer;
+		memcpy(k->addr, &sin->sin_addr, sizeof(sin->sin_addr));
+		k->port = sin->sin_port;
+	} else if (peer->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)peer;
+		memcpy(k->addr, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
+		k->port = sin6->sin6_port;
+	}
+	k->xid = xid;
+	k->prog = prog;
+	k->vers = vers;
+	k->proc = proc;
+	crypto_shorthash(h, args, len, d->key);
+	memcpy(&k->args_hash, h, sizeof(k->args_hash));
+}
+
+static uint64_t key_hash(const struct srv_drc *d, const struct srv_drc_key *k)
+{
+	uint8_t h[crypto_shorthash_BYTES];
+	uint64_t v;
+
+	crypto_shorthash(h, (const uint8_t *)k, sizeof(*k), d->key);
+	memcpy(&v, h, sizeof(v));
+	return v;
+}
+
+static struct drc_entry **bucket_of(struct srv_drc *d, uint64_t hash)
+{
+	return &d->buckets[hash % d->nbuckets];
+}
+
+static struct drc_entry *find(struct srv_drc *d, const struct srv_drc_key *k,
+			      uint64_t hash)
+{
+	for (struct drc_entry *e = *bucket_of(d, hash); e; e = e->chain)
+		if (e->hash == hash && memcmp(&e->key, k, sizeof(*k)) == 0)
+			return e;
+	return NULL;
+}
+
+static void lru_unlink(struct srv_drc *d, struct drc_entry *e)
+{
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		d->newest = e->older;
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		d->oldest = e->newer;
+	e->newer = e->older = NULL;
+}
+
+static void lru_push(struct srv_drc *d, struct drc_entry *e)
+{
+	e->older = d->newest;
+	e->newer = NULL;
+	if (d->newest)
+		d->newest->newer = e;
+	d->newest = e;
+	if (!d->oldest)
+		d->oldest = e;
+}
+
+static void remove_entry(struct srv_drc *d, struct drc_entry *e)
+{
+	struct drc_entry **p = bucket_of(d, e->hash);
+
+	while (*p != e)
+		p = &(*p)->chain;
+	*p = e->chain;
+	lru_unlink(d, e);
+	srv_buf_free(&e->reply);
+	free(e);
+	d->count--;
+}
+
+/* Makes room for one entry (invariant 3); false when none can be evicted. */
+static bool make_room(struct srv_drc *d)
+{
+	struct drc_entry *e = d->oldest;
+
+	if (d->count < d->capacity)
+		return true;
+	while (e && e->state != DRC_DONE)
+		e = e->newer;
+	if (!e)
+		return false;
+	remove_entry(d, e);
+	return true;
+}
+
+static bool copy_reply(struct srv_buf *out, const struct srv_buf *in)
+{
+	if (out->cap < in->len) {
+		uint8_t *p = realloc(out->data, in->len);
+
+		if (!p)
+			return false;
+		out->data = p;
+		out->cap = in->len;
+	}
+	memcpy(out->data, in->data, in->len);
+	out->len = in->len;
+	return true;
+}
+
+/* Looks K up (invariants 1, 2). */
+static enum srv_drc_verdict begin_locked(struct srv_drc *d, const struct srv_drc_key *k,
+					 struct srv_buf *out)
+{
+	uint64_t hash = key_hash(d, k);
+	struct drc_entry *e = find(d, k, hash);
+
+	if (e && e->state == DRC_IN_PROGRESS)
+		return SRV_DRC_BUSY;
+	if (e) {
+		lru_unlink(d, e);
+		lru_push(d, e);
+		return copy_reply(out, &e->reply) ? SRV_DRC_REPLAY : SRV_DRC_BUSY;
+	}
+	if (!make_room(d))
+		return SRV_DRC_UNCACHED;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return SRV_DRC_UNCACHED;
+	e->key = *k;
+	e->hash = hash;
+	e->state = DRC_IN_PROGRESS;
+	e->chain = *bucket_of(d, hash);
+	*bucket_of(d, hash) = e;
+	lru_push(d, e);
+	d->count++;
+	return SRV_DRC_NEW;
+}
+
+enum srv_drc_verdict srv_drc_begin(struct srv_drc *d, const struct srv_drc_key *k,
+				   struct srv_buf *out)
+{
+	enum srv_drc_verdict v;
+
+	pthread_mutex_lock(&d->lock);
+	v = begin_locked(d, k, out);
+	pthread_mutex_unlock(&d->lock);
+	return v;
+}
+
+void srv_drc_done(struct srv_drc *d, const struct srv_drc_key *k,
+		  const struct srv_buf *reply)
+{
+	struct drc_entry *e;
+
+	pthread_mutex_lock(&d->lock);
+	e = find(d, k, key_hash(d, k));
+	/* No reply to keep (or no memory for it): forget the call, so that a
+	 * retransmission runs again rather than being dropped forever. */
+	if (e && (!reply || !copy_reply(&e->reply, reply)))
+		remove_entry(d, e);
+	else if (e)
+		e->state = DRC_DONE;
+	pthread_mutex_unlock(&d->lock);
+}
