@@ -219,9 +219,10 @@ int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_l
 int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		   size_t from, size_t n, un_id *ids);
 /* The attributes of entry I (not "." or "..") of listing L of directory DIR,
- * whose node id is ID, from one fstatat of its top-most instance: what
- * un_getattr gives for that node, without a lookup.  -ESTALE when the name
- * is no longer that instance (it changed since the listing was built). */
+ * whose fileid is ID (un_listing_nodes), from one fstatat of its top-most
+ * instance: what un_getattr gives for that node, without a lookup.  -ESTALE
+ * when the name is no longer that instance (it changed since the listing was
+ * built). */
 int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		    size_t i, un_id id, struct un_attr *out);
 /* TEST ONLY: narrows the cookie hash to BITS bits (63 = normal, the default) so

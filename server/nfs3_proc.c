@@ -336,27 +336,32 @@ static size_t nfs3_group_end(const struct un_listing *l, size_t i)
 	return i;
 }
 
-/* The node ids of the N entries of D's page, in one table transaction; "."
- * and ".." are the directory and its parent whatever the table says. */
+/* The node ids (for handles) and fileids (for entries and attributes) of
+ * the N entries of D's page, in one table transaction; they differ only for
+ * the names of a lower file with several links (union.h).  "." and ".." are
+ * the directory and its parent whatever the table says. */
 static nfsstat3 nfs3_page_ids(struct srv_req *req, struct nfs3_dir *d, size_t n,
-			      un_id **out)
+			      un_id **ids_out, un_id **fileids_out)
 {
 	un_id *ids = srv_arena_alloc(req->arena, (n ? n : 1) * sizeof(*ids));
+	un_id *fileids = srv_arena_alloc(req->arena, (n ? n : 1) * sizeof(*fileids));
 	nfsstat3 st;
 
-	if (!ids)
+	if (!ids || !fileids)
 		return nfs3_status_from_errno(-ENOMEM);
 	st = nfs3_status_from_errno(
-	    n ? un_listing_ids(d->f.ex->ux, d->f.obj, d->l, d->from, n, ids) : 0);
+	    n ? un_listing_nodes(d->f.ex->ux, d->f.obj, d->l, d->from, n, ids, fileids)
+	      : 0);
 	for (size_t i = 0; !st && i < n; i++) {
 		const char *nm = un_listing_at(d->l, d->from + i)->name;
 
 		if (!strcmp(nm, "."))
-			ids[i] = un_obj_id(d->f.obj);
+			ids[i] = fileids[i] = un_obj_id(d->f.obj);
 		else if (!strcmp(nm, ".."))
-			ids[i] = un_obj_parent_id(d->f.obj);
+			ids[i] = fileids[i] = un_obj_parent_id(d->f.obj);
 	}
-	*out = ids;
+	*ids_out = ids;
+	*fileids_out = fileids;
 	return st;
 }
 
@@ -368,7 +373,7 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, size_t cou
 	size_t n = un_listing_count(d->l), used = nfs3_dir_reply_size(dir_attr);
 	entry3 **link = &list->entries;
 	size_t i = d->from, j, end, size;
-	un_id *ids;
+	un_id *ids, *fileids;
 	nfsstat3 st;
 
 	for (; i < n; i = end) {
@@ -381,7 +386,7 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, size_t cou
 	}
 	if (used > count || (i == d->from && i < n))
 		return NFS3ERR_TOOSMALL;
-	st = nfs3_page_ids(req, d, i - d->from, &ids);
+	st = nfs3_page_ids(req, d, i - d->from, &ids, &fileids);
 	for (j = d->from; !st && j < i; j++) {
 		const struct un_dirent *de = un_listing_at(d->l, j);
 		entry3 *e = srv_arena_alloc(req->arena, sizeof(*e));
@@ -389,7 +394,7 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, size_t cou
 		if (!e ||
 		    !(e->name = srv_arena_strndup(req->arena, de->name, de->namelen)))
 			return nfs3_status_from_errno(-ENOMEM);
-		e->fileid = ids[j - d->from];
+		e->fileid = fileids[j - d->from];
 		e->cookie = de->cookie;
 		*link = e;
 		link = &e->nextentry;
@@ -424,12 +429,13 @@ static void nfs3_readdir(struct srv_req *req, void *argp, void *resp)
 }
 
 /* Builds the READDIRPLUS entry of entry I of D's listing, whose node id is
- * ID.  When WITH_OBJ, the entry also gets the handle and attributes of the
- * name: from one stat of its top-most instance (un_listing_attr), or for "."
- * and ".." by a lookup.  An entry whose name changed since the listing was
- * built goes without them, as the RFC allows (the client will LOOKUP it). */
+ * ID (its handle) and fileid FILEID.  When WITH_OBJ, the entry also gets the
+ * handle and attributes of the name: from one stat of its top-most instance
+ * (un_listing_attr), or for "." and ".." by a lookup.  An entry whose name
+ * changed since the listing was built goes without them, as the RFC allows
+ * (the client will LOOKUP it). */
 static entryplus3 *nfs3_rdp_entry(struct srv_req *req, struct nfs3_dir *d, size_t i,
-				  un_id id, bool with_obj)
+				  un_id id, un_id fileid, bool with_obj)
 {
 	const struct un_dirent *de = un_listing_at(d->l, i);
 	entryplus3 *e = srv_arena_alloc(req->arena, sizeof(*e));
@@ -440,11 +446,11 @@ static entryplus3 *nfs3_rdp_entry(struct srv_req *req, struct nfs3_dir *d, size_
 	if (!e || !(e->name = srv_arena_strndup(req->arena, de->name, de->namelen)))
 		return NULL;
 	e->cookie = de->cookie;
-	e->fileid = id;
+	e->fileid = fileid;
 	if (!with_obj)
 		return e;
 	if (i >= 2) {
-		err = un_listing_attr(d->f.ex->ux, d->f.obj, d->l, i, id, &a);
+		err = un_listing_attr(d->f.ex->ux, d->f.obj, d->l, i, fileid, &a);
 	} else {
 		err = un_lookup(d->f.ex->ux, d->f.obj, e->name, &obj);
 		if (!err)
@@ -469,8 +475,9 @@ struct nfs3_rdp_budget {
 /* Builds the entries of the group starting at I into *FIRST..*LAST and
  * charges them to B; false (B unchanged) if the group does not fit. */
 static bool nfs3_rdp_group(struct srv_req *req, struct nfs3_dir *d, size_t i, size_t end,
-			   const un_id *ids, bool with_obj, struct nfs3_rdp_budget *b,
-			   entryplus3 **first, entryplus3 **last, nfsstat3 *st)
+			   const un_id *ids, const un_id *fileids, bool with_obj,
+			   struct nfs3_rdp_budget *b, entryplus3 **first,
+			   entryplus3 **last, nfsstat3 *st)
 {
 	size_t dir = 0, max = 0;
 	entryplus3 **link = first, *e = NULL;
@@ -478,7 +485,8 @@ static bool nfs3_rdp_group(struct srv_req *req, struct nfs3_dir *d, size_t i, si
 	for (; i < end; i++) {
 		const struct un_dirent *de = un_listing_at(d->l, i);
 
-		e = nfs3_rdp_entry(req, d, i, ids[i - d->from], with_obj);
+		e = nfs3_rdp_entry(req, d, i, ids[i - d->from], fileids[i - d->from],
+				   with_obj);
 		if (!e) {
 			*st = nfs3_status_from_errno(-ENOMEM);
 			return false;
@@ -529,7 +537,7 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 	entryplus3 **link = &list->entries, *last = NULL;
 	struct nfs3_rdp_budget b;
 	size_t i = d->from, end, bound;
-	un_id *ids;
+	un_id *ids, *fileids;
 	nfsstat3 st;
 
 	if (maxcount < fixed)
@@ -537,11 +545,12 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
 	b.dir = args->dircount;
 	b.max = maxcount - fixed;
 	bound = nfs3_rdp_bound(d, b);
-	st = nfs3_page_ids(req, d, bound, &ids);
+	st = nfs3_page_ids(req, d, bound, &ids, &fileids);
 	for (; i < n && !st; i = end) {
 		end = nfs3_group_end(d->l, i);
 		if (end - d->from > bound ||
-		    !nfs3_rdp_group(req, d, i, end, ids, with_obj, &b, link, &last, &st))
+		    !nfs3_rdp_group(req, d, i, end, ids, fileids, with_obj, &b, link,
+				    &last, &st))
 			break;
 		link = &last->nextentry;
 	}

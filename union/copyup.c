@@ -19,8 +19,9 @@
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
  *              lower one as its origin; a lower file with several links is
  *              one file per name after copy-up (as in overlayfs without its
- *              index): the record follows the name copied up, and at the
- *              commit forgets the origin, so the other names get new nodes
+ *              index): the name copied up keeps its node and fileid, and
+ *              the commit parts the group (un_node_part), so the other
+ *              names get new nodes and a new fileid
  *   cu_commit  rename into the upper parent with RENAME_NOREPLACE: the
  *              commit point; then the parent's times are put back, as a
  *              copy-up is no change of the parent
@@ -408,8 +409,8 @@ static int cu_commit(struct copyup *c)
 	/* Best effort, after the commit point (invariant 2). */
 	un_sys_utimens_fd(c->pdir, (const struct timespec[2]){pst.st_atim, pst.st_mtim});
 	if (cu_shared(c))
-		un_node_unshare(
-		    c->ex->st, c->o->id,
+		un_node_part(
+		    c->ex->st, c->ex->root_id, c->o->id,
 		    (struct un_devino){.dev = c->st.st_dev, .ino = c->st.st_ino});
 	return 0;
 }

@@ -1082,9 +1082,10 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 	if (!err)
 		err = un_sys_fstat(o->inst[0].fd, &st);
 	if (!err)
-		err = un_node_link(
-		    ex->st, o->id, &(struct un_node_name){dir->id, name, len},
-		    (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
+		err =
+		    un_node_link(ex->st, ex->root_id, o->id,
+				 &(struct un_node_name){dir->id, name, len},
+				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
 	return err;

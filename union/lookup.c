@@ -60,9 +60,13 @@ static struct un_obj *obj_alloc(size_t ninst)
 	return o;
 }
 
-bool un_links_shared(const struct un_export *ex, uint16_t layer)
+enum un_links un_links_of(const struct un_export *ex, uint16_t layer,
+			  const struct stat *st)
 {
-	return ex->workfd < 0 || !ex->layers[layer].lower;
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
+		return UN_LINKS_NONE;
+	return ex->workfd < 0 || !ex->layers[layer].lower ? UN_LINKS_SHARED
+							  : UN_LINKS_GROUP;
 }
 
 bool un_obj_upper(const struct un_export *ex, const struct un_obj *o)
@@ -133,7 +137,7 @@ int un_root(struct un_export *ex, struct un_obj **out)
 	o = obj_alloc(ex->nlayers);
 	if (!o)
 		return -ENOMEM;
-	o->id = o->parent = ex->root_id;
+	o->id = o->parent = o->fileid = ex->root_id;
 	o->type = S_IFDIR;
 	/* The roots of all layers always merge, as in overlayfs. */
 	for (size_t i = 0; i < ex->nlayers; i++) {
@@ -214,26 +218,27 @@ out:
 static int lookup_obj(struct lookup *lk, struct un_obj **out)
 {
 	struct un_node_obs obs = {
+	    .root = lk->ex->root_id,
 	    .parent = lk->dir->id,
 	    .name = lk->name,
 	    .namelen = lk->len,
 	    .type = lk->top.st_mode & S_IFMT,
 	    .inst = lk->di,
 	    .ninst = lk->m.nfound,
-	    .linked = !S_ISDIR(lk->top.st_mode) && lk->top.st_nlink > 1 &&
-		      un_links_shared(lk->ex, lk->found[0].layer),
+	    .links = un_links_of(lk->ex, lk->found[0].layer, &lk->top),
 	};
 	struct un_obj *o;
-	un_id id;
+	un_id id, fileid;
 	int err;
 
-	err = un_node_get_or_create(lk->ex->st, &obs, &id);
+	err = un_node_assign(lk->ex->st, &obs, 1, &id, &fileid);
 	if (err)
 		return err;
 	o = obj_alloc(lk->m.nfound);
 	if (!o)
 		return -ENOMEM;
 	o->id = id;
+	o->fileid = fileid;
 	o->parent = lk->dir->id;
 	o->type = obs.type;
 	o->namelen = (uint16_t)lk->len;
@@ -371,7 +376,7 @@ int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out)
 	    .rdev_major = major(st.st_rdev),
 	    .rdev_minor = minor(st.st_rdev),
 	    .fsid = ex->id,
-	    .fileid = o->id,
+	    .fileid = o->fileid,
 	};
 	attr_time(&out->atime, &st.st_atim);
 	attr_time(&out->mtime, &st.st_mtim);

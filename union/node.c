@@ -3,14 +3,18 @@
  *
  * Design notes
  * ------------
- * The table lives in the state dir's LMDB environment, in four named
+ * The table lives in the state dir's LMDB environment, in six named
  * databases:
  *
  *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id
  *   nodes  id (u64 BE) -> struct node_rec + name bytes
  *   names  parent id (u64 BE) + name bytes -> id (u64 LE)
- *   links  dev (u64 BE) + ino (u64 BE) -> id (u64 LE), for objects with more
- *          than one link when first seen, and for the targets of LINK
+ *   links  root id (u64 BE) + dev (u64 BE) + ino (u64 BE) -> id (u64 LE): the
+ *          node shared by the names of an inode with several links
+ *          (UN_LINKS_SHARED), and the targets of LINK
+ *   groups root id + dev + ino, as links -> fileid (u64 LE): the fileid the
+ *          names of a lower inode with several links report in a writable
+ *          union (UN_LINKS_GROUP); 0 once a copy-up parted them
  *   aliases id (u64 BE) -> parent id (u64 BE) + name bytes, several values per
  *          key (MDB_DUPSORT): every name of a node that LINK gave a second
  *          name, so that removing the name its record holds can move the
@@ -19,7 +23,10 @@
  * Keys are big-endian so LMDB's byte order is numeric order; values are
  * little-endian.  A record is a versioned struct with a checked size
  * (STYLE item 8); a record of an unknown version is treated as a node that is
- * gone (-ESTALE), never parsed.
+ * gone (-ESTALE), never parsed.  The links and groups keys start with the
+ * export's root id: exports that share a lower layer share its inodes, never
+ * their nodes.  (Tables written before the root id was in the key hold 16-byte
+ * links keys; they are never read, so such a name gets a node of its own.)
  *
  * An export's root is the node with parent 0 and name "export:<id in hex>",
  * so every export has its own root id and ids are unique across exports.
@@ -33,11 +40,35 @@
  * part keeps its id), or when the record is an export root (pinned:
  * reconfiguring the layers of an export does not renumber it).
  *
+ * A node is what a file handle names, and its fileid is its own id (record
+ * version 3 stores the fileid; older records report their id), with one
+ * exception, the names of a lower file with several links in a writable
+ * union.  Those are one file to every client until a copy-up: one fileid,
+ * nlink > 1, as overlayfs shows them.  But a copy-up (overlayfs without its
+ * index) breaks the link: the name written is copied up alone, the others
+ * keep the lower file.  A WRITE carries only a handle, so the server must
+ * know from the handle which name to copy up: each name is a node of its
+ * own (its own handle, its own path), and all report the fileid of their
+ * group (groups; the id of the node first seen).  The copy-up of one name
+ * parts the group (un_node_part): the name copied up keeps its node and its
+ * fileid (the writer's handle and inode number stay), and the other names
+ * no longer match their records: their handles are stale and a lookup gives
+ * them new nodes, which form a new group.  This is the one case where the
+ * fileid of a name changes, forced by the on-disk format: without an index,
+ * the link is gone.  In a read-only union, and in the upper layer, the names
+ * of one inode share one node (links), as they can never part.
+ *
  * Changes of the union keep the table in step (dir.c calls them after the
  * change on disk): a rename moves the names entry and the record's
  * (parent, name) of the node, so a directory's subtree moves with one record
- * written; a removed or overwritten name loses its names entry and its node
+ * written - the records below it name their parent by id and are not
+ * touched; a removed or overwritten name loses its names entry and its node
  * its record, so the old id is stale even if the inode number comes back.
+ *
+ * Durability: every id is in a committed transaction before the engine hands
+ * it out (the write transaction of a miss commits before un_lookup returns),
+ * so a process crash loses none; the environment's MDB_NOSYNC leaves the
+ * flush to disk to state.c (once a second, and un_state_sync).
  *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
@@ -64,6 +95,12 @@
  *     then points (node_unname).  Ids are still never reused (1).
  *  8. aliases holds either nothing or at least two names for a node, one of
  *     them its record's (node_unname, un_node_link, un_node_rename).
+ *  9. A fileid names one file: a group's fileid is reported by the names of
+ *     one lower inode only, and by its copied-up name once parted - the
+ *     other names match their records only while groups still maps their
+ *     inode to their fileid (group_check), and un_node_part unmaps it in the
+ *     transaction that forgets the origin.  A fileid is a node id, so
+ *     fileids are unique across exports too.
  *
  * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
  * inode number reused after a delete, with an equal type, is taken for the
@@ -82,12 +119,14 @@
 
 #define NODE_FORMAT	 1u
 #define NODE_REC_V1	 1    /* without an origin */
-#define NODE_REC_VERSION 2    /* the version written */
+#define NODE_REC_V2	 2    /* without a fileid */
+#define NODE_REC_VERSION 3    /* the version written */
 #define NODE_FIRST_ID	 2    /* 0 is UN_ID_NONE; 1 is kept back */
 #define NODE_DEPTH_MAX	 4096 /* bounds un_node_path on a damaged table */
 
 /* The fixed part of a record; NAMELEN name bytes follow.  Version 1 ends
- * after pad (40 bytes), version 2 after the origin (56 bytes). */
+ * after pad (40 bytes), version 2 after the origin (56 bytes), version 3
+ * after the fileid (64 bytes). */
 struct node_rec {
 	uint8_t version; /* NODE_REC_V1 or NODE_REC_VERSION */
 	uint8_t reserved[3];
@@ -97,17 +136,22 @@ struct node_rec {
 	uint64_t ino;	  /* LE */
 	uint16_t namelen; /* LE */
 	uint8_t pad[6];
-	uint64_t odev; /* LE, version 2: the instance copied up from; 0 0: none */
-	uint64_t oino; /* LE */
+	uint64_t odev;	 /* LE, version 2: the instance copied up from; 0 0: none */
+	uint64_t oino;	 /* LE */
+	uint64_t fileid; /* LE, version 3: what getattr reports (see above) */
 };
 #define NODE_REC_V1_SIZE 40
+#define NODE_REC_V2_SIZE 56
 _Static_assert(offsetof(struct node_rec, odev) == NODE_REC_V1_SIZE,
 	       "node record version 1 layout is on disk");
-_Static_assert(sizeof(struct node_rec) == 56, "node record layout is on disk");
+_Static_assert(offsetof(struct node_rec, fileid) == NODE_REC_V2_SIZE,
+	       "node record version 2 layout is on disk");
+_Static_assert(sizeof(struct node_rec) == 64, "node record layout is on disk");
 
 /* A record as read, in host order; NAME points into the read transaction. */
 struct rec_view {
 	un_id parent;
+	un_id fileid;
 	mode_t type;
 	struct un_devino di, origin; /* origin 0 0: none */
 	const char *name;
@@ -166,12 +210,15 @@ static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view 
 		return -ESTALE;
 	memset(&r, 0, sizeof(r));
 	memcpy(&r, v.mv_data, NODE_REC_V1_SIZE);
-	fixed = r.version == NODE_REC_V1 ? NODE_REC_V1_SIZE : sizeof(r);
-	if ((r.version != NODE_REC_V1 && r.version != NODE_REC_VERSION) ||
+	fixed = r.version == NODE_REC_V1   ? NODE_REC_V1_SIZE
+		: r.version == NODE_REC_V2 ? NODE_REC_V2_SIZE
+					   : sizeof(r);
+	if (r.version < NODE_REC_V1 || r.version > NODE_REC_VERSION ||
 	    v.mv_size != fixed + le16toh(r.namelen) || le16toh(r.namelen) > UN_NAME_MAX)
 		return -ESTALE;
 	memcpy(&r, v.mv_data, fixed);
 	out->parent = le64toh(r.parent);
+	out->fileid = r.version == NODE_REC_VERSION ? le64toh(r.fileid) : id;
 	out->type = (mode_t)le32toh(r.type);
 	out->di.dev = le64toh(r.dev);
 	out->di.ino = le64toh(r.ino);
@@ -198,6 +245,7 @@ static int rec_write(struct un_state *st, MDB_txn *txn, un_id id,
 	    .namelen = htole16(rv->namelen),
 	    .odev = htole64(rv->origin.dev),
 	    .oino = htole64(rv->origin.ino),
+	    .fileid = htole64(rv->fileid),
 	};
 
 	be64_put(key, id);
@@ -206,11 +254,12 @@ static int rec_write(struct un_state *st, MDB_txn *txn, un_id id,
 	return un_mdb_err(mdb_put(txn, st->db_nodes, &k, &v, 0));
 }
 
-static int rec_put(struct un_state *st, MDB_txn *txn, un_id id,
+static int rec_put(struct un_state *st, MDB_txn *txn, un_id id, un_id fileid,
 		   const struct un_node_obs *obs)
 {
 	struct rec_view rv = {
 	    .parent = obs->parent,
+	    .fileid = fileid,
 	    .type = obs->type,
 	    .di = obs->inst[0],
 	    .name = obs->name,
@@ -240,7 +289,9 @@ static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 	return false;
 }
 
-/* ---- the name and link indexes ---- */
+/* ---- the name, link and group indexes ---- */
+
+#define INODE_KEY 24 /* root id + dev + ino */
 
 static size_t name_key(uint8_t *key, const struct un_node_obs *obs)
 {
@@ -249,10 +300,12 @@ static size_t name_key(uint8_t *key, const struct un_node_obs *obs)
 	return 8 + obs->namelen;
 }
 
-static void link_key(uint8_t key[16], const struct un_node_obs *obs)
+/* The key of inode DI of export ROOT in links and groups. */
+static void inode_key(uint8_t key[INODE_KEY], un_id root, struct un_devino di)
 {
-	be64_put(key, obs->inst[0].dev);
-	be64_put(key + 8, obs->inst[0].ino);
+	be64_put(key, root);
+	be64_put(key + 8, di.dev);
+	be64_put(key + 16, di.ino);
 }
 
 /* Gets the id DB maps KEY to: 0, -ENOENT, or -errno. */
@@ -277,38 +330,84 @@ static int index_put(MDB_txn *txn, MDB_dbi db, uint8_t *key, size_t klen, un_id 
 	return un_mdb_err(mdb_put(txn, db, &k, &v, 0));
 }
 
-/* Tries index DB at KEY: 0 with *id when it names a record matching OBS. */
+/* What a match found: the node and the fileid it reports. */
+struct found {
+	un_id id, fileid;
+};
+
+/* Tries index DB at KEY: 0 with *F and the record *R (valid in TXN) when it
+ * names a record matching OBS. */
 static int try_index(struct un_state *st, MDB_txn *txn, MDB_dbi db, uint8_t *key,
-		     size_t klen, const struct un_node_obs *obs, un_id *id)
+		     size_t klen, const struct un_node_obs *obs, struct found *f,
+		     struct rec_view *r)
 {
-	struct rec_view r;
 	un_id cand;
 	int err;
 
 	err = index_get(txn, db, key, klen, &cand);
 	if (err)
 		return err;
-	err = rec_get(st, txn, cand, &r);
+	err = rec_get(st, txn, cand, r);
 	if (err)
 		return err == -ESTALE ? -ENOENT : err;
-	if (!rec_matches(&r, obs))
+	if (!rec_matches(r, obs))
 		return -ENOENT;
-	*id = cand;
+	*f = (struct found){cand, r->fileid};
 	return 0;
 }
 
-/* Finds the id of OBS in TXN: 0, -ENOENT (unknown or replaced), or -errno. */
-static int node_match(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
-		      un_id *id)
+static bool rec_named(const struct rec_view *r, const struct un_node_name *nm)
 {
-	uint8_t key[8 + UN_NAME_MAX], lkey[16];
+	return r->parent == nm->parent && r->namelen == nm->len &&
+	       !memcmp(r->name, nm->name, nm->len);
+}
+
+/* The record R (fileid F->fileid) that the name of a lower file with several
+ * links matched still stands for that name (invariant 9), or -ENOENT:
+ *   - while R is the lower file's, unless a copy-up parted the group: the
+ *     group entry then maps the inode to another fileid (a record without a
+ *     group entry at all, from a read-only run or from before groups,
+ *     stands);
+ *   - once R was copied up (it matched by its origin: a listing built before
+ *     the copy-up, or a lookup during it), if it is this name's: the name
+ *     copied up keeps its node, no other name may take it. */
+static int group_check(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		       const struct found *f, const struct rec_view *r)
+{
+	struct un_node_name nm = {obs->parent, obs->name, obs->namelen};
+	uint8_t key[INODE_KEY];
+	un_id g;
 	int err;
 
-	err = try_index(st, txn, st->db_names, key, name_key(key, obs), obs, id);
-	if (err != -ENOENT || !obs->linked)
-		return err;
-	link_key(lkey, obs);
-	return try_index(st, txn, st->db_links, lkey, sizeof(lkey), obs, id);
+	if (!di_eq(r->di, obs->inst[0]))
+		return rec_named(r, &nm) ? 0 : -ENOENT;
+	inode_key(key, obs->root, obs->inst[0]);
+	err = index_get(txn, st->db_groups, key, sizeof(key), &g);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	return g == f->fileid ? 0 : -ENOENT;
+}
+
+/* Finds the node of OBS in TXN: 0, -ENOENT (unknown or replaced), or -errno;
+ * *F is set on success only. */
+static int node_match(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		      struct found *f)
+{
+	uint8_t key[8 + UN_NAME_MAX], lkey[INODE_KEY];
+	struct rec_view r;
+	struct found m;
+	int err;
+
+	err = try_index(st, txn, st->db_names, key, name_key(key, obs), obs, &m, &r);
+	if (!err && obs->links == UN_LINKS_GROUP)
+		err = group_check(st, txn, obs, &m, &r);
+	if (err == -ENOENT && obs->links == UN_LINKS_SHARED) {
+		inode_key(lkey, obs->root, obs->inst[0]);
+		err = try_index(st, txn, st->db_links, lkey, sizeof(lkey), obs, &m, &r);
+	}
+	if (!err)
+		*f = m;
+	return err;
 }
 
 static int id_alloc(struct un_state *st, MDB_txn *txn, un_id *id)
@@ -331,31 +430,63 @@ static int id_alloc(struct un_state *st, MDB_txn *txn, un_id *id)
 	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
-/* Creates a node for OBS in write transaction TXN (invariants 1 to 3). */
-static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
-		       un_id *id)
+/* The fileid a new name of group OBS joins: the group's; with no group
+ * entry at all, the fileid of the node a read-only run shared among the
+ * inode's names (links), so that names it showed keep theirs; else NID,
+ * which starts a group (also after a part: 0). */
+static int group_join(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		      un_id nid, un_id *fileid)
 {
-	uint8_t key[8 + UN_NAME_MAX], lkey[16];
-	un_id nid;
+	uint8_t key[INODE_KEY];
+	struct rec_view r;
+	struct found f;
+	un_id g;
+	int err;
+
+	inode_key(key, obs->root, obs->inst[0]);
+	err = index_get(txn, st->db_groups, key, sizeof(key), &g);
+	if (!err && g != UN_ID_NONE) {
+		*fileid = g;
+		return 0;
+	}
+	if (err && err != -ENOENT)
+		return err;
+	*fileid = nid;
+	if (err == -ENOENT) {
+		err = try_index(st, txn, st->db_links, key, sizeof(key), obs, &f, &r);
+		if (!err)
+			*fileid = f.fileid;
+		if (err && err != -ENOENT)
+			return err;
+	}
+	return index_put(txn, st->db_groups, key, sizeof(key), *fileid);
+}
+
+/* Creates a node for OBS in write transaction TXN (invariants 1 to 3, 9). */
+static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		       struct found *f)
+{
+	uint8_t key[8 + UN_NAME_MAX], lkey[INODE_KEY];
+	un_id nid, fileid;
 	int err;
 
 	err = id_alloc(st, txn, &nid);
 	if (err)
 		return err;
-	err = rec_put(st, txn, nid, obs);
-	if (err)
-		return err;
-	err = index_put(txn, st->db_names, key, name_key(key, obs), nid);
-	if (err)
-		return err;
-	if (obs->linked) {
-		link_key(lkey, obs);
+	fileid = nid;
+	if (obs->links == UN_LINKS_GROUP)
+		err = group_join(st, txn, obs, nid, &fileid);
+	if (!err)
+		err = rec_put(st, txn, nid, fileid, obs);
+	if (!err)
+		err = index_put(txn, st->db_names, key, name_key(key, obs), nid);
+	if (!err && obs->links == UN_LINKS_SHARED) {
+		inode_key(lkey, obs->root, obs->inst[0]);
 		err = index_put(txn, st->db_links, lkey, sizeof(lkey), nid);
-		if (err)
-			return err;
 	}
-	*id = nid;
-	return 0;
+	if (!err)
+		*f = (struct found){nid, fileid};
+	return err;
 }
 
 static void obs_check(const struct un_node_obs *obs)
@@ -377,6 +508,7 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 	    (err = un_mdb_err(mdb_dbi_open(txn, "nodes", MDB_CREATE, &st->db_nodes))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "names", MDB_CREATE, &st->db_names))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "links", MDB_CREATE, &st->db_links))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "groups", MDB_CREATE, &st->db_groups))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "aliases", MDB_CREATE | MDB_DUPSORT,
 					   &st->db_aliases))))
 		return err;
@@ -398,12 +530,19 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 
 int un_node_get_or_create(struct un_state *st, const struct un_node_obs *obs, un_id *out)
 {
-	return un_node_ids_batch(st, obs, 1, out);
+	return un_node_assign(st, obs, 1, out, NULL);
 }
 
-/* Fills IDS from a read transaction (0 for a miss); *misses gets their count. */
+int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		      un_id *ids)
+{
+	return un_node_assign(st, obs, n, ids, NULL);
+}
+
+/* Fills F from a read transaction (id 0 for a miss); *misses gets their
+ * count. */
 static int batch_read(struct un_state *st, const struct un_node_obs *obs, size_t n,
-		      un_id *ids, size_t *misses)
+		      struct found *f, size_t *misses)
 {
 	MDB_txn *txn;
 	int err;
@@ -414,8 +553,8 @@ static int batch_read(struct un_state *st, const struct un_node_obs *obs, size_t
 	*misses = 0;
 	for (size_t i = 0; i < n && !err; i++) {
 		obs_check(&obs[i]);
-		ids[i] = UN_ID_NONE;
-		err = node_match(st, txn, &obs[i], &ids[i]);
+		f[i].id = UN_ID_NONE;
+		err = node_match(st, txn, &obs[i], &f[i]);
 		if (err == -ENOENT) {
 			(*misses)++;
 			err = 0;
@@ -425,10 +564,12 @@ static int batch_read(struct un_state *st, const struct un_node_obs *obs, size_t
 	return err;
 }
 
-/* Assigns the misses (0s) of IDS in one write transaction (invariants 4, 6);
- * IDS is scratch space of the caller's, left half-filled on failure. */
+/* Assigns the misses (ids 0) of F in one write transaction (invariants 4,
+ * 6); F is scratch space of the caller's, left half-filled on failure.  The
+ * commit comes before any id leaves the engine: a handle handed out names a
+ * node a crash of the process cannot lose. */
 static int batch_write(struct un_state *st, const struct un_node_obs *obs, size_t n,
-		       un_id *ids)
+		       struct found *f)
 {
 	MDB_txn *txn;
 	int err;
@@ -437,11 +578,11 @@ static int batch_write(struct un_state *st, const struct un_node_obs *obs, size_
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		if (ids[i] != UN_ID_NONE)
+		if (f[i].id != UN_ID_NONE)
 			continue;
-		err = node_match(st, txn, &obs[i], &ids[i]);
+		err = node_match(st, txn, &obs[i], &f[i]);
 		if (err == -ENOENT)
-			err = node_create(st, txn, &obs[i], &ids[i]);
+			err = node_create(st, txn, &obs[i], &f[i]);
 	}
 	if (err) {
 		mdb_txn_abort(txn);
@@ -450,10 +591,10 @@ static int batch_write(struct un_state *st, const struct un_node_obs *obs, size_
 	return txn_commit(txn);
 }
 
-int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t n,
-		      un_id *ids)
+int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		   un_id *ids, un_id *fileids)
 {
-	un_id *tmp;
+	struct found *tmp;
 	size_t misses;
 	int err = -ENOMEM;
 
@@ -463,8 +604,13 @@ int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t
 	err = batch_read(st, obs, n, tmp, &misses);
 	if (!err && misses)
 		err = batch_write(st, obs, n, tmp);
-	if (!err) /* out-parameters change only on success */
-		memcpy(ids, tmp, n * sizeof(*ids));
+	for (size_t i = 0; !err && i < n;
+	     i++) { /* out-parameters change only on success */
+		if (ids)
+			ids[i] = tmp[i].id;
+		if (fileids)
+			fileids[i] = tmp[i].fileid;
+	}
 	free(tmp);
 	return err;
 }
@@ -556,12 +702,6 @@ static size_t nm_key(uint8_t *key, const struct un_node_name *nm)
 	be64_put(key, nm->parent);
 	memcpy(key + 8, nm->name, nm->len);
 	return 8 + nm->len;
-}
-
-static bool rec_named(const struct rec_view *r, const struct un_node_name *nm)
-{
-	return r->parent == nm->parent && r->namelen == nm->len &&
-	       !memcmp(r->name, nm->name, nm->len);
 }
 
 /* Gets the id names maps NM to: 0, -ENOENT, or -errno. */
@@ -712,23 +852,63 @@ static int rec_rename(struct un_state *st, MDB_txn *txn, un_id id,
 	return rec_write(st, txn, id, &nr);
 }
 
+/* The export root above a record whose parent is PARENT: -ESTALE when the
+ * chain is broken (an ancestor forgotten). */
+static int rec_root(struct un_state *st, MDB_txn *txn, un_id parent, un_id *root)
+{
+	struct rec_view r = {.parent = parent};
+	un_id id = UN_ID_NONE;
+	int err;
+
+	for (int i = 0; r.parent != UN_ID_NONE; i++) {
+		if (i == NODE_DEPTH_MAX)
+			return -ELOOP; /* invariant 5 broken on disk */
+		id = r.parent;
+		err = rec_get(st, txn, id, &r);
+		if (err)
+			return err;
+	}
+	if (id == UN_ID_NONE)
+		return -ESTALE;
+	*root = id;
+	return 0;
+}
+
+/* Deletes DB's entry for inode DI of export ROOT if it maps to ID (any id:
+ * ID 0). */
+static int inode_del(MDB_txn *txn, MDB_dbi db, un_id root, struct un_devino di, un_id id)
+{
+	uint8_t key[INODE_KEY];
+	MDB_val k = {sizeof(key), key};
+	un_id cur;
+	int err;
+
+	inode_key(key, root, di);
+	err = index_get(txn, db, key, sizeof(key), &cur);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (id != UN_ID_NONE && cur != id)
+		return 0;
+	return del_ok(mdb_del(txn, db, &k, NULL));
+}
+
 /* Forgets node ID: its record, its links entry, its aliases (invariant 7). */
 static int node_kill(struct un_state *st, MDB_txn *txn, un_id id)
 {
-	uint8_t key[8], lkey[16];
-	MDB_val k = {sizeof(key), key}, lk = {sizeof(lkey), lkey};
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key};
 	struct rec_view r;
-	un_id lid;
+	un_id root;
 	int err = rec_get(st, txn, id, &r);
 
 	if (err)
 		return err == -ESTALE ? 0 : err;
-	be64_put(lkey, r.di.dev);
-	be64_put(lkey + 8, r.di.ino);
-	err = index_get(txn, st->db_links, lkey, sizeof(lkey), &lid);
-	if (!err && lid == id)
-		err = del_ok(mdb_del(txn, st->db_links, &lk, NULL));
-	else if (err == -ENOENT)
+	/* Without its export's root the links entry stays: a hint that is
+	 * checked against the record on every use, and no record matches. */
+	err = rec_root(st, txn, r.parent, &root);
+	if (!err)
+		err = inode_del(txn, st->db_links, root, r.di, id);
+	else if (err == -ESTALE || err == -ELOOP)
 		err = 0;
 	if (err)
 		return err;
@@ -825,41 +1005,40 @@ int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
 	return in_write_txn(st, set_inst_txn, &a);
 }
 
-struct unshare_args {
-	un_id id;
+struct part_args {
+	un_id root, id;
 	struct un_devino lower;
 };
 
-static int unshare_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+static int part_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
-	const struct unshare_args *a = arg;
-	char name[UN_NAME_MAX + 1];
-	uint8_t lkey[16];
-	MDB_val lk = {sizeof(lkey), lkey};
+	const struct part_args *a = arg;
+	uint8_t key[INODE_KEY];
 	struct rec_view r;
-	un_id lid;
+	un_id g;
 	int err = rec_get(st, txn, a->id, &r);
 
-	if (err)
-		return err;
-	memcpy(name, r.name, r.namelen);
-	r.name = name;
-	r.origin = (struct un_devino){0};
-	err = rec_write(st, txn, a->id, &r);
-	be64_put(lkey, a->lower.dev);
-	be64_put(lkey + 8, a->lower.ino);
+	/* The record keeps its origin, so that an observation of the lower
+	 * file made before the copy-up still finds it (group_check lets no
+	 * other name take it); but a node a read-only run shared among the
+	 * names (links) must neither match them nor seed the next group. */
 	if (!err)
-		err = index_get(txn, st->db_links, lkey, sizeof(lkey), &lid);
-	if (!err && lid == a->id)
-		return del_ok(mdb_del(txn, st->db_links, &lk, NULL));
-	return err == -ENOENT ? 0 : err;
+		err = inode_del(txn, st->db_links, a->root, a->lower, UN_ID_NONE);
+	inode_key(key, a->root, a->lower);
+	if (!err)
+		err = index_get(txn, st->db_groups, key, sizeof(key), &g);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	/* The other names stop matching their records (invariant 9). */
+	return g == r.fileid ? index_put(txn, st->db_groups, key, sizeof(key), UN_ID_NONE)
+			     : 0;
 }
 
-int un_node_unshare(struct un_state *st, un_id id, struct un_devino lower)
+int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino lower)
 {
-	struct unshare_args a = {.id = id, .lower = lower};
+	struct part_args a = {.root = root, .id = id, .lower = lower};
 
-	return in_write_txn(st, unshare_txn, &a);
+	return in_write_txn(st, part_txn, &a);
 }
 
 struct rename_args {
@@ -919,7 +1098,7 @@ int un_node_remove(struct un_state *st, const struct un_node_name *nm)
 }
 
 struct link_args {
-	un_id id;
+	un_id root, id;
 	const struct un_node_name *nm;
 	struct un_devino di;
 };
@@ -927,7 +1106,7 @@ struct link_args {
 static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct link_args *a = arg;
-	uint8_t lkey[16];
+	uint8_t lkey[INODE_KEY];
 	struct name_buf own, other;
 	struct un_node_name ownnm;
 	struct rec_view r;
@@ -942,8 +1121,7 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 		err = 0;
 	if (!err)
 		err = names_put(st, txn, a->nm, a->id);
-	be64_put(lkey, a->di.dev);
-	be64_put(lkey + 8, a->di.ino);
+	inode_key(lkey, a->root, a->di);
 	if (!err)
 		err = index_put(txn, st->db_links, lkey, sizeof(lkey), a->id);
 	if (!err)
@@ -960,10 +1138,10 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	return err ? err : alias_put(st, txn, a->id, a->nm);
 }
 
-int un_node_link(struct un_state *st, un_id id, const struct un_node_name *nm,
+int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
 		 struct un_devino di)
 {
-	struct link_args a = {.id = id, .nm = nm, .di = di};
+	struct link_args a = {.root = root, .id = id, .nm = nm, .di = di};
 
 	return in_write_txn(st, link_txn, &a);
 }

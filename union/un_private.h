@@ -170,7 +170,7 @@ struct un_listing_cache; /* readdir.c */
 
 struct un_state {
 	MDB_env *env;
-	MDB_dbi db_meta, db_nodes, db_names, db_links, db_aliases; /* node.c */
+	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_aliases; /* node.c */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
@@ -193,15 +193,25 @@ struct un_devino {
 	uint64_t dev, ino;
 };
 
+/* How the names of a non-directory with several links map to nodes
+ * (node.c's design notes say why; un_links_of decides). */
+enum un_links {
+	UN_LINKS_NONE,	 /* one link, or a directory: a node per name */
+	UN_LINKS_SHARED, /* one node for all names: read-only union, upper layer */
+	UN_LINKS_GROUP,	 /* a lower file in a writable union: a node per name,
+			  * one fileid for all until a copy-up parts them */
+};
+
 /* What a lookup (or a readdir) saw of one name: the input of the table. */
 struct un_node_obs {
+	un_id root; /* the export's root (UN_ID_NONE for the root itself) */
 	un_id parent;
 	const char *name;
 	size_t namelen;
 	mode_t type;		      /* S_IFMT bits */
 	const struct un_devino *inst; /* layer instances, top-most first (>= 1) */
 	size_t ninst;
-	bool linked; /* a non-directory with more than one link */
+	enum un_links links;
 	bool pinned; /* an export root: never "replaced" */
 };
 
@@ -216,10 +226,14 @@ struct un_node_hop {
 
 /* Opens (creating) the named databases in TXN, a write transaction. */
 int un_node_init(struct un_state *st, MDB_txn *txn);
-/* The id of the object OBS describes, assigning one when the name is new or
- * its object was replaced. */
+/* The node ids (IDS[i]) and fileids (FILEIDS[i]; either array may be NULL)
+ * of the objects OBS[0..n-1] describe, assigning a node where a name is new
+ * or its object was replaced, with at most one write transaction, committed
+ * before the call returns. */
+int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
+		   un_id *ids, un_id *fileids);
+/* un_node_assign's node id of one object, and of a batch. */
 int un_node_get_or_create(struct un_state *st, const struct un_node_obs *obs, un_id *out);
-/* The same for OBS[0..n-1], with at most one write transaction. */
 int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t n,
 		      un_id *ids);
 /* The hops from the export root down to ID, root first: *out (caller frees)
@@ -239,10 +253,11 @@ struct un_node_name {
  * becomes the record's name. */
 int un_node_set_inst(struct un_state *st, un_id id, struct un_devino top,
 		     const struct un_devino *origin, const struct un_node_name *nm);
-/* A copy-up of one name of a lower file with several links has made that
- * name a file of its own (as overlayfs without its index does): node ID
- * forgets its origin LOWER, so the other names get nodes of their own. */
-int un_node_unshare(struct un_state *st, un_id id, struct un_devino lower);
+/* A copy-up of one name of a lower file with several links (inode LOWER of
+ * the export whose root is ROOT) has made that name a file of its own, as
+ * overlayfs without its index does: node ID keeps its fileid and forgets
+ * its origin; the other names of LOWER get new nodes and a new fileid. */
+int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino lower);
 /* Node ID was renamed from FROM to TO: TO names ID, FROM nothing; a node TO
  * named before is forgotten as by un_node_remove.  The records below ID are
  * untouched (they name ID as their parent). */
@@ -252,9 +267,9 @@ int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *fro
  * answers -ESTALE for it from now on, whatever appears under NM later),
  * unless the node keeps another name that un_node_link recorded. */
 int un_node_remove(struct un_state *st, const struct un_node_name *nm);
-/* NM is a new hard link to node ID, whose top-most instance is DI: both
- * names give ID. */
-int un_node_link(struct un_state *st, un_id id, const struct un_node_name *nm,
+/* NM is a new hard link to node ID of the export whose root is ROOT, whose
+ * top-most instance is DI: both names give ID. */
+int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
 		 struct un_devino di);
 
 /* ---- layer.c: exports and their layer stacks ---- */
@@ -345,6 +360,7 @@ struct un_inst {
 struct un_obj {
 	atomic_uint ref;
 	un_id id, parent;
+	un_id fileid; /* what un_getattr reports: node.c's design notes */
 	mode_t type;
 	uint16_t namelen;
 	char name[UN_NAME_MAX + 1]; /* its name in PARENT; "" for the root */
@@ -355,12 +371,14 @@ struct un_obj {
 
 /* 0, -EINVAL (empty, or a '/') or -ENAMETOOLONG. */
 int un_name_check(const char *name, size_t *len);
-/* True if the links of a file whose top-most instance is in layer LAYER
- * share one node: always in a read-only union, and in the upper layer of a
- * writable one.  A lower file's links do not: a copy-up of one name makes
- * it a file of its own (as overlayfs without its index), and a handle a
- * client holds for another name must not follow it. */
-bool un_links_shared(const struct un_export *ex, uint16_t layer);
+/* How the names of the object ST, whose top-most instance is in layer
+ * LAYER, map to nodes: a non-directory with several links shares one node
+ * in a read-only union and in the upper layer of a writable one; in a lower
+ * layer of a writable union each name is a node of its own, as a copy-up of
+ * one name makes it a file of its own (overlayfs without its index), and
+ * they share one fileid until then. */
+enum un_links un_links_of(const struct un_export *ex, uint16_t layer,
+			  const struct stat *st);
 /* True if O's top-most instance is in the upper layer of EX. */
 bool un_obj_upper(const struct un_export *ex, const struct un_obj *o);
 /* Makes FD (O_PATH, ownership moves to O) O's top-most instance, in the upper

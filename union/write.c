@@ -7,9 +7,9 @@
  * caller can see).  The O_PATH descriptor of the object pins the inode the
  * lookup found; data calls reopen it through /proc with the mode they need.
  *
- * Durability: UN_DATA_SYNC is fdatasync, UN_FILE_SYNC fsync and the node
- * table (so the handle the client holds survives a crash with the data);
- * COMMIT is the same as a late FILE_SYNC.  The rename that made a copied-up
+ * Durability: UN_DATA_SYNC is fdatasync, UN_FILE_SYNC fsync, and both sync
+ * the node table (so the handle the client holds survives a crash with the
+ * data); COMMIT is the same as a late FILE_SYNC.  The rename that made a copied-up
  * file visible is not synced separately: the filesystems we serve from
  * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
  * file forces.
@@ -136,19 +136,17 @@ int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa
 	return err ? err : setattr_upper(o, sa);
 }
 
-/* Makes what FD holds as durable as HOW asks. */
+/* Makes what FD holds as durable as HOW asks, and with any stable write the
+ * node table: the reply promises that the data is on stable storage, and
+ * the handle the client writes through must survive with it. */
 static int write_sync(struct un_export *ex, int fd, enum un_stable how)
 {
 	int err = 0;
 
-	if (how == UN_DATA_SYNC)
-		err = un_sys_fdatasync(fd);
-	if (how == UN_FILE_SYNC) {
-		err = un_sys_fsync(fd);
-		if (!err)
-			err = un_state_sync(ex->st);
-	}
-	return err;
+	if (how == UN_UNSTABLE)
+		return 0;
+	err = how == UN_DATA_SYNC ? un_sys_fdatasync(fd) : un_sys_fsync(fd);
+	return err ? err : un_state_sync(ex->st);
 }
 
 ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t n,

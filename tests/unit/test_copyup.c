@@ -275,48 +275,76 @@ static void test_stale_object(void **state)
 	un_obj_put(root);
 }
 
-/* Two names of one lower inode are two nodes in a writable union: the
- * copy-up of one makes it a file of its own (overlayfs without its index),
- * and the other keeps its node and its data. */
+/* The fileid un_getattr reports for PATH. */
+static un_id fileid_of(struct fx *fx, const char *path)
+{
+	struct un_obj *o = NULL;
+	struct un_attr a;
+
+	assert_int_equal(t_walk(fx, path, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	un_obj_put(o);
+	return a.fileid;
+}
+
+/* Two names of one lower inode are two nodes in a writable union (a write
+ * through one handle copies up that name alone, as overlayfs without its
+ * index) and report one fileid.  The copy-up of one parts them: the name
+ * copied up keeps its node and fileid; the other name's node is stale, and
+ * a lookup gives it a new node and fileid, with the lower data. */
 static void test_lower_hardlinks(void **state)
 {
 	struct fx *fx = *state;
 	struct un_obj *o = NULL;
+	un_id id1, id2, id3, fid;
 	enum un_stable c;
-	un_id id1, id2;
 	char buf[32];
 
 	t_file(fx, "l2/d/h1", "shared");
 	assert_int_equal(link(t_path(fx, "l2/d/h1"), t_path(fx, "l2/h2")), 0);
+	assert_int_equal(link(t_path(fx, "l2/d/h1"), t_path(fx, "l2/d/h3")), 0);
 	w_export(fx);
 	id1 = t_id(fx, "d/h1");
 	id2 = t_id(fx, "h2");
 	assert_int_not_equal(id1, id2);
+	fid = fileid_of(fx, "d/h1");
+	assert_int_equal(fileid_of(fx, "h2"), fid);
 	assert_int_equal(t_walk(fx, "h2", &o), 0);
 	assert_int_equal(un_write(fx->ex, o, "SH", 2, 0, UN_UNSTABLE, &c), 2);
 	un_obj_put(o);
-	assert_int_equal(t_id(fx, "h2"), id2);
-	assert_int_equal(t_id(fx, "d/h1"), id1);
+	assert_int_equal(t_id(fx, "h2"), id2); /* the name written keeps both */
+	assert_int_equal(fileid_of(fx, "h2"), fid);
+	assert_int_equal(un_resolve(fx->ex, id1, &o), -ESTALE);
+	id3 = t_id(fx, "d/h1");
+	assert_true(id3 != id1 && id3 != id2);
+	assert_true(fileid_of(fx, "d/h1") != fid);
+	/* the names still linked below share a new fileid */
+	assert_int_equal(fileid_of(fx, "d/h3"), fileid_of(fx, "d/h1"));
 	assert_int_equal(t_read(fx, "h2", buf, sizeof(buf)), 6);
 	assert_string_equal(buf, "SHared");
 	assert_int_equal(t_read(fx, "d/h1", buf, sizeof(buf)), 6);
 	assert_string_equal(buf, "shared");
-	assert_int_equal(un_resolve(fx->ex, id1, &o), 0);
+	assert_int_equal(un_resolve(fx->ex, id3, &o), 0);
 	assert_false(un_obj_upper(fx->ex, o));
 	un_obj_put(o);
 
-	/* A node table from a read-only run shares them: the copy-up parts. */
+	/* A node table from a read-only run shares one node: in the writable
+	 * union the other name gets a node of its own with that fileid, and
+	 * the copy-up parts them. */
 	t_export(fx, "l2", NULL, NULL);
 	t_file(fx, "l2/x1", "x");
 	assert_int_equal(link(t_path(fx, "l2/x1"), t_path(fx, "l2/x2")), 0);
 	id1 = t_id(fx, "x1");
 	assert_int_equal(t_id(fx, "x2"), id1);
 	t_export(fx, "l2", "u", "w");
+	assert_int_not_equal(t_id(fx, "x2"), id1);
+	assert_int_equal(fileid_of(fx, "x2"), id1);
 	assert_int_equal(t_walk(fx, "x1", &o), 0);
 	assert_int_equal(un_copyup(fx->ex, o), 0);
 	un_obj_put(o);
 	assert_int_equal(t_id(fx, "x1"), id1);
-	assert_int_not_equal(t_id(fx, "x2"), id1);
+	assert_int_equal(fileid_of(fx, "x1"), id1);
+	assert_int_not_equal(fileid_of(fx, "x2"), id1);
 }
 
 /* ---- crash points ---- */

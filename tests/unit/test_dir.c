@@ -322,6 +322,60 @@ static void test_rename_dirs(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* The table calls of renaming directory NAME (in the root) to NAME2, with
+ * the directory objects already looked up. */
+static unsigned long rename_mdb_calls(struct fx *fx, const char *name, const char *name2)
+{
+	struct un_obj *root = NULL;
+	unsigned long n;
+
+	assert_int_equal(un_root(fx->ex, &root), 0);
+	un_sys_inject_reset();
+	assert_int_equal(un_rename(fx->ex, root, name, root, name2), 0);
+	n = un_sys_calls(UN_SYS_MDB);
+	un_obj_put(root);
+	return n;
+}
+
+/* A directory rename costs the same table work whatever the directory holds:
+ * the records below it name their parent by id and are not touched, and
+ * every id of the subtree stays. */
+static void test_rename_dir_cost(void **state)
+{
+	struct fx *fx = *state;
+	char path[64];
+	un_id ids[3][10], sub;
+	unsigned long small, big;
+
+	t_mkdir(fx, "u/small");
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 10; j++) {
+			snprintf(path, sizeof(path), "u/big/s%d/t/f%d", i, j);
+			t_file(fx, path, "x");
+		}
+	w_export(fx);
+	t_id(fx, "small");
+	sub = t_id(fx, "big/s1/t");
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 10; j++) {
+			snprintf(path, sizeof(path), "big/s%d/t/f%d", i, j);
+			ids[i][j] = t_id(fx, path);
+		}
+	small = rename_mdb_calls(fx, "small", "small2");
+	big = rename_mdb_calls(fx, "big", "big2");
+	assert_int_equal(big, small);
+	assert_int_equal(t_id(fx, "big2/s1/t"), sub);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 10; j++) {
+			struct un_obj *o = NULL;
+
+			assert_int_equal(un_resolve(fx->ex, ids[i][j], &o), 0);
+			un_obj_put(o);
+			snprintf(path, sizeof(path), "big2/s%d/t/f%d", i, j);
+			assert_int_equal(t_id(fx, path), ids[i][j]);
+		}
+}
+
 /* A directory moved over a merged directory that is empty but whose upper
  * part holds white-outs: the target is cleared first. */
 static void test_rename_over_whiteout_dir(void **state)
@@ -1142,6 +1196,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rmdir, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_files, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_dirs, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rename_dir_cost, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_over_whiteout_dir, w_setup,
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link, w_setup, w_teardown),

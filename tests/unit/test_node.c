@@ -170,6 +170,40 @@ static void test_hard_links(void **state)
 	assert_int_equal(t_id(fx, "a/f"), t_id(fx, "b/g"));
 }
 
+/* Two exports of one layer with hard links, on one state: each export's
+ * names share a node of that export, which resolves there (the links index
+ * is per export, so one export never hands out the other's node). */
+static void test_hard_links_two_exports(void **state)
+{
+	struct fx *fx = *state;
+	const char *low[] = {NULL};
+	struct un_export_cfg cfg = {.path = "/second", .lowerdirs = low, .nlower = 1};
+	struct un_obj *root2, *a, *b, *o;
+	struct un_export *ex2;
+	char err[256];
+	un_id f;
+
+	t_file(fx, "l1/a", "1");
+	assert_int_equal(link(t_path(fx, "l1/a"), t_path(fx, "l1/b")), 0);
+	t_export(fx, "l1", NULL, NULL);
+	f = t_id(fx, "a");
+	assert_int_equal(t_id(fx, "b"), f);
+	low[0] = t_path(fx, "l1");
+	assert_int_equal(un_export_open(fx->st, &cfg, &ex2, err, sizeof(err)), 0);
+	assert_int_equal(un_root(ex2, &root2), 0);
+	assert_int_equal(un_lookup(ex2, root2, "b", &b), 0);
+	assert_int_equal(un_lookup(ex2, root2, "a", &a), 0);
+	assert_int_not_equal(un_obj_id(a), f);
+	assert_int_equal(un_obj_id(b), un_obj_id(a));
+	assert_int_equal(un_resolve(ex2, un_obj_id(a), &o), 0);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "b"), f);
+	un_obj_put(a);
+	un_obj_put(b);
+	un_obj_put(root2);
+	un_export_close(ex2);
+}
+
 /* Rewrites the table format number of state dir DIR behind the engine. */
 static void set_format(const char *dir, uint32_t fmt)
 {
@@ -358,6 +392,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_unique_across_exports, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_hard_links, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_hard_links_two_exports, t_setup,
+					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_state_dir, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_table_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_state_open_faults, t_setup, t_teardown),

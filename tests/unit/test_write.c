@@ -132,18 +132,22 @@ static void test_write_stability(void **state)
 	assert_int_equal(un_write(fx->ex, o, "XY", 2, 1, UN_UNSTABLE, &c), 2);
 	assert_int_equal(c, UN_UNSTABLE);
 	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 0);
+	/* A DATA_SYNC reply promises stable storage too: the data, the table. */
 	assert_int_equal(un_write(fx->ex, o, "Z", 1, 6, UN_DATA_SYNC, &c), 1);
 	assert_int_equal(c, UN_DATA_SYNC);
-	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 2);
 	assert_int_equal(un_write(fx->ex, o, "!", 1, 9, UN_FILE_SYNC, &c), 1);
 	assert_int_equal(c, UN_FILE_SYNC);
-	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 3); /* the file, the table */
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 4); /* the file, the table */
 	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 10);
 	assert_memory_equal(buf, "aXYdefZ\0\0!", 10);
 	/* A failed sync is no success, and promises nothing. */
 	c = UN_UNSTABLE;
 	un_sys_inject(UN_SYS_SYNC, 1, EIO);
 	assert_int_equal(un_write(fx->ex, o, "?", 1, 0, UN_FILE_SYNC, &c), -EIO);
+	assert_int_equal(c, UN_UNSTABLE);
+	un_sys_inject(UN_SYS_SYNC, 2, EIO); /* the table's */
+	assert_int_equal(un_write(fx->ex, o, "?", 1, 0, UN_DATA_SYNC, &c), -EIO);
 	assert_int_equal(c, UN_UNSTABLE);
 	un_sys_inject_reset();
 	assert_int_equal(un_commit(fx->ex, o), 0);
