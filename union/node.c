@@ -3,7 +3,7 @@
  *
  * Design notes
  * ------------
- * The table lives in the state dir's LMDB environment, in six named
+ * The table lives in the state dir's LMDB environment, in seven named
  * databases:
  *
  *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id
@@ -12,9 +12,11 @@
  *   links  root id (u64 BE) + dev (u64 BE) + ino (u64 BE) -> id (u64 LE): the
  *          node shared by the names of an inode with several links
  *          (UN_LINKS_SHARED), and the targets of LINK
- *   groups root id + dev + ino, as links -> fileid (u64 LE): the fileid the
- *          names of a lower inode with several links report in a writable
- *          union (UN_LINKS_GROUP); 0 once a copy-up parted them
+ *   groups root id + dev + ino, as links -> fileid (u64 LE): the fileid a
+ *          name of a lower inode with several links takes in a writable
+ *          union when it is first seen (UN_LINKS_GROUP); 0 once a copy-up
+ *          parted that group
+ *   parted fileid (u64 BE) -> nothing: the groups a copy-up parted
  *   aliases id (u64 BE) -> parent id (u64 BE) + name bytes, several values per
  *          key (MDB_DUPSORT): every name of a node that LINK gave a second
  *          name, so that removing the name its record holds can move the
@@ -52,8 +54,8 @@
  * group (groups; the id of the node first seen).  The copy-up of one name
  * parts the group (un_node_part): the name copied up keeps its node and its
  * fileid (the writer's handle and inode number stay), and the other names
- * no longer match their records: their handles are stale and a lookup gives
- * them new nodes, which form a new group.  This is the one case where the
+ * no longer match their records (parted): their handles are stale and a
+ * lookup gives them new nodes, which form a new group.  This is the one case where the
  * fileid of a name changes, forced by the on-disk format: without an index,
  * the link is gone.  In a read-only union, and in the upper layer, the names
  * of one inode share one node (links), as they can never part.
@@ -97,15 +99,18 @@
  *     them its record's (node_unname, un_node_link, un_node_rename).
  *  9. A fileid names one file: a group's fileid is reported by the names of
  *     one lower inode only, and by its copied-up name once parted - the
- *     other names match their records only while groups still maps their
- *     inode to their fileid (group_check), and un_node_part unmaps it in the
- *     transaction that forgets the origin.  A fileid is a node id, so
- *     fileids are unique across exports too.
+ *     other names match their records only while their fileid is not in
+ *     parted (group_check), and un_node_part puts it there and unmaps the
+ *     inode in groups in one transaction, so no new name joins it.  A
+ *     fileid is a node id, so fileids are unique across exports too.
  *
  * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
  * inode number reused after a delete, with an equal type, is taken for the
  * old object.  A file that gains a second link after it was first seen keeps
- * one id per name until LINK (which knows both) records it in links.
+ * one id per name until LINK (which knows both) records it in links; a lower
+ * file that gains one while served keeps its fileid for the names seen
+ * before (the names seen after it share another), as does a group of names
+ * recorded before groups existed.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -364,10 +369,7 @@ static bool rec_named(const struct rec_view *r, const struct un_node_name *nm)
 
 /* The record R (fileid F->fileid) that the name of a lower file with several
  * links matched still stands for that name (invariant 9), or -ENOENT:
- *   - while R is the lower file's, unless a copy-up parted the group: the
- *     group entry then maps the inode to another fileid (a record without a
- *     group entry at all, from a read-only run or from before groups,
- *     stands);
+ *   - while R is the lower file's, unless a copy-up parted its group;
  *   - once R was copied up (it matched by its origin: a listing built before
  *     the copy-up, or a lookup during it), if it is this name's: the name
  *     copied up keeps its node, no other name may take it. */
@@ -375,17 +377,15 @@ static int group_check(struct un_state *st, MDB_txn *txn, const struct un_node_o
 		       const struct found *f, const struct rec_view *r)
 {
 	struct un_node_name nm = {obs->parent, obs->name, obs->namelen};
-	uint8_t key[INODE_KEY];
-	un_id g;
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
 	int err;
 
 	if (!di_eq(r->di, obs->inst[0]))
 		return rec_named(r, &nm) ? 0 : -ENOENT;
-	inode_key(key, obs->root, obs->inst[0]);
-	err = index_get(txn, st->db_groups, key, sizeof(key), &g);
-	if (err)
-		return err == -ENOENT ? 0 : err;
-	return g == f->fileid ? 0 : -ENOENT;
+	be64_put(key, f->fileid);
+	err = un_mdb_err(mdb_get(txn, st->db_parted, &k, &v));
+	return err == -ENOENT ? 0 : err ? err : -ENOENT;
 }
 
 /* Finds the node of OBS in TXN: 0, -ENOENT (unknown or replaced), or -errno;
@@ -509,6 +509,7 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 	    (err = un_mdb_err(mdb_dbi_open(txn, "names", MDB_CREATE, &st->db_names))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "links", MDB_CREATE, &st->db_links))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "groups", MDB_CREATE, &st->db_groups))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "parted", MDB_CREATE, &st->db_parted))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "aliases", MDB_CREATE | MDB_DUPSORT,
 					   &st->db_aliases))))
 		return err;
@@ -1013,23 +1014,29 @@ struct part_args {
 static int part_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct part_args *a = arg;
-	uint8_t key[INODE_KEY];
+	uint8_t key[INODE_KEY], fkey[8];
+	MDB_val fk = {sizeof(fkey), fkey}, empty = {0, NULL};
 	struct rec_view r;
 	un_id g;
 	int err = rec_get(st, txn, a->id, &r);
 
+	if (err)
+		return err;
 	/* The record keeps its origin, so that an observation of the lower
 	 * file made before the copy-up still finds it (group_check lets no
 	 * other name take it); but a node a read-only run shared among the
 	 * names (links) must neither match them nor seed the next group. */
+	err = inode_del(txn, st->db_links, a->root, a->lower, UN_ID_NONE);
+	/* The other names stop matching their records, and no new name joins
+	 * their fileid (invariant 9). */
+	be64_put(fkey, r.fileid);
 	if (!err)
-		err = inode_del(txn, st->db_links, a->root, a->lower, UN_ID_NONE);
+		err = un_mdb_err(mdb_put(txn, st->db_parted, &fk, &empty, 0));
 	inode_key(key, a->root, a->lower);
 	if (!err)
 		err = index_get(txn, st->db_groups, key, sizeof(key), &g);
 	if (err)
 		return err == -ENOENT ? 0 : err;
-	/* The other names stop matching their records (invariant 9). */
 	return g == r.fileid ? index_put(txn, st->db_groups, key, sizeof(key), UN_ID_NONE)
 			     : 0;
 }

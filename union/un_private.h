@@ -170,7 +170,8 @@ struct un_listing_cache; /* readdir.c */
 
 struct un_state {
 	MDB_env *env;
-	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_aliases; /* node.c */
+	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_parted,
+	    db_aliases; /* node.c */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */

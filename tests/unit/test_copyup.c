@@ -345,6 +345,23 @@ static void test_lower_hardlinks(void **state)
 	assert_int_equal(t_id(fx, "x1"), id1);
 	assert_int_equal(fileid_of(fx, "x1"), id1);
 	assert_int_not_equal(fileid_of(fx, "x2"), id1);
+
+	/* A lower file that gains a second name while served: the name seen
+	 * before keeps its node and fileid, through the copy-up of the new one
+	 * too (the known limit: the two report different fileids). */
+	t_file(fx, "l2/y1", "y");
+	id1 = t_id(fx, "y1");
+	assert_int_equal(link(t_path(fx, "l2/y1"), t_path(fx, "l2/y2")), 0);
+	id2 = t_id(fx, "y2");
+	assert_int_not_equal(id2, id1);
+	assert_int_equal(t_id(fx, "y1"), id1);
+	assert_int_equal(fileid_of(fx, "y1"), id1);
+	assert_int_equal(t_walk(fx, "y2", &o), 0);
+	assert_int_equal(un_copyup(fx->ex, o), 0);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "y1"), id1);
+	assert_int_equal(fileid_of(fx, "y1"), id1);
+	assert_int_equal(t_id(fx, "y2"), id2);
 }
 
 /* ---- crash points ---- */
