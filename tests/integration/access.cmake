@@ -1,0 +1,1 @@
+# access.cmake: tests of one area, included from CMakeLists.txt.

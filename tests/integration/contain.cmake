@@ -1,0 +1,1 @@
+# contain.cmake: tests of one area, included from CMakeLists.txt.

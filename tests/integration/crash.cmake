@@ -1,0 +1,1 @@
+# crash.cmake: tests of one area, included from CMakeLists.txt.
