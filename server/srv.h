@@ -90,10 +90,40 @@ struct srv_cred {
 	gid_t groups[16];
 };
 
-/* Everything a handler knows about the call it serves. */
+/* ---- access.c: what a client rule grants (exports(5) options) ---- */
+
+enum srv_squash {
+	SRV_SQUASH_ROOT, /* root_squash (default): uid 0 / gid 0 become anon */
+	SRV_SQUASH_ALL,	 /* all_squash: every caller becomes anon */
+	SRV_SQUASH_NONE, /* no_root_squash */
+};
+
+/* The options of one client rule, as exports(5) spells them. */
+struct srv_client_opts {
+	bool rw; /* false: ro (default) */
+	enum srv_squash squash;
+	uid_t anonuid; /* default 65534 */
+	gid_t anongid; /* default 65534 */
+	bool secure;   /* true (default): source port must be < 1024 */
+};
+
+/* Everything a handler knows about the call it serves.
+ *
+ * Contract of the access check (access.c, run by the dispatcher before the
+ * handler of every NFS procedure but NULL): when the call's first file handle
+ * names an export, the caller's rule for that export is looked up; a caller no
+ * rule admits, or one on an unreserved port under a `secure` rule, gets
+ * NFS3ERR_ACCES without the handler running.  Otherwise CLIENT points to the
+ * rule (valid for the whole call) and CRED has been squashed by it, so CRED
+ * is final: it is the identity the call runs as.  CLIENT is NULL for calls
+ * that name no export (NULL procedures, MOUNT) and for handles that do not
+ * resolve, which the handler then refuses before touching a file.  A read-only
+ * rule (!client->rw) makes the export read-only for this call: modifying
+ * procedures answer NFS3ERR_ROFS, ACCESS grants no modify bits. */
 struct srv_req {
 	struct srv *srv;
 	struct srv_cred cred;
+	const struct srv_client_opts *client;
 	const struct sockaddr_storage *peer;
 	socklen_t peerlen;
 	int proto; /* IPPROTO_TCP or IPPROTO_UDP */
