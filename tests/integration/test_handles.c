@@ -55,7 +55,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -67,30 +66,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-/* libnfs.h first: it defines what the raw headers use */
-#include <nfsc/libnfs.h>
-
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
+#include "nfs_raw.h"
 #include "start_server.h"
 
-#define NFS_PROG   100003
-#define MOUNT_PROG 100005
-#define FH_MAX	   64
-#define DATA_MAX   4096
-#define RDP_MAX	   64 /* entries kept from one READDIRPLUS */
-
-struct fh {
-	uint32_t len;
-	unsigned char d[FH_MAX];
-};
+#define DATA_MAX 4096
+#define RDP_MAX	 64 /* entries kept from one READDIRPLUS */
 
 /* What a reply said about one object: status, handle, attributes. */
 struct obj {
@@ -121,80 +105,7 @@ static struct {
 	struct saved lowerf, upperf, merged, deep, rootdir, fresh;
 } g;
 
-/* ---- libnfs raw calls, made synchronous ---- */
-
-struct call {
-	bool done;
-	int status;
-	void (*keep)(void *data, void *out);
-	void *out;
-};
-
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct call *c = priv;
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-	else if (status == RPC_STATUS_ERROR && data)
-		fprintf(stderr, "rpc error: %s\n", (const char *)data);
-}
-
-/* Services RPC until call C is answered (10 s at most).  QUEUED is what the
- * *_async function returned.  0 if the server replied with an accepted RPC. */
-static int finish(struct rpc_context *rpc, struct call *c, int queued)
-{
-	time_t end = time(NULL) + 10;
-	if (queued)
-		return -1;
-	while (!c->done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-		if (time(NULL) > end) {
-			fprintf(stderr, "no reply in 10 s\n");
-			return -1;
-		}
-		if (poll(&p, 1, 100) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0) {
-			fprintf(stderr, "rpc_service: %s\n", rpc_get_error(rpc));
-			return -1;
-		}
-	}
-	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
-}
-
-static struct rpc_context *connect_prog(int port, int prog, int vers)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-	if (!rpc)
-		return NULL;
-	if (finish(rpc, &c,
-		   rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers, on_reply,
-					  &c))) {
-		fprintf(stderr, "connect to port %d: %s\n", port, rpc_get_error(rpc));
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 as_fh3(const struct fh *f)
-{
-	nfs_fh3 h;
-	h.data.data_len = f->len;
-	h.data.data_val = (char *)f->d;
-	return h;
-}
-
-static void copy_fh(struct fh *dst, const nfs_fh3 *src)
-{
-	dst->len = src->data.data_len > FH_MAX ? 0 : src->data.data_len;
-	memcpy(dst->d, src->data.data_val, dst->len);
-}
+/* ---- calls (nfs_raw.h makes them synchronous) ---- */
 
 static void keep_attrs(struct obj *o, const post_op_attr *a)
 {
@@ -209,32 +120,14 @@ static void keep_attrs(struct obj *o, const post_op_attr *a)
 	o->type = f->type;
 }
 
-static void keep_mnt(void *data, void *out)
-{
-	mountres3 *r = data;
-	struct obj *o = out;
-	o->status = r->fhs_status;
-	if (r->fhs_status == MNT3_OK &&
-	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= FH_MAX) {
-		o->fh.len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		memcpy(o->fh.d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, o->fh.len);
-	}
-}
-
 /* The root handle of export PATH. */
 static struct fh mnt(const char *path)
 {
-	struct rpc_context *rpc = connect_prog(g.srv.mount_port, MOUNT_PROG, 3);
-	struct obj o = {0};
-	struct call c = {.keep = keep_mnt, .out = &o};
-	int rc;
-	assert_non_null(rpc);
-	rc = finish(rpc, &c, rpc_mount3_mnt_async(rpc, on_reply, (char *)path, &c));
-	rpc_destroy_context(rpc);
-	assert_int_equal(rc, 0);
-	if (o.status != MNT3_OK || o.fh.len == 0)
-		fail_msg("MNT %s: status %d", path, o.status);
-	return o.fh;
+	struct fh root;
+	int status = nfs_raw_mnt(g.srv.mount_port, path, &root);
+	if (status != MNT3_OK || root.len == 0)
+		fail_msg("MNT %s: status %d", path, status);
+	return root;
 }
 
 static void keep_getattr(void *data, void *out)
@@ -252,11 +145,13 @@ static void keep_getattr(void *data, void *out)
 /* GETATTR through FH on RPC; the reply's status and attributes. */
 static struct obj getattr_on(struct rpc_context *rpc, const struct fh *fh)
 {
-	GETATTR3args a = {.object = as_fh3(fh)};
+	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
 	struct obj o = {0};
 	struct call c = {.keep = keep_getattr, .out = &o};
-	assert_int_equal(finish(rpc, &c, rpc_nfs3_getattr_async(rpc, on_reply, &a, &c)),
-			 0);
+	assert_int_equal(
+	    nfs_raw_finish(rpc, &c,
+			   rpc_nfs3_getattr_async(rpc, nfs_raw_on_reply, &a, &c)),
+	    0);
 	o.fh = *fh;
 	return o;
 }
@@ -273,18 +168,19 @@ static void keep_lookup(void *data, void *out)
 	o->status = r->status;
 	if (r->status != NFS3_OK)
 		return;
-	copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
+	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
 	keep_attrs(o, &r->LOOKUP3res_u.resok.obj_attributes);
 }
 
 static struct obj lookup_on(struct rpc_context *rpc, const struct fh *dir,
 			    const char *name)
 {
-	LOOKUP3args a = {.what = {.dir = as_fh3(dir), .name = (char *)name}};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct obj o = {0};
 	struct call c = {.keep = keep_lookup, .out = &o};
-	assert_int_equal(finish(rpc, &c, rpc_nfs3_lookup_async(rpc, on_reply, &a, &c)),
-			 0);
+	assert_int_equal(
+	    nfs_raw_finish(rpc, &c, rpc_nfs3_lookup_async(rpc, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return o;
 }
 
@@ -342,10 +238,12 @@ static void keep_read(void *data, void *out)
 /* READ of the first DATA_MAX bytes through FH on RPC. */
 static struct rd read_on(struct rpc_context *rpc, const struct fh *fh)
 {
-	READ3args a = {.file = as_fh3(fh), .offset = 0, .count = DATA_MAX};
+	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
 	struct rd o = {0};
 	struct call c = {.keep = keep_read, .out = &o};
-	assert_int_equal(finish(rpc, &c, rpc_nfs3_read_async(rpc, on_reply, &a, &c)), 0);
+	assert_int_equal(
+	    nfs_raw_finish(rpc, &c, rpc_nfs3_read_async(rpc, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return o;
 }
 
@@ -368,7 +266,7 @@ static void keep_status(void *data, void *out)
 /* WRITE of TEXT at offset 0 through FH on RPC (FILE_SYNC); the status. */
 static int write_on(struct rpc_context *rpc, const struct fh *fh, const char *text)
 {
-	WRITE3args a = {.file = as_fh3(fh),
+	WRITE3args a = {.file = nfs_raw_fh3(fh),
 			.offset = 0,
 			.count = (count3)strlen(text),
 			.stable = FILE_SYNC};
@@ -376,7 +274,9 @@ static int write_on(struct rpc_context *rpc, const struct fh *fh, const char *te
 	struct call c = {.keep = keep_status, .out = &st};
 	a.data.data_len = (u_int)strlen(text);
 	a.data.data_val = (char *)text;
-	assert_int_equal(finish(rpc, &c, rpc_nfs3_write_async(rpc, on_reply, &a, &c)), 0);
+	assert_int_equal(
+	    nfs_raw_finish(rpc, &c, rpc_nfs3_write_async(rpc, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return st;
 }
 
@@ -387,7 +287,7 @@ static void keep_create(void *data, void *out)
 	o->status = r->status;
 	if (r->status != NFS3_OK || !r->CREATE3res_u.resok.obj.handle_follows)
 		return;
-	copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
+	nfs_raw_copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
 	keep_attrs(o, &r->CREATE3res_u.resok.obj_attributes);
 }
 
@@ -398,13 +298,15 @@ static struct obj create_ok(const struct fh *dir, const char *name, const char *
 	struct obj o = {0};
 	struct call c = {.keep = keep_create, .out = &o};
 	memset(&a, 0, sizeof(a));
-	a.where.dir = as_fh3(dir);
+	a.where.dir = nfs_raw_fh3(dir);
 	a.where.name = (char *)name;
 	a.how.mode = GUARDED;
 	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
 	a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_create_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_create_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o.status != NFS3_OK || o.fh.len == 0 || !o.attrs)
 		fail_msg("CREATE %s: status %d", name, o.status);
 	if (*text)
@@ -419,7 +321,7 @@ static void keep_mkdir(void *data, void *out)
 	o->status = r->status;
 	if (r->status != NFS3_OK || !r->MKDIR3res_u.resok.obj.handle_follows)
 		return;
-	copy_fh(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
+	nfs_raw_copy_fh(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
 	keep_attrs(o, &r->MKDIR3res_u.resok.obj_attributes);
 }
 
@@ -429,12 +331,14 @@ static struct obj mkdir_ok(const struct fh *dir, const char *name)
 	struct obj o = {0};
 	struct call c = {.keep = keep_mkdir, .out = &o};
 	memset(&a, 0, sizeof(a));
-	a.where.dir = as_fh3(dir);
+	a.where.dir = nfs_raw_fh3(dir);
 	a.where.name = (char *)name;
 	a.attributes.mode.set_it = 1;
 	a.attributes.mode.set_mode3_u.mode = 0755;
-	assert_int_equal(finish(g.nfs, &c, rpc_nfs3_mkdir_async(g.nfs, on_reply, &a, &c)),
-			 0);
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_mkdir_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o.status != NFS3_OK || o.fh.len == 0 || !o.attrs)
 		fail_msg("MKDIR %s: status %d", name, o.status);
 	return o;
@@ -443,33 +347,39 @@ static struct obj mkdir_ok(const struct fh *dir, const char *name)
 static int rename_st(const struct fh *fdir, const char *fname, const struct fh *tdir,
 		     const char *tname)
 {
-	RENAME3args a = {.from = {.dir = as_fh3(fdir), .name = (char *)fname},
-			 .to = {.dir = as_fh3(tdir), .name = (char *)tname}};
+	RENAME3args a = {.from = {.dir = nfs_raw_fh3(fdir), .name = (char *)fname},
+			 .to = {.dir = nfs_raw_fh3(tdir), .name = (char *)tname}};
 	int st = -1;
 	struct call c = {.keep = keep_status, .out = &st};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_rename_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_rename_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return st;
 }
 
 static int remove_st(const struct fh *dir, const char *name)
 {
-	REMOVE3args a = {.object = {.dir = as_fh3(dir), .name = (char *)name}};
+	REMOVE3args a = {.object = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	int st = -1;
 	struct call c = {.keep = keep_status, .out = &st};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_remove_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_remove_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return st;
 }
 
 static int link_st(const struct fh *file, const struct fh *dir, const char *name)
 {
-	LINK3args a = {.file = as_fh3(file),
-		       .link = {.dir = as_fh3(dir), .name = (char *)name}};
+	LINK3args a = {.file = nfs_raw_fh3(file),
+		       .link = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	int st = -1;
 	struct call c = {.keep = keep_status, .out = &st};
-	assert_int_equal(finish(g.nfs, &c, rpc_nfs3_link_async(g.nfs, on_reply, &a, &c)),
-			 0);
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_link_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	return st;
 }
 
@@ -509,7 +419,7 @@ static void keep_rdp(void *data, void *out)
 		memset(&x->obj, 0, sizeof(x->obj));
 		keep_attrs(&x->obj, &e->name_attributes);
 		if (e->name_handle.handle_follows)
-			copy_fh(&x->obj.fh, &e->name_handle.post_op_fh3_u.handle);
+			nfs_raw_copy_fh(&x->obj.fh, &e->name_handle.post_op_fh3_u.handle);
 		o->n++;
 	}
 }
@@ -520,16 +430,16 @@ static struct rdp *readdirplus(const struct fh *dir)
 	struct rdp *o = calloc(1, sizeof(*o));
 	assert_non_null(o);
 	do {
-		READDIRPLUS3args a = {.dir = as_fh3(dir),
+		READDIRPLUS3args a = {.dir = nfs_raw_fh3(dir),
 				      .cookie = o->cookie,
 				      .dircount = 4096,
 				      .maxcount = 32768};
 		struct call c = {.keep = keep_rdp, .out = o};
 		memcpy(a.cookieverf, o->verf, sizeof(a.cookieverf));
-		assert_int_equal(
-		    finish(g.nfs, &c,
-			   rpc_nfs3_readdirplus_async(g.nfs, on_reply, &a, &c)),
-		    0);
+		assert_int_equal(nfs_raw_finish(g.nfs, &c,
+						rpc_nfs3_readdirplus_async(
+						    g.nfs, nfs_raw_on_reply, &a, &c)),
+				 0);
 		if (o->status != NFS3_OK)
 			break;
 	} while (!o->eof);
@@ -709,7 +619,7 @@ static int start(void)
 	const char *args[] = {g.config_arg, NULL};
 	if (test_server_start(g.bin, g.state, args, &g.srv))
 		return -1;
-	g.nfs = connect_prog(g.srv.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	return g.nfs ? 0 : -1;
 }
 
@@ -828,7 +738,7 @@ static void test_copyup(void **state)
 
 	/* the other client: its own MNT, its own walk from the root */
 	other_root = mnt("/");
-	other = connect_prog(g.srv.nfs_port, NFS_PROG, 3);
+	other = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	assert_non_null(other);
 	viaother = walk_on(other, &other_root, "cu/victim.txt");
 	assert_int_equal(viaother.fileid, v.fileid);
@@ -1048,14 +958,14 @@ static void test_flipped_handles(void **state)
 	(void)state;
 	for (size_t k = 0; k < sizeof(objs) / sizeof(objs[0]); k++) {
 		const struct fh *orig = &objs[k]->fh;
-		assert_true(orig->len > 0 && orig->len <= FH_MAX);
+		assert_true(orig->len > 0 && orig->len <= NFS_RAW_FH_MAX);
 		for (size_t i = 0; i < orig->len; i++)
 			for (size_t j = 0; j < sizeof(flips); j++) {
 				struct fh h = *orig;
 				h.d[i] ^= flips[j];
 				expect_refused(&h, objs[k]->what, i);
 			}
-		for (uint32_t len = 0; len <= FH_MAX; len++) {
+		for (uint32_t len = 0; len <= NFS_RAW_FH_MAX; len++) {
 			struct fh h = *orig;
 			if (len == orig->len)
 				continue;

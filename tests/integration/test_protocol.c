@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,26 +39,13 @@
 
 #include <cmocka.h>
 
-/* libnfs.h first: it defines what the raw headers use */
-#include <nfsc/libnfs.h>
-
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
+#include "nfs_raw.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
-#define NFS_PROG     100003
-#define MOUNT_PROG   100005
 #define FILE_SIZE    (1572864 + 123) /* 1.5 MiB and a bit: more than one rtmax of 1 MiB */
 #define NENTRIES     300
 #define LONGNAME_LEN 200
-
-struct fh {
-	uint32_t len;
-	unsigned char d[64];
-};
 
 static struct {
 	const char *bin;
@@ -157,129 +143,25 @@ static void make_tree(const char *top, const char *bottom)
 	}
 }
 
-/* ---- libnfs raw calls, made synchronous ---- */
+/* ---- calls (nfs_raw.h makes them synchronous) ---- */
 
-struct call {
-	bool done;
-	int status;
-	char err[160]; /* libnfs' message for an RPC error */
-	void (*keep)(void *data, void *out);
-	void *out;
-};
-
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct call *c = priv;
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-	else if (status == RPC_STATUS_ERROR && data)
-		snprintf(c->err, sizeof(c->err), "%s", (const char *)data);
-}
-
-/* Services rpc until every call in cs[0..n) is done (10 s at most).  Returns 0, or
- * -1 if the connection failed or time ran out. */
-static int wait_calls(struct rpc_context *rpc, struct call *cs, int n)
-{
-	time_t end = time(NULL) + 10;
-	for (;;) {
-		int pending = 0;
-		struct pollfd p;
-		for (int i = 0; i < n; i++)
-			pending += !cs[i].done;
-		if (!pending)
-			return 0;
-		if (time(NULL) > end) {
-			if (rpc == g.nfs)
-				g.nfs_broken = true;
-			return -1;
-		}
-		p.fd = rpc_get_fd(rpc);
-		p.events = (short)rpc_which_events(rpc);
-		p.revents = 0;
-		if (poll(&p, 1, 100) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0) {
-			if (rpc == g.nfs)
-				g.nfs_broken = true;
-			return -1;
-		}
-	}
-}
-
-/* 0 if the server replied with an accepted RPC (the result is in the caller's
- * struct), -1 for an RPC error, a lost connection or a timeout. */
+/* nfs_raw_finish, keeping what the next steps look at after a failure: a
+ * connection to the NFS program that gave no reply is marked broken (the next
+ * test reconnects), and libnfs' message of an RPC error goes to g.last_err. */
 static int finish(struct rpc_context *rpc, struct call *c, int queued)
 {
-	if (queued)
-		return -1;
-	if (wait_calls(rpc, c, 1)) {
-		print_error("no reply: %s\n", rpc_get_error(rpc));
-		return -1;
-	}
-	if (c->status != RPC_STATUS_SUCCESS) {
+	if (!nfs_raw_finish(rpc, c, queued))
+		return 0;
+	if (c->done)
 		snprintf(g.last_err, sizeof(g.last_err), "%s", c->err);
-		return -1;
-	}
-	return 0;
-}
-
-static struct rpc_context *connect_prog(int port, int prog, int vers)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-	if (!rpc)
-		return NULL;
-	if (finish(rpc, &c,
-		   rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers, on_reply,
-					  &c))) {
-		fprintf(stderr, "connect to port %d: %s\n", port, rpc_get_error(rpc));
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 as_fh3(const struct fh *f)
-{
-	nfs_fh3 h;
-	h.data.data_len = f->len;
-	h.data.data_val = (char *)f->d;
-	return h;
-}
-
-static void copy_fh(struct fh *dst, const nfs_fh3 *src)
-{
-	dst->len = src->data.data_len > 64 ? 64 : src->data.data_len;
-	memcpy(dst->d, src->data.data_val, dst->len);
-}
-
-static void keep_mnt(void *data, void *out)
-{
-	mountres3 *r = data;
-	struct fh *f = out;
-	f->len = 0;
-	if (r->fhs_status == MNT3_OK) {
-		f->len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		if (f->len > 64)
-			f->len = 0;
-		memcpy(f->d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, f->len);
-	}
+	else if (!queued && rpc == g.nfs)
+		g.nfs_broken = true;
+	return -1;
 }
 
 static int libnfs_mnt(int port, const char *path, struct fh *out)
 {
-	struct rpc_context *rpc = connect_prog(port, MOUNT_PROG, 3);
-	struct call c = {.keep = keep_mnt, .out = out};
-	int rc;
-	if (!rpc)
-		return -1;
-	out->len = 0;
-	rc = finish(rpc, &c, rpc_mount3_mnt_async(rpc, on_reply, (char *)path, &c));
-	rpc_destroy_context(rpc);
-	return rc || !out->len ? -1 : 0;
+	return nfs_raw_mnt(port, path, out) == MNT3_OK && out->len ? 0 : -1;
 }
 
 static void keep_copy_getattr(void *data, void *out)
@@ -289,9 +171,9 @@ static void keep_copy_getattr(void *data, void *out)
 
 static int nfs3_getattr(const struct fh *f, GETATTR3res *res)
 {
-	GETATTR3args a = {.object = as_fh3(f)};
+	GETATTR3args a = {.object = nfs_raw_fh3(f)};
 	struct call c = {.keep = keep_copy_getattr, .out = res};
-	return finish(g.nfs, &c, rpc_nfs3_getattr_async(g.nfs, on_reply, &a, &c));
+	return finish(g.nfs, &c, rpc_nfs3_getattr_async(g.nfs, nfs_raw_on_reply, &a, &c));
 }
 
 struct lookup_out {
@@ -306,7 +188,7 @@ static void keep_lookup(void *data, void *out)
 	struct lookup_out *o = out;
 	o->status = r->status;
 	if (r->status == NFS3_OK) {
-		copy_fh(&o->obj, &r->LOOKUP3res_u.resok.object);
+		nfs_raw_copy_fh(&o->obj, &r->LOOKUP3res_u.resok.object);
 		o->obj_attr = r->LOOKUP3res_u.resok.obj_attributes;
 		o->dir_attr = r->LOOKUP3res_u.resok.dir_attributes;
 	} else {
@@ -316,10 +198,10 @@ static void keep_lookup(void *data, void *out)
 
 static int nfs3_lookup(const struct fh *dir, const char *name, struct lookup_out *o)
 {
-	LOOKUP3args a = {.what = {.dir = as_fh3(dir), .name = (char *)name}};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct call c = {.keep = keep_lookup, .out = o};
 	memset(o, 0, sizeof(*o));
-	return finish(g.nfs, &c, rpc_nfs3_lookup_async(g.nfs, on_reply, &a, &c));
+	return finish(g.nfs, &c, rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c));
 }
 
 static void lookup_ok(const struct fh *dir, const char *name, struct fh *out)
@@ -357,10 +239,10 @@ static void keep_read(void *data, void *out)
 
 static int nfs3_read(const struct fh *f, uint64_t off, uint32_t count, struct read_out *o)
 {
-	READ3args a = {.file = as_fh3(f), .offset = off, .count = count};
+	READ3args a = {.file = nfs_raw_fh3(f), .offset = off, .count = count};
 	struct call c = {.keep = keep_read, .out = o};
 	memset(o, 0, sizeof(*o));
-	return finish(g.nfs, &c, rpc_nfs3_read_async(g.nfs, on_reply, &a, &c));
+	return finish(g.nfs, &c, rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c));
 }
 
 static void keep_copy_fsinfo(void *data, void *out)
@@ -438,33 +320,34 @@ static void keep_readdirplus(void *data, void *out)
 			    e->name_attributes.post_op_attr_u.attributes.fileid;
 		x->handle = e->name_handle.handle_follows;
 		if (x->handle)
-			copy_fh(&x->fh, &e->name_handle.post_op_fh3_u.handle);
+			nfs_raw_copy_fh(&x->fh, &e->name_handle.post_op_fh3_u.handle);
 	}
 }
 
 static int nfs3_readdir(const struct fh *dir, uint64_t cookie, const char *verf,
 			uint32_t count, struct list_out *o)
 {
-	READDIR3args a = {.dir = as_fh3(dir), .cookie = cookie, .count = count};
+	READDIR3args a = {.dir = nfs_raw_fh3(dir), .cookie = cookie, .count = count};
 	struct call c = {.keep = keep_readdir, .out = o};
 	int rc;
 	memcpy(a.cookieverf, verf, NFS3_COOKIEVERFSIZE);
 	memset(o, 0, sizeof(*o));
-	rc = finish(g.nfs, &c, rpc_nfs3_readdir_async(g.nfs, on_reply, &a, &c));
+	rc = finish(g.nfs, &c, rpc_nfs3_readdir_async(g.nfs, nfs_raw_on_reply, &a, &c));
 	return rc;
 }
 
 static int nfs3_readdirplus(const struct fh *dir, uint64_t cookie, const char *verf,
 			    uint32_t dircount, uint32_t maxcount, struct list_out *o)
 {
-	READDIRPLUS3args a = {.dir = as_fh3(dir),
+	READDIRPLUS3args a = {.dir = nfs_raw_fh3(dir),
 			      .cookie = cookie,
 			      .dircount = dircount,
 			      .maxcount = maxcount};
 	struct call c = {.keep = keep_readdirplus, .out = o};
 	memcpy(a.cookieverf, verf, NFS3_COOKIEVERFSIZE);
 	memset(o, 0, sizeof(*o));
-	return finish(g.nfs, &c, rpc_nfs3_readdirplus_async(g.nfs, on_reply, &a, &c));
+	return finish(g.nfs, &c,
+		      rpc_nfs3_readdirplus_async(g.nfs, nfs_raw_on_reply, &a, &c));
 }
 
 static void keep_status(void *data, void *out)
@@ -567,7 +450,7 @@ static int connect_nfs(void)
 		fprintf(stderr, "MNT %s on port %d failed\n", g.export, g.mount_port);
 		return -1;
 	}
-	g.nfs = connect_prog(g.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.nfs_port, NFS_PROG, 3);
 	return g.nfs ? 0 : -1;
 }
 
@@ -600,7 +483,7 @@ static int test_setup(void **state)
 	if (g.nfs)
 		rpc_destroy_context(g.nfs);
 	g.nfs_broken = false;
-	g.nfs = connect_prog(g.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.nfs_port, NFS_PROG, 3);
 	return g.nfs ? 0 : -1;
 }
 
@@ -962,7 +845,7 @@ static void test_read_eof(void **state)
 
 static void test_read_rtmax(void **state)
 {
-	FSINFO3args a = {.fsroot = as_fh3(&g.root)};
+	FSINFO3args a = {.fsroot = nfs_raw_fh3(&g.root)};
 	FSINFO3res res;
 	struct call c = {.keep = keep_copy_fsinfo, .out = &res};
 	struct fh file;
@@ -971,7 +854,7 @@ static void test_read_rtmax(void **state)
 	int calls = 0;
 	(void)state;
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_fsinfo_async(g.nfs, on_reply, &a, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_fsinfo_async(g.nfs, nfs_raw_on_reply, &a, &c)), 0);
 	assert_int_equal(res.status, NFS3_OK);
 	uint32_t rtmax = res.FSINFO3res_u.resok.rtmax;
 	lookup_ok(&g.root, "file", &file);
@@ -1227,19 +1110,21 @@ static void test_readlink_access(void **state)
 	struct call c;
 	(void)state;
 	lookup_ok(&g.root, "link", &link);
-	ra.symlink = as_fh3(&link);
+	ra.symlink = nfs_raw_fh3(&link);
 	c = (struct call){.keep = keep_readlink, .out = &rl};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_readlink_async(g.nfs, on_reply, &ra, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_readlink_async(g.nfs, nfs_raw_on_reply, &ra, &c)),
+	    0);
 	assert_int_equal(rl.status, NFS3_OK);
 	assert_string_equal(rl.target, "file");
 	/* ACCESS: reading a 0644 file is granted, with post-op attributes */
 	lookup_ok(&g.root, "file", &file);
-	aa.object = as_fh3(&file);
+	aa.object = nfs_raw_fh3(&file);
 	aa.access = ACCESS3_READ;
 	c = (struct call){.keep = keep_access, .out = &acc};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_access_async(g.nfs, on_reply, &aa, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_access_async(g.nfs, nfs_raw_on_reply, &aa, &c)),
+	    0);
 	assert_int_equal(acc.status, NFS3_OK);
 	assert_true(acc.access & ACCESS3_READ);
 	assert_true(acc.attrs);
@@ -1247,12 +1132,12 @@ static void test_readlink_access(void **state)
 
 static void test_fsinfo(void **state)
 {
-	FSINFO3args a = {.fsroot = as_fh3(&g.root)};
+	FSINFO3args a = {.fsroot = nfs_raw_fh3(&g.root)};
 	FSINFO3res res;
 	struct call c = {.keep = keep_copy_fsinfo, .out = &res};
 	(void)state;
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_fsinfo_async(g.nfs, on_reply, &a, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_fsinfo_async(g.nfs, nfs_raw_on_reply, &a, &c)), 0);
 	assert_int_equal(res.status, NFS3_OK);
 	FSINFO3resok *ok = &res.FSINFO3res_u.resok;
 	if (ok->rtmax < 65536 || ok->wtmax < 65536 || ok->rtpref > ok->rtmax ||
@@ -1273,47 +1158,50 @@ static void test_read_only(void **state)
 	(void)state;
 	lookup_ok(&g.root, "file", &file);
 	WRITE3args w = {
-	    .file = as_fh3(&file), .offset = 0, .count = 9, .stable = FILE_SYNC};
+	    .file = nfs_raw_fh3(&file), .offset = 0, .count = 9, .stable = FILE_SYNC};
 	w.data.data_len = 9;
 	w.data.data_val = data;
 	c = (struct call){.keep = keep_status, .out = &status};
-	assert_int_equal(finish(g.nfs, &c, rpc_nfs3_write_async(g.nfs, on_reply, &w, &c)),
-			 0);
+	assert_int_equal(
+	    finish(g.nfs, &c, rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &w, &c)), 0);
 	assert_int_equal(status, NFS3ERR_ROFS);
 
 	CREATE3args cr;
 	memset(&cr, 0, sizeof(cr));
-	cr.where.dir = as_fh3(&g.root);
+	cr.where.dir = nfs_raw_fh3(&g.root);
 	cr.where.name = "new-file";
 	cr.how.mode = UNCHECKED;
 	c = (struct call){.keep = keep_status, .out = &status};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_create_async(g.nfs, on_reply, &cr, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_create_async(g.nfs, nfs_raw_on_reply, &cr, &c)),
+	    0);
 	assert_int_equal(status, NFS3ERR_ROFS);
 
 	MKDIR3args mk;
 	memset(&mk, 0, sizeof(mk));
-	mk.where.dir = as_fh3(&g.root);
+	mk.where.dir = nfs_raw_fh3(&g.root);
 	mk.where.name = "new-dir";
 	c = (struct call){.keep = keep_status, .out = &status};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_mkdir_async(g.nfs, on_reply, &mk, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_mkdir_async(g.nfs, nfs_raw_on_reply, &mk, &c)), 0);
 	assert_int_equal(status, NFS3ERR_ROFS);
 
-	REMOVE3args rm = {.object = {.dir = as_fh3(&g.root), .name = "small"}};
+	REMOVE3args rm = {.object = {.dir = nfs_raw_fh3(&g.root), .name = "small"}};
 	c = (struct call){.keep = keep_status, .out = &status};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_remove_async(g.nfs, on_reply, &rm, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_remove_async(g.nfs, nfs_raw_on_reply, &rm, &c)),
+	    0);
 	assert_int_equal(status, NFS3ERR_ROFS);
 
 	SETATTR3args sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.object = as_fh3(&file);
+	sa.object = nfs_raw_fh3(&file);
 	sa.new_attributes.mode.set_it = 1;
 	sa.new_attributes.mode.set_mode3_u.mode = 0600;
 	c = (struct call){.keep = keep_status, .out = &status};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_setattr_async(g.nfs, on_reply, &sa, &c)), 0);
+	    finish(g.nfs, &c, rpc_nfs3_setattr_async(g.nfs, nfs_raw_on_reply, &sa, &c)),
+	    0);
 	assert_int_equal(status, NFS3ERR_ROFS);
 
 	/* nothing changed */
@@ -1379,18 +1267,21 @@ static void keep_exports(void *data, void *out)
 
 static void test_mount_procs(void **state)
 {
-	struct rpc_context *rpc = connect_prog(g.mount_port, MOUNT_PROG, 3);
+	struct rpc_context *rpc = nfs_raw_connect(g.mount_port, MOUNT_PROG, 3);
 	bool found = false;
 	struct call c = {.keep = keep_exports, .out = &found};
 	(void)state;
 	assert_non_null(rpc);
-	assert_int_equal(finish(rpc, &c, rpc_mount3_export_async(rpc, on_reply, &c)), 0);
+	assert_int_equal(
+	    finish(rpc, &c, rpc_mount3_export_async(rpc, nfs_raw_on_reply, &c)), 0);
 	assert_true(found);
 	c = (struct call){0};
-	assert_int_equal(finish(rpc, &c, rpc_mount3_dump_async(rpc, on_reply, &c)), 0);
+	assert_int_equal(
+	    finish(rpc, &c, rpc_mount3_dump_async(rpc, nfs_raw_on_reply, &c)), 0);
 	c = (struct call){0};
 	assert_int_equal(
-	    finish(rpc, &c, rpc_mount3_umnt_async(rpc, on_reply, (char *)g.export, &c)),
+	    finish(rpc, &c,
+		   rpc_mount3_umnt_async(rpc, nfs_raw_on_reply, (char *)g.export, &c)),
 	    0);
 	/* MNT of a path that is not exported */
 	struct fh f;
@@ -1435,13 +1326,18 @@ static void test_outstanding_calls(void **state)
 	for (int i = 0; i < N; i++) {
 		/* spread over the file, the last ones crossing EOF */
 		uint64_t off = (uint64_t)(N - 1 - i) * (FILE_SIZE / N);
-		a[i] = (READ3args){.file = as_fh3(&file), .offset = off, .count = CHUNK};
+		a[i] = (READ3args){
+		    .file = nfs_raw_fh3(&file), .offset = off, .count = CHUNK};
 		memset(&os[i], 0, sizeof(os[i]));
 		cs[i] = (struct call){.keep = keep_read, .out = &os[i]};
-		assert_int_equal(rpc_nfs3_read_async(g.nfs, on_reply, &a[i], &cs[i]), 0);
+		assert_int_equal(
+		    rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a[i], &cs[i]), 0);
 	}
 	assert_true(rpc_queue_length(g.nfs) >= 1);
-	assert_int_equal(wait_calls(g.nfs, cs, N), 0);
+	if (nfs_raw_wait(g.nfs, cs, N, NFS_RAW_WAIT_S)) {
+		g.nfs_broken = true;
+		fail_msg("no reply to %d READs", N);
+	}
 	for (int i = 0; i < N; i++) {
 		uint64_t want =
 		    FILE_SIZE - a[i].offset < CHUNK ? FILE_SIZE - a[i].offset : CHUNK;
@@ -1491,7 +1387,7 @@ static void test_handle_after_restart(void **state)
 	assert_int_equal(test_server_start(g.bin, g.state, args, &g.srv), 0);
 	g.nfs_port = g.srv.nfs_port;
 	g.mount_port = g.srv.mount_port;
-	g.nfs = connect_prog(g.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.nfs_port, NFS_PROG, 3);
 	assert_non_null(g.nfs);
 	/* no MNT, no LOOKUP: the old handles are used directly */
 	assert_int_equal(nfs3_getattr(&entry, &after), 0);

@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,17 +52,9 @@
 
 #include <cmocka.h>
 
-/* libnfs.h first: it defines what the raw headers use */
-#include <nfsc/libnfs.h>
-
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
+#include "nfs_raw.h"
 #include "start_server.h"
 
-#define NFS_PROG   100003
-#define MOUNT_PROG 100005
 #define TMP_PREFIX "/tmp/union-nfsd-rdbig."
 
 /* Names "f%06d" for [0, NF) and "n%04d" for [0, NN) (created by test 5). */
@@ -73,11 +64,6 @@
 #define NCHG 500 /* names created, and names removed, by test 5 */
 
 enum want { ABSENT, VISIBLE, CHANGED };
-
-struct fh {
-	uint32_t len;
-	unsigned char d[64];
-};
 
 static struct {
 	const char *bin;
@@ -93,97 +79,18 @@ static struct {
 	size_t nvisible;
 } g;
 
-/* ---- libnfs raw calls, made synchronous ---- */
+/* ---- calls (nfs_raw.h makes them synchronous) ---- */
 
-struct call {
-	bool done;
-	int status;
-	void (*keep)(void *data, void *out);
-	void *out;
-};
-
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct call *c = priv;
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-	else if (status == RPC_STATUS_ERROR && data)
-		fprintf(stderr, "rpc error: %s\n", (const char *)data);
-}
-
-/* Services RPC until C is answered (30 s at most); 0 if the RPC was accepted. */
+/* A listing of 100,000 names may take its time under ASan. */
 static int finish(struct rpc_context *rpc, struct call *c, int queued)
 {
-	time_t end = time(NULL) + 30;
-	if (queued)
-		return -1;
-	while (!c->done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-		if (time(NULL) > end) {
-			fprintf(stderr, "no reply in 30 s\n");
-			return -1;
-		}
-		if (poll(&p, 1, 100) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0) {
-			fprintf(stderr, "rpc_service: %s\n", rpc_get_error(rpc));
-			return -1;
-		}
-	}
-	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
-}
-
-static struct rpc_context *connect_prog(int port, int prog, int vers)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-	if (!rpc)
-		return NULL;
-	if (finish(rpc, &c,
-		   rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers, on_reply,
-					  &c))) {
-		fprintf(stderr, "connect to port %d: %s\n", port, rpc_get_error(rpc));
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 as_fh3(const struct fh *f)
-{
-	nfs_fh3 h;
-	h.data.data_len = f->len;
-	h.data.data_val = (char *)f->d;
-	return h;
-}
-
-static void keep_mnt(void *data, void *out)
-{
-	mountres3 *r = data;
-	struct fh *f = out;
-	f->len = 0;
-	if (r->fhs_status == MNT3_OK &&
-	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= 64) {
-		f->len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		memcpy(f->d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, f->len);
-	}
+	return nfs_raw_finish_within(rpc, c, queued, 30);
 }
 
 static int mnt_root(void)
 {
-	struct rpc_context *rpc = connect_prog(g.srv.mount_port, MOUNT_PROG, 3);
-	struct call c = {.keep = keep_mnt, .out = &g.root};
-	int rc;
-	if (!rpc)
-		return -1;
-	g.root.len = 0;
-	rc = finish(rpc, &c, rpc_mount3_mnt_async(rpc, on_reply, "/", &c));
-	rpc_destroy_context(rpc);
-	return rc || !g.root.len ? -1 : 0;
+	int status = nfs_raw_mnt(g.srv.mount_port, "/", &g.root);
+	return status == MNT3_OK && g.root.len ? 0 : -1;
 }
 
 static void keep_status(void *data, void *out)
@@ -199,18 +106,18 @@ static int create_or_remove(struct rpc_context *rpc, const char *name, bool crea
 	if (create) {
 		CREATE3args a;
 		memset(&a, 0, sizeof(a));
-		a.where.dir = as_fh3(&g.root);
+		a.where.dir = nfs_raw_fh3(&g.root);
 		a.where.name = (char *)name;
 		a.how.mode = UNCHECKED;
 		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
 		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
-		if (finish(rpc, &c, rpc_nfs3_create_async(rpc, on_reply, &a, &c)))
+		if (finish(rpc, &c, rpc_nfs3_create_async(rpc, nfs_raw_on_reply, &a, &c)))
 			return -1;
 	} else {
 		REMOVE3args a;
-		a.object.dir = as_fh3(&g.root);
+		a.object.dir = nfs_raw_fh3(&g.root);
 		a.object.name = (char *)name;
-		if (finish(rpc, &c, rpc_nfs3_remove_async(rpc, on_reply, &a, &c)))
+		if (finish(rpc, &c, rpc_nfs3_remove_async(rpc, nfs_raw_on_reply, &a, &c)))
 			return -1;
 	}
 	return status;
@@ -299,7 +206,7 @@ static int start(void)
 	const char *args[] = {g.lower_arg, g.upper_arg, g.work_arg, NULL};
 	if (test_server_start(g.bin, g.state, args, &g.srv))
 		return -1;
-	g.nfs = connect_prog(g.srv.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	return g.nfs && !mnt_root() ? 0 : -1;
 }
 
@@ -470,17 +377,20 @@ static int page(struct rpc_context *rpc, struct listing *ls)
 
 	ls->status = -1;
 	if (ls->plus) {
-		READDIRPLUS3args a = {.dir = as_fh3(&g.root),
+		READDIRPLUS3args a = {.dir = nfs_raw_fh3(&g.root),
 				      .cookie = ls->cookie,
 				      .dircount = ls->dircount,
 				      .maxcount = ls->maxcount};
 		memcpy(a.cookieverf, ls->verf, NFS3_COOKIEVERFSIZE);
-		rc = finish(rpc, &c, rpc_nfs3_readdirplus_async(rpc, on_reply, &a, &c));
+		rc = finish(rpc, &c,
+			    rpc_nfs3_readdirplus_async(rpc, nfs_raw_on_reply, &a, &c));
 	} else {
-		READDIR3args a = {
-		    .dir = as_fh3(&g.root), .cookie = ls->cookie, .count = ls->count};
+		READDIR3args a = {.dir = nfs_raw_fh3(&g.root),
+				  .cookie = ls->cookie,
+				  .count = ls->count};
 		memcpy(a.cookieverf, ls->verf, NFS3_COOKIEVERFSIZE);
-		rc = finish(rpc, &c, rpc_nfs3_readdir_async(rpc, on_reply, &a, &c));
+		rc = finish(rpc, &c,
+			    rpc_nfs3_readdir_async(rpc, nfs_raw_on_reply, &a, &c));
 	}
 	if (rc)
 		return -1;
@@ -682,7 +592,7 @@ static void test_concurrent_changes(void **state)
 {
 	struct listing ls;
 	(void)state;
-	other = connect_prog(g.srv.nfs_port, NFS_PROG, 3);
+	other = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	assert_non_null(other);
 	for (int j = 0; j < NCHG; j++) {
 		g.want[20000 + 7 * j] = CHANGED;

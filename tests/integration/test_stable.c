@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,23 +37,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-/* libnfs.h first: it defines what the raw headers use */
-#include <nfsc/libnfs.h>
-
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
+#include "nfs_raw.h"
 #include "start_server.h"
 
-#define NFS_PROG   100003
-#define MOUNT_PROG 100005
-#define CHUNK	   65536
+#define CHUNK 65536
 /* new.bin: data in [0, HOLE_AT) and [HOLE_END, NEW_SIZE), a hole between */
 #define HOLE_AT	  (256 * 1024)
 #define HOLE_END  (640 * 1024)
@@ -63,11 +53,6 @@
 #define LOWER_REP 4096 /* lower.txt is LOWER_REP copies of LOWER_TXT */
 #define PATCH_OFF 40000
 #define PATCH	  "patched by an UNSTABLE write"
-
-struct fh {
-	uint32_t len;
-	unsigned char d[64];
-};
 
 /* One file of the test: its handle, fileid and the bytes it must hold. */
 struct file {
@@ -92,103 +77,11 @@ static struct {
 	bool have_verf;
 } g;
 
-/* ---- libnfs raw calls, made synchronous ---- */
-
-struct call {
-	bool done;
-	int status;
-	void (*keep)(void *data, void *out);
-	void *out;
-};
-
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct call *c = priv;
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-	else if (status == RPC_STATUS_ERROR && data)
-		fprintf(stderr, "rpc error: %s\n", (const char *)data);
-}
-
-/* Services RPC until the call C is answered (10 s at most).  QUEUED is what the
- * *_async function returned.  0 if the server replied with an accepted RPC. */
-static int finish(struct rpc_context *rpc, struct call *c, int queued)
-{
-	time_t end = time(NULL) + 10;
-	if (queued)
-		return -1;
-	while (!c->done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-		if (time(NULL) > end) {
-			fprintf(stderr, "no reply in 10 s\n");
-			return -1;
-		}
-		if (poll(&p, 1, 100) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0) {
-			fprintf(stderr, "rpc_service: %s\n", rpc_get_error(rpc));
-			return -1;
-		}
-	}
-	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
-}
-
-static struct rpc_context *connect_prog(int port, int prog, int vers)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-	if (!rpc)
-		return NULL;
-	if (finish(rpc, &c,
-		   rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers, on_reply,
-					  &c))) {
-		fprintf(stderr, "connect to port %d: %s\n", port, rpc_get_error(rpc));
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 as_fh3(const struct fh *f)
-{
-	nfs_fh3 h;
-	h.data.data_len = f->len;
-	h.data.data_val = (char *)f->d;
-	return h;
-}
-
-static void copy_fh(struct fh *dst, const nfs_fh3 *src)
-{
-	dst->len = src->data.data_len > 64 ? 0 : src->data.data_len;
-	memcpy(dst->d, src->data.data_val, dst->len);
-}
-
-static void keep_mnt(void *data, void *out)
-{
-	mountres3 *r = data;
-	struct fh *f = out;
-	f->len = 0;
-	if (r->fhs_status == MNT3_OK &&
-	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= 64) {
-		f->len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		memcpy(f->d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, f->len);
-	}
-}
+/* ---- calls (nfs_raw.h makes them synchronous) ---- */
 
 static void mnt_root(void)
 {
-	struct rpc_context *rpc = connect_prog(g.srv.mount_port, MOUNT_PROG, 3);
-	struct call c = {.keep = keep_mnt, .out = &g.root};
-	int rc;
-	assert_non_null(rpc);
-	g.root.len = 0;
-	rc = finish(rpc, &c, rpc_mount3_mnt_async(rpc, on_reply, "/", &c));
-	rpc_destroy_context(rpc);
-	assert_int_equal(rc, 0);
+	assert_int_equal(nfs_raw_mnt(g.srv.mount_port, "/", &g.root), MNT3_OK);
 	assert_true(g.root.len > 0);
 }
 
@@ -213,7 +106,7 @@ static void keep_lookup(void *data, void *out)
 	o->status = r->status;
 	if (r->status != NFS3_OK)
 		return;
-	copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
+	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
 	if (r->LOOKUP3res_u.resok.obj_attributes.attributes_follow)
 		o->fileid =
 		    r->LOOKUP3res_u.resok.obj_attributes.post_op_attr_u.attributes.fileid;
@@ -221,11 +114,13 @@ static void keep_lookup(void *data, void *out)
 
 static void lookup_ok(const struct fh *dir, const char *name, struct res *o)
 {
-	LOOKUP3args a = {.what = {.dir = as_fh3(dir), .name = (char *)name}};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct call c = {.keep = keep_lookup, .out = o};
 	memset(o, 0, sizeof(*o));
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_lookup_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o->status != NFS3_OK)
 		fail_msg("LOOKUP %s: status %d", name, o->status);
 }
@@ -237,7 +132,7 @@ static void keep_create(void *data, void *out)
 	o->status = r->status;
 	if (r->status != NFS3_OK || !r->CREATE3res_u.resok.obj.handle_follows)
 		return;
-	copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
+	nfs_raw_copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
 	if (r->CREATE3res_u.resok.obj_attributes.attributes_follow)
 		o->fileid =
 		    r->CREATE3res_u.resok.obj_attributes.post_op_attr_u.attributes.fileid;
@@ -250,13 +145,15 @@ static void create_ok(const struct fh *dir, const char *name, struct file *f)
 	struct res o = {0};
 	struct call c = {.keep = keep_create, .out = &o};
 	memset(&a, 0, sizeof(a));
-	a.where.dir = as_fh3(dir);
+	a.where.dir = nfs_raw_fh3(dir);
 	a.where.name = (char *)name;
 	a.how.mode = UNCHECKED;
 	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
 	a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_create_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_create_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o.status != NFS3_OK)
 		fail_msg("CREATE %s: status %d", name, o.status);
 	assert_true(o.fh.len > 0);
@@ -283,14 +180,18 @@ static void keep_write(void *data, void *out)
  * committed is a stable_how at least as strong as asked.  Returns the reply. */
 static struct res write_ok(struct file *f, uint64_t off, size_t len, stable_how how)
 {
-	WRITE3args a = {
-	    .file = as_fh3(&f->fh), .offset = off, .count = (count3)len, .stable = how};
+	WRITE3args a = {.file = nfs_raw_fh3(&f->fh),
+			.offset = off,
+			.count = (count3)len,
+			.stable = how};
 	struct res o = {0};
 	struct call c = {.keep = keep_write, .out = &o};
 	a.data.data_len = (u_int)len;
 	a.data.data_val = (char *)f->want + off;
-	assert_int_equal(finish(g.nfs, &c, rpc_nfs3_write_async(g.nfs, on_reply, &a, &c)),
-			 0);
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o.status != NFS3_OK)
 		fail_msg("WRITE %zu at %llu: status %d", len, (unsigned long long)off,
 			 o.status);
@@ -312,11 +213,13 @@ static void keep_commit(void *data, void *out)
 /* COMMIT of the whole file F; returns its verifier in VERF. */
 static void commit_ok(const struct file *f, char *verf)
 {
-	COMMIT3args a = {.file = as_fh3(&f->fh), .offset = 0, .count = 0};
+	COMMIT3args a = {.file = nfs_raw_fh3(&f->fh), .offset = 0, .count = 0};
 	struct res o = {0};
 	struct call c = {.keep = keep_commit, .out = &o};
 	assert_int_equal(
-	    finish(g.nfs, &c, rpc_nfs3_commit_async(g.nfs, on_reply, &a, &c)), 0);
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_commit_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
 	if (o.status != NFS3_OK)
 		fail_msg("COMMIT: status %d", o.status);
 	memcpy(verf, o.verf, NFS3_WRITEVERFSIZE);
@@ -343,11 +246,13 @@ static void read_back(const struct fh *fh, const struct file *f, const char *wha
 {
 	uint64_t off = 0;
 	for (;;) {
-		READ3args a = {.file = as_fh3(fh), .offset = off, .count = CHUNK};
+		READ3args a = {.file = nfs_raw_fh3(fh), .offset = off, .count = CHUNK};
 		struct res o = {0};
 		struct call c = {.keep = keep_read, .out = &o};
 		assert_int_equal(
-		    finish(g.nfs, &c, rpc_nfs3_read_async(g.nfs, on_reply, &a, &c)), 0);
+		    nfs_raw_finish(g.nfs, &c,
+				   rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+		    0);
 		if (o.status != NFS3_OK)
 			fail_msg("READ (%s) at %llu: status %d", what,
 				 (unsigned long long)off, o.status);
@@ -467,7 +372,7 @@ static int start(void)
 	const char *args[] = {g.lower_arg, g.upper_arg, g.work_arg, NULL};
 	if (test_server_start(g.bin, g.state, args, &g.srv))
 		return -1;
-	g.nfs = connect_prog(g.srv.nfs_port, NFS_PROG, 3);
+	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	return g.nfs ? 0 : -1;
 }
 

@@ -25,18 +25,12 @@
 #include <cmocka.h>
 #include <rpc/xdr.h>
 
-#include "srv.h"
+#include "test_nfs3.h"
 
 #define BIG_SIZE    (100 * 1024)
 #define SPARSE_SIZE (1536 * 1024)
 #define NFILES	    100
 #define NMANY	    5000
-
-static char tmp_root[64], lower0[128], lower1[128], state_dir[128];
-static struct srv srv;
-static struct srv_arena *arena;
-static uint8_t root_fh_bytes[UN_FH_MAX];
-static nfs_fh3 root_fh;
 
 /* ---- fixture: layers on disk and a server over them ---- */
 
@@ -52,15 +46,6 @@ static void put_file(const char *dir, const char *nm, const void *data, size_t l
 	assert_int_equal(write(fd, data, len), (ssize_t)len);
 	assert_int_equal(fchmod(fd, mode), 0);
 	close(fd);
-}
-
-static void put_dir(const char *dir, const char *nm, mode_t mode)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s/%s", dir, nm);
-	assert_int_equal(mkdir(p, mode), 0);
-	assert_int_equal(chmod(p, mode), 0);
 }
 
 static void make_layers(void)
@@ -116,86 +101,13 @@ static void make_layers(void)
 	free(big);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int group_setup(void **state)
 {
-	char err[256] = "";
-	char *lowers[2] = {lower0, lower1};
-	struct srv_export_opts eo = {.path = "/", .lowerdirs = lowers, .nlower = 2};
-	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
-	struct un_obj *root;
-	int rc;
-
 	(void)state;
-	snprintf(tmp_root, sizeof(tmp_root), "/tmp/test_srv_nfs3.XXXXXX");
-	if (!mkdtemp(tmp_root))
-		return -1;
-	snprintf(lower0, sizeof(lower0), "%s/lower0", tmp_root);
-	snprintf(lower1, sizeof(lower1), "%s/lower1", tmp_root);
-	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
-	if (mkdir(lower0, 0755) || mkdir(lower1, 0755) || mkdir(state_dir, 0700))
-		return -1;
-	make_layers();
-	umask(022);
-
-	rc = srv_open(&srv, &o, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "srv_open: %s\n", err);
-		return -1;
-	}
-	if (un_root(srv.exports[0].ux, &root))
-		return -1;
-	root_fh.data.data_len =
-	    (u_int)un_handle_encode(srv.exports[0].ux, un_obj_id(root), root_fh_bytes);
-	root_fh.data.data_val = (char *)root_fh_bytes;
-	un_obj_put(root);
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	srv_close(&srv);
-	nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	return 0;
-}
-
-static int test_setup(void **state)
-{
-	(void)state;
-	arena = srv_arena_new();
-	return arena ? 0 : -1;
-}
-
-static int test_teardown(void **state)
-{
-	(void)state;
-	srv_arena_free(arena);
-	arena = NULL;
-	return 0;
+	return nfs3_fx_open("test_srv_nfs3", false, make_layers);
 }
 
 /* ---- calling handlers ---- */
-
-static struct srv_req req_as(uid_t uid, gid_t gid)
-{
-	struct srv_req r = {
-	    .srv = &srv,
-	    .cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
-	    .proto = IPPROTO_TCP,
-	    .prog = NFS_PROGRAM,
-	    .vers = NFS_V3,
-	    .arena = arena,
-	};
-	return r;
-}
 
 static void call_as(struct srv_req *req, uint32_t proc, void *args, void *res)
 {

@@ -1,0 +1,81 @@
+/* nfs_raw.h - libnfs' raw NFSv3 and MOUNT calls made synchronous, for the
+ * integration tests that speak to union-nfsd handle by handle (test_protocol,
+ * test_stable, test_handles, test_readdir_big).
+ *
+ * A test queues a call with an rpc_*_async function, passing nfs_raw_on_reply
+ * and a struct call, and hands the queue's answer to nfs_raw_finish, which
+ * services the connection until the reply is in.  The call's keep function (run
+ * only for an accepted reply) copies what the test wants out of libnfs' result
+ * into the test's own struct: libnfs frees the result when the callback returns.
+ *
+ * Handles the server gives out are kept in struct fh.  NFSv3 handles are at most
+ * 64 bytes (NFS3_FHSIZE); a longer one is a server bug, so it is kept as an empty
+ * handle, which no server accepts, and the test fails at its next use instead of
+ * going on with some other object's bytes.
+ */
+#ifndef NFS_RAW_H
+#define NFS_RAW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* libnfs.h first: it defines what the raw headers use */
+#include <nfsc/libnfs.h>
+
+#include <nfsc/libnfs-raw-mount.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <nfsc/libnfs-raw.h>
+
+#define NFS_PROG	 100003
+#define MOUNT_PROG	 100005
+#define NFS_RAW_FH_MAX	 64
+#define NFS_RAW_WAIT_S	 10 /* how long nfs_raw_finish waits for a reply */
+#define NFS_RAW_ERR_SIZE 160
+
+struct fh {
+	uint32_t len;
+	unsigned char d[NFS_RAW_FH_MAX];
+};
+
+/* One outstanding call.  Zero it (or set only keep and out) before queueing. */
+struct call {
+	bool done;
+	int status;			     /* RPC_STATUS_*, once done */
+	char err[NFS_RAW_ERR_SIZE];	     /* libnfs' message with RPC_STATUS_ERROR */
+	void (*keep)(void *data, void *out); /* with RPC_STATUS_SUCCESS */
+	void *out;
+};
+
+/* The callback for every rpc_*_async call; PRIV is the struct call. */
+void nfs_raw_on_reply(struct rpc_context *rpc, int status, void *data, void *priv);
+
+/* Services RPC until every call in cs[0..n) is done, SECONDS at most.  0, or -1
+ * (with a line on stderr) if time ran out or the connection failed: the
+ * connection is then of no further use. */
+int nfs_raw_wait(struct rpc_context *rpc, struct call *cs, int n, int seconds);
+
+/* Waits for call C, SECONDS at most; QUEUED is what the rpc_*_async function
+ * returned.  0 if the server replied with an accepted RPC (the result went
+ * through C->keep), else -1: not queued, no reply (see nfs_raw_wait; C->done is
+ * false), or an RPC error (C->err holds libnfs' message, also printed). */
+int nfs_raw_finish_within(struct rpc_context *rpc, struct call *c, int queued,
+			  int seconds);
+/* nfs_raw_finish_within with NFS_RAW_WAIT_S. */
+int nfs_raw_finish(struct rpc_context *rpc, struct call *c, int queued);
+
+/* A new connection to program PROG version VERS at 127.0.0.1:PORT, or NULL
+ * (with a line on stderr).  The caller destroys it (rpc_destroy_context). */
+struct rpc_context *nfs_raw_connect(int port, int prog, int vers);
+
+/* The libnfs view of F; it points into F, so F must outlive the call. */
+nfs_fh3 nfs_raw_fh3(const struct fh *f);
+/* Keeps a handle of a reply; one longer than NFS_RAW_FH_MAX is kept empty. */
+void nfs_raw_copy_fh(struct fh *dst, const nfs_fh3 *src);
+
+/* MNT of export PATH through a new connection to the MOUNT program at PORT.
+ * Returns the mountstat3 of the reply, or -1 if there was no accepted reply.
+ * ROOT gets the root handle with MNT3_OK (empty if it was too long), else it
+ * is empty. */
+int nfs_raw_mnt(int port, const char *path, struct fh *root);
+
+#endif
