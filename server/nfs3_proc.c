@@ -149,14 +149,31 @@ out:
 	res->status = st;
 }
 
-/* What READ needs of F: a regular file the caller may read. */
-static nfsstat3 nfs3_read_check(const struct srv_req *req, const struct nfs3_file *f)
+/* What READ needs of F: a regular file.  Whether the caller may read it is
+ * the kernel's to say when un_read opens it as the caller. */
+static nfsstat3 nfs3_read_check(const struct nfs3_file *f)
 {
 	if (S_ISDIR(f->attr.mode))
 		return nfs3_status_from_errno(-EISDIR);
 	if (!S_ISREG(f->attr.mode))
 		return nfs3_status_from_errno(-EINVAL);
-	return nfs3_access_check(req, f, ACCESS3_READ);
+	return NFS3_OK;
+}
+
+/* un_read as the caller, or as the server where the owner override of
+ * nfs3_owner_override applies. */
+static ssize_t nfs3_read_as(const struct srv_req *req, struct nfs3_file *f, char *buf,
+			    size_t count, uint64_t off, bool *eof)
+{
+	struct srv_ident saved;
+	ssize_t n = un_read(f->ex->ux, f->obj, buf, count, off, eof);
+
+	if (n != -EACCES || !nfs3_owner_override(req, f))
+		return n;
+	srv_ident_server(&saved);
+	n = un_read(f->ex->ux, f->obj, buf, count, off, eof);
+	srv_ident_leave(&saved);
+	return n;
 }
 
 /* Reads ARGS' range of F into OK, the data in the request's arena. */
@@ -172,7 +189,7 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 
 	if (!buf)
 		return nfs3_status_from_errno(-ENOMEM);
-	n = un_read(f->ex->ux, f->obj, buf, count, args->offset, &eof);
+	n = nfs3_read_as(req, f, buf, count, args->offset, &eof);
 	if (n < 0)
 		return nfs3_status_from_errno((int)n);
 	ok->count = (count3)n;
@@ -192,7 +209,7 @@ static void nfs3_read(struct srv_req *req, void *argp, void *resp)
 	st = nfs3_file_get(req, &args->file, &f);
 	if (st)
 		goto out;
-	st = nfs3_read_check(req, &f);
+	st = nfs3_read_check(&f);
 	if (!st)
 		st = nfs3_read_data(req, &f, args, &res->READ3res_u.resok);
 	nfs3_file_refresh(&f); /* the read may have changed atime */
@@ -719,4 +736,5 @@ const struct srv_program nfs3_program = {
     .vers = NFS_V3,
     .procs = nfs3_procs,
     .nprocs = sizeof(nfs3_procs) / sizeof(nfs3_procs[0]),
+    .caller_identity = true,
 };

@@ -8,8 +8,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
 {
@@ -244,7 +242,7 @@ nfsstat3 nfs3_writable(const struct nfs3_file *f)
 	return un_export_writable(f->ex->ux) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
 }
 
-nfsstat3 nfs3_write_check(const struct srv_req *req, const struct nfs3_file *f)
+nfsstat3 nfs3_data_check(const struct nfs3_file *f)
 {
 	nfsstat3 st = nfs3_writable(f);
 
@@ -254,9 +252,12 @@ nfsstat3 nfs3_write_check(const struct srv_req *req, const struct nfs3_file *f)
 		return nfs3_status_from_errno(-EISDIR);
 	if (!S_ISREG(f->attr.mode))
 		return nfs3_status_from_errno(-EINVAL);
-	if (req->cred.uid == f->attr.uid)
-		return NFS3_OK; /* the owner override (see the contract) */
-	return nfs3_access_check(req, f, ACCESS3_MODIFY);
+	return NFS3_OK;
+}
+
+bool nfs3_owner_override(const struct srv_req *req, const struct nfs3_file *f)
+{
+	return S_ISREG(f->attr.mode) && req->cred.uid == f->attr.uid;
 }
 
 void nfs3_wcc_changed(struct nfs3_file *f, wcc_data *out)
@@ -323,39 +324,6 @@ nfsstat3 nfs3_sattr_get(const sattr3 *sa, struct un_sattr *out)
 	return st;
 }
 
-/* True if SA sets a time to a value of the client's (not the server's
- * clock): POSIX lets only the owner do that. */
-static bool nfs3_sattr_explicit_time(const struct un_sattr *sa)
-{
-	return (sa->set_atime && sa->atime.tv_nsec != UTIME_NOW) ||
-	       (sa->set_mtime && sa->mtime.tv_nsec != UTIME_NOW);
-}
-
-nfsstat3 nfs3_sattr_check(const struct srv_req *req, const struct nfs3_file *f,
-			  const struct un_sattr *sa)
-{
-	const struct srv_cred *c = &req->cred;
-	const struct un_attr *a = &f->attr;
-	bool root = c->uid == 0, owner = c->uid == a->uid;
-	bool now = (sa->set_atime || sa->set_mtime) && !nfs3_sattr_explicit_time(sa);
-
-	if (root)
-		return sa->set_size ? nfs3_write_check(req, f) : nfs3_writable(f);
-	if (sa->set_mode && !owner)
-		return nfs3_status_from_errno(-EPERM);
-	if (sa->set_uid && !(owner && sa->uid == a->uid))
-		return nfs3_status_from_errno(-EPERM);
-	if (sa->set_gid &&
-	    !(owner && (sa->gid == a->gid || nfs3_cred_in_group(c, sa->gid))))
-		return nfs3_status_from_errno(-EPERM);
-	if (nfs3_sattr_explicit_time(sa) && !owner)
-		return nfs3_status_from_errno(-EPERM);
-	/* Touching to the server's clock is writing, as utimes(NULL) is. */
-	if (now && !owner && nfs3_access_check(req, f, ACCESS3_MODIFY))
-		return nfs3_status_from_errno(-EACCES);
-	return sa->set_size ? nfs3_write_check(req, f) : nfs3_writable(f);
-}
-
 mode_t nfs3_mode_killpriv(mode_t mode)
 {
 	mode &= 07777;
@@ -364,65 +332,4 @@ mode_t nfs3_mode_killpriv(mode_t mode)
 	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
 		mode &= ~(mode_t)S_ISGID;
 	return mode & ~(mode_t)S_ISUID;
-}
-
-void nfs3_sattr_fsetid(const struct srv_req *req, const struct nfs3_file *f,
-		       struct un_sattr *sa)
-{
-	gid_t gid = sa->set_gid ? sa->gid : f->attr.gid;
-
-	if (req->cred.uid == 0)
-		return;
-	if (sa->set_mode && !nfs3_cred_in_group(&req->cred, gid))
-		sa->mode &= ~(mode_t)S_ISGID;
-	if (sa->set_size && !sa->set_mode && S_ISREG(f->attr.mode) &&
-	    nfs3_mode_killpriv(f->attr.mode) != (f->attr.mode & 07777)) {
-		sa->set_mode = true;
-		sa->mode = nfs3_mode_killpriv(f->attr.mode);
-	}
-}
-
-/* The raw system calls: glibc's setgroups() changes the groups of every
- * thread of the process (its set-id broadcast), and a worker must change
- * only its own.  On 32-bit targets the 32-bit-id calls have their own
- * numbers. */
-#ifdef SYS_setgroups32
-#define NFS3_SYS_SETGROUPS SYS_setgroups32
-#define NFS3_SYS_GETGROUPS SYS_getgroups32
-#define NFS3_SYS_SETFSUID  SYS_setfsuid32
-#define NFS3_SYS_SETFSGID  SYS_setfsgid32
-#else
-#define NFS3_SYS_SETGROUPS SYS_setgroups
-#define NFS3_SYS_GETGROUPS SYS_getgroups
-#define NFS3_SYS_SETFSUID  SYS_setfsuid
-#define NFS3_SYS_SETFSGID  SYS_setfsgid
-#endif
-
-void nfs3_ident_begin(const struct srv_req *req, struct nfs3_ident *saved)
-{
-	const struct srv_cred *c = &req->cred;
-	size_t ngroups = c->ngroups < sizeof(c->groups) / sizeof(c->groups[0])
-			     ? c->ngroups
-			     : sizeof(c->groups) / sizeof(c->groups[0]);
-
-	/* Best effort: a server that is not root cannot switch, and its
-	 * objects get its own identity; our own permission checks already
-	 * ran. */
-	saved->ngroups = (int)syscall(
-	    NFS3_SYS_GETGROUPS, (int)(sizeof(saved->groups) / sizeof(saved->groups[0])),
-	    saved->groups);
-	if (saved->ngroups >= 0 && syscall(NFS3_SYS_SETGROUPS, ngroups, c->groups) != 0)
-		saved->ngroups = -1;
-	saved->fsgid = (gid_t)syscall(NFS3_SYS_SETFSGID, c->gid);
-	saved->fsuid = (uid_t)syscall(NFS3_SYS_SETFSUID, c->uid);
-}
-
-void nfs3_ident_end(const struct nfs3_ident *saved)
-{
-	/* fsuid first: going back to 0 gives the thread its filesystem
-	 * capabilities again. */
-	syscall(NFS3_SYS_SETFSUID, saved->fsuid);
-	syscall(NFS3_SYS_SETFSGID, saved->fsgid);
-	if (saved->ngroups >= 0)
-		syscall(NFS3_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
 }

@@ -58,10 +58,15 @@ size_t nfs3_post_op_xdr_size(const post_op_attr *p);
 nfsstat3 nfs3_name_check(const char *fname);
 
 /* The ACCESS3_* bits that CRED holds on an object with attributes A in an
- * export that is WRITABLE or not.  This one function decides every permission
- * (the checks below all ask it), so what ACCESS promises is what the
- * operations then do.  The one thing an operation allows beyond it is the
- * owner override of nfs3_write_check. */
+ * export that is WRITABLE or not.  The procedures agree with it: LOOKUP,
+ * READDIR and the changes of names check it on the merged directory (as the
+ * kernel checks an overlayfs inode before acting on the layers), and the
+ * calls on the layers themselves run with the caller's identity, where the
+ * kernel checks the same bits on the same attributes.  Beyond it, the owner
+ * of a regular file may read and write it whatever its mode says
+ * (nfs3_owner_override); ACCESS grants the owner's READ but not WRITE, since
+ * a new open must obey the mode while a client's own reads of the pages it
+ * wrote must not fail. */
 uint32_t nfs3_access_mask(const struct srv_cred *cred, const struct un_attr *a,
 			  bool writable);
 /* NFS3_OK if the caller holds every bit of WANT on F, else NFS3ERR_ACCES. */
@@ -74,14 +79,17 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
  * handles are resolved, so a read-only union answers ROFS before any other
  * check, as knfsd does for a read-only export. */
 nfsstat3 nfs3_writable(const struct nfs3_file *f);
-/* What WRITE, COMMIT and a SETATTR of the size need of F: a regular file
- * (NFS3ERR_ISDIR for a directory, NFS3ERR_INVAL for anything else) that the
- * caller may modify.  The owner may always write its own file whatever the
- * mode says: a client that created a file 0444 and wrote through its open
- * descriptor must be able to flush the pages (knfsd's owner override).
- * ACCESS does not grant that, as it should not: a new open must obey the
- * mode. */
-nfsstat3 nfs3_write_check(const struct srv_req *req, const struct nfs3_file *f);
+/* What WRITE and COMMIT need of F: a regular file (NFS3ERR_ISDIR for a
+ * directory, NFS3ERR_INVAL for anything else) in a writable export.  Whether
+ * the caller may write it is the kernel's to say. */
+nfsstat3 nfs3_data_check(const struct nfs3_file *f);
+/* True when an operation on F that the kernel refused to REQ's caller with
+ * EACCES is to be done again with the server's identity: the caller owns
+ * F, a regular file.  A client that created a file 0444 and writes through
+ * its open descriptor must be able to flush and read back its pages
+ * (knfsd's owner override); a new open is checked by ACCESS, which does
+ * not grant WRITE for the mode's sake. */
+bool nfs3_owner_override(const struct srv_req *req, const struct nfs3_file *f);
 
 /* Fills wcc_data OUT for F, which was changed (or may have been) since its
  * attributes were read: the attributes held in F before, the object's
@@ -93,37 +101,10 @@ void nfs3_wcc_changed(struct nfs3_file *f, wcc_data *out);
  * UTIME_NOW.  NFS3ERR_INVAL for a client time with nseconds >= 10^9 or a
  * time_how outside the enum. */
 nfsstat3 nfs3_sattr_get(const sattr3 *sa, struct un_sattr *out);
-/* Whether CRED may change what SA sets on an object with attributes A, by
- * POSIX rules: mode and explicit times by the owner or root, times set to
- * the server's clock also by anyone who may write, uid only by root (or to
- * itself, by the owner), gid by root or by the owner to one of its groups,
- * the size by whoever may write (nfs3_write_check).  NFS3ERR_PERM or
- * NFS3ERR_ACCES as POSIX says EPERM or EACCES. */
-nfsstat3 nfs3_sattr_check(const struct srv_req *req, const struct nfs3_file *f,
-			  const struct un_sattr *sa);
 /* MODE's permission bits after a write or truncation by a caller without
- * CAP_FSETID (anyone but root here): set-user-id and group-executable
- * set-group-id cleared, as the kernel does. */
+ * CAP_FSETID: set-user-id and group-executable set-group-id cleared, as the
+ * kernel does (for the owner override, which writes as the server). */
 mode_t nfs3_mode_killpriv(mode_t mode);
-/* Adjusts SA, about to be applied to F for REQ's caller, to the kernel's
- * set-id rules for a caller without CAP_FSETID: a chmod outside the file's
- * group drops set-group-id; a truncation clears what nfs3_mode_killpriv
- * says. */
-void nfs3_sattr_fsetid(const struct srv_req *req, const struct nfs3_file *f,
-		       struct un_sattr *sa);
-
-/* The caller's filesystem identity, switched on for the calls that create
- * objects (so they get the caller's uid and gid, and the setgid rules of the
- * kernel) and switched off after.  Per thread: raw setfsuid, setfsgid and
- * setgroups, since the libc wrappers of setgroups change every thread. */
-struct nfs3_ident {
-	uid_t fsuid;
-	gid_t fsgid;
-	int ngroups; /* -1: groups not saved, not to be restored */
-	gid_t groups[64];
-};
-void nfs3_ident_begin(const struct srv_req *req, struct nfs3_ident *saved);
-void nfs3_ident_end(const struct nfs3_ident *saved);
 
 /* ---- nfs3_write.c: the handlers of the modifying procedures ---- */
 void nfs3_setattr(struct srv_req *req, void *argp, void *resp);

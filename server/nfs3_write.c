@@ -7,9 +7,9 @@
  *  1. Every handler checks in the same order: resolve every handle
  *     (BADHANDLE, STALE), the export takes changes (ROFS), the types of the
  *     objects (NOTDIR, ISDIR, INVAL), the names, the other arguments, the
- *     caller's permission (nfs3_access_check, nfs3_write_check,
- *     nfs3_sattr_check: all of them ask nfs3_access_mask), and only then the
- *     union engine.  Nothing reaches the engine that a check refused.
+ *     caller's permission on the merged directories whose names change
+ *     (nfs3_access_check, the sticky rules), and only then the union engine.
+ *     Nothing reaches the engine that a check refused.
  *  2. wcc_data: the pre-op attributes are those read when the handle was
  *     resolved, the post-op ones are read again after the engine returned,
  *     on success and on failure alike (nfs3_wcc_changed), since a failed
@@ -22,13 +22,19 @@
  *     dispatcher encodes the reply after the handler returns, so no promise
  *     leaves before the sync.  `committed` is what the engine says, never
  *     what the client asked.
- *  4. Identity: the calls that make a new object (CREATE, MKDIR, SYMLINK,
- *     MKNOD) run with the caller's filesystem identity, so the object gets
- *     the caller's uid and gid and the kernel's setgid-directory rule
- *     (nfs3_new_node, nfs3_create_file).  Everything else runs as the server
- *     once our own checks passed: the owner override of WRITE (a client
- *     writing a file it created 0444) cannot pass the kernel's check as the
- *     caller.
+ *  4. Identity: every handler runs with the caller's filesystem identity
+ *     (the dispatcher sets it, cred.c), so new objects get the caller's uid
+ *     and gid and the kernel's setgid-directory rule, and the kernel checks
+ *     what the caller does to an object: SETATTR, WRITE, the truncation of
+ *     an UNCHECKED CREATE (the engine checks the merged attributes first so
+ *     that a refused change copies nothing up), and it clears set-id bits
+ *     as it does for any process without CAP_FSETID.  The directories whose
+ *     names change are checked here first, on their merged attributes, as
+ *     the kernel checks an overlayfs inode before the layers are touched.
+ *     The one step taken with the server's identity is the owner override
+ *     (nfs3_owner_override): the owner writing or truncating its own file
+ *     that the kernel refused, after which the set-id bits are cleared here
+ *     (nfs3_override_killpriv).
  *
  * Decisions where RFC 1813 leaves a choice (knfsd's answer unless said):
  *  - "." and "..": CREATE, MKDIR, SYMLINK, MKNOD and LINK answer
@@ -47,10 +53,7 @@
  *  - WRITE: a count above the data sent is NFS3ERR_INVAL; data beyond count
  *    is ignored; count 0 succeeds without touching the file.  A write range
  *    ending beyond 2^63 - 1 is NFS3ERR_FBIG.
- *  - A WRITE or truncation by a caller other than root clears set-user-id
- *    and group-executable set-group-id, and a chmod by such a caller outside
- *    the file's group drops set-group-id, as the kernel does for a process
- *    without CAP_FSETID.  SETATTR of the mode of a symlink is ignored.
+ *  - SETATTR of the mode of a symlink is ignored.
  *  - A sticky directory: removing, or renaming over, another's entry is
  *    NFS3ERR_PERM unless the caller owns the directory (or is root), as
  *    unlink(2) says EPERM.  Moving a directory to another parent needs write
@@ -165,21 +168,58 @@ static bool nfs3_guard_ok(const sattrguard3 *g, const struct un_attr *a)
 	       now.ctime.nseconds == g->sattrguard3_u.obj_ctime.nseconds;
 }
 
-/* Everything SETATTR checks before the engine changes F as SA says; SA is
- * adjusted to what the kernel would do for this caller. */
-static nfsstat3 nfs3_setattr_check(const struct srv_req *req, const struct nfs3_file *f,
-				   const SETATTR3args *args, struct un_sattr *sa)
+/* Everything SETATTR checks before the engine changes F as SA says (the
+ * caller's permission is the engine's and the kernel's to check). */
+static nfsstat3 nfs3_setattr_check(const struct nfs3_file *f, const SETATTR3args *args,
+				   struct un_sattr *sa)
 {
-	nfsstat3 st;
-
 	if (S_ISLNK(f->attr.mode))
 		sa->set_mode = false; /* Linux symlinks have no mode of their own */
-	st = nfs3_sattr_check(req, f, sa);
-	if (!st && !nfs3_guard_ok(&args->guard, &f->attr))
-		st = NFS3ERR_NOT_SYNC;
-	if (!st)
-		nfs3_sattr_fsetid(req, f, sa);
-	return st;
+	if (sa->set_size && S_ISDIR(f->attr.mode))
+		return nfs3_status_from_errno(-EISDIR);
+	if (sa->set_size && !S_ISREG(f->attr.mode))
+		return nfs3_status_from_errno(-EINVAL);
+	if (!nfs3_guard_ok(&args->guard, &f->attr))
+		return NFS3ERR_NOT_SYNC;
+	return NFS3_OK;
+}
+
+/* After the owner override wrote to or truncated F as the server (which
+ * keeps set-id bits), clears them as the kernel would have for the caller.
+ * The data is changed whether this succeeds or not, so a failure is only
+ * logged. */
+static void nfs3_override_killpriv(struct nfs3_file *f)
+{
+	struct un_sattr sa = {.set_mode = true};
+	int err;
+
+	sa.mode = nfs3_mode_killpriv(f->attr.mode);
+	if (sa.mode == (f->attr.mode & 07777))
+		return;
+	err = un_setattr(f->ex->ux, f->obj, &sa);
+	if (err)
+		srv_log(SRV_LOG_WARN, "nfs3: clearing set-id bits of node %llu: %s",
+			(unsigned long long)un_obj_id(f->obj), strerror(-err));
+}
+
+/* un_setattr as the caller; a truncation the kernel refused to the owner
+ * goes through with the server's identity when it changes nothing the
+ * server's identity would let pass beyond it (owner, group or mode). */
+static int nfs3_setattr_as(const struct srv_req *req, struct nfs3_file *f,
+			   const struct un_sattr *sa)
+{
+	struct srv_ident saved;
+	int err = un_setattr(f->ex->ux, f->obj, sa);
+
+	if (err != -EACCES || !sa->set_size || sa->set_uid || sa->set_gid ||
+	    sa->set_mode || !nfs3_owner_override(req, f))
+		return err;
+	srv_ident_server(&saved);
+	err = un_setattr(f->ex->ux, f->obj, sa);
+	srv_ident_leave(&saved);
+	if (!err)
+		nfs3_override_killpriv(f);
+	return err;
 }
 
 void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
@@ -196,11 +236,11 @@ void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_sattr_get(&args->new_attributes, &sa);
 	if (!st)
-		st = nfs3_setattr_check(req, &f, args, &sa);
+		st = nfs3_setattr_check(&f, args, &sa);
 	/* Nothing to set is a success that changes nothing (and copies
 	 * nothing up). */
 	if (!st && nfs3_sattr_any(&sa))
-		st = nfs3_status_from_errno(un_setattr(f.ex->ux, f.obj, &sa));
+		st = nfs3_status_from_errno(nfs3_setattr_as(req, &f, &sa));
 	nfs3_file_done(&f, st, &res->SETATTR3res_u.resok.obj_wcc,
 		       &res->SETATTR3res_u.resfail.obj_wcc);
 	res->status = st;
@@ -218,25 +258,6 @@ static nfsstat3 nfs3_write_args_check(const WRITE3args *args)
 	if (args->offset > (uint64_t)INT64_MAX - args->count)
 		return nfs3_status_from_errno(-EFBIG);
 	return NFS3_OK;
-}
-
-/* After a write by REQ's caller to F (attributes from before the write):
- * the set-id bits go as the kernel would clear them.  The data is written
- * whether this succeeds or not, so a failure is only logged. */
-static void nfs3_write_killpriv(const struct srv_req *req, struct nfs3_file *f)
-{
-	struct un_sattr sa = {.set_mode = true};
-	int err;
-
-	if (req->cred.uid == 0 ||
-	    nfs3_mode_killpriv(f->attr.mode) == (f->attr.mode & 07777))
-		return;
-	sa.mode = nfs3_mode_killpriv(f->attr.mode);
-	err = un_setattr(f->ex->ux, f->obj, &sa);
-	if (err)
-		srv_log(SRV_LOG_WARN,
-			"nfs3: WRITE: clearing set-id bits of node %llu: %s",
-			(unsigned long long)un_obj_id(f->obj), strerror(-err));
 }
 
 static stable_how nfs3_stable_how(enum un_stable s)
@@ -257,22 +278,41 @@ static enum un_stable nfs3_un_stable(stable_how s)
 	return s == UNSTABLE ? UN_UNSTABLE : s == DATA_SYNC ? UN_DATA_SYNC : UN_FILE_SYNC;
 }
 
+/* un_write of ARGS' data as the caller, or as the server where the owner
+ * override applies. */
+static ssize_t nfs3_write_as(const struct srv_req *req, struct nfs3_file *f,
+			     const WRITE3args *args, enum un_stable *committed)
+{
+	enum un_stable how = nfs3_un_stable(args->stable);
+	struct srv_ident saved;
+	ssize_t n = un_write(f->ex->ux, f->obj, args->data.data_val, args->count,
+			     args->offset, how, committed);
+
+	if (n != -EACCES || !nfs3_owner_override(req, f))
+		return n;
+	srv_ident_server(&saved);
+	n = un_write(f->ex->ux, f->obj, args->data.data_val, args->count, args->offset,
+		     how, committed);
+	srv_ident_leave(&saved);
+	if (n >= 0)
+		nfs3_override_killpriv(f);
+	return n;
+}
+
 /* Writes ARGS' data to F and fills OK's count, committed and verifier. */
 static nfsstat3 nfs3_write_data(const struct srv_req *req, struct nfs3_file *f,
 				const WRITE3args *args, WRITE3resok *ok)
 {
-	enum un_stable how = nfs3_un_stable(args->stable);
 	/* Nothing written is nothing volatile. */
 	enum un_stable committed = UN_FILE_SYNC;
 	ssize_t n = 0;
 
 	if (args->count) {
-		n = un_write(f->ex->ux, f->obj, args->data.data_val, args->count,
-			     args->offset, how, &committed);
+		n = nfs3_write_as(req, f, args, &committed);
 		if (n < 0)
 			return nfs3_status_from_errno((int)n);
-		assert(committed >= how && (size_t)n <= args->count);
-		nfs3_write_killpriv(req, f);
+		assert(committed >= nfs3_un_stable(args->stable) &&
+		       (size_t)n <= args->count);
 	}
 	ok->count = (count3)n;
 	ok->committed = nfs3_stable_how(committed);
@@ -294,11 +334,26 @@ void nfs3_write(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_write_args_check(args);
 	if (!st)
-		st = nfs3_write_check(req, &f);
+		st = nfs3_data_check(&f);
 	if (!st)
 		st = nfs3_write_data(req, &f, args, ok);
 	nfs3_file_done(&f, st, &ok->file_wcc, &res->WRITE3res_u.resfail.file_wcc);
 	res->status = st;
+}
+
+/* un_commit as the caller (it opens the file), or as the server where the
+ * owner override applies. */
+static int nfs3_commit_as(const struct srv_req *req, struct nfs3_file *f)
+{
+	struct srv_ident saved;
+	int err = un_commit(f->ex->ux, f->obj);
+
+	if (err != -EACCES || !nfs3_owner_override(req, f))
+		return err;
+	srv_ident_server(&saved);
+	err = un_commit(f->ex->ux, f->obj);
+	srv_ident_leave(&saved);
+	return err;
 }
 
 void nfs3_commit(struct srv_req *req, void *argp, void *resp)
@@ -313,9 +368,9 @@ void nfs3_commit(struct srv_req *req, void *argp, void *resp)
 	 * RFC allows flushing more than asked. */
 	st = nfs3_file_get(req, &args->file, &f);
 	if (!st)
-		st = nfs3_write_check(req, &f);
+		st = nfs3_data_check(&f);
 	if (!st)
-		st = nfs3_status_from_errno(un_commit(f.ex->ux, f.obj));
+		st = nfs3_status_from_errno(nfs3_commit_as(req, &f));
 	if (!st)
 		memcpy(ok->verf, req->srv->write_verf, NFS3_WRITEVERFSIZE);
 	nfs3_file_done(&f, st, &ok->file_wcc, &res->COMMIT3res_u.resfail.file_wcc);
@@ -424,44 +479,18 @@ static int nfs3_new_make(struct nfs3_file *dir, const char *fname,
 	}
 }
 
-/* Makes N as FNAME in DIR with the caller's identity, then applies the rest
- * of its attributes as the server.  *OUT is set when the object was made,
- * even if its attributes then failed. */
-static nfsstat3 nfs3_new_node(const struct srv_req *req, struct nfs3_file *dir,
-			      const char *fname, const struct nfs3_new *n,
-			      struct un_obj **out)
+/* Makes N as FNAME in DIR, then applies the rest of its attributes (the
+ * caller's uid and gid only from root: nfs3_new_attrs).  *OUT is set when
+ * the object was made, even if its attributes then failed. */
+static nfsstat3 nfs3_new_node(struct nfs3_file *dir, const char *fname,
+			      const struct nfs3_new *n, struct un_obj **out)
 {
-	struct nfs3_ident id;
 	int err;
 
-	nfs3_ident_begin(req, &id);
 	err = nfs3_new_make(dir, fname, n, out);
-	nfs3_ident_end(&id);
 	if (!err && nfs3_sattr_any(&n->sa))
 		err = un_setattr(dir->ex->ux, *out, &n->sa);
 	return nfs3_status_from_errno(err);
-}
-
-/* UNCHECKED over an existing regular file truncates it when SA sets the
- * size: that needs write permission on the file. */
-static nfsstat3 nfs3_trunc_check(const struct srv_req *req, const struct nfs3_file *dir,
-				 const char *fname, const struct un_sattr *sa)
-{
-	struct nfs3_file old = {.ex = dir->ex};
-	nfsstat3 st;
-	int err;
-
-	if (!sa->set_size)
-		return NFS3_OK;
-	err = un_lookup(dir->ex->ux, dir->obj, fname, &old.obj);
-	if (err)
-		return err == -ENOENT ? NFS3_OK : nfs3_status_from_errno(err);
-	err = un_getattr(dir->ex->ux, old.obj, &old.attr);
-	st = nfs3_status_from_errno(err);
-	if (!st && S_ISREG(old.attr.mode))
-		st = nfs3_write_check(req, &old);
-	nfs3_file_put(&old);
-	return st;
 }
 
 /* CREATE's work in DIR, once the directory passed nfs3_new_begin. */
@@ -470,29 +499,21 @@ static nfsstat3 nfs3_create_file(const struct srv_req *req, struct nfs3_file *di
 {
 	const char *fname = args->where.name;
 	struct nfs3_new n = {.type = S_IFREG};
-	struct nfs3_ident id;
 	nfsstat3 st;
-	int err;
 
-	if (args->how.mode == EXCLUSIVE) {
-		nfs3_ident_begin(req, &id);
-		err = un_create_verf(dir->ex->ux, dir->obj, fname,
-				     (const uint8_t *)args->how.createhow3_u.verf, out);
-		nfs3_ident_end(&id);
-		return nfs3_status_from_errno(err);
-	}
+	if (args->how.mode == EXCLUSIVE)
+		return nfs3_status_from_errno(
+		    un_create_verf(dir->ex->ux, dir->obj, fname,
+				   (const uint8_t *)args->how.createhow3_u.verf, out));
 	if (args->how.mode != UNCHECKED && args->how.mode != GUARDED)
 		return nfs3_status_from_errno(-EINVAL);
 	st = nfs3_new_attrs(req, &args->how.createhow3_u.obj_attributes, &n);
-	if (!st && args->how.mode == UNCHECKED)
-		st = nfs3_trunc_check(req, dir, fname, &n.sa);
 	if (st)
 		return st;
-	nfs3_ident_begin(req, &id);
-	err = un_create(dir->ex->ux, dir->obj, fname, n.mode, args->how.mode == GUARDED,
-			&n.sa, out);
-	nfs3_ident_end(&id);
-	return nfs3_status_from_errno(err);
+	/* UNCHECKED over an existing file truncates it as the caller: the
+	 * kernel checks the write permission. */
+	return nfs3_status_from_errno(un_create(dir->ex->ux, dir->obj, fname, n.mode,
+						args->how.mode == GUARDED, &n.sa, out));
 }
 
 void nfs3_create(struct srv_req *req, void *argp, void *resp)
@@ -524,7 +545,7 @@ void nfs3_mkdir(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_new_attrs(req, &args->attributes, &n);
 	if (!st)
-		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
@@ -545,7 +566,7 @@ void nfs3_symlink(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_new_attrs(req, &args->symlink.symlink_attributes, &n);
 	if (!st)
-		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
@@ -591,7 +612,7 @@ void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_mknod_what(req, &args->what, &n);
 	if (!st)
-		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 

@@ -22,6 +22,9 @@
  *     number appears in this file.
  *  5. Every rejected call leaves one log line naming peer, xid and reason
  *     (log_reject).
+ *  6. A handler runs with the caller's filesystem identity when its program
+ *     asks for it, and the thread has the server's again when it returns
+ *     (srv_call_handler in cred.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -66,6 +69,7 @@ struct call {
 	struct srv_req req;
 	XDR xdr; /* the call record; positioned at the arguments after the header */
 	struct opaque_auth_buf cred, verf;
+	const struct srv_program *prog;
 	const struct srv_proc *proc;
 	void *args, *res;
 };
@@ -301,8 +305,10 @@ static bool run_call(struct call *c, struct verdict *v)
 	}
 	srv_log(SRV_LOG_DEBUG, "xid %#x %s %s", c->req.xid, p->name ? p->name : "?",
 		proto_name(c->req.proto));
-	if (p->handler)
-		p->handler(&c->req, c->args, c->res);
+	if (!srv_call_handler(c->prog, p, &c->req, c->args, c->res)) {
+		set_verdict(v, REPLY_ACCEPTED, SYSTEM_ERR, "caller's identity not taken");
+		return false;
+	}
 	set_verdict(v, REPLY_ACCEPTED, SUCCESS, NULL);
 	return true;
 }
@@ -398,7 +404,6 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	struct verdict v = {.kind = REPLY_NONE};
 	enum srv_drc_verdict drc = SRV_DRC_UNCACHED;
 	struct srv_drc_key key;
-	const struct srv_program *prog;
 	bool sent = false;
 
 	reply->len = 0;
@@ -414,10 +419,10 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	}
 	if (!decode_header(&c, &v))
 		goto reply;
-	prog = find_program(&c, &v);
-	if (!prog)
+	c.prog = find_program(&c, &v);
+	if (!c.prog)
 		goto reply;
-	c.proc = find_proc(prog, c.req.proc, &v);
+	c.proc = find_proc(c.prog, c.req.proc, &v);
 	if (!c.proc)
 		goto reply;
 	drc = drc_check(&c, call, len, &key, reply);

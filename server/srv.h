@@ -152,6 +152,9 @@ struct srv_program {
 	uint32_t vers;
 	const struct srv_proc *procs; /* indexed by procedure number */
 	size_t nprocs;
+	/* Handlers run with the caller's filesystem identity (cred.c); false:
+	 * with the server's (MOUNT, whose work is the server's own). */
+	bool caller_identity;
 };
 
 /* A growable byte buffer (transport and reply encoding). */
@@ -169,6 +172,29 @@ void srv_buf_free(struct srv_buf *b);
 bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 		    const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
 		    struct srv_buf *reply);
+
+/* ---- cred.c: the caller's identity on the worker thread ---- */
+
+/* A thread's filesystem identity, saved to be restored. */
+#define SRV_IDENT_GROUPS_MAX 256
+struct srv_ident {
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups; /* -1: too many to save; not restored */
+	gid_t groups[SRV_IDENT_GROUPS_MAX];
+};
+/* Gives this thread C's fsuid, fsgid and groups, saving the old ones in
+ * SAVED (always: srv_ident_leave must follow).  False if a switch did not
+ * take (a server that is not root). */
+bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved);
+/* Gives this thread the server's own fsuid and fsgid (its filesystem
+ * capabilities with them), saving the caller's in SAVED. */
+void srv_ident_server(struct srv_ident *saved);
+void srv_ident_leave(const struct srv_ident *saved);
+/* Runs P's handler for REQ, with REQ's identity when PROG says so.  False,
+ * without running it, when a root server could not take the identity. */
+bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
+		      struct srv_req *req, void *args, void *res);
 
 /* ---- drc.c: the duplicate request cache ---- */
 

@@ -267,6 +267,7 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 	      struct un_obj **out)
 {
 	struct lookup *lk;
+	struct un_creds saved;
 	size_t len;
 	int err;
 
@@ -282,8 +283,14 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 		return -ENOMEM;
 	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
 	lk->private = un_name_private(name, len);
+	/* As overlayfs: the caller's right to search DIR is judged on the
+	 * merged directory (the server's LOOKUP check), the layers are searched
+	 * with the engine's identity, since a lower instance may carry other
+	 * modes than the merged one. */
+	un_sys_creds_override(&saved);
 	for (size_t i = 0; i < dir->ninst && !lk->m.stop && !err; i++)
 		err = lookup_layer(lk, i);
+	un_sys_creds_revert(&saved);
 	if (!err && lk->m.nfound == 0)
 		err = -ENOENT;
 	if (!err)
@@ -340,15 +347,20 @@ static int resolve_once(struct un_export *ex, un_id id, struct un_obj **out)
 
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
 {
+	struct un_creds saved;
 	int err = -ESTALE;
 
 	if (id == ex->root_id)
 		return un_root(ex, out);
+	/* A handle names its object whatever the caller may search on the way
+	 * (as knfsd): the walk runs with the engine's identity. */
+	un_sys_creds_override(&saved);
 	/* A rename (dir.c) changes the layer first and the table after it:
 	 * a walk in between finds the old name gone.  The path read again
 	 * names the new place; a node really gone stays -ESTALE. */
 	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
 		err = resolve_once(ex, id, out);
+	un_sys_creds_revert(&saved);
 	return err;
 }
 

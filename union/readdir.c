@@ -707,6 +707,7 @@ out:
 
 int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing **out)
 {
+	struct un_creds saved;
 	struct un_listing *l;
 	uint64_t version;
 	bool settled;
@@ -722,7 +723,12 @@ int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing *
 		*out = l;
 		return 0;
 	}
+	/* Built with the engine's identity, as overlayfs reads its layers: the
+	 * caller's right to read DIR is judged on the merged directory by the
+	 * server, and the listing is shared by every caller. */
+	un_sys_creds_override(&saved);
 	err = listing_build(ex, dir, &l);
+	un_sys_creds_revert(&saved);
 	if (err)
 		return err;
 	l->dir = dir->id;

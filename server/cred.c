@@ -1,0 +1,134 @@
+/* cred.c - a request's filesystem identity on its worker thread.
+ *
+ * Design notes
+ *
+ * An NFS call runs with its caller's identity (the AUTH_SYS ids after the
+ * export's squashing): fsuid, fsgid and supplementary groups of the worker
+ * thread are the caller's for the whole handler, so the kernel checks every
+ * plain step on the layers and new objects get the caller as owner.  The
+ * union engine switches to the server's identity for its own work (copy-up,
+ * white-outs, lookups across layers: un_sys_creds_override) and back.
+ *
+ * Invariants:
+ *  1. Per thread only: raw system calls, since glibc's setgroups (and setfsuid
+ *     on some versions) broadcast the change to every thread of the process
+ *     (srv_ident_set).
+ *  2. Taking an identity sets groups and fsgid before fsuid; leaving one
+ *     sets fsuid first.  A thread whose fsuid is not 0 has lost the
+ *     filesystem capabilities (CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_FOWNER,
+ *     CAP_FSETID...) but keeps CAP_SETUID and CAP_SETGID; going back to fsuid
+ *     0 gives the filesystem ones back (srv_ident_set, srv_ident_leave).
+ *  3. A server running as root never runs a handler with more than the
+ *     caller's identity: when a switch did not take, the handler does not run
+ *     (srv_call_handler).  A server that is not root cannot switch; it acts as
+ *     itself, and the kernel holds it to its own permissions.
+ *  4. Every srv_ident_enter or srv_ident_server is undone by srv_ident_leave
+ *     before the thread serves anything else.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "srv.h"
+
+/* On 32-bit targets the 32-bit-id calls have their own numbers. */
+#ifdef SYS_setgroups32
+#define SRV_SYS_SETGROUPS SYS_setgroups32
+#define SRV_SYS_GETGROUPS SYS_getgroups32
+#define SRV_SYS_SETFSUID  SYS_setfsuid32
+#define SRV_SYS_SETFSGID  SYS_setfsgid32
+#else
+#define SRV_SYS_SETGROUPS SYS_setgroups
+#define SRV_SYS_GETGROUPS SYS_getgroups
+#define SRV_SYS_SETFSUID  SYS_setfsuid
+#define SRV_SYS_SETFSGID  SYS_setfsgid
+#endif
+
+/* setfsuid and setfsgid return the previous id whether or not they changed
+ * it; an invalid id (-1) changes nothing, so it reads the current one. */
+static uid_t fsuid_now(void)
+{
+	return (uid_t)syscall(SRV_SYS_SETFSUID, (uid_t)-1);
+}
+
+static gid_t fsgid_now(void)
+{
+	return (gid_t)syscall(SRV_SYS_SETFSGID, (gid_t)-1);
+}
+
+/* Sets this thread's groups, fsgid and fsuid (invariants 1 and 2); true if
+ * all three took. */
+static bool srv_ident_set(uid_t uid, gid_t gid, size_t ngroups, const gid_t *list)
+{
+	bool ok = syscall(SRV_SYS_SETGROUPS, ngroups, list) == 0;
+
+	syscall(SRV_SYS_SETFSGID, gid);
+	syscall(SRV_SYS_SETFSUID, uid);
+	return ok && fsgid_now() == gid && fsuid_now() == uid;
+}
+
+static void srv_ident_save(struct srv_ident *saved)
+{
+	saved->fsuid = fsuid_now();
+	saved->fsgid = fsgid_now();
+	saved->ngroups =
+	    (int)syscall(SRV_SYS_GETGROUPS, SRV_IDENT_GROUPS_MAX, saved->groups);
+}
+
+bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved)
+{
+	size_t max = sizeof(c->groups) / sizeof(c->groups[0]);
+	size_t n = c->ngroups < max ? c->ngroups : max;
+
+	srv_ident_save(saved);
+	return srv_ident_set(c->uid, c->gid, n, c->groups);
+}
+
+void srv_ident_server(struct srv_ident *saved)
+{
+	srv_ident_save(saved);
+	/* fsuid first (invariant 2): back to 0 gives the capabilities back. */
+	syscall(SRV_SYS_SETFSUID, geteuid());
+	syscall(SRV_SYS_SETFSGID, getegid());
+}
+
+void srv_ident_leave(const struct srv_ident *saved)
+{
+	syscall(SRV_SYS_SETFSUID, saved->fsuid);
+	syscall(SRV_SYS_SETFSGID, saved->fsgid);
+	/* -1: the thread had more groups than we keep; they were never
+	 * changed by a caller's then, since enter would have saved them. */
+	if (saved->ngroups >= 0)
+		syscall(SRV_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
+}
+
+/* Whether a failed switch to C leaves the thread more powerful than the
+ * caller: only a root server can be (invariant 3). */
+static bool srv_ident_unsafe(const struct srv_cred *c)
+{
+	return geteuid() == 0 && (c->uid != 0 || c->gid != 0);
+}
+
+bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
+		      struct srv_req *req, void *args, void *res)
+{
+	struct srv_ident saved;
+	bool ok = true;
+
+	if (!p->handler)
+		return true;
+	if (!prog->caller_identity) {
+		p->handler(req, args, res);
+		return true;
+	}
+	if (!srv_ident_enter(&req->cred, &saved) && srv_ident_unsafe(&req->cred)) {
+		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
+			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
+		ok = false;
+	}
+	if (ok)
+		p->handler(req, args, res);
+	srv_ident_leave(&saved);
+	return ok;
+}
