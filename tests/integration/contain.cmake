@@ -1,1 +1,15 @@
 # contain.cmake: tests of one area, included from CMakeLists.txt.
+
+# ---- issue 6: containment and identities (test_contain.c): symlinks out of the
+# layer are returned, never followed; ".." at the root; malformed names (NUL
+# inside through hand-made calls); another server's handles; uid 1000 against
+# root's file, its own new files, supplementary groups; root squash; a snapshot
+# of a directory outside the export unchanged.  Runs as root (it makes files of
+# other owners).  A few seconds.
+add_executable(test_contain test_contain.c)
+target_link_libraries(test_contain PRIVATE it_rawrpc PkgConfig::NFS PkgConfig::CMOCKA)
+target_compile_options(test_contain PRIVATE ${IT_WARN} -fno-sanitize=alignment)
+add_test(NAME integration/contain
+         COMMAND test_contain $<TARGET_FILE:union-nfsd>)
+set_tests_properties(integration/contain PROPERTIES
+  LABELS integration TIMEOUT 120)
