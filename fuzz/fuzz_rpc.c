@@ -79,7 +79,7 @@ static void mint_handles(void)
 {
 	static const char *paths[FH_OBJECTS][2] = {
 	    {NULL, NULL}, {"a", NULL}, {"d", NULL}, {"d", "b"}};
-	struct un_export *ux = fuzz_srv.exports[0].ux;
+	struct un_export *ux = fuzz_srv.exports[0]->ux;
 
 	for (size_t i = 0; i < FH_OBJECTS; i++) {
 		struct un_obj *o, *next;

@@ -9,6 +9,7 @@
  * Every problem is reported as one line (the caller prefixes "union-nfsd: ");
  * problems in the file name the file and line.
  */
+#define _GNU_SOURCE /* asprintf */
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -130,7 +131,7 @@ fail:
 	return false;
 }
 
-static void export_opts_free(struct srv_export_opts *e)
+void srv_export_opts_free(struct srv_export_opts *e)
 {
 	for (size_t i = 0; i < e->nlower; i++)
 		free(e->lowerdirs[i]);
@@ -138,6 +139,83 @@ static void export_opts_free(struct srv_export_opts *e)
 	free(e->path);
 	free(e->upperdir);
 	free(e->workdir);
+	free(e->clients);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Copies string SRC (NULL stays NULL) into *DST; false when out of memory. */
+static bool dup_opt(char **dst, const char *src)
+{
+	*dst = src ? strdup(src) : NULL;
+	return !src || *dst;
+}
+
+int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_opts *src)
+{
+	bool ok;
+
+	memset(dst, 0, sizeof(*dst));
+	dst->cfg_line = src->cfg_line;
+	dst->lowerdirs = calloc(src->nlower ? src->nlower : 1, sizeof(*dst->lowerdirs));
+	ok = dst->lowerdirs && dup_opt(&dst->path, src->path) &&
+	     dup_opt(&dst->upperdir, src->upperdir) &&
+	     dup_opt(&dst->workdir, src->workdir) && dup_opt(&dst->clients, src->clients);
+	for (size_t i = 0; ok && i < src->nlower; i++, dst->nlower++)
+		ok = dup_opt(&dst->lowerdirs[i], src->lowerdirs[i]);
+	if (!ok)
+		srv_export_opts_free(dst);
+	return ok ? 0 : -ENOMEM;
+}
+
+/* ---- per-client dir templates ---- */
+
+bool srv_is_template(const char *dir)
+{
+	return dir && (strstr(dir, "%a") || strstr(dir, "%h"));
+}
+
+/* False (with ERR) when DIR has a % other than %a, %h, %%. */
+static bool template_check(const char *key, const char *dir, char *err, size_t errlen)
+{
+	for (const char *p = dir; (p = strchr(p, '%')) != NULL; p += 2) {
+		if (p[1] != 'a' && p[1] != 'h' && p[1] != '%') {
+			snprintf(err, errlen,
+				 "%s '%s': '%%%c' (only %%a, %%h and %%%% are known)",
+				 key, dir, p[1] ? p[1] : ' ');
+			return false;
+		}
+	}
+	return true;
+}
+
+bool srv_template_expand(const char *t, const char *addr, const char *host, char *out,
+			 size_t len)
+{
+	size_t n = 0, add;
+	const char *piece;
+	char one[2] = {0};
+
+	for (const char *p = t; *p; p++) {
+		piece = one;
+		one[0] = *p;
+		if (*p == '%' && p[1]) {
+			p++;
+			piece = *p == 'a'   ? addr
+				: *p == 'h' ? host
+				: *p == '%' ? "%"
+					    : NULL;
+			if (!piece || !*piece || strchr(piece, '/'))
+				return false; /* no host name, or one that is no dir name
+					       */
+		}
+		add = strlen(piece);
+		if (n + add >= len)
+			return false;
+		memcpy(out + n, piece, add);
+		n += add;
+	}
+	out[n] = '\0';
+	return true;
 }
 
 static struct srv_export_opts *add_export(struct srv_opts *o)
@@ -155,7 +233,7 @@ static struct srv_export_opts *add_export(struct srv_opts *o)
 void srv_opts_free(struct srv_opts *o)
 {
 	for (size_t i = 0; i < o->nexports; i++)
-		export_opts_free(&o->exports[i]);
+		srv_export_opts_free(&o->exports[i]);
 	free(o->exports);
 	free(o->bind_addr);
 	free(o->state_dir);
@@ -212,6 +290,20 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 	return ok;
 }
 
+/* Checks a client rule list as the server will read it. */
+static bool check_clients(const char *value, char *err, size_t errlen)
+{
+	struct srv_clients c;
+	char msg[300];
+
+	if (srv_clients_parse(value, &c, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "bad clients: %s", msg);
+		return false;
+	}
+	srv_clients_free(&c);
+	return true;
+}
+
 /* Applies export key KEY = VALUE to E; false with ERR set. */
 static bool set_export_key(struct srv_export_opts *e, const char *key, const char *value,
 			   char *err, size_t errlen)
@@ -230,8 +322,12 @@ static bool set_export_key(struct srv_export_opts *e, const char *key, const cha
 		}
 		return true;
 	}
+	if (strcmp(key, "clients") == 0 && !check_clients(value, err, errlen))
+		return false;
 	if (strcmp(key, "path") == 0)
 		slot = &e->path;
+	else if (strcmp(key, "clients") == 0)
+		slot = &e->clients;
 	else if (strcmp(key, "upperdir") == 0)
 		slot = &e->upperdir;
 	else if (strcmp(key, "workdir") == 0)
@@ -264,6 +360,16 @@ static bool check_export(struct srv_export_opts *e, char *err, size_t errlen)
 	}
 	if (e->workdir && !e->upperdir) {
 		snprintf(err, errlen, "workdir without an upperdir");
+		return false;
+	}
+	if (e->upperdir && !template_check("upperdir", e->upperdir, err, errlen))
+		return false;
+	if (e->workdir && !template_check("workdir", e->workdir, err, errlen))
+		return false;
+	if (srv_is_template(e->upperdir) != srv_is_template(e->workdir)) {
+		snprintf(err, errlen,
+			 "upperdir and workdir must both be per client (%%a, %%h) or "
+			 "neither: each client's upper needs its own work dir");
 		return false;
 	}
 	if (!e->path && !set_str(&e->path, "/")) {
@@ -426,6 +532,7 @@ enum {
 	OPT_UPPERDIR,
 	OPT_WORKDIR,
 	OPT_EXPORT,
+	OPT_CLIENTS,
 	OPT_NFS_PORT,
 	OPT_MOUNT_PORT,
 	OPT_BIND,
@@ -444,6 +551,7 @@ static const struct option long_opts[] = {
     {"upperdir", required_argument, NULL, OPT_UPPERDIR},
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"export", required_argument, NULL, OPT_EXPORT},
+    {"clients", required_argument, NULL, OPT_CLIENTS},
     {"nfs-port", required_argument, NULL, OPT_NFS_PORT},
     {"mount-port", required_argument, NULL, OPT_MOUNT_PORT},
     {"bind", required_argument, NULL, OPT_BIND},
@@ -461,21 +569,28 @@ static const struct option long_opts[] = {
 static void print_usage(void)
 {
 	printf("usage: union-nfsd --lowerdir=L1:L2:... [--upperdir=U --workdir=W]\n"
-	       "                  [--export=/PATH] [--nfs-port=N] [--mount-port=N]\n"
+	       "                  [--export=/PATH] [--clients='SPEC(opts) ...']\n"
+	       "                  [--nfs-port=N] [--mount-port=N]\n"
 	       "                  [--bind=ADDR] [--state-dir=DIR] [--threads=N]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--config=FILE]\n"
 	       "\n"
 	       "Serves a union of directory layers over NFSv3 (overlayfs semantics).\n"
 	       "  --lowerdir    read-only layers, top-most first, ':'-separated\n"
-	       "  --upperdir    writable layer (with --workdir on the same filesystem)\n"
+	       "  --upperdir    writable layer (with --workdir on the same filesystem);\n"
+	       "                %%a (client address) or %%h (host name) in both gives\n"
+	       "                each client its own, made on its first mount\n"
 	       "  --export      path clients mount (default /)\n"
+	       "  --clients     who may mount it, exports(5) style, e.g.\n"
+	       "                '10.0.0.0/8(rw,no_root_squash) *(ro)' (default: this\n"
+	       "                host only, %s)\n"
 	       "  --nfs-port    NFS port (default %d; 0 picks one)\n"
 	       "  --mount-port  MOUNT port (default %d; 0 picks one)\n"
 	       "  --state-dir   node table and handle key (default %s)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
-	       DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT, DEFAULT_STATE_DIR);
+	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
+	       DEFAULT_STATE_DIR);
 }
 
 /* What the command line said, before the config file is merged under it. */
@@ -508,6 +623,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
 	    [OPT_WORKDIR - OPT_LOWERDIR] = "workdir",
 	    [OPT_EXPORT - OPT_LOWERDIR] = "path",
+	    [OPT_CLIENTS - OPT_LOWERDIR] = "clients",
 	};
 	const char *key;
 
@@ -519,10 +635,9 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	case OPT_UPPERDIR:
 	case OPT_WORKDIR:
 	case OPT_EXPORT:
+	case OPT_CLIENTS:
 		cli->any_export_flag = true;
-		if (!set_export_key(&cli->ex, key, optarg, err, errlen))
-			return false;
-		return true;
+		return set_export_key(&cli->ex, key, optarg, err, errlen);
 	case OPT_NFS_PORT:
 		cli->nfs_port = true;
 		break;
@@ -619,7 +734,7 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		return true;
 	if (!cli->ex.lowerdirs) {
 		snprintf(err, errlen,
-			 "--upperdir, --workdir and --export need --lowerdir");
+			 "--upperdir, --workdir, --export and --clients need --lowerdir");
 		return false;
 	}
 	if (!check_export(&cli->ex, err, errlen)) {
@@ -638,6 +753,36 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 	*e = cli->ex;
 	memset(&cli->ex, 0, sizeof(cli->ex));
 	return true;
+}
+
+/* Makes *P absolute against the working directory: exports are opened again
+ * by a reload, per-client uppers while serving, both after the daemon has
+ * left the directory it was started in. */
+static bool make_absolute(char **p)
+{
+	char cwd[PATH_MAX], *abs;
+
+	if (!*p || (*p)[0] == '/')
+		return true;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, *p) < 0)
+		return false;
+	free(*p);
+	*p = abs;
+	return true;
+}
+
+static bool make_paths_absolute(struct srv_opts *o)
+{
+	bool ok = make_absolute(&o->state_dir);
+
+	for (size_t i = 0; ok && i < o->nexports; i++) {
+		struct srv_export_opts *e = &o->exports[i];
+
+		ok = make_absolute(&e->upperdir) && make_absolute(&e->workdir);
+		for (size_t j = 0; ok && j < e->nlower; j++)
+			ok = make_absolute(&e->lowerdirs[j]);
+	}
+	return ok;
 }
 
 enum srv_args_result srv_args_parse(int argc, char **argv, struct srv_opts *o, char *err,
@@ -662,10 +807,14 @@ enum srv_args_result srv_args_parse(int argc, char **argv, struct srv_opts *o, c
 		snprintf(err, errlen, "missing --lowerdir (or an [export] in --config)");
 		goto out;
 	}
+	if (!make_paths_absolute(o) || !make_absolute(&o->config_path)) {
+		snprintf(err, errlen, "cannot make paths absolute: %s", strerror(errno));
+		goto out;
+	}
 	o->cfg.bind_addr = o->bind_addr;
 	res = SRV_ARGS_RUN;
 out:
-	export_opts_free(&cli.ex);
+	srv_export_opts_free(&cli.ex);
 	free(cli.server.bind_addr);
 	free(cli.server.state_dir);
 	return res;

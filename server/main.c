@@ -9,12 +9,21 @@
  * parent waits on a pipe until the child serves, then exits 0, or exits with
  * the child's status if it failed.
  *
+ * SIGHUP re-reads the command line's --config file (and the flags, which
+ * still override it) on a thread of its own that waits for the signal with
+ * sigwait: every other thread blocks SIGHUP, so a reload never runs inside a
+ * signal handler, and the new exports are swapped in by srv_reload (server.c
+ * says how calls in flight stay safe).  A bad new file leaves the running
+ * exports alone and says why in the log.
+ *
  * Exit status: 0 after SIGINT/SIGTERM, 2 for bad arguments or exports, 1 for
  * other failures (ports, threads).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +63,88 @@ static void block_stop_signals(void)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+/* ---- SIGHUP: reload ---- */
+
+struct reloader {
+	pthread_t thread;
+	struct srv *srv;
+	int argc;
+	char **argv;
+	volatile sig_atomic_t stop; /* set before the thread is woken to end */
+	bool started;
+	bool detached;		  /* the daemon lives in "/" */
+	char start_cwd[PATH_MAX]; /* relative flags and --config mean this */
+};
+
+/* Blocks SIGHUP in this thread and in every thread started after: only the
+ * reloader takes it, by sigwait. */
+static void block_sighup(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* Parses the command line again, config file included, and swaps in its
+ * exports; anything wrong keeps the running ones. */
+static void reload(struct reloader *r)
+{
+	struct srv_opts o;
+	char err[1024];
+
+	srv_log(SRV_LOG_INFO, "SIGHUP: reloading");
+	/* Only while parsing (args.c makes every path absolute): no call uses
+	 * the working directory. */
+	if (chdir(r->start_cwd) < 0)
+		srv_log(SRV_LOG_WARN, "reload: cannot enter %s: %s", r->start_cwd,
+			strerror(errno));
+	if (srv_args_parse(r->argc, r->argv, &o, err, sizeof(err)) != SRV_ARGS_RUN) {
+		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
+		goto out;
+	}
+	if (srv_reload(r->srv, &o, err, sizeof(err)) < 0) {
+		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
+		goto out;
+	}
+	srv_log(SRV_LOG_INFO, "reloaded: %zu export%s", o.nexports,
+		o.nexports == 1 ? "" : "s");
+out:
+	if (r->detached && chdir("/") < 0)
+		srv_log(SRV_LOG_WARN, "chdir /: %s", strerror(errno));
+	srv_opts_free(&o);
+}
+
+static void *reloader_main(void *arg)
+{
+	struct reloader *r = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	while (sigwait(&set, &sig) == 0 && !r->stop)
+		reload(r);
+	return NULL;
+}
+
+static void reloader_start(struct reloader *r)
+{
+	r->started = pthread_create(&r->thread, NULL, reloader_main, r) == 0;
+	if (!r->started)
+		srv_log(SRV_LOG_WARN, "no reload thread: SIGHUP does nothing");
+}
+
+static void reloader_stop(struct reloader *r)
+{
+	if (!r->started)
+		return;
+	r->stop = 1;
+	pthread_kill(r->thread, SIGHUP);
+	pthread_join(r->thread, NULL);
 }
 
 /* Each connection is an fd: allow as many as the hard limit lets us. */
@@ -113,6 +204,25 @@ static void detach(int ready_fd)
 	close(ready_fd);
 }
 
+/* `secure` trusts a source port below 1024 to come from root; a host that
+ * lets anyone bind such ports (net.ipv4.ip_unprivileged_port_start lowered)
+ * breaks that, and the log must say so. */
+static void warn_low_port_start(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "r");
+	unsigned start = 1024;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%u", &start) == 1 && start < 1024)
+		srv_log(SRV_LOG_WARN,
+			"net.ipv4.ip_unprivileged_port_start is %u: on this host "
+			"ports %u-1023 do not prove a root caller, so 'secure' rules "
+			"are weaker for local clients",
+			start, start);
+	fclose(f);
+}
+
 static void announce(struct srv_loop *l, const struct srv_opts *o)
 {
 	uint16_t nfs, mount;
@@ -120,23 +230,40 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 	srv_loop_ports(l, &nfs, &mount);
 	if (o->cfg.register_rpcbind)
 		srv_rpcbind_register(nfs, mount);
-	for (size_t i = 0; i < o->nexports; i++)
-		srv_log(SRV_LOG_INFO, "exporting %s (%zu lower layer%s%s)",
-			o->exports[i].path, o->exports[i].nlower,
-			o->exports[i].nlower == 1 ? "" : "s",
-			o->exports[i].upperdir ? ", upper" : ", read-only");
+	for (size_t i = 0; i < o->nexports; i++) {
+		const struct srv_export_opts *e = &o->exports[i];
+
+		srv_log(SRV_LOG_INFO, "exporting %s (%zu lower layer%s%s) to %s", e->path,
+			e->nlower, e->nlower == 1 ? "" : "s",
+			!e->upperdir		       ? ", read-only"
+			: srv_is_template(e->upperdir) ? ", an upper per client"
+						       : ", upper",
+			e->clients ? e->clients : SRV_LOOPBACK_CLIENTS);
+		if (!e->clients)
+			srv_log(SRV_LOG_WARN,
+				"export %s: no clients given: serving this host only "
+				"(loopback, reserved ports); --clients or clients = "
+				"names who else may mount it",
+				e->path);
+	}
+	warn_low_port_start();
 	printf("listening nfs=%u mount=%u\n", nfs, mount);
 	fflush(stdout);
 }
 
 /* Opens, serves until a stop signal, closes.  Returns the exit status. */
-static int serve(const struct srv_opts *o, int ready_fd)
+static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
 	struct srv s = {0};
 	struct srv_loop *l = NULL;
+	struct reloader r = {.srv = &s, .argc = argc, .argv = argv};
 	char err[1024];
 	int status = EXIT_BAD_ARGS;
 
+	block_sighup(); /* before any thread exists, so all inherit it */
+	if (!getcwd(r.start_cwd, sizeof(r.start_cwd)))
+		strcpy(r.start_cwd, "/");
+	r.detached = ready_fd >= 0;
 	if (srv_open(&s, o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "union-nfsd: %s\n", err);
 		goto out;
@@ -151,8 +278,10 @@ static int serve(const struct srv_opts *o, int ready_fd)
 	announce(l, o);
 	if (ready_fd >= 0)
 		detach(ready_fd);
+	reloader_start(&r);
 	status = srv_loop_run(l) < 0 ? 1 : 0;
 	block_stop_signals();
+	reloader_stop(&r);
 	running_loop = NULL;
 	srv_log(SRV_LOG_INFO, "shutting down");
 	srv_rpcbind_unregister();
@@ -200,7 +329,7 @@ int main(int argc, char **argv)
 	test_hooks_from_env();
 	if (!o.foreground)
 		ready_fd = daemon_fork();
-	status = serve(&o, ready_fd);
+	status = serve(&o, ready_fd, argc, argv);
 out:
 	srv_opts_free(&o);
 	return status;

@@ -165,6 +165,7 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 	char host[INET6_ADDRSTRLEN];
 	char rel[MNTPATHLEN + 1], full[MNTPATHLEN + 1];
 	struct srv_export *ex = srv_export_containing(req->srv, path, rel, sizeof(rel));
+	struct srv_export *u;
 
 	client_host(req, host, sizeof(host));
 	if (!ex) {
@@ -172,7 +173,18 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 		r->fhs_status = MNT3ERR_NOENT;
 		return;
 	}
-	r->fhs_status = mnt_dir(req, ex, rel, &r->mountres3_u.mountinfo);
+	/* The rule decides before anything of the export is looked at; a
+	 * per-client export then gets the caller's own union. */
+	if (!srv_access_rule(req->srv, ex, req->peer, "MNT")) {
+		r->fhs_status = MNT3ERR_ACCES;
+		return;
+	}
+	u = srv_export_instance(req->srv, ex, req->peer);
+	if (!u) {
+		r->fhs_status = MNT3ERR_SERVERFAULT;
+		return;
+	}
+	r->fhs_status = mnt_dir(req, u, rel, &r->mountres3_u.mountinfo);
 	if (r->fhs_status != MNT3_OK) {
 		srv_log(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
 			r->fhs_status);
@@ -231,23 +243,45 @@ static void mnt3_umntall(struct srv_req *req, void *args, void *res)
 	mount_remove(req->srv, host, NULL);
 }
 
-/* Every export, each open to every client ("*") until client rules exist. */
+/* The client specs of EX as EXPORT's group list, in the arena (the export
+ * may be gone by the time a later call is served). */
+static groupnode *export_groups(struct srv_req *req, const struct srv_export *ex)
+{
+	groupnode *list = NULL, *g;
+
+	for (size_t i = ex->clients.n; i-- > 0;) {
+		const char *spec = ex->clients.rules[i].spec;
+
+		g = srv_arena_alloc(req->arena, sizeof(*g));
+		if (!g)
+			return list;
+		g->gr_name = srv_arena_strndup(req->arena, spec, strlen(spec));
+		if (!g->gr_name)
+			return list;
+		g->gr_next = list;
+		list = g;
+	}
+	return list;
+}
+
+/* Every export with its clients, as showmount -e prints them (knfsd's
+ * mountd lists them to anyone too: the rules are no secret). */
 static void mnt3_export(struct srv_req *req, void *args, void *res)
 {
 	struct srv *s = req->srv;
 	exports *out = res;
 	exportnode *e;
-	groupnode *g;
 
 	(void)args;
 	for (size_t i = s->nexports; i-- > 0;) {
 		e = srv_arena_alloc(req->arena, sizeof(*e));
-		g = srv_arena_alloc(req->arena, sizeof(*g));
-		if (!e || !g)
+		if (!e)
 			return;
-		g->gr_name = "*";
-		e->ex_dir = s->exports[i].path;
-		e->ex_groups = g;
+		e->ex_dir = srv_arena_strndup(req->arena, s->exports[i]->path,
+					      strlen(s->exports[i]->path));
+		if (!e->ex_dir)
+			return;
+		e->ex_groups = export_groups(req, s->exports[i]);
 		e->ex_next = *out;
 		*out = e;
 	}

@@ -114,8 +114,8 @@ static void nfs3_access(struct srv_req *req, void *argp, void *resp)
 	if (res->status)
 		return;
 	/* RFC 1813: the reply holds the requested bits that are granted. */
-	ok->access = args->access &
-		     nfs3_access_mask(&req->cred, &f.attr, un_export_writable(f.ex->ux));
+	ok->access =
+	    args->access & nfs3_access_mask(&req->cred, &f.attr, nfs3_file_writable(&f));
 	nfs3_post_op(&f.attr, &ok->obj_attributes);
 	nfs3_file_put(&f);
 }

@@ -32,6 +32,7 @@ nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file 
 	err = un_getattr(f->ex->ux, f->obj, &f->attr);
 	if (err)
 		goto fail_put;
+	f->client_ro = req->client && !req->client->rw;
 	return NFS3_OK;
 
 fail_put:
@@ -39,6 +40,11 @@ fail_put:
 fail:
 	memset(f, 0, sizeof(*f));
 	return nfs3_status_from_errno(err);
+}
+
+bool nfs3_file_writable(const struct nfs3_file *f)
+{
+	return un_export_writable(f->ex->ux) && !f->client_ro;
 }
 
 void nfs3_file_put(struct nfs3_file *f)
@@ -230,7 +236,7 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 			   uint32_t want)
 {
 	uint32_t have =
-	    nfs3_access_mask(&req->cred, &f->attr, un_export_writable(f->ex->ux));
+	    nfs3_access_mask(&req->cred, &f->attr, nfs3_file_writable(f));
 
 	if ((have & want) != want)
 		return nfs3_status_from_errno(-EACCES);
@@ -239,7 +245,7 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 
 nfsstat3 nfs3_writable(const struct nfs3_file *f)
 {
-	return un_export_writable(f->ex->ux) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
+	return nfs3_file_writable(f) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
 }
 
 nfsstat3 nfs3_data_check(const struct nfs3_file *f)

@@ -26,6 +26,7 @@ struct nfs3_file {
 	struct srv_export *ex;
 	struct un_obj *obj; /* owned: nfs3_file_put */
 	struct un_attr attr;
+	bool client_ro; /* the caller's client rule is ro (srv_req.client) */
 };
 
 /* Resolves handle FH: its bytes must be a handle of this server
@@ -34,6 +35,9 @@ struct nfs3_file {
  * caller drops with nfs3_file_put; on failure F is cleared and owns nothing. */
 nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f);
 void nfs3_file_put(struct nfs3_file *f);
+/* Whether F's export takes changes from this caller: a writable union and a
+ * client rule that says rw. */
+bool nfs3_file_writable(const struct nfs3_file *f);
 /* Re-reads F's attributes (after an operation that may have changed them);
  * false if they could not be read, F's old attributes then stay. */
 bool nfs3_file_refresh(struct nfs3_file *f);

@@ -305,6 +305,12 @@ static bool run_call(struct call *c, struct verdict *v)
 	}
 	srv_log(SRV_LOG_DEBUG, "xid %#x %s %s", c->req.xid, p->name ? p->name : "?",
 		proto_name(c->req.proto));
+	/* The caller's client rule and squash (access.c); a refused call is
+	 * answered with the status the check put in its results. */
+	if (!srv_access_nfs(&c->req, c->args, c->res)) {
+		set_verdict(v, REPLY_ACCEPTED, SUCCESS, NULL);
+		return true;
+	}
 	if (!srv_call_handler(c->prog, p, &c->req, c->args, c->res)) {
 		set_verdict(v, REPLY_ACCEPTED, SYSTEM_ERR, "caller's identity not taken");
 		return false;
@@ -409,6 +415,7 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	reply->len = 0;
 	if (len > UINT32_MAX)
 		return false;
+	srv_exports_read_begin(s); /* exports found stay open (server.c, 1) */
 	xdrmem_create(&c.xdr, (char *)call, (u_int)len, XDR_DECODE);
 	if (!decode_xid(&c))
 		goto out_xdr;
@@ -447,5 +454,6 @@ out_arena:
 	srv_arena_free(c.req.arena);
 out_xdr:
 	xdr_destroy(&c.xdr);
+	srv_exports_read_end(s);
 	return sent;
 }

@@ -1,16 +1,48 @@
 /* server.c - the server object: state dir, exports, write verifier, mounts.
  *
+ * Design notes
+ *
  * struct srv is built once at start-up (srv_open) and torn down once at exit
- * (srv_close); in between its exports are read-only and may be shared by every
- * worker without a lock.  Only the mount list changes while serving, under
- * mounts_lock (mnt3_proc.c).
+ * (srv_close).  In between, SIGHUP may replace its export table (srv_reload),
+ * a per-client export gains a union for each new client (srv_export_instance),
+ * and the mount list changes under mounts_lock (mnt3_proc.c).
+ *
+ * Invariants:
+ *  1. A call finds exports only while it holds exports_lock for reading
+ *     (srv_exports_read_begin, taken by the dispatcher for the whole call), so
+ *     every export, rule and instance it found stays open until its reply is
+ *     encoded.  srv_reload opens every new export before taking the lock for
+ *     writing, swaps the table and the rules of kept exports under it, and
+ *     closes what it dropped after releasing it (reload_swap): calls wait at
+ *     most for the swap, never for layers to open, and no call ever sees a
+ *     half-built table.  The lock prefers writers, so a steady stream of calls
+ *     cannot keep a reload out.
+ *  2. A reload that fails anywhere before the swap changes nothing
+ *     (srv_reload, reload_free): the old table keeps serving.
+ *  3. An export whose path, layers and dirs did not change is kept as it is
+ *     (same union, same handles, same client unions); only its rules are
+ *     replaced (reload_one).  A changed one is a new union under the same
+ *     path, so the same export id, and its clients' handles stay valid.
+ *  4. A client's union of a per-client export is named by the export path
+ *     and the upper dir the template gives that client (instance_open): its
+ *     export id, and so its handles, are its own.  A handle of one client's
+ *     union is refused to every caller whose template expansion differs
+ *     (srv_export_is_callers), even one the export's rules admit.
+ *  5. Instances are only added while serving, under their template's
+ *     inst_lock, and freed with their template: a pointer to one is good for
+ *     as long as the read lock is held.
  */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "srv.h"
 
@@ -35,11 +67,30 @@ static bool normalise_path(const char *path, char *out, size_t len)
 	return true;
 }
 
+/* The instance of template T with export id ID, or NULL. */
+static struct srv_export *instance_by_id(struct srv_export *t, uint32_t id)
+{
+	struct srv_export *i;
+
+	pthread_mutex_lock(&t->inst_lock);
+	for (i = t->instances; i; i = i->next)
+		if (un_export_id(i->ux) == id)
+			break;
+	pthread_mutex_unlock(&t->inst_lock);
+	return i;
+}
+
 struct srv_export *srv_export_by_id(struct srv *s, uint32_t id)
 {
-	for (size_t i = 0; i < s->nexports; i++)
-		if (un_export_id(s->exports[i].ux) == id)
-			return &s->exports[i];
+	struct srv_export *ex;
+
+	for (size_t i = 0; i < s->nexports; i++) {
+		ex = s->exports[i];
+		if (ex->ux && un_export_id(ex->ux) == id)
+			return ex;
+		if (!ex->ux && (ex = instance_by_id(ex, id)) != NULL)
+			return ex;
+	}
 	return NULL;
 }
 
@@ -50,8 +101,8 @@ struct srv_export *srv_export_by_path(struct srv *s, const char *path)
 	if (!normalise_path(path, norm, sizeof(norm)))
 		return NULL;
 	for (size_t i = 0; i < s->nexports; i++)
-		if (strcmp(s->exports[i].path, norm) == 0)
-			return &s->exports[i];
+		if (strcmp(s->exports[i]->path, norm) == 0)
+			return s->exports[i];
 	return NULL;
 }
 
@@ -81,10 +132,10 @@ struct srv_export *srv_export_containing(struct srv *s, const char *path, char *
 	if (!normalise_path(path, norm, sizeof(norm)))
 		return NULL;
 	for (size_t i = 0; i < s->nexports; i++) {
-		if (!export_covers(s->exports[i].path, norm, &r))
+		if (!export_covers(s->exports[i]->path, norm, &r))
 			continue;
-		if (!best || strlen(s->exports[i].path) > strlen(best->path)) {
-			best = &s->exports[i];
+		if (!best || strlen(s->exports[i]->path) > strlen(best->path)) {
+			best = s->exports[i];
 			best_rest = r;
 		}
 	}
@@ -124,11 +175,51 @@ const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, ch
 	return buf;
 }
 
-/* Opens export I of O into S->exports[S->nexports]. */
-static int open_export(struct srv *s, const struct srv_export_opts *eo, char *err,
-		       size_t errlen)
+/* ---- opening and closing exports ---- */
+
+static void export_free(struct srv_export *ex)
 {
-	struct srv_export *ex = &s->exports[s->nexports];
+	struct srv_export *i, *next;
+
+	if (!ex)
+		return;
+	for (i = ex->instances; i; i = next) {
+		next = i->next;
+		export_free(i);
+	}
+	if (ex->ux)
+		un_export_close(ex->ux);
+	if (!ex->parent)
+		pthread_mutex_destroy(&ex->inst_lock);
+	srv_clients_free(&ex->clients);
+	if (ex->conf)
+		srv_export_opts_free(ex->conf);
+	free(ex->conf);
+	free(ex->client_key);
+	free(ex->path);
+	free(ex);
+}
+
+/* Parses EO's client rules (the loopback default when it has none). */
+static int export_clients(const struct srv_export_opts *eo, struct srv_clients *out,
+			  char *err, size_t errlen)
+{
+	char msg[300];
+
+	if (srv_clients_parse(eo->clients ? eo->clients : SRV_LOOPBACK_CLIENTS, out, msg,
+			      sizeof(msg)) < 0) {
+		snprintf(err, errlen, "export %s: clients: %s", eo->path, msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Opens export EO into *OUT: its union, or for a per-client export only its
+ * template (instances open on demand). */
+static int export_open(struct srv *s, const struct srv_export_opts *eo,
+		       struct srv_export **out, char *err, size_t errlen)
+{
+	struct srv_export *ex = calloc(1, sizeof(*ex));
 	char norm[MNTPATHLEN + 1];
 	struct un_export_cfg cfg = {
 	    .path = norm,
@@ -137,40 +228,259 @@ static int open_export(struct srv *s, const struct srv_export_opts *eo, char *er
 	    .lowerdirs = (const char *const *)eo->lowerdirs,
 	    .nlower = eo->nlower,
 	};
-	int rc = -EINVAL;
+	int rc = -ENOMEM;
 
+	if (!ex)
+		goto fail_msg;
+	pthread_mutex_init(&ex->inst_lock, NULL);
+	ex->conf = calloc(1, sizeof(*ex->conf));
+	if (!ex->conf || srv_export_opts_copy(ex->conf, eo) < 0)
+		goto fail_msg;
+	rc = -EINVAL;
 	if (!normalise_path(eo->path, norm, sizeof(norm))) {
 		snprintf(err, errlen, "export path %s: not an absolute path", eo->path);
-		goto out;
-	}
-	if (srv_export_by_path(s, norm)) {
-		snprintf(err, errlen, "export path %s: exported twice", norm);
-		goto out;
+		goto fail;
 	}
 	rc = -ENOMEM;
 	ex->path = strdup(norm);
-	if (!ex->path) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
+	if (!ex->path)
+		goto fail_msg;
+	rc = export_clients(eo, &ex->clients, err, errlen);
 	if (rc < 0)
-		goto out_path;
-	rc = -EEXIST;
-	if (srv_export_by_id(s, un_export_id(ex->ux))) {
-		snprintf(err, errlen,
-			 "export path %s: its id collides with another export's", norm);
-		goto out_ux;
-	}
-	s->nexports++;
+		goto fail;
+	if (!srv_is_template(eo->upperdir))
+		rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
+	if (rc < 0)
+		goto fail;
+	*out = ex;
 	return 0;
-out_ux:
-	un_export_close(ex->ux);
-out_path:
-	free(ex->path);
-	ex->path = NULL;
-out:
+fail_msg:
+	snprintf(err, errlen, "out of memory");
+fail:
+	export_free(ex);
 	return rc;
+}
+
+/* False (with ERR) when two exports of TAB share a path or an export id. */
+static bool table_check(struct srv_export *const *tab, size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(tab[i]->path, tab[j]->path) == 0) {
+				snprintf(err, errlen, "export path %s: exported twice",
+					 tab[i]->path);
+				return false;
+			}
+			if (tab[i]->ux && tab[j]->ux &&
+			    un_export_id(tab[i]->ux) == un_export_id(tab[j]->ux)) {
+				snprintf(err, errlen,
+					 "export path %s: its id collides with %s's",
+					 tab[i]->path, tab[j]->path);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* ---- per-client unions ---- */
+
+/* The upper and work dirs template EX gives PEER, into UPPER and WORK. */
+static bool client_dirs(struct srv *s, const struct srv_export *ex,
+			const struct sockaddr_storage *peer, char *upper, char *work,
+			size_t len)
+{
+	char addr[INET6_ADDRSTRLEN], host[NI_MAXHOST];
+	bool named = false;
+
+	srv_addr_str(peer, false, addr, sizeof(addr));
+	if (strstr(ex->conf->upperdir, "%h") || strstr(ex->conf->workdir, "%h"))
+		named = srv_peer_name(s->names, peer, host, sizeof(host));
+	return srv_template_expand(ex->conf->upperdir, addr, named ? host : NULL, upper,
+				   len) &&
+	       srv_template_expand(ex->conf->workdir, addr, named ? host : NULL, work,
+				   len);
+}
+
+/* mkdir -p DIR, the last component with MODE; 0 or -errno. */
+static int mkdir_p(const char *dir, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, dir, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Creates a client's upper (as the top lower's root: the merged root shows
+ * the upper's mode and owner, as in overlayfs) and its private work dir. */
+static int client_dirs_make(const struct srv_export *ex, const char *upper,
+			    const char *work)
+{
+	struct stat st;
+	int rc;
+
+	if (stat(ex->conf->lowerdirs[0], &st) < 0)
+		return -errno;
+	rc = mkdir_p(upper, st.st_mode & 07777);
+	if (rc == 0 && lchown(upper, st.st_uid, st.st_gid) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = mkdir_p(work, 0700);
+	return rc;
+}
+
+/* Opens template T's union over UPPER and WORK (inst_lock held). */
+static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
+			 const char *work, struct srv_export **out)
+{
+	struct srv_export *i = calloc(1, sizeof(*i));
+	char id_path[MNTPATHLEN + PATH_MAX + 32], err[PATH_MAX + 512];
+	struct un_export_cfg cfg = {
+	    .path = id_path,
+	    .upperdir = upper,
+	    .workdir = work,
+	    .lowerdirs = (const char *const *)t->conf->lowerdirs,
+	    .nlower = t->conf->nlower,
+	};
+	int rc = -ENOMEM;
+
+	/* The export id hashes this string: one id per export path and upper
+	 * dir, so a client's handles name its own union and no other. */
+	snprintf(id_path, sizeof(id_path), "%s (client upper %s)", t->path, upper);
+	if (!i)
+		goto fail;
+	i->parent = t;
+	if (!(i->path = strdup(t->path)) || !(i->client_key = strdup(upper)))
+		goto fail;
+	rc = client_dirs_make(t, upper, work);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "%s: %s", upper, strerror(-rc));
+		goto fail_log;
+	}
+	rc = un_export_open(s->state, &cfg, &i->ux, err, sizeof(err));
+	if (rc < 0)
+		goto fail_log;
+	rc = -EEXIST;
+	if (srv_export_by_id(s, un_export_id(i->ux)) ||
+	    instance_by_id(t, un_export_id(i->ux))) {
+		snprintf(err, sizeof(err), "its export id collides with another's");
+		goto fail_log;
+	}
+	*out = i;
+	return 0;
+fail_log:
+	srv_log(SRV_LOG_ERR, "export %s: cannot open the union of client upper %s: %s",
+		t->path, upper, err);
+fail:
+	export_free(i);
+	return rc;
+}
+
+struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
+				       const struct sockaddr_storage *peer)
+{
+	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN];
+	struct srv_export *i;
+
+	if (ex->ux)
+		return ex;
+	if (!client_dirs(s, ex, peer, upper, work, sizeof(upper))) {
+		srv_log(SRV_LOG_WARN,
+			"export %s: client %s: no upper dir (no host name for %%h, "
+			"or a path too long)",
+			ex->path, srv_addr_str(peer, false, addr, sizeof(addr)));
+		return NULL;
+	}
+	/* Opening under the lock: two first MNTs of one client must not open
+	 * two unions over one upper. */
+	pthread_mutex_lock(&ex->inst_lock);
+	for (i = ex->instances; i; i = i->next)
+		if (strcmp(i->client_key, upper) == 0)
+			break;
+	if (!i && instance_open(s, ex, upper, work, &i) == 0) {
+		i->next = ex->instances;
+		ex->instances = i;
+		srv_log(SRV_LOG_INFO, "export %s: client %s: union over upper %s",
+			ex->path, srv_addr_str(peer, false, addr, sizeof(addr)), upper);
+	}
+	pthread_mutex_unlock(&ex->inst_lock);
+	return i;
+}
+
+struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id)
+{
+	struct srv *s = req->srv;
+	struct srv_export *ex = srv_export_by_id(s, export_id), *i;
+	char host[NI_MAXHOST];
+	bool named;
+
+	for (size_t k = 0; !ex && req->peer && k < s->nexports; k++) {
+		if (s->exports[k]->ux)
+			continue;
+		named = s->exports[k]->clients.need_name &&
+			srv_peer_name(s->names, req->peer, host, sizeof(host));
+		if (!srv_clients_match(&s->exports[k]->clients, req->peer,
+				       named ? host : NULL))
+			continue;
+		i = srv_export_instance(s, s->exports[k], req->peer);
+		if (i && un_export_id(i->ux) == export_id)
+			ex = i;
+	}
+	return ex;
+}
+
+bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
+{
+	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN + 16];
+
+	if (!ex->parent)
+		return true;
+	if (req->peer &&
+	    client_dirs(req->srv, ex->parent, req->peer, upper, work, sizeof(upper)) &&
+	    strcmp(upper, ex->client_key) == 0)
+		return true;
+	srv_log(SRV_LOG_WARN,
+		"NFS call from %s with a handle of the union of %s: refused",
+		req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-",
+		ex->client_key);
+	return false;
+}
+
+/* ---- the server ---- */
+
+void srv_exports_read_begin(struct srv *s)
+{
+	pthread_rwlock_rdlock(&s->exports_lock);
+}
+
+void srv_exports_read_end(struct srv *s)
+{
+	pthread_rwlock_unlock(&s->exports_lock);
+}
+
+/* Writers first: a reload waiting for the lock must not wait for a lull in a
+ * stream of calls that never comes. */
+static void exports_lock_init(pthread_rwlock_t *l)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(l, &a);
+	pthread_rwlockattr_destroy(&a);
 }
 
 int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
@@ -179,6 +489,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 
 	s->cfg = o->cfg;
 	pthread_mutex_init(&s->mounts_lock, NULL);
+	exports_lock_init(&s->exports_lock);
 	/* Random per start, so a client that sees it change resends unstable writes. */
 	rc = -EIO;
 	if (getrandom(s->write_verf, sizeof(s->write_verf), 0) != sizeof(s->write_verf)) {
@@ -187,6 +498,8 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	rc = srv_drc_new(SRV_DRC_CAPACITY, &s->drc);
+	if (rc == 0)
+		rc = srv_names_new(&s->names);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -203,8 +516,12 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	for (size_t i = 0; i < o->nexports; i++) {
-		rc = open_export(s, &o->exports[i], err, errlen);
+		rc = export_open(s, &o->exports[i], &s->exports[i], err, errlen);
 		if (rc < 0)
+			goto fail;
+		s->nexports++;
+		rc = -EEXIST;
+		if (!table_check(s->exports, s->nexports, err, errlen))
 			goto fail;
 	}
 	return 0;
@@ -215,15 +532,179 @@ fail:
 
 void srv_close(struct srv *s)
 {
-	for (size_t i = 0; i < s->nexports; i++) {
-		un_export_close(s->exports[i].ux);
-		free(s->exports[i].path);
-	}
+	for (size_t i = 0; i < s->nexports; i++)
+		export_free(s->exports[i]);
 	free(s->exports);
 	if (s->state)
 		un_state_close(s->state);
 	free(s->mounts);
 	pthread_mutex_destroy(&s->mounts_lock);
+	pthread_rwlock_destroy(&s->exports_lock);
 	srv_drc_free(s->drc);
+	srv_names_free(s->names);
 	memset(s, 0, sizeof(*s));
+}
+
+/* ---- reload ---- */
+
+static bool same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* True when OLD can go on serving as NEW says: same path, layers and dirs. */
+static bool same_union(const struct srv_export *old, const struct srv_export_opts *eo,
+		       const char *norm)
+{
+	const struct srv_export_opts *c = old->conf;
+
+	if (strcmp(old->path, norm) != 0 || !same_str(c->upperdir, eo->upperdir) ||
+	    !same_str(c->workdir, eo->workdir) || c->nlower != eo->nlower)
+		return false;
+	for (size_t i = 0; i < c->nlower; i++)
+		if (strcmp(c->lowerdirs[i], eo->lowerdirs[i]) != 0)
+			return false;
+	return true;
+}
+
+static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
+{
+	const struct srv_config *a = &s->cfg, *b = &o->cfg;
+
+	if (a->nfs_port != b->nfs_port || a->mount_port != b->mount_port ||
+	    a->nthreads != b->nthreads || !same_str(a->bind_addr, b->bind_addr))
+		srv_log(SRV_LOG_WARN, "reload: ports, bind address and threads change "
+				      "only with a restart; the running ones stay");
+}
+
+/* What a reload prepares before it swaps: for each new export either an old
+ * one kept (with its new rules and conf) or a new one. */
+struct reload {
+	struct srv_export **tab;       /* the new table */
+	bool *kept;		       /* tab[i] is an old export */
+	struct srv_clients *clients;   /* kept: its new rules */
+	struct srv_export_opts **conf; /* kept: its new conf */
+	size_t n;
+};
+
+static void reload_free(struct reload *r, bool swapped)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		if (!r->kept[i] && !swapped)
+			export_free(r->tab[i]);
+		srv_clients_free(&r->clients[i]);
+		if (r->conf[i])
+			srv_export_opts_free(r->conf[i]);
+		free(r->conf[i]);
+	}
+	free(r->tab);
+	free(r->kept);
+	free(r->clients);
+	free(r->conf);
+}
+
+/* Prepares export EO of the new configuration as R's entry N. */
+static int reload_one(struct srv *s, struct reload *r, const struct srv_export_opts *eo,
+		      char *err, size_t errlen)
+{
+	char norm[MNTPATHLEN + 1];
+	size_t n = r->n;
+	int rc;
+
+	if (!normalise_path(eo->path, norm, sizeof(norm))) {
+		snprintf(err, errlen, "export path %s: not an absolute path", eo->path);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < s->nexports; i++) {
+		if (!same_union(s->exports[i], eo, norm))
+			continue;
+		r->conf[n] = calloc(1, sizeof(*r->conf[n]));
+		rc = r->conf[n] ? srv_export_opts_copy(r->conf[n], eo) : -ENOMEM;
+		if (rc < 0) {
+			free(r->conf[n]);
+			r->conf[n] = NULL;
+			snprintf(err, errlen, "out of memory");
+			return rc;
+		}
+		rc = export_clients(eo, &r->clients[n], err, errlen);
+		if (rc < 0)
+			return rc;
+		r->tab[n] = s->exports[i];
+		r->kept[n] = true;
+		r->n++;
+		return 0;
+	}
+	rc = export_open(s, eo, &r->tab[n], err, errlen);
+	if (rc == 0)
+		r->n++;
+	return rc;
+}
+
+/* Swaps R into S under the write lock; the old table goes back into R. */
+static void reload_swap(struct srv *s, struct reload *r)
+{
+	struct srv_export **old = s->exports;
+	size_t nold = s->nexports;
+
+	pthread_rwlock_wrlock(&s->exports_lock);
+	for (size_t i = 0; i < r->n; i++) {
+		struct srv_clients c;
+		struct srv_export_opts *conf;
+
+		if (!r->kept[i])
+			continue;
+		c = r->tab[i]->clients;
+		r->tab[i]->clients = r->clients[i];
+		r->clients[i] = c;
+		conf = r->tab[i]->conf;
+		r->tab[i]->conf = r->conf[i];
+		r->conf[i] = conf;
+	}
+	s->exports = r->tab;
+	s->nexports = r->n;
+	pthread_rwlock_unlock(&s->exports_lock);
+	/* Out of the lock: the exports no longer in the table, and the old
+	 * table itself.  No call can hold them: each took the lock. */
+	for (size_t i = 0; i < nold; i++) {
+		bool still = false;
+
+		for (size_t j = 0; j < r->n && !still; j++)
+			still = r->tab[j] == old[i];
+		if (!still) {
+			srv_log(SRV_LOG_INFO, "reload: export %s closed", old[i]->path);
+			export_free(old[i]);
+		}
+	}
+	r->tab = old;
+}
+
+int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
+{
+	struct reload r = {0};
+	size_t cap = o->nexports ? o->nexports : 1;
+	int rc = -ENOMEM;
+
+	warn_restart_settings(s, o);
+	r.tab = calloc(cap, sizeof(*r.tab));
+	r.kept = calloc(cap, sizeof(*r.kept));
+	r.clients = calloc(cap, sizeof(*r.clients));
+	r.conf = calloc(cap, sizeof(*r.conf));
+	if (!r.tab || !r.kept || !r.clients || !r.conf) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < o->nexports; i++) {
+		rc = reload_one(s, &r, &o->exports[i], err, errlen);
+		if (rc < 0)
+			goto fail;
+	}
+	rc = -EEXIST;
+	if (!table_check(r.tab, r.n, err, errlen))
+		goto fail;
+	reload_swap(s, &r);
+	reload_free(&r, true);
+	return 0;
+fail:
+	reload_free(&r, false);
+	return rc;
 }

@@ -31,11 +31,67 @@ void srv_arena_free(struct srv_arena *a);
 void *srv_arena_alloc(struct srv_arena *a, size_t size);
 char *srv_arena_strndup(struct srv_arena *a, const char *s, size_t n);
 
+/* ---- access.c: what a client rule grants (exports(5) options) ---- */
+
+enum srv_squash {
+	SRV_SQUASH_ROOT, /* root_squash (default): uid 0 / gid 0 become anon */
+	SRV_SQUASH_ALL,	 /* all_squash: every caller becomes anon */
+	SRV_SQUASH_NONE, /* no_root_squash */
+};
+
+/* The options of one client rule, as exports(5) spells them. */
+struct srv_client_opts {
+	bool rw; /* false: ro (default) */
+	enum srv_squash squash;
+	uid_t anonuid; /* default 65534 */
+	gid_t anongid; /* default 65534 */
+	bool secure;   /* true (default): source port must be < 1024 */
+};
+
 /* ---- the server: exports, state, mount list (server.c) ---- */
 
+struct srv_export_opts;
+struct srv_req;
+
+/* One client rule (access.c): who (SPEC as written, parsed) and what. */
+enum srv_match_kind {
+	SRV_MATCH_ADDR,	    /* one address */
+	SRV_MATCH_NAME,	    /* one host name */
+	SRV_MATCH_NET,	    /* ADDR/BITS or ADDR/NETMASK */
+	SRV_MATCH_WILDCARD, /* a host name pattern: *.example.com */
+	SRV_MATCH_ANY,	    /* "*" */
+};
+struct srv_client_rule {
+	enum srv_match_kind kind;
+	uint8_t addr[16]; /* ADDR, NET: v4 as v4-mapped v6 */
+	unsigned prefix;  /* NET: bits of addr that count (v4: 96 + n) */
+	char *name;	  /* NAME, WILDCARD */
+	char *spec;	  /* as written, for logs and EXPORT */
+	struct srv_client_opts opts;
+};
+struct srv_clients {
+	struct srv_client_rule *rules;
+	size_t n;
+	bool need_name; /* some rule matches host names */
+};
+
+/* An export as clients see it.  A per-client export (its upperdir holds %a or
+ * %h) is a template without a union of its own: each client's union is an
+ * instance of it, opened on the client's first MNT (or first handle after a
+ * restart), its export id derived from the export path and the client's
+ * upper dir, so that handles of one client's union name no other union. */
 struct srv_export {
-	char *path;	      /* as clients mount it */
-	struct un_export *ux; /* owned */
+	char *path;		     /* as clients mount it */
+	struct un_export *ux;	     /* owned; NULL for a per-client template */
+	struct srv_clients clients;  /* a template's, for its instances too */
+	struct srv_export_opts *conf; /* owned: as configured (srv_reload compares) */
+	/* a client's instance: */
+	struct srv_export *parent; /* its template */
+	char *client_key;	   /* the upper dir the template gave the client */
+	struct srv_export *next;   /* in parent->instances */
+	/* a template: */
+	pthread_mutex_t inst_lock;    /* guards instances (added while serving) */
+	struct srv_export *instances; /* owned list */
 };
 
 struct srv_mount_entry {
@@ -51,12 +107,22 @@ struct srv_config {
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
 };
 
+struct srv_names; /* host names of client addresses, cached (access.c) */
+
+/* Concurrency (server.c, design notes): the export table may be replaced by
+ * srv_reload while workers serve.  Every call holds exports_lock for reading
+ * from before its header is decoded until its reply is encoded
+ * (srv_exports_read_begin/end), so an export it found stays open for it; the
+ * reload opens the new exports first, then swaps tables under the write lock
+ * and closes what it dropped after releasing it. */
 struct srv {
 	struct srv_config cfg;
 	struct un_state *state; /* owned */
-	struct srv_export *exports;
+	pthread_rwlock_t exports_lock;
+	struct srv_export **exports; /* owned, each */
 	size_t nexports;
-	uint8_t write_verf[8]; /* random per server start */
+	struct srv_names *names; /* owned */
+	uint8_t write_verf[8];	 /* random per server start */
 
 	pthread_mutex_t mounts_lock; /* guards mounts / nmounts */
 	struct srv_mount_entry *mounts;
@@ -74,6 +140,22 @@ struct srv_export *srv_export_by_path(struct srv *s, const char *path);
  * the remaining relative path, "" for the export itself. */
 struct srv_export *srv_export_containing(struct srv *s, const char *path, char *rest,
 					 size_t restlen);
+/* Takes and drops the read side of exports_lock around one call. */
+void srv_exports_read_begin(struct srv *s);
+void srv_exports_read_end(struct srv *s);
+/* The export or client instance a handle's EXPORT_ID names for REQ's caller:
+ * when none is open, the caller's instance of each per-client export is
+ * opened (as MNT would) in case the handle is of one (after a restart).
+ * NULL when none. */
+struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id);
+/* The client union of template EX for PEER, opened (upper and work dirs
+ * created) on first use; EX itself when it is no template.  NULL with a log
+ * line when it cannot be opened. */
+struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
+				       const struct sockaddr_storage *peer);
+/* False (with a log line) when EX is a client instance but not REQ's
+ * caller's: a handle of one client's union gives another client nothing. */
+bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex);
 /* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
  * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
 const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
@@ -88,23 +170,6 @@ struct srv_cred {
 	gid_t gid;
 	uint32_t ngroups;
 	gid_t groups[16];
-};
-
-/* ---- access.c: what a client rule grants (exports(5) options) ---- */
-
-enum srv_squash {
-	SRV_SQUASH_ROOT, /* root_squash (default): uid 0 / gid 0 become anon */
-	SRV_SQUASH_ALL,	 /* all_squash: every caller becomes anon */
-	SRV_SQUASH_NONE, /* no_root_squash */
-};
-
-/* The options of one client rule, as exports(5) spells them. */
-struct srv_client_opts {
-	bool rw; /* false: ro (default) */
-	enum srv_squash squash;
-	uid_t anonuid; /* default 65534 */
-	gid_t anongid; /* default 65534 */
-	bool secure;   /* true (default): source port must be < 1024 */
 };
 
 /* Everything a handler knows about the call it serves.
@@ -196,6 +261,35 @@ void srv_ident_leave(const struct srv_ident *saved);
 bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		      struct srv_req *req, void *args, void *res);
 
+/* ---- access.c: client rules ---- */
+
+/* Parses exports(5) client rules "SPEC(opts) SPEC ..." into OUT (srv_clients_free);
+ * 0, or -EINVAL with ERR naming the problem. */
+int srv_clients_parse(const char *text, struct srv_clients *out, char *err,
+		      size_t errlen);
+void srv_clients_free(struct srv_clients *c);
+/* The rule of C for PEER whose confirmed host name is NAME (NULL: none), by
+ * exports(5) precedence; NULL when none admits it. */
+const struct srv_client_rule *srv_clients_match(const struct srv_clients *c,
+						const struct sockaddr_storage *peer,
+						const char *name);
+/* Maps CRED as O says (root_squash, all_squash; AUTH_NONE is always anon). */
+void srv_cred_squash(struct srv_cred *cred, const struct srv_client_opts *o);
+bool srv_peer_port_reserved(const struct sockaddr_storage *peer);
+int srv_names_new(struct srv_names **out);
+void srv_names_free(struct srv_names *n);
+/* PEER's host name, confirmed by a forward look-up, into BUF; false if none. */
+bool srv_peer_name(struct srv_names *n, const struct sockaddr_storage *peer, char *buf,
+		   size_t len);
+/* The rule of EX admitting PEER, its secure option checked; NULL (with a log
+ * line naming WHAT, e.g. "MNT") when the caller gets nothing. */
+const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_export *ex,
+					      const struct sockaddr_storage *peer,
+					      const char *what);
+/* The dispatcher's check before an NFS handler (the contract at srv_req):
+ * false when the call is refused, RES then holding NFS3ERR_ACCES. */
+bool srv_access_nfs(struct srv_req *req, void *args, void *res);
+
 /* ---- drc.c: the duplicate request cache ---- */
 
 /* What makes two calls the same call (drc.c, invariant 1). */
@@ -250,8 +344,24 @@ struct srv_export_opts {
 	char *workdir;
 	char **lowerdirs; /* top-most first */
 	size_t nlower;
+	/* exports(5) client rules; NULL: the loopback default (SRV_LOOPBACK_CLIENTS) */
+	char *clients;
 	int cfg_line; /* line of its [export] in --config; 0 from the flags */
 };
+
+/* Who an export serves when nothing says: this host's own callers, on a
+ * reserved port (so root on this host, who owns the layers anyway), as
+ * themselves.  README "Decisions" gives the reasons. */
+#define SRV_LOOPBACK_CLIENTS "127.0.0.0/8(rw,no_root_squash) ::1(rw,no_root_squash)"
+/* True when an upper or work dir path is a per-client template (%a, %h). */
+bool srv_is_template(const char *dir);
+/* Expands template T for client address ADDR and host name HOST (NULL: none)
+ * into OUT; false when it does not fit or needs a host name there is none
+ * of.  "%%" is a "%". */
+bool srv_template_expand(const char *t, const char *addr, const char *host, char *out,
+			 size_t len);
+int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_opts *src);
+void srv_export_opts_free(struct srv_export_opts *e);
 
 /* Everything the command line and the config file say; all strings owned. */
 struct srv_opts {
@@ -283,6 +393,12 @@ void srv_opts_free(struct srv_opts *o);
 int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen);
 /* Closes every export and the state; S may have been half-opened. */
 void srv_close(struct srv *s);
+/* Replaces S's exports with those of O while workers serve: an export whose
+ * path, layers and dirs are unchanged is kept (its client unions and mounts
+ * with it) and only takes O's client rules; others are opened or closed.
+ * Settings that need a restart (ports, bind, threads, state dir) are logged
+ * and ignored.  On failure nothing changed, ERR names the problem. */
+int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen);
 
 /* ---- pool.c: worker threads ---- */
 

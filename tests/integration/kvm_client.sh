@@ -60,6 +60,8 @@ SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$O/l1:$O/l2:$O/l3'"
 SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
 SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
 SERVER_CMD+=" --no-rpcbind"
+# the guest is no loopback client: it must be named (its root reads as root)
+SERVER_CMD+=" --clients=\"\$KVMNFS_GUEST_IP(ro,no_root_squash)\""
 
 # Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y: their NFS
 # client refuses proto=udp (EINVAL).  Its MOUNT client still speaks UDP, so with

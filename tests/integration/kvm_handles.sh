@@ -123,6 +123,7 @@ start() {
 	"$UNION_NFSD" --lowerdir="$LOWER" --upperdir="$U" --workdir="$W" \
 		--nfs-port="$KVMNFS_PORT" --mount-port="$KVMNFS_MOUNTPORT" \
 		--bind="$KVMNFS_HOST_IP" --state-dir="$KVMNFS_WORK/state" --foreground \
+		--clients="$KVMNFS_GUEST_IP(rw,no_root_squash) $KVMNFS_HOST_IP(rw,no_root_squash)" \
 		--no-rpcbind >"$T/srv-$gen.out" 2>"$T/srv-$gen.err" &
 	SRV=$!
 	for ((i = 0; i < 200; i++)); do

@@ -83,6 +83,8 @@ SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$L/l1:$L/l2:$L/l3'"
 SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
 SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
 SERVER_CMD+=" --no-rpcbind"
+# the guest is no loopback client: it must be named (its root reads as root)
+SERVER_CMD+=" --clients=\"\$KVMNFS_GUEST_IP(ro,no_root_squash)\""
 mkdir "$T/log"
 run_rc=0
 t1=$SECONDS

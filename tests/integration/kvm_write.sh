@@ -210,7 +210,8 @@ echo "layers ready after $(elapsed): $(find "$T/gen/tree" | wc -l) objects in th
 cat >"$T/server.sh" <<EOF
 '$UNION_NFSD' --lowerdir='$LT:$LM:$LR' --upperdir='$U' --workdir='$W' \\
 	--nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT --bind=\$KVMNFS_HOST_IP \\
-	--state-dir=\$KVMNFS_WORK/state --foreground --no-rpcbind &
+	--state-dir=\$KVMNFS_WORK/state --foreground --no-rpcbind \\
+	--clients="\$KVMNFS_GUEST_IP(rw,no_root_squash)" &
 p=\$!
 trap 'wait \$p; echo \$? >"$T/server.status"; exit 0' TERM
 wait \$p

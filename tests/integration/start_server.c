@@ -20,13 +20,22 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* True unless ARGS say who the clients are (see start_server.h). */
+static bool wants_test_clients(const char *const *args)
+{
+	for (size_t i = 0; args && args[i]; i++)
+		if (!strncmp(args[i], "--clients", 9) || !strncmp(args[i], "--config", 8))
+			return false;
+	return true;
+}
+
 static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
 		   const char *out_path)
 {
-	size_t n = 0;
+	size_t n = 0, k = 7;
 	while (args && args[n])
 		n++;
-	char **argv = calloc(n + 8, sizeof(*argv));
+	char **argv = calloc(n + 9, sizeof(*argv));
 	char *state_arg = NULL;
 	pid_t pid;
 	if (!argv || asprintf(&state_arg, "--state-dir=%s", state_dir) < 0) {
@@ -40,8 +49,10 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 	argv[4] = state_arg;
 	argv[5] = "--foreground";
 	argv[6] = "--no-rpcbind"; /* never touch the host's rpcbind */
+	if (wants_test_clients(args))
+		argv[k++] = "--clients=" TEST_SERVER_CLIENTS;
 	for (size_t i = 0; i < n; i++)
-		argv[7 + i] = (char *)args[i];
+		argv[k + i] = (char *)args[i];
 	pid = fork();
 	if (pid == 0) {
 		/* the server must not outlive a test that crashed or was killed (it

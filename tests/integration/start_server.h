@@ -6,12 +6,19 @@
  * stdout goes to STATE/stdout (a pipe could fill up or break), its stderr is the
  * test's.  test_server_stop() sends SIGTERM, waits 5 s, then SIGKILLs, and
  * returns how the process ended.
+ *
+ * Unless ARGS hold --clients or --config, the server is also given
+ * --clients=TEST_SERVER_CLIENTS: loopback callers as themselves from any port,
+ * since tests send hand-made calls from unreserved ports (the built-in default
+ * admits only reserved ones; tests/integration/test_access.c checks it).
  */
 #ifndef START_SERVER_H
 #define START_SERVER_H
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#define TEST_SERVER_CLIENTS "127.0.0.0/8(rw,no_root_squash,insecure)"
 
 struct test_server {
 	pid_t pid;

@@ -83,10 +83,10 @@ static inline int nfs3_fx_open(const char *prefix, bool writable,
 		fprintf(stderr, "srv_open: %s\n", err);
 		return -1;
 	}
-	if (un_root(srv.exports[0].ux, &root))
+	if (un_root(srv.exports[0]->ux, &root))
 		return -1;
 	root_fh.data.data_len =
-	    (u_int)un_handle_encode(srv.exports[0].ux, un_obj_id(root), root_fh_bytes);
+	    (u_int)un_handle_encode(srv.exports[0]->ux, un_obj_id(root), root_fh_bytes);
 	root_fh.data.data_val = (char *)root_fh_bytes;
 	un_obj_put(root);
 	return 0;

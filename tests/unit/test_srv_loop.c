@@ -166,7 +166,11 @@ static int setup(void **state)
 {
 	char err[512];
 	char *lowers[] = {lower};
-	struct srv_export_opts eo = {.path = "/", .lowerdirs = lowers, .nlower = 1};
+	/* insecure: the test's sockets are not bound to reserved ports */
+	struct srv_export_opts eo = {.path = "/",
+				     .lowerdirs = lowers,
+				     .nlower = 1,
+				     .clients = "127.0.0.1(insecure)"};
 	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
 
 	(void)state;

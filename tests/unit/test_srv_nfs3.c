@@ -197,7 +197,7 @@ static void test_null_getattr_root(void **state)
 	a = getattr(root_fh);
 	assert_int_equal(a.type, NF3DIR);
 	assert_int_equal(a.mode, 0755);
-	assert_int_equal(a.fsid, un_export_id(srv.exports[0].ux));
+	assert_int_equal(a.fsid, un_export_id(srv.exports[0]->ux));
 	assert_true(a.fileid != 0);
 }
 
@@ -304,7 +304,7 @@ static void test_bad_handles(void **state)
 	assert_int_equal(r.status, NFS3ERR_BADHANDLE);
 	/* A genuine handle of a node that never existed: stale. */
 	a.object.data.data_len =
-	    (u_int)un_handle_encode(srv.exports[0].ux, (un_id)1 << 60, bytes);
+	    (u_int)un_handle_encode(srv.exports[0]->ux, (un_id)1 << 60, bytes);
 	call(NFSPROC3_GETATTR, &a, &r);
 	assert_int_equal(r.status, NFS3ERR_STALE);
 

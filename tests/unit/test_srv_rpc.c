@@ -432,7 +432,7 @@ static void test_truncated_header(void **state)
 
 static nfs_fh3 pub_handle(uint8_t fh[UN_FH_MAX])
 {
-	struct un_export *ux = srv.exports[0].ux;
+	struct un_export *ux = srv.exports[0]->ux;
 	struct un_obj *root, *pub;
 	nfs_fh3 h;
 
@@ -559,7 +559,7 @@ static void test_mnt_root(void **state)
 	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &id),
 			 0);
-	assert_int_equal(export_id, un_export_id(srv.exports[0].ux));
+	assert_int_equal(export_id, un_export_id(srv.exports[0]->ux));
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	/* Slashes are normalised: "//" is "/". */
 	mnt("//", &reply, &res);
@@ -682,8 +682,11 @@ static void test_export_list(void **state)
 	assert_non_null(ex);
 	assert_string_equal(ex->ex_dir, "/");
 	assert_non_null(ex->ex_groups);
-	assert_string_equal(ex->ex_groups->gr_name, "*");
-	assert_null(ex->ex_groups->gr_next);
+	/* no clients given: the loopback default, a group per rule */
+	assert_string_equal(ex->ex_groups->gr_name, "127.0.0.0/8");
+	assert_non_null(ex->ex_groups->gr_next);
+	assert_string_equal(ex->ex_groups->gr_next->gr_name, "::1");
+	assert_null(ex->ex_groups->gr_next->gr_next);
 	assert_null(ex->ex_next);
 	xdr_free((xdrproc_t)xdr_exports, &ex);
 	srv_buf_free(&reply);
@@ -698,9 +701,9 @@ static void test_export_lookup(void **state)
 	assert_non_null(srv_export_by_path(&srv, "///"));
 	assert_null(srv_export_by_path(&srv, "/x"));
 	assert_null(srv_export_by_path(&srv, ""));
-	assert_ptr_equal(srv_export_by_id(&srv, un_export_id(srv.exports[0].ux)),
-			 &srv.exports[0]);
-	assert_null(srv_export_by_id(&srv, un_export_id(srv.exports[0].ux) + 1));
+	assert_ptr_equal(srv_export_by_id(&srv, un_export_id(srv.exports[0]->ux)),
+			 srv.exports[0]);
+	assert_null(srv_export_by_id(&srv, un_export_id(srv.exports[0]->ux) + 1));
 }
 
 static void test_arena(void **state)
