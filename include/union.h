@@ -155,7 +155,8 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 int un_commit(struct un_export *ex, struct un_obj *o);
 
 /* Creates a regular file.  EXCL: -EEXIST if NAME exists; otherwise an existing
- * regular file is opened (and truncated if SA sets size 0), as UNCHECKED.
+ * regular file is opened (and truncated if SA sets size 0), as UNCHECKED, and
+ * copied up if it is a lower one (as an open for writing on overlayfs).
  * SA (may be NULL) is applied to the new file. */
 int un_create(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
 	      bool excl, const struct un_sattr *sa, struct un_obj **out);

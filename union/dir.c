@@ -10,8 +10,9 @@
  *      the VFS serialises those, so its loop check stays true);
  *   3. look the names up in the merged view and decide as the same system
  *      call on an overlayfs mount would: same errno, same order of checks;
- *   4. copy up what must be in the upper: the parent directories, and a
- *      non-directory that is linked or moved;
+ *   4. copy up what must be in the upper: the parent directories, a
+ *      non-directory that is linked or moved, and an existing file that an
+ *      UNCHECKED create opens (create_existing);
  *   5. change the upper layer in one visible step (one rename, with
  *      RENAME_WHITEOUT, RENAME_EXCHANGE or RENAME_NOREPLACE); what must be
  *      ready before it shows (a white-out, an opaque directory, a file over a
@@ -619,8 +620,15 @@ static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist
 		err = verf_match(c, nb->verf);
 		err = err < 0 ? err : err ? 0 : -EEXIST;
 	}
-	if (!err && how == EXIST_OPEN && sa && sa->set_size && sa->size == 0)
-		err = un_setattr(ex, c, &trunc);
+	/* UNCHECKED stands for open(O_CREAT) of the file, which overlayfs
+	 * copies up at once when it is for writing (or O_TRUNC): a lower file
+	 * with hard links then parts from its other names now, not at its first
+	 * change.  NFS does not say what the open is for; a read-only
+	 * open(O_CREAT) is rare, and a client opens for writing what it
+	 * creates. */
+	if (!err && how == EXIST_OPEN)
+		err = sa && sa->set_size && sa->size == 0 ? un_setattr(ex, c, &trunc)
+							  : un_open_write(ex, c);
 	if (!err)
 		*out = un_obj_get(c);
 	return err;

@@ -415,7 +415,13 @@ int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *nam
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 
 /* ---- write.c: attributes and data ----
- * Only the functions of union.h (un_setattr, un_write, un_commit). */
+ * Besides the functions of union.h (un_setattr, un_write, un_commit): */
+
+/* What opening O for writing does on overlayfs (un_create of an existing
+ * file): a lower regular file is copied up now, not at its first change, if
+ * the caller may write it.  0 also when nothing was copied (not a lower
+ * regular file, or the caller may not write it). */
+int un_open_write(struct un_export *ex, struct un_obj *o);
 
 /* ---- readdir.c: merged listings ---- */
 

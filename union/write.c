@@ -6,6 +6,8 @@
  * would on an overlayfs mount (the copy-up itself changes nothing the
  * caller can see).  The O_PATH descriptor of the object pins the inode the
  * lookup found; data calls reopen it through /proc with the mode they need.
+ * An open for writing copies up as well (un_open_write), as overlayfs does
+ * at open(2): the NFS form of it is an UNCHECKED CREATE of an existing file.
  *
  * Durability: UN_DATA_SYNC is fdatasync, UN_FILE_SYNC fsync, and both sync
  * the node table (so the handle the client holds survives a crash with the
@@ -134,6 +136,21 @@ int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa
 	if (!err)
 		err = un_copyup(ex, o);
 	return err ? err : setattr_upper(o, sa);
+}
+
+int un_open_write(struct un_export *ex, struct un_obj *o)
+{
+	int err;
+
+	if (!S_ISREG(o->type) || !un_export_writable(ex) || un_obj_upper(ex, o))
+		return 0;
+	/* On overlayfs the open itself fails then, before any copy-up; an NFS
+	 * CREATE of an existing file opens nothing, and the WRITE that follows
+	 * gets the error. */
+	err = may_modify(o, NULL);
+	if (err == -EACCES)
+		return 0;
+	return err ? err : un_copyup(ex, o);
 }
 
 /* Makes what FD holds as durable as HOW asks, and with any stable write the

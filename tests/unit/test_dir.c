@@ -697,6 +697,7 @@ static void test_creds(void **state)
 struct denied {
 	struct fx *fx;
 	int rm_lower, rm_upper, mkdir_over, rename_wh, write_other, write_own;
+	int open_other; /* an UNCHECKED create of d/lower */
 };
 
 /* As fsuid/fsgid 4242: what the permissions of the merged tree refuse. */
@@ -715,6 +716,15 @@ static void *denied_main(void *arg)
 	d->write_other = t_walk(d->fx, "d/lower", &o);
 	if (!d->write_other)
 		d->write_other = (int)un_write(d->fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c);
+	un_obj_put(o);
+	o = NULL;
+	d->open_other = t_walk(d->fx, "d", &o);
+	if (!d->open_other) {
+		struct un_obj *f = NULL;
+
+		d->open_other = un_create(d->fx->ex, o, "lower", 0644, false, NULL, &f);
+		un_obj_put(f);
+	}
 	un_obj_put(o);
 	o = NULL;
 	d->write_own = t_walk(d->fx, "own/g", &o);
@@ -746,6 +756,8 @@ static void test_creds_denied(void **state)
 	assert_int_equal(d.mkdir_over, -EACCES); /* built in the work dir: checked */
 	assert_int_equal(d.rename_wh, 0);	 /* own dir: a white-out is left */
 	assert_int_equal(d.write_other, -EACCES);
+	/* no error (the WRITE that follows gets it), and no copy-up */
+	assert_int_equal(d.open_other, 0);
 	assert_false(w_exists(fx, "u/d/lower")); /* refused before any copy-up */
 	assert_int_equal(d.write_own, 1);
 	t_list_eq(fx, "d", "lower,upper");
@@ -1035,6 +1047,51 @@ static void test_oracle_link_attrs(void **state)
 	ORACLE(state, ops);
 }
 
+/* SIDE/TO as a second name of SIDE/FROM. */
+static void link_in(struct fx *fx, const char *side, const char *from, const char *to)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	snprintf(a, sizeof(a), "%s/%s/%s", fx->base, side, from);
+	snprintf(b, sizeof(b), "%s/%s/%s", fx->base, side, to);
+	if (link(a, b))
+		fail_msg("link %s: %s", b, strerror(errno));
+}
+
+/* Lower files with a second name: l2/a/c = l2/g/c, l1/f = l1/f2. */
+static void populate_links(struct fx *fx, const char *side)
+{
+	char p[PATH_MAX];
+
+#define P(rel) (snprintf(p, sizeof(p), "%s/%s", side, rel), p)
+	t_mkdir(fx, P("u"));
+	t_mkdir(fx, P("w"));
+	t_file(fx, P("l2/a/c"), "two names in l2");
+	t_mkdir(fx, P("l2/g"));
+	t_file(fx, P("l1/b"), "one name in l1");
+	t_file(fx, P("l2/d/x"), "in a lower-only dir");
+	t_file(fx, P("l1/f"), "two names in l1");
+#undef P
+	link_in(fx, side, "l2/a/c", "l2/g/c");
+	link_in(fx, side, "l1/f", "l1/f2");
+}
+
+/* An UNCHECKED create of an existing file opens it for writing, which
+ * overlayfs copies up there and then: the name of a lower pair parts from
+ * the other (nlink 1 and 2, each its own file from then on). */
+static void test_oracle_create_unchecked(void **state)
+{
+	static const struct w_op ops[] = {
+	    {'C', "a/c", 0, 0600}, {'w', "g/c", 0, 0, "G"}, {'C', "b", 0, 0600},
+	    {'C', "d/x", 0, 0644}, {'C', "f2", 0, 0644},    {'C', "f2", 0, 0644},
+	    {'w', "f", 0, 0, "F"}, {'C', "new", 0, 0640},   {'C', "new", 0, 0600},
+	    {'c', "a/c", 0, 0600},
+	};
+
+	if (!w_oracle(*state, populate_links, ops, sizeof(ops) / sizeof(ops[0])))
+		skip();
+}
+
 /* ---- random sequences against kernel overlayfs ---- */
 
 static void populate_rand(struct fx *fx, const char *side)
@@ -1214,6 +1271,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_oracle_over_whiteouts, w_setup,
 					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_link_attrs, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_oracle_create_unchecked, w_setup,
+					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_random, w_setup, w_teardown),
 	};
 

@@ -444,7 +444,8 @@ static inline int w_engine_rename(struct fx *fx, const struct w_op *op)
 	return rc;
 }
 
-/* Operations that name one new or removed entry of a directory. */
+/* Operations that name one new or removed entry of a directory ('c' an
+ * exclusive create, 'C' an UNCHECKED one: open(O_CREAT) for writing). */
 static inline int w_engine_name(struct fx *fx, const struct w_op *op)
 {
 	struct un_obj *dir = NULL, *o = NULL;
@@ -455,7 +456,8 @@ static inline int w_engine_name(struct fx *fx, const struct w_op *op)
 		return rc;
 	switch (op->op) {
 	case 'c':
-		rc = un_create(fx->ex, dir, name, (mode_t)op->n, true, NULL, &o);
+	case 'C':
+		rc = un_create(fx->ex, dir, name, (mode_t)op->n, op->op == 'c', NULL, &o);
 		break;
 	case 'm':
 		rc = un_mkdir(fx->ex, dir, name, (mode_t)op->n, &o);
@@ -524,8 +526,12 @@ static inline int w_apply_kernel(const char *mnt, const struct w_op *op)
 	snprintf(b, sizeof(b), "%s/%s", mnt, op->b ? op->b : "");
 	switch (op->op) {
 	case 'c':
+	case 'C':
 	case 'w':
-		fd = open(a, op->op == 'c' ? O_CREAT | O_EXCL | O_WRONLY : O_WRONLY,
+		fd = open(a,
+			  op->op == 'c'	  ? O_CREAT | O_EXCL | O_WRONLY
+			  : op->op == 'C' ? O_CREAT | O_WRONLY
+					  : O_WRONLY,
 			  (mode_t)op->n);
 		if (fd < 0)
 			return -errno;
