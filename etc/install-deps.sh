@@ -16,6 +16,8 @@ PKGS=(
 	qemu-system-x86 busybox-static xz-utils
 	# the thin-client write test boots a Debian root (with gcc) served by union-nfsd
 	debootstrap
+	# the fuzz target (fuzz/): clang with libFuzzer's runtime
+	clang libclang-rt-14-dev
 	# reference server for the test tools and the benchmark
 	nfs-ganesha nfs-ganesha-vfs rpcbind
 )

@@ -12,4 +12,5 @@ target_compile_options(test_contain PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 add_test(NAME integration/contain
          COMMAND test_contain $<TARGET_FILE:union-nfsd>)
 set_tests_properties(integration/contain PROPERTIES
-  LABELS integration TIMEOUT 120)
+  LABELS integration TIMEOUT 120
+  ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
