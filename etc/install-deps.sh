@@ -20,6 +20,8 @@ PKGS=(
 	clang libclang-rt-14-dev
 	# reference server for the test tools and the benchmark
 	nfs-ganesha nfs-ganesha-vfs rpcbind
+	# bench/run.sh: the loopback TCP limit, the reflink filesystem for copy-up
+	iperf3 xfsprogs
 )
 [ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root" >&2; exit 1; }
 missing=()

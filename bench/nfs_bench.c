@@ -1,0 +1,1564 @@
+/* nfs_bench - an NFSv3 load client on libnfs' raw async API.
+ *
+ *   nfs_bench [OPTIONS] WORKLOAD          against a server
+ *   nfs_bench genfile PATH BYTES          write the pattern file the
+ *                                         read and copy-up workloads check
+ *   nfs_bench memcpy [MIB]                memcpy bandwidth of this machine
+ *
+ * Workloads (each checks what it got, so that a fast wrong answer fails):
+ *   null         NULL calls
+ *   getattr      GETATTR of the files DIR/f00000.. (handles looked up first,
+ *                untimed); each size must be index % 997
+ *   lookup       LOOKUP in DIR of f%05d (must exist, size index % 997), and of
+ *                gone%05d and stale%05d (must be NFS3ERR_NOENT: in the 4-layer
+ *                union they are hidden by white-outs and an opaque directory)
+ *   readdirplus  whole listings of DIR, one page at a time (a listing is a
+ *                chain of cookies); exactly file0000000..file{N-1} must come
+ *                back, once each, each with attributes and a handle
+ *   createremove CREATE (GUARDED) then REMOVE of a name, COUNT pairs, in a
+ *                fresh directory DIR/NAME that must be empty at the end
+ *   smallfiles   CREATE, 4 KiB WRITE (UNSTABLE), COMMIT of COUNT files in a
+ *                fresh directory DIR/NAME; afterwards every file is listed
+ *                and read back
+ *   write        sequential WRITEs (UNSTABLE) of SIZE bytes to a new file
+ *                DIR/NAME, then COMMIT; one write verifier throughout; then
+ *                the size and every byte are read back
+ *   read         sequential READs of DIR/NAME (SIZE bytes of the pattern);
+ *                every byte is compared
+ *   copyup       one 1-byte WRITE (UNSTABLE) in the middle of DIR/NAME, a
+ *                lower file of SIZE bytes in a union (its first change copies
+ *                it up); timed alone; then the byte, its neighbours, the
+ *                first and last chunks and the size are read back
+ *
+ * Design notes
+ * ------------
+ * A workload is a set of items (calls, pairs, chunks) run by DEPTH slots;
+ * each slot holds at most one call in flight, and when its item's last call
+ * is answered it takes the next item.  The slots are spread over CONNS TCP
+ * connections, all serviced by one poll loop.  With --pid, the server's
+ * utime+stime (/proc/PID/stat) is read just before and after the timed part
+ * only: set-up and checks are not charged to the server.
+ *
+ *  1. Nothing outside the timed part is counted: handle look-ups, directory
+ *     creation and every check run before start_clock or after stop_clock.
+ *  2. Any wrong answer (status, count, size, byte, verifier, name) stops the
+ *     run and exits 1 with one line saying what was wrong.
+ *  3. The file pattern is a function of the file offset (and a seed), so any
+ *     chunk can be generated or checked on its own, in any order.
+ *
+ * Output: one line "RESULT workload=W ops=N secs=S rate=R unit=U cpu_s=C
+ * cpu_us_per_op=P io=B" (cpu fields -1 without --pid).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nfsc/libnfs.h>
+
+#include <nfsc/libnfs-raw-mount.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <nfsc/libnfs-raw.h>
+
+#define ATTR_MOD   997 /* sizes of DIR/f%05d in the getattr/lookup data */
+#define SMALL_SIZE 4096
+#define MAX_IO	   (1u << 20) /* libnfs 4 refuses larger replies */
+#define STALL_SECS 120
+
+struct fh {
+	unsigned len;
+	char data[NFS3_FHSIZE];
+};
+
+struct bench;
+
+struct slot {
+	struct bench *b;
+	struct rpc_context *rpc;
+	uint64_t item;
+	int step;
+	struct fh fh; /* the file this item made (smallfiles) */
+	char verf[NFS3_WRITEVERFSIZE];
+};
+
+/* Issues the first call of ITEM on slot S; returns 0 or -1. */
+typedef int (*issue_fn)(struct slot *s);
+
+struct bench {
+	/* options */
+	const char *host, *export, *dir, *name, *workload;
+	int nfs_port, mount_port, depth, nconn, passes, pid;
+	uint64_t count, files, size;
+	unsigned io;
+	/* connections */
+	struct rpc_context **rpc;
+	struct fh root, dirfh, file;
+	/* the run */
+	struct slot *slots;
+	issue_fn issue;
+	uint64_t next, total, answered;
+	int busy;
+	bool failed;
+	char why[512];
+	/* workload state */
+	struct fh *handles;  /* getattr: DIR/f%05d; smallfiles: the files */
+	unsigned char *seen; /* readdirplus / smallfiles listing: one per name */
+	uint64_t listed;     /* entries listed */
+	char verf[NFS3_WRITEVERFSIZE];
+	bool have_verf;
+	bool collect;  /* lookup: fill handles[] from f%05d */
+	uint64_t seed; /* pattern seed of the item being read */
+	void *out;     /* where a set-up call's answer goes */
+	char *buf;     /* one chunk of pattern for WRITE */
+	/* timing */
+	double t0, t1;
+	long long cpu0, cpu1;
+};
+
+/* ---- failure and time ---- */
+
+static void fail(struct bench *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (b->failed)
+		return;
+	b->failed = true;
+	va_start(ap, fmt);
+	vsnprintf(b->why, sizeof(b->why), fmt, ap);
+	va_end(ap);
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* utime+stime of PID in clock ticks (all threads), or -1. */
+static long long cpu_ticks(int pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* the command name may hold spaces and parentheses: skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+static void start_clock(struct bench *b)
+{
+	b->cpu0 = cpu_ticks(b->pid);
+	b->t0 = now();
+}
+
+static void stop_clock(struct bench *b)
+{
+	b->t1 = now();
+	b->cpu1 = cpu_ticks(b->pid);
+}
+
+/* ---- the pattern (invariant 3) ---- */
+
+static uint64_t pattern_word(uint64_t seed, uint64_t off)
+{
+	return ((off / 8) + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
+}
+
+/* Fills LEN bytes at file offset OFF (both multiples of 8). */
+static void pattern_fill(char *buf, uint64_t seed, uint64_t off, size_t len)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w = pattern_word(seed, off + i);
+
+		memcpy(buf + i, &w, 8);
+	}
+}
+
+/* Index of the first byte of BUF (file offset OFF) that differs, or -1. */
+static long long pattern_check(const char *buf, uint64_t seed, uint64_t off, size_t len)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w = pattern_word(seed, off + i);
+		size_t n = len - i < 8 ? len - i : 8;
+
+		if (memcmp(buf + i, &w, n))
+			return (long long)i;
+	}
+	return -1;
+}
+
+/* ---- connections and the poll loop ---- */
+
+struct wait {
+	bool done;
+	int status;
+	void *data;
+	void (*keep)(struct bench *b, void *data);
+	struct bench *b;
+};
+
+static void on_wait(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct wait *w = priv;
+
+	(void)rpc;
+	w->done = true;
+	w->status = status;
+	if (status == RPC_STATUS_SUCCESS && w->keep)
+		w->keep(w->b, data);
+	else if (status != RPC_STATUS_SUCCESS && w->b)
+		fail(w->b, "rpc error: %s", data ? (const char *)data : "?");
+}
+
+/* Services every connection until DONE says so or the run failed. */
+static int loop(struct bench *b, bool (*done)(struct bench *b, void *arg), void *arg)
+{
+	struct pollfd pfd[64];
+	double last = now();
+	uint64_t seen = b->answered;
+
+	while (!b->failed && !done(b, arg)) {
+		for (int i = 0; i < b->nconn; i++) {
+			pfd[i].fd = rpc_get_fd(b->rpc[i]);
+			pfd[i].events = (short)rpc_which_events(b->rpc[i]);
+			pfd[i].revents = 0;
+		}
+		if (poll(pfd, (nfds_t)b->nconn, 1000) < 0 && errno != EINTR) {
+			fail(b, "poll: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < b->nconn && !b->failed; i++)
+			if (pfd[i].revents && rpc_service(b->rpc[i], pfd[i].revents) < 0)
+				fail(b, "connection %d: %s", i, rpc_get_error(b->rpc[i]));
+		if (b->answered != seen) {
+			seen = b->answered;
+			last = now();
+		} else if (now() - last > STALL_SECS) {
+			fail(b, "no answer for %d s", STALL_SECS);
+		}
+	}
+	return b->failed ? -1 : 0;
+}
+
+static bool wait_done(struct bench *b, void *arg)
+{
+	(void)b;
+	return ((struct wait *)arg)->done;
+}
+
+/* One call at a time on connection 0: the set-up and check steps. */
+static int sync_wait(struct bench *b, struct wait *w, int queued)
+{
+	if (queued) {
+		fail(b, "cannot queue a call: %s", rpc_get_error(b->rpc[0]));
+		return -1;
+	}
+	b->answered++;
+	return loop(b, wait_done, w);
+}
+
+static struct rpc_context *connect_prog(struct bench *b, int port, int prog)
+{
+	struct rpc_context *rpc = rpc_init_context();
+	struct wait w = {.b = b};
+
+	if (!rpc)
+		return NULL;
+	if (rpc_connect_port_async(rpc, b->host, port, prog, 3, on_wait, &w)) {
+		rpc_destroy_context(rpc);
+		return NULL;
+	}
+	while (!w.done) {
+		struct pollfd p = {.fd = rpc_get_fd(rpc),
+				   .events = (short)rpc_which_events(rpc)};
+
+		if ((poll(&p, 1, 1000) < 0 && errno != EINTR) ||
+		    rpc_service(rpc, p.revents) < 0)
+			break;
+	}
+	if (!w.done || w.status != RPC_STATUS_SUCCESS) {
+		rpc_destroy_context(rpc);
+		return NULL;
+	}
+	return rpc;
+}
+
+static nfs_fh3 fh3(const struct fh *f)
+{
+	return (nfs_fh3){.data = {.data_len = f->len, .data_val = (char *)f->data}};
+}
+
+static int fh_set(struct fh *f, const nfs_fh3 *h)
+{
+	if (h->data.data_len > sizeof(f->data))
+		return -1;
+	f->len = h->data.data_len;
+	memcpy(f->data, h->data.data_val, f->len);
+	return 0;
+}
+
+static void keep_mnt(struct bench *b, void *data)
+{
+	mountres3 *r = data;
+
+	if (r->fhs_status != MNT3_OK ||
+	    fh_set(&b->root, (nfs_fh3 *)&r->mountres3_u.mountinfo.fhandle))
+		fail(b, "MNT %s: status %d", b->export, (int)r->fhs_status);
+}
+
+static void keep_fsinfo(struct bench *b, void *data)
+{
+	FSINFO3res *r = data;
+	unsigned m;
+
+	if (r->status != NFS3_OK) {
+		fail(b, "FSINFO: status %d", (int)r->status);
+		return;
+	}
+	m = r->FSINFO3res_u.resok.rtmax < r->FSINFO3res_u.resok.wtmax
+		? r->FSINFO3res_u.resok.rtmax
+		: r->FSINFO3res_u.resok.wtmax;
+	if (m && m < b->io)
+		b->io = m & ~7u;
+}
+
+/* Mounts the export and opens CONNS NFS connections. */
+static int connect_all(struct bench *b)
+{
+	struct rpc_context *mnt = connect_prog(b, b->mount_port, 100005);
+	struct wait w = {.b = b, .keep = keep_mnt};
+	int err;
+
+	if (!mnt) {
+		fail(b, "cannot connect to MOUNT on port %d", b->mount_port);
+		return -1;
+	}
+	b->rpc = calloc((size_t)b->nconn, sizeof(*b->rpc));
+	if (!b->rpc) {
+		rpc_destroy_context(mnt);
+		return -1;
+	}
+	b->rpc[0] = mnt;
+	b->nconn = 1; /* loop() services the MOUNT connection alone for now */
+	err = sync_wait(b, &w, rpc_mount3_mnt_async(mnt, on_wait, (char *)b->export, &w));
+	b->nconn = 0;
+	rpc_destroy_context(mnt);
+	return err;
+}
+
+static int open_nfs(struct bench *b, int nconn)
+{
+	struct wait w = {.b = b, .keep = keep_fsinfo};
+	FSINFO3args a = {.fsroot = fh3(&b->root)};
+
+	for (int i = 0; i < nconn; i++) {
+		b->rpc[i] = connect_prog(b, b->nfs_port, 100003);
+		if (!b->rpc[i]) {
+			fail(b, "cannot connect to NFS on port %d", b->nfs_port);
+			return -1;
+		}
+		b->nconn = i + 1;
+	}
+	return sync_wait(b, &w, rpc_nfs3_fsinfo_async(b->rpc[0], on_wait, &a, &w));
+}
+
+/* ---- single calls for set-up and checks ---- */
+
+struct lookup_out {
+	struct fh *fh;
+	nfsstat3 status;
+	fattr3 attr;
+	bool have_attr;
+};
+
+static void keep_lookup(struct bench *b, void *data)
+{
+	LOOKUP3res *r = data;
+	struct lookup_out *o = b->out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	fh_set(o->fh, &r->LOOKUP3res_u.resok.object);
+	o->have_attr = r->LOOKUP3res_u.resok.obj_attributes.attributes_follow;
+	if (o->have_attr)
+		o->attr = r->LOOKUP3res_u.resok.obj_attributes.post_op_attr_u.attributes;
+}
+
+static int lookup1(struct bench *b, const struct fh *dir, const char *name,
+		   struct fh *out, fattr3 *attr)
+{
+	struct lookup_out o = {.fh = out};
+	struct wait w = {.b = b, .keep = keep_lookup};
+	LOOKUP3args a = {.what = {.dir = fh3(dir), .name = (char *)name}};
+
+	b->out = &o;
+	if (sync_wait(b, &w, rpc_nfs3_lookup_async(b->rpc[0], on_wait, &a, &w)))
+		return -1;
+	b->out = NULL;
+	if (o.status != NFS3_OK) {
+		fail(b, "LOOKUP %s: status %d", name, (int)o.status);
+		return -1;
+	}
+	if (attr && o.have_attr)
+		*attr = o.attr;
+	return 0;
+}
+
+/* Resolves a '/'-separated PATH below the root. */
+static int lookup_path(struct bench *b, const char *path, struct fh *out)
+{
+	char copy[1024], *save = NULL;
+	struct fh cur = b->root;
+
+	snprintf(copy, sizeof(copy), "%s", path);
+	for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save))
+		if (lookup1(b, &cur, c, &cur, NULL))
+			return -1;
+	*out = cur;
+	return 0;
+}
+
+static fattr3 got_attr;
+
+static void keep_getattr(struct bench *b, void *data)
+{
+	GETATTR3res *r = data;
+
+	if (r->status != NFS3_OK)
+		fail(b, "GETATTR: status %d", (int)r->status);
+	else
+		got_attr = r->GETATTR3res_u.resok.obj_attributes;
+}
+
+static int getattr1(struct bench *b, const struct fh *f, fattr3 *attr)
+{
+	struct wait w = {.b = b, .keep = keep_getattr};
+	GETATTR3args a = {.object = fh3(f)};
+
+	if (sync_wait(b, &w, rpc_nfs3_getattr_async(b->rpc[0], on_wait, &a, &w)))
+		return -1;
+	*attr = got_attr;
+	return 0;
+}
+
+static struct fh *made_fh;
+
+static void keep_create(struct bench *b, void *data)
+{
+	CREATE3res *r = data;
+
+	if (r->status != NFS3_OK)
+		fail(b, "CREATE/MKDIR %s: status %d", b->name, (int)r->status);
+	else if (!r->CREATE3res_u.resok.obj.handle_follows)
+		fail(b, "CREATE/MKDIR %s: no handle", b->name);
+	else
+		fh_set(made_fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
+}
+
+static void keep_mkdir(struct bench *b, void *data)
+{
+	MKDIR3res *r = data;
+
+	if (r->status != NFS3_OK)
+		fail(b, "MKDIR %s: status %d", b->name, (int)r->status);
+	else if (!r->MKDIR3res_u.resok.obj.handle_follows)
+		fail(b, "MKDIR %s: no handle", b->name);
+	else
+		fh_set(made_fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
+}
+
+static int mkdir1(struct bench *b, const struct fh *dir, const char *name, struct fh *out)
+{
+	struct wait w = {.b = b, .keep = keep_mkdir};
+	MKDIR3args a = {.where = {.dir = fh3(dir), .name = (char *)name}};
+
+	a.attributes.mode.set_it = 1;
+	a.attributes.mode.set_mode3_u.mode = 0755;
+	made_fh = out;
+	return sync_wait(b, &w, rpc_nfs3_mkdir_async(b->rpc[0], on_wait, &a, &w));
+}
+
+static int create1(struct bench *b, const struct fh *dir, const char *name,
+		   struct fh *out)
+{
+	struct wait w = {.b = b, .keep = keep_create};
+	CREATE3args a = {.where = {.dir = fh3(dir), .name = (char *)name}};
+
+	a.how.mode = UNCHECKED;
+	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+	a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	made_fh = out;
+	return sync_wait(b, &w, rpc_nfs3_create_async(b->rpc[0], on_wait, &a, &w));
+}
+
+static void keep_commit(struct bench *b, void *data)
+{
+	COMMIT3res *r = data;
+
+	if (r->status != NFS3_OK)
+		fail(b, "COMMIT: status %d", (int)r->status);
+	else if (b->have_verf &&
+		 memcmp(b->verf, r->COMMIT3res_u.resok.verf, NFS3_WRITEVERFSIZE))
+		fail(b, "COMMIT: verifier differs from the WRITEs' (data lost)");
+}
+
+static int commit1(struct bench *b, const struct fh *f)
+{
+	struct wait w = {.b = b, .keep = keep_commit};
+	COMMIT3args a = {.file = fh3(f)};
+
+	return sync_wait(b, &w, rpc_nfs3_commit_async(b->rpc[0], on_wait, &a, &w));
+}
+
+/* ---- the slot engine ---- */
+
+static bool all_idle(struct bench *b, void *arg)
+{
+	(void)arg;
+	return b->busy == 0;
+}
+
+/* The slot's item is answered in full: take the next one or go idle. */
+static void slot_next(struct slot *s)
+{
+	struct bench *b = s->b;
+
+	if (b->failed || b->next >= b->total) {
+		b->busy--;
+		return;
+	}
+	s->item = b->next++;
+	s->step = 0;
+	if (b->issue(s)) {
+		fail(b, "cannot queue a call: %s", rpc_get_error(s->rpc));
+		b->busy--;
+	}
+}
+
+/* Every reply goes through here first; returns false when the slot is done
+ * (a transport error or a failed run). */
+static bool slot_answered(struct slot *s, int status, void *data)
+{
+	s->b->answered++;
+	if (status != RPC_STATUS_SUCCESS)
+		fail(s->b, "rpc error: %s", data ? (const char *)data : "cancelled");
+	if (s->b->failed) {
+		s->b->busy--;
+		return false;
+	}
+	return true;
+}
+
+/* Continues with the slot's next step: ISSUED is the queue call's result. */
+static void slot_continue(struct slot *s, int queued)
+{
+	if (queued) {
+		fail(s->b, "cannot queue a call: %s", rpc_get_error(s->rpc));
+		s->b->busy--;
+	}
+}
+
+/* Runs TOTAL items with ISSUE on DEPTH slots over every connection. */
+static int run_items(struct bench *b, issue_fn issue, uint64_t total, int depth)
+{
+	b->issue = issue;
+	b->next = 0;
+	b->total = total;
+	b->busy = depth;
+	for (int i = 0; i < depth; i++) {
+		b->slots[i] = (struct slot){.b = b, .rpc = b->rpc[i % b->nconn]};
+		slot_next(&b->slots[i]);
+	}
+	return loop(b, all_idle, NULL);
+}
+
+/* ---- null ---- */
+
+static void on_null(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	(void)rpc;
+	if (slot_answered(priv, status, data))
+		slot_next(priv);
+}
+
+static int issue_null(struct slot *s)
+{
+	return rpc_nfs3_null_async(s->rpc, on_null, s);
+}
+
+/* ---- getattr and lookup over DIR/f%05d ---- */
+
+static void attr_name(char *buf, size_t len, uint64_t item, uint64_t files, int *expect)
+{
+	uint64_t i = item % files;
+
+	/* one in eight names is hidden in the 4-layer union (white-out), one in
+	 * eight lives only below its opaque directory: both must be NOENT */
+	if (item % 8 == 6) {
+		snprintf(buf, len, "gone%05" PRIu64, i);
+		*expect = NFS3ERR_NOENT;
+	} else if (item % 8 == 7) {
+		snprintf(buf, len, "stale%05" PRIu64, i);
+		*expect = NFS3ERR_NOENT;
+	} else {
+		snprintf(buf, len, "f%05" PRIu64, i);
+		*expect = NFS3_OK;
+	}
+}
+
+static bool check_attr(struct bench *b, const fattr3 *a, uint64_t i, const char *what)
+{
+	if (a->type != NF3REG || a->size != i % ATTR_MOD) {
+		fail(b,
+		     "%s f%05" PRIu64 ": type %d size %" PRIu64
+		     ", want a file of %" PRIu64,
+		     what, i, (int)a->type, (uint64_t)a->size, i % ATTR_MOD);
+		return false;
+	}
+	return true;
+}
+
+static void on_lookup(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	LOOKUP3res *r = data;
+	char name[32];
+	int expect;
+	bool collect = b->collect;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (collect)
+		expect = NFS3_OK, snprintf(name, sizeof(name), "f%05" PRIu64, s->item);
+	else
+		attr_name(name, sizeof(name), s->item, b->files, &expect);
+	if ((int)r->status != expect) {
+		fail(b, "LOOKUP %s: status %d, want %d", name, (int)r->status, expect);
+	} else if (expect == NFS3_OK) {
+		post_op_attr *pa = &r->LOOKUP3res_u.resok.obj_attributes;
+
+		if (pa->attributes_follow)
+			check_attr(b, &pa->post_op_attr_u.attributes, s->item % b->files,
+				   "LOOKUP");
+		if (collect &&
+		    fh_set(&b->handles[s->item], &r->LOOKUP3res_u.resok.object))
+			fail(b, "LOOKUP %s: handle too long", name);
+	}
+	slot_next(s);
+}
+
+static int issue_lookup(struct slot *s)
+{
+	struct bench *b = s->b;
+	char name[32];
+	int expect;
+	LOOKUP3args a = {.what = {.dir = fh3(&b->dirfh), .name = name}};
+
+	if (b->collect)
+		snprintf(name, sizeof(name), "f%05" PRIu64, s->item);
+	else
+		attr_name(name, sizeof(name), s->item, b->files, &expect);
+	return rpc_nfs3_lookup_async(s->rpc, on_lookup, &a, s);
+}
+
+static void on_getattr(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	GETATTR3res *r = data;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK)
+		fail(s->b, "GETATTR: status %d", (int)r->status);
+	else
+		check_attr(s->b, &r->GETATTR3res_u.resok.obj_attributes,
+			   s->item % s->b->files, "GETATTR");
+	slot_next(s);
+}
+
+static int issue_getattr(struct slot *s)
+{
+	struct bench *b = s->b;
+	GETATTR3args a = {.object = fh3(&b->handles[s->item % b->files])};
+
+	return rpc_nfs3_getattr_async(s->rpc, on_getattr, &a, s);
+}
+
+/* Looks up every DIR/f%05d (untimed) so that GETATTR has the handles. */
+static int collect_handles(struct bench *b)
+{
+	b->handles = calloc(b->files, sizeof(*b->handles));
+	if (!b->handles)
+		return -1;
+	b->collect = true;
+	if (run_items(b, issue_lookup, b->files, b->depth))
+		return -1;
+	b->collect = false;
+	return 0;
+}
+
+/* ---- readdirplus: a listing is sequential (each page needs the cookie) ---- */
+
+struct page {
+	uint64_t cookie;
+	char verf[NFS3_COOKIEVERFSIZE];
+	bool eof;
+	const char *prefix; /* names must be PREFIX + decimal index */
+	bool need_attr;
+};
+
+/* Records one listed NAME; returns false (and fails) on a wrong one. */
+static bool list_name(struct bench *b, const char *name, const char *prefix,
+		      const fattr3 *attr, const nfs_fh3 *h)
+{
+	size_t pl = strlen(prefix);
+	char *end;
+	unsigned long long i;
+
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return true;
+	i = strncmp(name, prefix, pl) ? ~0ull : strtoull(name + pl, &end, 10);
+	if (i >= b->files || *end) {
+		fail(b, "listing: unexpected name %s", name);
+		return false;
+	}
+	if (b->seen[i]) {
+		fail(b, "listing: %s twice", name);
+		return false;
+	}
+	b->seen[i] = 1;
+	b->listed++;
+	if (b->handles && h && fh_set(&b->handles[i], h))
+		fail(b, "listing: handle of %s too long", name);
+	if (attr && b->size && attr->size != b->size)
+		fail(b, "listing: %s has size %" PRIu64 ", want %" PRIu64, name,
+		     (uint64_t)attr->size, b->size);
+	return !b->failed;
+}
+
+static void keep_rdp(struct bench *b, void *data)
+{
+	READDIRPLUS3res *r = data;
+	struct page *p = b->out;
+
+	if (r->status != NFS3_OK) {
+		fail(b, "READDIRPLUS: status %d", (int)r->status);
+		return;
+	}
+	for (entryplus3 *e = r->READDIRPLUS3res_u.resok.reply.entries; e;
+	     e = e->nextentry) {
+		bool dot = !strcmp(e->name, ".") || !strcmp(e->name, "..");
+
+		if (!dot && (!e->name_attributes.attributes_follow ||
+			     !e->name_handle.handle_follows)) {
+			fail(b, "READDIRPLUS: %s without attributes or handle", e->name);
+			return;
+		}
+		if (!list_name(b, e->name, p->prefix,
+			       dot ? NULL : &e->name_attributes.post_op_attr_u.attributes,
+			       dot ? NULL : &e->name_handle.post_op_fh3_u.handle))
+			return;
+		p->cookie = e->cookie;
+	}
+	memcpy(p->verf, r->READDIRPLUS3res_u.resok.cookieverf, NFS3_COOKIEVERFSIZE);
+	p->eof = r->READDIRPLUS3res_u.resok.reply.eof;
+}
+
+/* Lists DIR once; the names must be PREFIX0..PREFIX{files-1}, each once. */
+static int list_dir(struct bench *b, const char *prefix, uint64_t *pages)
+{
+	struct page p = {.prefix = prefix};
+
+	memset(b->seen, 0, b->files);
+	b->listed = 0;
+	b->out = &p;
+	while (!p.eof) {
+		struct wait w = {.b = b, .keep = keep_rdp};
+		READDIRPLUS3args a = {.dir = fh3(&b->dirfh),
+				      .cookie = p.cookie,
+				      .dircount = 16384,
+				      .maxcount = 65536};
+
+		memcpy(a.cookieverf, p.verf, NFS3_COOKIEVERFSIZE);
+		if (sync_wait(b, &w,
+			      rpc_nfs3_readdirplus_async(b->rpc[0], on_wait, &a, &w)))
+			return -1;
+		(*pages)++;
+	}
+	b->out = NULL;
+	if (b->listed != b->files) {
+		fail(b, "listing: %" PRIu64 " names, want %" PRIu64, b->listed, b->files);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- create + remove pairs ---- */
+
+static void on_pair(struct rpc_context *rpc, int status, void *data, void *priv);
+
+static int issue_pair(struct slot *s)
+{
+	struct bench *b = s->b;
+	char name[32];
+	int err;
+
+	snprintf(name, sizeof(name), "n%07" PRIu64, s->item);
+	if (s->step == 0) {
+		CREATE3args a = {.where = {.dir = fh3(&b->file), .name = name}};
+
+		a.how.mode = GUARDED;
+		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+		err = rpc_nfs3_create_async(s->rpc, on_pair, &a, s);
+	} else {
+		REMOVE3args a = {.object = {.dir = fh3(&b->file), .name = name}};
+
+		err = rpc_nfs3_remove_async(s->rpc, on_pair, &a, s);
+	}
+	return err;
+}
+
+static void on_pair(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	nfsstat3 st = data ? *(nfsstat3 *)data : NFS3ERR_IO; /* status leads both */
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (st != NFS3_OK) {
+		fail(s->b, "%s n%07" PRIu64 ": status %d", s->step ? "REMOVE" : "CREATE",
+		     s->item, (int)st);
+		slot_next(s);
+	} else if (s->step++ == 0) {
+		slot_continue(s, issue_pair(s));
+	} else {
+		slot_next(s);
+	}
+}
+
+/* ---- small files: CREATE, WRITE 4 KiB, COMMIT ---- */
+
+static void on_small(struct rpc_context *rpc, int status, void *data, void *priv);
+
+static int issue_small(struct slot *s)
+{
+	struct bench *b = s->b;
+	char name[32], buf[SMALL_SIZE];
+
+	snprintf(name, sizeof(name), "s%06" PRIu64, s->item);
+	if (s->step == 0) {
+		CREATE3args a = {.where = {.dir = fh3(&b->file), .name = name}};
+
+		a.how.mode = UNCHECKED;
+		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+		return rpc_nfs3_create_async(s->rpc, on_small, &a, s);
+	}
+	if (s->step == 1) {
+		WRITE3args a = {.file = fh3(&s->fh),
+				.count = SMALL_SIZE,
+				.stable = UNSTABLE,
+				.data = {.data_len = SMALL_SIZE, .data_val = buf}};
+
+		pattern_fill(buf, s->item + 1, 0, SMALL_SIZE);
+		return rpc_nfs3_write_async(s->rpc, on_small, &a, s);
+	}
+	COMMIT3args a = {.file = fh3(&s->fh)};
+
+	return rpc_nfs3_commit_async(s->rpc, on_small, &a, s);
+}
+
+/* Checks one answer of the small-file chain; returns false on a wrong one. */
+static bool small_answer(struct slot *s, void *data)
+{
+	struct bench *b = s->b;
+
+	if (*(nfsstat3 *)data != NFS3_OK) {
+		fail(b, "small file %" PRIu64 " step %d: status %d", s->item, s->step,
+		     (int)*(nfsstat3 *)data);
+		return false;
+	}
+	if (s->step == 0) {
+		CREATE3resok *ok = &((CREATE3res *)data)->CREATE3res_u.resok;
+
+		if (!ok->obj.handle_follows ||
+		    fh_set(&s->fh, &ok->obj.post_op_fh3_u.handle))
+			fail(b, "CREATE s%06" PRIu64 ": no handle", s->item);
+	} else if (s->step == 1) {
+		WRITE3resok *ok = &((WRITE3res *)data)->WRITE3res_u.resok;
+
+		if (ok->count != SMALL_SIZE)
+			fail(b, "WRITE s%06" PRIu64 ": %u bytes", s->item, ok->count);
+		memcpy(s->verf, ok->verf, NFS3_WRITEVERFSIZE);
+	} else if (memcmp(s->verf, ((COMMIT3res *)data)->COMMIT3res_u.resok.verf,
+			  NFS3_WRITEVERFSIZE)) {
+		fail(b, "COMMIT s%06" PRIu64 ": verifier changed", s->item);
+	}
+	return !b->failed;
+}
+
+static void on_small(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (small_answer(s, data) && s->step++ < 2)
+		slot_continue(s, issue_small(s));
+	else
+		slot_next(s);
+}
+
+/* ---- sequential WRITE and READ of chunks ---- */
+
+static void on_write(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	WRITE3res *r = data;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK) {
+		fail(b, "WRITE chunk %" PRIu64 ": status %d", s->item, (int)r->status);
+	} else if (r->WRITE3res_u.resok.count != b->io) {
+		fail(b, "WRITE chunk %" PRIu64 ": %u of %u bytes", s->item,
+		     r->WRITE3res_u.resok.count, b->io);
+	} else if (!b->have_verf) {
+		memcpy(b->verf, r->WRITE3res_u.resok.verf, NFS3_WRITEVERFSIZE);
+		b->have_verf = true;
+	} else if (memcmp(b->verf, r->WRITE3res_u.resok.verf, NFS3_WRITEVERFSIZE)) {
+		fail(b, "WRITE chunk %" PRIu64 ": verifier changed", s->item);
+	}
+	slot_next(s);
+}
+
+static int issue_write(struct slot *s)
+{
+	struct bench *b = s->b;
+	uint64_t off = s->item * b->io;
+	WRITE3args a = {.file = fh3(&b->file),
+			.offset = off,
+			.count = b->io,
+			.stable = UNSTABLE,
+			.data = {.data_len = b->io, .data_val = b->buf}};
+
+	/* libnfs encodes the data into its own buffer before returning */
+	pattern_fill(b->buf, b->seed, off, b->io);
+	return rpc_nfs3_write_async(s->rpc, on_write, &a, s);
+}
+
+static uint64_t chunk_len(const struct bench *b, uint64_t item)
+{
+	uint64_t off = item * b->io;
+
+	return b->size - off < b->io ? b->size - off : b->io;
+}
+
+static void on_read(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	READ3res *r = data;
+	uint64_t off = s->item * b->io, want = chunk_len(b, s->item);
+	long long bad;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK) {
+		fail(b, "READ at %" PRIu64 ": status %d", off, (int)r->status);
+	} else if (r->READ3res_u.resok.count != want ||
+		   r->READ3res_u.resok.data.data_len != want) {
+		fail(b, "READ at %" PRIu64 ": %u bytes, want %" PRIu64, off,
+		     r->READ3res_u.resok.count, want);
+	} else if ((bad = pattern_check(r->READ3res_u.resok.data.data_val, b->seed, off,
+					want)) >= 0) {
+		fail(b, "READ: wrong data at offset %" PRIu64, off + (uint64_t)bad);
+	} else {
+		b->listed += want;
+	}
+	slot_next(s);
+}
+
+static int issue_read(struct slot *s)
+{
+	struct bench *b = s->b;
+	READ3args a = {.file = fh3(&b->file),
+		       .offset = s->item * b->io,
+		       .count = (count3)chunk_len(b, s->item)};
+
+	return rpc_nfs3_read_async(s->rpc, on_read, &a, s);
+}
+
+/* Reads all of b->file and checks every byte and the size. */
+static int read_all(struct bench *b, int depth)
+{
+	fattr3 attr;
+
+	if (getattr1(b, &b->file, &attr))
+		return -1;
+	if (attr.size != b->size) {
+		fail(b, "%s: size %" PRIu64 ", want %" PRIu64, b->name,
+		     (uint64_t)attr.size, b->size);
+		return -1;
+	}
+	b->listed = 0;
+	if (run_items(b, issue_read, (b->size + b->io - 1) / b->io, depth))
+		return -1;
+	if (b->listed != b->size) {
+		fail(b, "read %" PRIu64 " bytes, want %" PRIu64, b->listed, b->size);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- copy-up ---- */
+
+static void keep_write1(struct bench *b, void *data)
+{
+	WRITE3res *r = data;
+
+	if (r->status != NFS3_OK || r->WRITE3res_u.resok.count != 1)
+		fail(b, "copy-up WRITE: status %d", (int)r->status);
+}
+
+static uint64_t small_read_seed;
+static uint64_t small_read_off;
+static uint64_t small_read_flip; /* offset of the byte that must differ, or ~0 */
+
+static void keep_read1(struct bench *b, void *data)
+{
+	READ3res *r = data;
+	char want[SMALL_SIZE];
+	uint64_t n;
+
+	if (r->status != NFS3_OK) {
+		fail(b, "READ: status %d", (int)r->status);
+		return;
+	}
+	n = r->READ3res_u.resok.data.data_len;
+	if (n > sizeof(want) || n != r->READ3res_u.resok.count) {
+		fail(b, "READ: %" PRIu64 " bytes", n);
+		return;
+	}
+	pattern_fill(want, small_read_seed, small_read_off, sizeof(want));
+	if (small_read_flip != ~0ull)
+		want[small_read_flip - small_read_off] ^= (char)0xff;
+	if (memcmp(want, r->READ3res_u.resok.data.data_val, n))
+		fail(b, "READ at %" PRIu64 ": wrong data", small_read_off);
+	b->listed = n;
+}
+
+/* Reads LEN (<= 4 KiB) bytes at OFF of F and compares them with the pattern
+ * of SEED (one byte at FLIP inverted). */
+static int read_check(struct bench *b, const struct fh *f, uint64_t seed, uint64_t off,
+		      unsigned len, uint64_t flip)
+{
+	struct wait w = {.b = b, .keep = keep_read1};
+	READ3args a = {.file = fh3(f), .offset = off, .count = len};
+
+	small_read_seed = seed;
+	small_read_off = off;
+	small_read_flip = flip;
+	b->listed = 0;
+	if (sync_wait(b, &w, rpc_nfs3_read_async(b->rpc[0], on_wait, &a, &w)))
+		return -1;
+	if (b->listed != len) {
+		fail(b, "READ at %" PRIu64 ": %" PRIu64 " of %u bytes", off, b->listed,
+		     len);
+		return -1;
+	}
+	return 0;
+}
+
+static int copyup_check(struct bench *b, uint64_t flip)
+{
+	fattr3 attr;
+	uint64_t last = b->size >= SMALL_SIZE ? (b->size - SMALL_SIZE) & ~7ull : 0;
+	unsigned tail =
+	    (unsigned)(b->size - last < SMALL_SIZE ? b->size - last : SMALL_SIZE);
+
+	if (getattr1(b, &b->file, &attr))
+		return -1;
+	if (attr.size != b->size) {
+		fail(b, "after copy-up: size %" PRIu64 ", want %" PRIu64,
+		     (uint64_t)attr.size, b->size);
+		return -1;
+	}
+	return read_check(b, &b->file, 0, flip & ~4095ull, SMALL_SIZE, flip) ||
+	       read_check(b, &b->file, 0, 0, SMALL_SIZE, ~0ull) ||
+	       read_check(b, &b->file, 0, last, tail, ~0ull);
+}
+
+/* ---- the workloads ---- */
+
+struct result {
+	uint64_t ops;
+	const char *unit;
+	double scale; /* rate = ops * scale / secs */
+};
+
+static int w_null(struct bench *b, struct result *r)
+{
+	start_clock(b);
+	if (run_items(b, issue_null, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->count, "ops/s", 1};
+	return 0;
+}
+
+static int w_getattr(struct bench *b, struct result *r)
+{
+	if (lookup_path(b, b->dir, &b->dirfh) || collect_handles(b))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_getattr, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->count, "ops/s", 1};
+	return 0;
+}
+
+static int w_lookup(struct bench *b, struct result *r)
+{
+	if (lookup_path(b, b->dir, &b->dirfh))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_lookup, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->count, "ops/s", 1};
+	return 0;
+}
+
+static int w_readdirplus(struct bench *b, struct result *r)
+{
+	uint64_t pages = 0;
+
+	b->seen = malloc(b->files);
+	b->size = 0;
+	if (!b->seen || lookup_path(b, b->dir, &b->dirfh))
+		return -1;
+	if (list_dir(b, "file", &pages)) /* untimed: builds a server's listing */
+		return -1;
+	pages = 0;
+	start_clock(b);
+	for (int k = 0; k < b->passes; k++)
+		if (list_dir(b, "file", &pages))
+			return -1;
+	stop_clock(b);
+	fprintf(stderr, "readdirplus: %" PRIu64 " pages for %d passes\n", pages,
+		b->passes);
+	*r = (struct result){b->files * (uint64_t)b->passes, "entries/s", 1};
+	return 0;
+}
+
+/* With files = 0 every name but . and .. is a wrong one. */
+static int dir_is_empty(struct bench *b)
+{
+	uint64_t pages = 0;
+
+	b->files = 0;
+	b->size = 0;
+	b->seen = malloc(1);
+	b->dirfh = b->file;
+	return b->seen ? list_dir(b, "n", &pages) : -1;
+}
+
+static int w_createremove(struct bench *b, struct result *r)
+{
+	struct fh parent;
+
+	if (lookup_path(b, b->dir, &parent) || mkdir1(b, &parent, b->name, &b->file))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_pair, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	if (dir_is_empty(b))
+		return -1;
+	*r = (struct result){b->count, "pairs/s", 1};
+	return 0;
+}
+
+static int small_read_all(struct bench *b);
+
+static int w_smallfiles(struct bench *b, struct result *r)
+{
+	struct fh parent;
+	uint64_t pages = 0;
+
+	if (lookup_path(b, b->dir, &parent) || mkdir1(b, &parent, b->name, &b->file))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_small, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	/* every file is listed once with its size, then read back */
+	b->files = b->count;
+	b->size = SMALL_SIZE;
+	b->seen = malloc(b->files);
+	b->handles = calloc(b->files, sizeof(*b->handles));
+	b->dirfh = b->file;
+	if (!b->seen || !b->handles || list_dir(b, "s", &pages) || small_read_all(b))
+		return -1;
+	*r = (struct result){b->count, "files/s", 1};
+	return 0;
+}
+
+static int issue_small_read(struct slot *s);
+
+static void on_small_read(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	READ3res *r = data;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK || r->READ3res_u.resok.data.data_len != SMALL_SIZE ||
+	    pattern_check(r->READ3res_u.resok.data.data_val, s->item + 1, 0,
+			  SMALL_SIZE) >= 0)
+		fail(s->b, "s%06" PRIu64 ": wrong data read back", s->item);
+	slot_next(s);
+}
+
+static int issue_small_read(struct slot *s)
+{
+	READ3args a = {.file = fh3(&s->b->handles[s->item]), .count = SMALL_SIZE};
+
+	return rpc_nfs3_read_async(s->rpc, on_small_read, &a, s);
+}
+
+static int small_read_all(struct bench *b)
+{
+	return run_items(b, issue_small_read, b->files, b->depth);
+}
+
+static int w_write(struct bench *b, struct result *r)
+{
+	struct fh parent;
+
+	b->buf = malloc(b->io);
+	if (!b->buf || b->size % b->io) {
+		fail(b, "write: size must be a multiple of the I/O size %u", b->io);
+		return -1;
+	}
+	if (lookup_path(b, b->dir, &parent) || create1(b, &parent, b->name, &b->file))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_write, b->size / b->io, b->depth) || commit1(b, &b->file))
+		return -1;
+	stop_clock(b);
+	if (read_all(b, b->depth))
+		return -1;
+	*r = (struct result){b->size, "MB/s", 1e-6};
+	return 0;
+}
+
+static int w_read(struct bench *b, struct result *r)
+{
+	char path[1024];
+	fattr3 attr;
+
+	snprintf(path, sizeof(path), "%s/%s", b->dir, b->name);
+	if (lookup_path(b, path, &b->file) || getattr1(b, &b->file, &attr))
+		return -1;
+	if (attr.size != b->size) {
+		fail(b, "%s: size %" PRIu64 ", want %" PRIu64, path, (uint64_t)attr.size,
+		     b->size);
+		return -1;
+	}
+	start_clock(b);
+	if (read_all(b, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->size, "MB/s", 1e-6};
+	return 0;
+}
+
+static int w_copyup(struct bench *b, struct result *r)
+{
+	char path[1024], one;
+	fattr3 attr;
+	uint64_t flip;
+	struct wait w = {.b = b, .keep = keep_write1};
+	WRITE3args a = {.count = 1, .stable = UNSTABLE, .data = {1, &one}};
+	uint64_t word;
+
+	snprintf(path, sizeof(path), "%s/%s", b->dir, b->name);
+	if (lookup_path(b, path, &b->file) || getattr1(b, &b->file, &attr))
+		return -1;
+	if (attr.size != b->size || b->size < 8) {
+		fail(b, "%s: size %" PRIu64 ", want %" PRIu64, path, (uint64_t)attr.size,
+		     b->size);
+		return -1;
+	}
+	flip = b->size / 2 + 3;
+	word = pattern_word(0, flip & ~7ull);
+	one = (char)(((const char *)&word)[flip & 7] ^ 0xff);
+	a.file = fh3(&b->file);
+	a.offset = flip;
+	start_clock(b);
+	if (sync_wait(b, &w, rpc_nfs3_write_async(b->rpc[0], on_wait, &a, &w)))
+		return -1;
+	stop_clock(b);
+	if (copyup_check(b, flip))
+		return -1;
+	*r = (struct result){b->size, "MB/s", 1e-6};
+	return 0;
+}
+
+/* ---- local helpers: pattern files and memcpy bandwidth ---- */
+
+static int genfile(const char *path, uint64_t size)
+{
+	size_t chunk = 1u << 20;
+	char *buf = malloc(chunk);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = 0;
+
+	if (!buf || fd < 0) {
+		perror(path);
+		free(buf);
+		return 1;
+	}
+	for (uint64_t off = 0; off < size && !rc; off += chunk) {
+		size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+
+		pattern_fill(buf, 0, off, (n + 7) & ~(size_t)7);
+		if (write(fd, buf, n) != (ssize_t)n)
+			rc = 1;
+	}
+	if (close(fd) || rc)
+		perror(path), rc = 1;
+	free(buf);
+	return rc;
+}
+
+static int memcpy_bw(size_t mib)
+{
+	size_t n = mib << 20;
+	char *a = malloc(n), *c = malloc(n);
+	double best = 0;
+
+	if (!a || !c)
+		return 1;
+	memset(a, 1, n);
+	memset(c, 2, n);
+	for (int k = 0; k < 5; k++) {
+		double t = now();
+
+		memcpy(c, a, n);
+		t = now() - t;
+		if ((double)n / t > best)
+			best = (double)n / t;
+		a[k] = c[n - 1 - (size_t)k]; /* keeps the copies observable */
+	}
+	printf("memcpy %zu MiB: %.0f MB/s (best of 5)\n", mib, best / 1e6);
+	free(a);
+	free(c);
+	return 0;
+}
+
+/* ---- main ---- */
+
+static void usage(void)
+{
+	fprintf(
+	    stderr,
+	    "usage: nfs_bench --nfs-port=P --mount-port=M --export=PATH [--host=H]\n"
+	    "         [--depth=N] [--conns=N] [--count=N] [--files=N] [--size=BYTES]\n"
+	    "         [--io=BYTES] [--dir=PATH] [--name=NAME] [--passes=N] [--pid=PID]\n"
+	    "         null|getattr|lookup|readdirplus|createremove|smallfiles|write|"
+	    "read|copyup\n"
+	    "       nfs_bench genfile PATH BYTES\n"
+	    "       nfs_bench memcpy [MIB]\n");
+	exit(2);
+}
+
+static void parse(struct bench *b, int argc, char **argv)
+{
+	static const struct option opts[] = {{"host", 1, NULL, 'H'},
+					     {"nfs-port", 1, NULL, 'n'},
+					     {"mount-port", 1, NULL, 'm'},
+					     {"export", 1, NULL, 'e'},
+					     {"depth", 1, NULL, 'q'},
+					     {"conns", 1, NULL, 'c'},
+					     {"count", 1, NULL, 'N'},
+					     {"files", 1, NULL, 'F'},
+					     {"size", 1, NULL, 's'},
+					     {"io", 1, NULL, 'i'},
+					     {"dir", 1, NULL, 'd'},
+					     {"name", 1, NULL, 'a'},
+					     {"passes", 1, NULL, 'P'},
+					     {"pid", 1, NULL, 'p'},
+					     {NULL, 0, NULL, 0}};
+	int c;
+
+	*b = (struct bench){.host = "127.0.0.1",
+			    .export = "/",
+			    .dir = ".",
+			    .name = "bench",
+			    .depth = 1,
+			    .nconn = 1,
+			    .passes = 2,
+			    .count = 10000,
+			    .files = 10000,
+			    .io = MAX_IO};
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			b->host = optarg;
+			break;
+		case 'n':
+			b->nfs_port = atoi(optarg);
+			break;
+		case 'm':
+			b->mount_port = atoi(optarg);
+			break;
+		case 'e':
+			b->export = optarg;
+			break;
+		case 'q':
+			b->depth = atoi(optarg);
+			break;
+		case 'c':
+			b->nconn = atoi(optarg);
+			break;
+		case 'N':
+			b->count = strtoull(optarg, NULL, 0);
+			break;
+		case 'F':
+			b->files = strtoull(optarg, NULL, 0);
+			break;
+		case 's':
+			b->size = strtoull(optarg, NULL, 0);
+			break;
+		case 'i':
+			b->io = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			b->dir = optarg;
+			break;
+		case 'a':
+			b->name = optarg;
+			break;
+		case 'P':
+			b->passes = atoi(optarg);
+			break;
+		case 'p':
+			b->pid = atoi(optarg);
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind + 1 != argc || !b->nfs_port || !b->mount_port || b->depth < 1 ||
+	    b->depth > 4096 || b->nconn < 1 || b->nconn > 64 || !b->files ||
+	    b->passes < 1 || b->io < 8 || b->io > MAX_IO)
+		usage();
+	b->io &= ~7u;
+	b->workload = argv[optind];
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct bench *b, struct result *r);
+} workloads[] = {
+    {"null", w_null},
+    {"getattr", w_getattr},
+    {"lookup", w_lookup},
+    {"readdirplus", w_readdirplus},
+    {"createremove", w_createremove},
+    {"smallfiles", w_smallfiles},
+    {"write", w_write},
+    {"read", w_read},
+    {"copyup", w_copyup},
+};
+
+static void bench_free(struct bench *b)
+{
+	for (int i = 0; i < b->nconn; i++)
+		rpc_destroy_context(b->rpc[i]);
+	free(b->rpc);
+	free(b->slots);
+	free(b->handles);
+	free(b->seen);
+	free(b->buf);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench b;
+	struct result r = {0};
+	int (*run)(struct bench *, struct result *) = NULL;
+	double secs, cpu = -1, per;
+	int nconn;
+
+	if (argc >= 4 && !strcmp(argv[1], "genfile"))
+		return genfile(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc >= 2 && !strcmp(argv[1], "memcpy"))
+		return memcpy_bw(argc > 2 ? strtoul(argv[2], NULL, 0) : 256);
+	parse(&b, argc, argv);
+	for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
+		if (!strcmp(workloads[i].name, b.workload))
+			run = workloads[i].run;
+	if (!run)
+		usage();
+	nconn = b.nconn;
+	b.slots = calloc((size_t)b.depth, sizeof(*b.slots));
+	if (!b.slots || connect_all(&b) || open_nfs(&b, nconn) || run(&b, &r)) {
+		fprintf(stderr, "nfs_bench %s: CHECK FAILED: %s\n", b.workload,
+			b.failed ? b.why : "set-up failed");
+		return 1;
+	}
+	secs = b.t1 - b.t0;
+	if (b.cpu0 >= 0 && b.cpu1 >= 0)
+		cpu = (double)(b.cpu1 - b.cpu0) / (double)sysconf(_SC_CLK_TCK);
+	/* per operation; for the MB/s rows per MB moved */
+	per = cpu < 0 ? -1.0 : cpu * 1e6 / ((double)r.ops * r.scale);
+	printf("RESULT workload=%s ops=%" PRIu64
+	       " secs=%.6f rate=%.1f unit=%s cpu_s=%.2f "
+	       "cpu_us_per_op=%.3f io=%u\n",
+	       b.workload, r.ops, secs, (double)r.ops * r.scale / secs, r.unit, cpu, per,
+	       b.io);
+	bench_free(&b);
+	return 0;
+}

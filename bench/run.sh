@@ -1,0 +1,457 @@
+#!/bin/bash
+# run.sh [--smoke] UNION_NFSD NFS_BENCH - union-nfsd beside NFS-Ganesha (and unfs3).
+#
+# Sets up identical data, starts every server on loopback at once, and runs each
+# workload of nfs_bench.c against each server in turn (A B C A B C ...), ROUNDS
+# times; prints a table of medians (rate, and the server's CPU time per
+# operation from /proc/PID/stat) with ratios, the loopback TCP limit (iperf3),
+# memcpy bandwidth and how loaded the machine was.  Servers:
+#   u1   union-nfsd, 1 lower layer + upper
+#   u4   union-nfsd, 4 lower layers + upper: the same tree spread over the
+#        layers, with white-outs (OCI .wh. files and 0/0 devices), an opaque
+#        directory (trusted.overlay.opaque) and an OCI-opaque one (.wh..wh..opq)
+#   gan  NFS-Ganesha (nfs-ganesha-vfs), NFSv3 only, on the plain tree
+#   unfs unfs3, if `unfsd` is installed (Debian 12 has no unfs3 package)
+# Each server has two exports: the tree on the local filesystem (whatever holds
+# $TMPDIR, default /var/tmp) and the copy-up files on a loop-mounted XFS image
+# (reflinks).  `cp` of the same 1 GiB file on each filesystem is timed as the
+# copy-up's yardstick.
+#
+# Everything runs in a private network and mount namespace: the private
+# rpcbind Ganesha insists on, its /run, and the XFS mount die with it.
+#
+# Sizes (env): ROUNDS=3 N_NULL1=30000 N_NULL=200000 N_ATTR=10000 (files)
+# N_ATTR_OPS=200000 N_BIG=100000 PASSES=2 N_PAIRS=20000 N_SMALL=10000
+# SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
+# --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
+# Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
+set -euo pipefail
+SMOKE=0
+[ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
+[ "${1:-}" = --full ] && shift
+[ $# = 2 ] || { echo "usage: run.sh [--smoke] UNION_NFSD NFS_BENCH" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root (namespaces, mounts); skipped" >&2; exit 77; }
+dpkg -L nfs-ganesha-vfs 2>/dev/null | grep -q 'libfsalvfs.so$' ||
+	{ echo "run.sh: nfs-ganesha-vfs not installed; skipped" >&2; exit 77; }
+command -v rpcbind >/dev/null || { echo "run.sh: rpcbind missing; skipped" >&2; exit 77; }
+if [ "${NFS_BENCH_INNER:-}" != 1 ]; then
+	exec unshare -m -n --propagation private env NFS_BENCH_INNER=1 bash "$(realpath "$0")" \
+		"$([ "$SMOKE" = 1 ] && echo --smoke || echo --full)" "$(realpath "$1")" "$(realpath "$2")"
+fi
+UNION_NFSD=$1 NFS_BENCH=$2
+
+if [ "$SMOKE" = 1 ]; then
+	: "${ROUNDS:=2}" "${N_NULL1:=300}" "${N_NULL:=2000}" "${N_ATTR:=200}" "${N_ATTR_OPS:=2000}"
+	: "${N_BIG:=2000}" "${PASSES:=1}" "${N_PAIRS:=300}" "${N_SMALL:=200}"
+	: "${SEQ:=$((4 << 20))}" "${CU:=$((8 << 20))}" "${IPERF_SECS:=1}"
+fi
+: "${ROUNDS:=3}" "${N_NULL1:=30000}" "${N_NULL:=200000}" "${N_ATTR:=10000}"
+: "${N_ATTR_OPS:=200000}" "${N_BIG:=100000}" "${PASSES:=2}" "${N_PAIRS:=20000}"
+: "${N_SMALL:=10000}" "${SEQ:=1073741824}" "${CU:=1073741824}" "${DEPTH:=32}"
+: "${IO_DEPTH:=16}" "${CONNS:=1}" "${IPERF_SECS:=5}"
+
+T=$(mktemp -d "${TMPDIR:-/var/tmp}/nfs-bench.XXXXXX")
+X=$T/xfs # mount point of the reflink filesystem
+PIDS=()
+cleanup() {
+	local rc=$?
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+	mountpoint -q "$X" && umount "$X"
+	rm -rf "$T"
+	exit "$rc"
+}
+trap cleanup EXIT
+log() { printf '%s\n' "$*" >&2; }
+
+ip link set lo up
+mount -t tmpfs -o mode=0755 tmpfs /run # rpcbind's socket, away from the host's
+
+# ---- data ----
+
+# gen_tree DIR LAYOUT: the benchmark tree, as one plain directory ("plain") or
+# spread over DIR/l0..l3, top-most first ("four").  The visible tree is the same.
+gen_tree() {
+	python3 - "$1" "$2" "$N_ATTR" "$N_BIG" "$ROUNDS" <<'PY'
+import os, stat, sys
+top, layout, nattr, nbig, rounds = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+def d(p):
+    os.makedirs(p, exist_ok=True)
+    return p
+def f(p, size=0):
+    with open(p, "wb") as o:
+        o.truncate(size)
+def wh_dev(p):
+    os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+if layout == "plain":
+    a, b = d(top + "/attr"), d(top + "/big")
+    for i in range(nattr):
+        f("%s/f%05d" % (a, i), i % 997)
+    for i in range(nbig):
+        os.mknod("%s/file%07d" % (b, i), 0o644 | stat.S_IFREG)
+    for s in ("seq", "cu", "work"):
+        d(top + "/" + s)
+    sys.exit(0)
+L = [top + "/l%d" % k for k in range(4)]
+# attr: f%05d over l0..l2; l2/attr is opaque (xattr), so l3's stale%05d and
+# its decoy f%05d (size 2) are hidden; gone%05d in l2 is whited out in l0
+# (OCI for even i, a 0/0 device for odd i); l1 has decoys under l0's files
+A = [d(l + "/attr") for l in L]
+os.setxattr(A[2], "trusted.overlay.opaque", b"y")
+for i in range(nattr):
+    f("%s/f%05d" % (A[i % 3], i), i % 997)
+    if i % 3 == 0:
+        f("%s/f%05d" % (A[1], i), 1)
+    f("%s/gone%05d" % (A[2], i), 5)
+    if i % 2 == 0:
+        f("%s/.wh.gone%05d" % (A[0], i))
+    else:
+        wh_dev("%s/gone%05d" % (A[0], i))
+    f("%s/stale%05d" % (A[3], i), 7)
+    f("%s/f%05d" % (A[3], i), 2)
+# big: layer k holds a quarter plus 5% of the next, so names repeat across
+# layers; 2% more names live in l3 only and are whited out in l1
+B = [d(l + "/big") for l in L]
+q = max(1, nbig // 4)
+for k in range(4):
+    for i in range(k * q, min(nbig, (k + 1) * q + nbig // 20) if k < 3 else nbig):
+        os.mknod("%s/file%07d" % (B[k], i), 0o644 | stat.S_IFREG)
+for i in range(nbig // 50):
+    os.mknod("%s/hidden%07d" % (B[3], i), 0o644 | stat.S_IFREG)
+    f("%s/.wh.hidden%07d" % (B[1], i))
+# seq: merged from l0, l2 (the data) and l3; cu: the copy-up files in l3;
+# work (where the writes go): opaque in l1 (OCI), l3's junk hidden
+for k in (0, 2, 3):
+    d(L[k] + "/seq")
+d(L[3] + "/cu")
+d(L[1] + "/work")
+f(L[1] + "/work/.wh..wh..opq")
+d(L[3] + "/work")
+for i in range(50):
+    f(L[3] + "/work/junk%02d" % i, 1)
+PY
+}
+
+# put_big SRC DEST...: the first DEST gets a copy of SRC, every other one a copy
+# (a reflink where the filesystem shares blocks) of the first
+put_big() {
+	local src=$1 first=$2
+	shift 2
+	cp "$src" "$first"
+	for d in "$@"; do cp --reflink=auto "$first" "$d"; done
+}
+
+setup_local() {
+	log "== data: $T (local: $(df -T "$T" | awk 'NR==2 {print $2}'))"
+	gen_tree "$T/plain" plain
+	gen_tree "$T/u1/lower" plain
+	gen_tree "$T/u4" four
+	log "   trees: $((SECONDS - t_setup)) s"
+	mkdir -p "$T/u1/upper" "$T/u1/work" "$T/u4/upper" "$T/u4/work"
+	"$NFS_BENCH" genfile "$T/pattern-seq" "$SEQ"
+	"$NFS_BENCH" genfile "$T/pattern-cu" "$CU"
+	put_big "$T/pattern-seq" "$T/plain/seq/data" "$T/u1/lower/seq/data" "$T/u4/l2/seq/data"
+	# Ganesha changes no layer: one file under every round's name will do
+	cp "$T/pattern-cu" "$T/plain/cu/f1"
+	for r in $(seq 2 "$ROUNDS"); do ln "$T/plain/cu/f1" "$T/plain/cu/f$r"; done
+	for r in $(seq "$ROUNDS"); do
+		cp "$T/pattern-cu" "$T/u1/lower/cu/f$r"
+		cp "$T/pattern-cu" "$T/u4/l3/cu/f$r"
+	done
+	log "   files: $((SECONDS - t_setup)) s"
+}
+
+HAVE_XFS=0
+setup_xfs() {
+	command -v mkfs.xfs >/dev/null || { log "== no mkfs.xfs: reflink rows skipped"; return 0; }
+	# room for one copy of the file plus the log; reflinks cost no data blocks
+	truncate -s $(((CU >> 20) + 600))M "$T/xfs.img"
+	mkfs.xfs -q -m reflink=1 "$T/xfs.img"
+	mkdir -p "$X"
+	mount -o loop "$T/xfs.img" "$X"
+	mkdir -p "$X/plain/cu" "$X/u1/lower/cu" "$X/u1/upper" "$X/u1/work" \
+		"$X/u4/l0" "$X/u4/l1" "$X/u4/l2" "$X/u4/l3/cu" "$X/u4/upper" "$X/u4/work"
+	cp "$T/pattern-cu" "$X/plain/cu/f1"
+	for r in $(seq 2 "$ROUNDS"); do ln "$X/plain/cu/f1" "$X/plain/cu/f$r"; done
+	for r in $(seq "$ROUNDS"); do
+		cp --reflink=always "$X/plain/cu/f1" "$X/u1/lower/cu/f$r"
+		cp --reflink=always "$X/plain/cu/f1" "$X/u4/l3/cu/f$r"
+	done
+	HAVE_XFS=1
+}
+
+# ---- servers ----
+
+declare -A NFS_PORT MOUNT_PORT SPID EXP_LOCAL EXP_XFS
+SERVERS=()
+
+# start_union NAME LOWERDIRS(relative, ':'): union-nfsd with exports /local and /xfs
+start_union() {
+	local n=$1 lowers=$2 conf=$T/$1.conf ports
+	local ll=$T/$n/${lowers//:/:$T/$n/} xl=$X/$n/${lowers//:/:$X/$n/}
+	mkdir -p "$T/state-$n"
+	cat >"$conf" <<CONF
+[server]
+nfs-port = 0
+mount-port = 0
+bind = 127.0.0.1
+state-dir = $T/state-$n
+log-level = warn
+[export]
+path = /local
+lowerdir = $ll
+upperdir = $T/$n/upper
+workdir = $T/$n/work
+CONF
+	[ "$HAVE_XFS" = 1 ] && cat >>"$conf" <<CONF
+[export]
+path = /xfs
+lowerdir = $xl
+upperdir = $X/$n/upper
+workdir = $X/$n/work
+CONF
+	"$UNION_NFSD" --config="$conf" --foreground --no-rpcbind >"$T/out-$n" 2>"$T/err-$n" &
+	SPID[$n]=$!
+	PIDS+=("${SPID[$n]}")
+	for _ in $(seq 200); do
+		ports=$(sed -n 's/^listening nfs=\([0-9]*\) mount=\([0-9]*\)$/\1 \2/p' "$T/out-$n")
+		[ -n "$ports" ] && break
+		sleep 0.05
+	done
+	[ -n "$ports" ] || { log "union-nfsd $n did not start:"; cat "$T/err-$n" >&2; exit 1; }
+	NFS_PORT[$n]=${ports% *} MOUNT_PORT[$n]=${ports#* }
+	EXP_LOCAL[$n]=/local EXP_XFS[$n]=/xfs
+	SERVERS+=("$n")
+}
+
+start_ganesha() {
+	local plugins g=$T/ganesha
+	plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
+	mkdir -p "$g/recovery" /run/ganesha
+	rpcbind -f &
+	PIDS+=($!)
+	for _ in $(seq 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done
+	export_block() { # ID PATH
+		cat <<CONF
+EXPORT {
+	Export_Id = $1; Path = $2; Pseudo = $2;
+	Access_Type = RW; Squash = No_Root_Squash; SecType = sys;
+	Protocols = 3; Transports = TCP; Disable_ACL = true; Manage_Gids = false;
+	CLIENT { Clients = *; Access_Type = RW; Squash = No_Root_Squash; }
+	FSAL { Name = VFS; }
+}
+CONF
+	}
+	{
+		cat <<CONF
+NFS_CORE_PARAM {
+	Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; # the namespace has only lo
+	Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false;
+	Plugins_Dir = $plugins;
+}
+NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $g/recovery; }
+LOG { Default_Log_Level = EVENT; }
+CONF
+		export_block 1 "$T/plain"
+		[ "$HAVE_XFS" = 1 ] && export_block 2 "$X/plain"
+	} >"$g/ganesha.conf"
+	ganesha.nfsd -F -f "$g/ganesha.conf" -L "$g/ganesha.log" -p "$g/ganesha.pid" -N NIV_EVENT &
+	SPID[gan]=$!
+	PIDS+=("${SPID[gan]}")
+	NFS_PORT[gan]=2049 MOUNT_PORT[gan]=20048
+	EXP_LOCAL[gan]=$T/plain EXP_XFS[gan]=$X/plain
+	# ganesha answers MOUNT only once its exports are up: wait for a NULL that works
+	for _ in $(seq 100); do
+		"$NFS_BENCH" --nfs-port=2049 --mount-port=20048 --export="$T/plain" --count=1 \
+			null >/dev/null 2>&1 && { SERVERS+=(gan); return 0; }
+		kill -0 "${SPID[gan]}" 2>/dev/null || break
+		sleep 0.2
+	done
+	log "ganesha did not start:"
+	cat "$g/ganesha.log" >&2
+	exit 1
+}
+
+UNFS_NOTE=
+start_unfs() {
+	if ! command -v unfsd >/dev/null; then
+		UNFS_NOTE="unfs3: not installed (Debian 12 has no unfs3 package: apt-cache policy unfs3 shows no candidate); skipped"
+		return 0
+	fi
+	printf '%s 127.0.0.1(rw,no_root_squash)\n' "$T/plain-unfs" >"$T/unfs.exports"
+	[ "$HAVE_XFS" = 1 ] && printf '%s 127.0.0.1(rw,no_root_squash)\n' "$X/plain" >>"$T/unfs.exports"
+	cp -a "$T/plain" "$T/plain-unfs"
+	# -d foreground, -p no portmapper, -t TCP only, -n/-m ports, -l bind address
+	unfsd -d -p -t -n 2050 -m 20050 -l 127.0.0.1 -e "$T/unfs.exports" >"$T/out-unfs" 2>&1 &
+	SPID[unfs]=$!
+	PIDS+=("${SPID[unfs]}")
+	NFS_PORT[unfs]=2050 MOUNT_PORT[unfs]=20050
+	EXP_LOCAL[unfs]=$T/plain-unfs EXP_XFS[unfs]=$X/plain
+	sleep 1
+	SERVERS+=(unfs)
+}
+
+# ---- workloads ----
+
+# bench SERVER WORKLOAD ROUND: one nfs_bench run; appends to $T/results
+bench() {
+	local s=$1 w=$2 r=$3 exp=${EXP_LOCAL[$1]} args out t0=$SECONDS
+	case $w in
+	null1) args=(--depth=1 --count="$N_NULL1" null) ;;
+	null32) args=(--depth="$DEPTH" --count="$N_NULL" null) ;;
+	getattr | lookup) args=(--depth="$DEPTH" --dir=attr --files="$N_ATTR" --count="$N_ATTR_OPS" "$w") ;;
+	readdirplus) args=(--dir=big --files="$N_BIG" --passes="$PASSES" readdirplus) ;;
+	createremove) args=(--depth="$DEPTH" --dir=work --name="cr-$r" --count="$N_PAIRS" createremove) ;;
+	smallfiles) args=(--depth="$DEPTH" --dir=work --name="sf-$r" --count="$N_SMALL" smallfiles) ;;
+	write) args=(--depth="$IO_DEPTH" --dir=work --name="seq-$r" --size="$SEQ" write) ;;
+	read) args=(--depth="$IO_DEPTH" --dir=seq --name=data --size="$SEQ" read) ;;
+	copyup-local) args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
+	copyup-xfs) exp=${EXP_XFS[$s]} args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
+	esac
+	if ! out=$("$NFS_BENCH" --nfs-port="${NFS_PORT[$s]}" --mount-port="${MOUNT_PORT[$s]}" \
+		--export="$exp" --conns="$CONNS" --pid="${SPID[$s]}" "${args[@]}" 2>"$T/bench.err"); then
+		log "FAILED: $s $w round $r: $(cat "$T/bench.err")"
+		FAILED=$((FAILED + 1))
+		return 0
+	fi
+	echo "$out" | sed -n "s/^RESULT /server=$s round=$r row=$w /p" >>"$T/results"
+	log "   $s $w: $(echo "$out" | sed -n 's/.* rate=\([^ ]*\) unit=\([^ ]*\) .*/\1 \2/p') ($((SECONDS - t0)) s)"
+	drop_written "$s" "$w" "$r"
+}
+
+# The 1 GiB files a run wrote are not needed again: give the disk back.
+drop_written() {
+	local up=$T/$1/upper
+	[ "$1" = gan ] && up=$T/plain
+	[ "$1" = unfs ] && up=$T/plain-unfs
+	case $2 in
+	write) rm -f "$up/work/seq-$3" ;;
+	copyup-local) [ "$1" = gan ] || [ "$1" = unfs ] || rm -f "$up/cu/f$3" ;;
+	copyup-xfs) [ "$1" = gan ] || [ "$1" = unfs ] || rm -f "$X/$1/upper/cu/f$3" ;;
+	esac
+}
+
+# time_cp ROW SRC DIR ROUND: the yardstick of copy-up: cp of the same file
+time_cp() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	cp "$2" "$3/cp-test"
+	t1=$(date +%s.%N)
+	cmp -s "$2" "$3/cp-test" || { log "cp made a different file"; FAILED=$((FAILED + 1)); }
+	rm -f "$3/cp-test"
+	echo "server=cp round=$4 row=$1 workload=cp ops=$CU secs=$(awk "BEGIN {print $t1 - $t0}") rate=0 unit=MB/s cpu_s=-1 cpu_us_per_op=-1 io=0" >>"$T/results"
+}
+
+loopback_limit() {
+	command -v iperf3 >/dev/null || { echo "iperf3: not installed"; return 0; }
+	iperf3 -s -1 -B 127.0.0.1 >/dev/null 2>&1 &
+	local p=$!
+	sleep 0.5
+	iperf3 -c 127.0.0.1 -t "$IPERF_SECS" -J 2>/dev/null |
+		python3 -c 'import json,sys; j=json.load(sys.stdin); print("iperf3 loopback TCP, 1 stream: %.0f MB/s" % (j["end"]["sum_received"]["bits_per_second"]/8e6))' ||
+		echo "iperf3: failed"
+	wait "$p" 2>/dev/null || true
+}
+
+# ---- main ----
+
+START=$(date -u '+%Y-%m-%d %H:%M UTC')
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+t_setup=$SECONDS
+setup_local
+setup_xfs
+log "   xfs: $((SECONDS - t_setup)) s"
+sync
+log "== setup took $((SECONDS - t_setup)) s"
+start_union u1 lower
+start_union u4 l0:l1:l2:l3
+start_ganesha
+start_unfs
+[ -n "$UNFS_NOTE" ] && log "== $UNFS_NOTE"
+log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
+
+ROWS=(null1 null32 getattr lookup readdirplus createremove smallfiles write read copyup-local)
+[ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
+FAILED=0
+: >"$T/results"
+LOADS=()
+for r in $(seq "$ROUNDS"); do
+	t_round=$SECONDS
+	for w in "${ROWS[@]}"; do
+		for s in "${SERVERS[@]}"; do bench "$s" "$w" "$r"; done
+	done
+	time_cp copyup-local "$T/pattern-cu" "$T" "$r"
+	[ "$HAVE_XFS" = 1 ] && time_cp copyup-xfs "$X/plain/cu/f1" "$X" "$r"
+	LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+	log "== round $r: $((SECONDS - t_round)) s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+
+echo
+echo "nfs_bench, $START, $(nproc) CPUs; load average before: $LOAD0, after each round: ${LOADS[*]}"
+echo "sizes: rounds=$ROUNDS null1=$N_NULL1 null32=$N_NULL attr files=$N_ATTR ops=$N_ATTR_OPS" \
+	"big=$N_BIG x$PASSES pairs=$N_PAIRS small=$N_SMALL seq=$SEQ cu=$CU depth=$DEPTH" \
+	"io_depth=$IO_DEPTH conns=$CONNS"
+python3 - "$T/results" "${SERVERS[*]}" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    kv = dict(x.split("=", 1) for x in line.split())
+    rows.setdefault((kv["row"], kv["server"]), []).append(kv)
+servers = sys.argv[2].split()
+order = ["null1", "null32", "getattr", "lookup", "readdirplus", "createremove",
+         "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
+label = {"null1": "NULL, 1 outstanding", "null32": "NULL, 32 outstanding",
+         "getattr": "GETATTR, 32 outst.", "lookup": "LOOKUP, 32 outst.",
+         "readdirplus": "READDIRPLUS 100k dir", "createremove": "CREATE+REMOVE pairs",
+         "smallfiles": "small files C+W4k+C", "write": "seq WRITE+COMMIT, 16",
+         "read": "seq READ, 16 outst.", "copyup-local": "copy-up 1st WRITE, local",
+         "copyup-xfs": "copy-up 1st WRITE, XFS"}
+def med(row, s, key):
+    v = [float(k[key]) for k in rows.get((row, s), [])]
+    return statistics.median(v) if v else None
+def rate(row, s):
+    if row.startswith("copyup"):  # milliseconds, lower is better
+        v = med(row, s, "secs")
+        return None if v is None else v * 1000
+    return med(row, s, "rate")
+def cpu(row, s):
+    if row.startswith("copyup"):
+        v = med(row, s, "cpu_s")
+        return None if v is None or v < 0 else v * 1000
+    v = med(row, s, "cpu_us_per_op")
+    return None if v is None or v < 0 else v
+def f(x, w=9):
+    if x is None: return "-".rjust(w)
+    return (("%.0f" if x >= 100 else "%.1f" if x >= 10 else "%.2f") % x).rjust(w)
+cols = servers + (["cp"] if any(r[1] == "cp" for r in rows) else [])
+print()
+print("rate: ops/s (pairs/s, files/s, entries/s), MB/s for WRITE/READ, ms for copy-up")
+print("cpu: server CPU us per op (per MB for WRITE/READ; ms per copy-up); medians")
+print()
+hdr = "| %-24s |" % "workload" + "".join(" %9s |" % (s + " rate") for s in cols) + \
+      "".join(" %9s |" % (s + " cpu") for s in servers) + " u4/gan rate | u4/gan cpu |"
+print(hdr)
+print("|" + "---|" * (1 + len(cols) + len(servers) + 2))
+for row in order:
+    if not any((row, s) in rows for s in cols):
+        continue
+    line = "| %-24s |" % label[row]
+    line += "".join(" %s |" % f(rate(row, s)) for s in cols)
+    line += "".join(" %s |" % f(cpu(row, s)) for s in servers)
+    a, b = rate(row, "u4"), rate(row, "gan")
+    ca, cb = cpu(row, "u4"), cpu(row, "gan")
+    if row.startswith("copyup"):
+        line += " %11s |" % "-"
+    else:
+        line += " %11s |" % (("%.2fx" % (a / b)) if a and b else "-")
+    line += " %10s |" % (("%.2fx" % (ca / cb)) if ca and cb else "-")
+    print(line)
+PY
+if [ "$FAILED" != 0 ]; then
+	echo "run.sh: $FAILED runs FAILED their checks (see above)"
+	exit 1
+fi
+echo "all runs passed their checks"
+loopback_limit
+"$NFS_BENCH" memcpy 256
+[ -n "$UNFS_NOTE" ] && echo "$UNFS_NOTE"
+exit 0
