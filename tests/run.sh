@@ -52,7 +52,8 @@ run_tests() {
 # input that caused it is printed in base64 with the command that replays it.
 run_fuzz() {
 	echo "=== fuzz: build $FUZZ_DIR (clang, asan)"
-	cmake -S . -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=asan >/dev/null &&
+	cmake -S . -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=asan \
+		-DFUZZ_INSTRUMENT=ON >/dev/null &&
 		cmake --build "$FUZZ_DIR" -j"$JOBS" --target fuzz_rpc || return 1
 	local work rc=0
 	work=$(mktemp -d /tmp/fuzz_rpc.XXXXXX)
