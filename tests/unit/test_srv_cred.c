@@ -1,0 +1,205 @@
+/* test_srv_cred.c - the caller's identity on a worker thread (server/cred.c).
+ *
+ * Needs root (it switches to other ids); skipped otherwise.  Checks that
+ * srv_ident_enter gives the calling thread, and only it, the caller's fsuid,
+ * fsgid and groups; that the kernel then holds it to them; that
+ * srv_ident_server and srv_ident_leave restore; and that srv_call_handler
+ * runs a handler with the caller's identity exactly when its program asks.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "srv.h"
+
+static char tmp[64];
+
+/* The calling thread's fsuid, fsgid and groups, read by raw calls. */
+struct ids {
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups;
+	gid_t groups[64];
+};
+
+static struct ids ids_now(void)
+{
+	struct ids i;
+
+	i.fsuid = (uid_t)syscall(SYS_setfsuid, (uid_t)-1);
+	i.fsgid = (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
+	i.ngroups = (int)syscall(SYS_getgroups, 64, i.groups);
+	return i;
+}
+
+static const struct srv_cred user = {
+    .flavor = 1, .uid = 1000, .gid = 1001, .ngroups = 2, .groups = {2000, 2001}};
+
+static int setup(void **state)
+{
+	char p[128];
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	snprintf(tmp, sizeof(tmp), "/tmp/test_cred.XXXXXX");
+	if (!mkdtemp(tmp) || chmod(tmp, 0777))
+		return -1;
+	snprintf(p, sizeof(p), "%s/root600", tmp);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	if (tmp[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+		return system(cmd) == 0 ? 0 : -1;
+	}
+	return 0;
+}
+
+/* Another thread, started before the switch (a new thread would inherit
+ * its creator's identity), reads its ids once told to. */
+struct other {
+	int go[2]; /* pipe: a byte means "read now" */
+	struct ids seen;
+};
+
+static void *other_thread(void *arg)
+{
+	struct other *o = arg;
+	char c;
+
+	if (read(o->go[0], &c, 1) == 1)
+		o->seen = ids_now();
+	return NULL;
+}
+
+static void test_enter_leave(void **state)
+{
+	struct ids before = ids_now(), in, after;
+	struct other other = {0};
+	struct srv_ident saved;
+	pthread_t t;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(pipe(other.go), 0);
+	assert_int_equal(pthread_create(&t, NULL, other_thread, &other), 0);
+	assert_true(srv_ident_enter(&user, &saved));
+	in = ids_now();
+	assert_int_equal(in.fsuid, 1000);
+	assert_int_equal(in.fsgid, 1001);
+	assert_int_equal(in.ngroups, 2);
+	assert_int_equal(in.groups[0], 2000);
+	assert_int_equal(in.groups[1], 2001);
+	/* another thread of the process keeps its own */
+	assert_int_equal(write(other.go[1], "x", 1), 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(other.go[0]);
+	close(other.go[1]);
+	assert_int_equal(other.seen.fsuid, before.fsuid);
+	assert_int_equal(other.seen.fsgid, before.fsgid);
+	assert_int_equal(other.seen.ngroups, before.ngroups);
+	srv_ident_leave(&saved);
+	after = ids_now();
+	assert_int_equal(after.fsuid, before.fsuid);
+	assert_int_equal(after.fsgid, before.fsgid);
+	assert_int_equal(after.ngroups, before.ngroups);
+	assert_memory_equal(after.groups, before.groups,
+			    (size_t)before.ngroups * sizeof(gid_t));
+}
+
+static void test_kernel_checks(void **state)
+{
+	struct srv_ident saved, srv;
+	char p[128];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	snprintf(p, sizeof(p), "%s/root600", tmp);
+	assert_true(srv_ident_enter(&user, &saved));
+	fd = open(p, O_RDONLY);
+	assert_int_equal(fd, -1);
+	assert_int_equal(errno, EACCES);
+	/* the server's identity inside the caller's, and back */
+	srv_ident_server(&srv);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	close(fd);
+	srv_ident_leave(&srv);
+	assert_int_equal(open(p, O_RDONLY), -1);
+	/* a new file is the caller's */
+	snprintf(p, sizeof(p), "%s/new", tmp);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	srv_ident_leave(&saved);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, 1000);
+	assert_int_equal(st.st_gid, 1001);
+}
+
+static uid_t seen_fsuid;
+
+static void record_handler(struct srv_req *req, void *args, void *res)
+{
+	(void)req;
+	(void)args;
+	(void)res;
+	seen_fsuid = ids_now().fsuid;
+}
+
+static void test_call_handler(void **state)
+{
+	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
+	struct srv_program prog = {.name = "t", .procs = &proc, .nprocs = 1};
+	struct srv_req req = {.cred = user};
+	uid_t before = ids_now().fsuid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	prog.caller_identity = true;
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_int_equal(seen_fsuid, 1000);
+	assert_int_equal(ids_now().fsuid, before);
+	prog.caller_identity = false;
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_int_equal(seen_fsuid, before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_enter_leave),
+	    cmocka_unit_test(test_kernel_checks),
+	    cmocka_unit_test(test_call_handler),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
