@@ -556,20 +556,43 @@ bool srv_peer_name(struct srv_names *n, const struct sockaddr_storage *peer, cha
 
 /* ---- the decision for one caller ---- */
 
+/* The rule of EX for PEER, its confirmed host name into HOSTNAME ("" if none). */
+static const struct srv_client_rule *rule_for(struct srv *s, const struct srv_export *ex,
+					      const struct sockaddr_storage *peer,
+					      char *hostname, size_t len)
+{
+	const struct srv_clients *c = ex->parent ? &ex->parent->clients : &ex->clients;
+
+	hostname[0] = '\0';
+	if (c->need_name && !srv_peer_name(s->names, peer, hostname, len))
+		hostname[0] = '\0';
+	return srv_clients_match(c, peer, hostname[0] ? hostname : NULL);
+}
+
+bool srv_access_admits(struct srv *s, const struct srv_export *ex,
+		       const struct sockaddr_storage *peer)
+{
+	char hostname[NI_MAXHOST];
+	const struct srv_client_rule *r;
+
+	if (!peer)
+		return false;
+	r = rule_for(s, ex, peer, hostname, sizeof(hostname));
+	return r && (!r->opts.secure || srv_peer_port_reserved(peer));
+}
+
 const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_export *ex,
 					      const struct sockaddr_storage *peer,
 					      const char *what)
 {
-	const struct srv_clients *c = ex->parent ? &ex->parent->clients : &ex->clients;
 	const struct srv_client_rule *r;
 	char hostname[NI_MAXHOST], addr[INET6_ADDRSTRLEN + 16];
-	bool named = false;
+	bool named;
 
 	if (!peer)
 		return NULL;
-	if (c->need_name)
-		named = srv_peer_name(s->names, peer, hostname, sizeof(hostname));
-	r = srv_clients_match(c, peer, named ? hostname : NULL);
+	r = rule_for(s, ex, peer, hostname, sizeof(hostname));
+	named = hostname[0] != '\0';
 	srv_addr_str(peer, true, addr, sizeof(addr));
 	if (!r) {
 		srv_log(SRV_LOG_WARN, "%s of %s from %s%s%s: no client rule admits it",

@@ -171,7 +171,13 @@ int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_op
 
 bool srv_is_template(const char *dir)
 {
-	return dir && (strstr(dir, "%a") || strstr(dir, "%h"));
+	for (const char *p = dir; p && (p = strchr(p, '%')) != NULL; p += 2) {
+		if (p[1] == 'a' || p[1] == 'h')
+			return true;
+		if (!p[1])
+			break;
+	}
+	return false;
 }
 
 /* False (with ERR) when DIR has a % other than %a, %h, %%. */

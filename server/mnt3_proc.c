@@ -264,8 +264,10 @@ static groupnode *export_groups(struct srv_req *req, const struct srv_export *ex
 	return list;
 }
 
-/* Every export with its clients, as showmount -e prints them (knfsd's
- * mountd lists them to anyone too: the rules are no secret). */
+/* The exports the caller may mount, with their clients, as showmount -e
+ * prints them.  Only those: a client that walks the list and mounts every
+ * entry (libnfs does, to cross nested exports) must not fail on one it was
+ * never meant to see, and the others are none of its business. */
 static void mnt3_export(struct srv_req *req, void *args, void *res)
 {
 	struct srv *s = req->srv;
@@ -274,6 +276,8 @@ static void mnt3_export(struct srv_req *req, void *args, void *res)
 
 	(void)args;
 	for (size_t i = s->nexports; i-- > 0;) {
+		if (!srv_access_admits(s, s->exports[i], req->peer))
+			continue;
 		e = srv_arena_alloc(req->arena, sizeof(*e));
 		if (!e)
 			return;

@@ -214,6 +214,28 @@ static int export_clients(const struct srv_export_opts *eo, struct srv_clients *
 	return 0;
 }
 
+/* A per-client export opens no union before its first client, but its lower
+ * layers must be there now: a typo must stop the start, not the first MNT. */
+static int template_check(const struct srv_export_opts *eo, char *err, size_t errlen)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < eo->nlower; i++) {
+		const char *why = NULL;
+
+		if (stat(eo->lowerdirs[i], &st) < 0)
+			why = strerror(errno);
+		else if (!S_ISDIR(st.st_mode))
+			why = "not a directory";
+		if (why) {
+			snprintf(err, errlen, "export %s: lowerdir %s: %s", eo->path,
+				 eo->lowerdirs[i], why);
+			return -ENOTDIR;
+		}
+	}
+	return 0;
+}
+
 /* Opens export EO into *OUT: its union, or for a per-client export only its
  * template (instances open on demand). */
 static int export_open(struct srv *s, const struct srv_export_opts *eo,
@@ -250,6 +272,8 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 		goto fail;
 	if (!srv_is_template(eo->upperdir))
 		rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
+	else
+		rc = template_check(eo, err, errlen);
 	if (rc < 0)
 		goto fail;
 	*out = ex;
@@ -342,6 +366,25 @@ static int client_dirs_make(const struct srv_export *ex, const char *upper,
 	return rc;
 }
 
+/* True if an open union other than T's instances has ID, or one of T's
+ * instances has it (T's inst_lock held by the caller, the others taken). */
+static bool id_taken(struct srv *s, struct srv_export *t, uint32_t id)
+{
+	struct srv_export *ex;
+
+	for (size_t k = 0; k < s->nexports; k++) {
+		ex = s->exports[k];
+		if (ex->ux && un_export_id(ex->ux) == id)
+			return true;
+		if (!ex->ux && ex != t && instance_by_id(ex, id))
+			return true;
+	}
+	for (ex = t->instances; ex; ex = ex->next)
+		if (un_export_id(ex->ux) == id)
+			return true;
+	return false;
+}
+
 /* Opens template T's union over UPPER and WORK (inst_lock held). */
 static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
 			 const char *work, struct srv_export **out)
@@ -374,8 +417,7 @@ static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
 	if (rc < 0)
 		goto fail_log;
 	rc = -EEXIST;
-	if (srv_export_by_id(s, un_export_id(i->ux)) ||
-	    instance_by_id(t, un_export_id(i->ux))) {
+	if (id_taken(s, t, un_export_id(i->ux))) {
 		snprintf(err, sizeof(err), "its export id collides with another's");
 		goto fail_log;
 	}

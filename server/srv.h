@@ -81,9 +81,9 @@ struct srv_clients {
  * restart), its export id derived from the export path and the client's
  * upper dir, so that handles of one client's union name no other union. */
 struct srv_export {
-	char *path;		     /* as clients mount it */
-	struct un_export *ux;	     /* owned; NULL for a per-client template */
-	struct srv_clients clients;  /* a template's, for its instances too */
+	char *path;		      /* as clients mount it */
+	struct un_export *ux;	      /* owned; NULL for a per-client template */
+	struct srv_clients clients;   /* a template's, for its instances too */
 	struct srv_export_opts *conf; /* owned: as configured (srv_reload compares) */
 	/* a client's instance: */
 	struct srv_export *parent; /* its template */
@@ -286,6 +286,9 @@ bool srv_peer_name(struct srv_names *n, const struct sockaddr_storage *peer, cha
 const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_export *ex,
 					      const struct sockaddr_storage *peer,
 					      const char *what);
+/* Whether EX admits PEER (as srv_access_rule, without a log line). */
+bool srv_access_admits(struct srv *s, const struct srv_export *ex,
+		       const struct sockaddr_storage *peer);
 /* The dispatcher's check before an NFS handler (the contract at srv_req):
  * false when the call is refused, RES then holding NFS3ERR_ACCES. */
 bool srv_access_nfs(struct srv_req *req, void *args, void *res);

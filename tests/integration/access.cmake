@@ -1,1 +1,18 @@
 # access.cmake: tests of one area, included from CMakeLists.txt.
+
+# ---- issue 6: exports and client rules (test_access.c), through MNT and NFS
+# calls made with libtirpc on sockets bound to chosen loopback addresses
+# (127.0.0.2...) and source ports: the loopback-only default, an access matrix
+# (allowed/denied, ro/rw, root_squash/all_squash/no_root_squash, anonuid,
+# secure), per-client upper layers (two clients, one path, a restart), SIGHUP
+# with a changed, a bad and a missing-layer file while a client READs in a
+# loop, and config errors naming FILE:LINE.  Runs as root.  ~5 s.
+add_executable(test_access test_access.c start_server.c)
+target_link_libraries(test_access PRIVATE xdr PkgConfig::TIRPC PkgConfig::CMOCKA
+                      Threads::Threads)
+target_compile_options(test_access PRIVATE ${IT_WARN})
+add_test(NAME integration/access
+         COMMAND test_access $<TARGET_FILE:union-nfsd>)
+set_tests_properties(integration/access PROPERTIES
+                     LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")

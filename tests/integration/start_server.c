@@ -30,7 +30,7 @@ static bool wants_test_clients(const char *const *args)
 }
 
 static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
-		   const char *out_path)
+		   bool test_clients, const char *out_path)
 {
 	size_t n = 0, k = 7;
 	while (args && args[n])
@@ -49,7 +49,7 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 	argv[4] = state_arg;
 	argv[5] = "--foreground";
 	argv[6] = "--no-rpcbind"; /* never touch the host's rpcbind */
-	if (wants_test_clients(args))
+	if (test_clients && wants_test_clients(args))
 		argv[k++] = "--clients=" TEST_SERVER_CLIENTS;
 	for (size_t i = 0; i < n; i++)
 		argv[k + i] = (char *)args[i];
@@ -93,6 +93,13 @@ static int read_ports(const char *out_path, struct test_server *s)
 int test_server_start(const char *bin, const char *state_dir, const char *const *args,
 		      struct test_server *s)
 {
+	return test_server_start_opts(bin, state_dir, args, true, s);
+}
+
+int test_server_start_opts(const char *bin, const char *state_dir,
+			   const char *const *args, bool test_clients,
+			   struct test_server *s)
+{
 	char *out_path = NULL;
 	int rc = -1;
 	memset(s, 0, sizeof(*s));
@@ -101,7 +108,7 @@ int test_server_start(const char *bin, const char *state_dir, const char *const 
 	if (asprintf(&out_path, "%s/stdout", state_dir) < 0)
 		return -1;
 	unlink(out_path); /* the line of an earlier run must not be read as ours */
-	s->pid = spawn(bin, state_dir, args, out_path);
+	s->pid = spawn(bin, state_dir, args, test_clients, out_path);
 	if (s->pid < 0)
 		goto out;
 	for (int i = 0; i < 200; i++) {

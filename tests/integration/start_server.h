@@ -30,6 +30,11 @@ struct test_server {
  * stderr (the process, if any, is stopped). */
 int test_server_start(const char *bin, const char *state_dir, const char *const *args,
 		      struct test_server *s);
+/* The same, with TEST_CLIENTS false: ARGS exactly, so that the server's own
+ * default (or what ARGS say) decides who its clients are. */
+int test_server_start_opts(const char *bin, const char *state_dir,
+			   const char *const *args, bool test_clients,
+			   struct test_server *s);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);

@@ -271,11 +271,24 @@ static void test_example_config(void **state)
 		fail_msg("%s: %s", path, errbuf);
 	assert_int_equal(o.cfg.nfs_port, 2049);
 	assert_int_equal(o.cfg.mount_port, 20048);
-	assert_int_equal(o.nexports, 2);
+	assert_int_equal(o.nexports, 3);
 	assert_string_equal(o.exports[0].path, "/");
 	assert_int_equal(o.exports[0].nlower, 2);
 	assert_string_equal(o.exports[1].path, "/scratch");
 	assert_non_null(o.exports[1].upperdir);
+	/* the thin-client export: an upper and a work dir per client */
+	assert_string_equal(o.exports[2].path, "/netboot");
+	assert_true(srv_is_template(o.exports[2].upperdir));
+	assert_true(srv_is_template(o.exports[2].workdir));
+	for (size_t i = 0; i < o.nexports; i++) {
+		struct srv_clients c;
+
+		assert_non_null(o.exports[i].clients);
+		assert_int_equal(srv_clients_parse(o.exports[i].clients, &c, errbuf,
+						   sizeof(errbuf)),
+				 0);
+		srv_clients_free(&c);
+	}
 	srv_opts_free(&o);
 }
 
