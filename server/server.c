@@ -431,14 +431,16 @@ fail:
 	return rc;
 }
 
-struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
-				       const struct sockaddr_storage *peer)
+/* The client union of template EX for PEER; when none is open, opens it, if
+ * CREATE or its upper dir is already there (srv_export_for_handle must not
+ * make dirs for a client that never mounted the export). */
+static struct srv_export *instance_get(struct srv *s, struct srv_export *ex,
+				       const struct sockaddr_storage *peer, bool create)
 {
 	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN];
 	struct srv_export *i;
+	struct stat st;
 
-	if (ex->ux)
-		return ex;
 	if (!client_dirs(s, ex, peer, upper, work, sizeof(upper))) {
 		srv_log(SRV_LOG_WARN,
 			"export %s: client %s: no upper dir (no host name for %%h, "
@@ -452,7 +454,8 @@ struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
 	for (i = ex->instances; i; i = i->next)
 		if (strcmp(i->client_key, upper) == 0)
 			break;
-	if (!i && instance_open(s, ex, upper, work, &i) == 0) {
+	if (!i && (create || stat(upper, &st) == 0) &&
+	    instance_open(s, ex, upper, work, &i) == 0) {
 		i->next = ex->instances;
 		ex->instances = i;
 		srv_log(SRV_LOG_INFO, "export %s: client %s: union over upper %s",
@@ -460,6 +463,12 @@ struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
 	}
 	pthread_mutex_unlock(&ex->inst_lock);
 	return i;
+}
+
+struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
+				       const struct sockaddr_storage *peer)
+{
+	return ex->ux ? ex : instance_get(s, ex, peer, true);
 }
 
 struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id)
@@ -477,7 +486,7 @@ struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id
 		if (!srv_clients_match(&s->exports[k]->clients, req->peer,
 				       named ? host : NULL))
 			continue;
-		i = srv_export_instance(s, s->exports[k], req->peer);
+		i = instance_get(s, s->exports[k], req->peer, false);
 		if (i && un_export_id(i->ux) == export_id)
 			ex = i;
 	}

@@ -6,7 +6,11 @@
 #                             start BIN --nfs-port=0 --mount-port=0 --bind=127.0.0.1
 #                             --state-dir=... --foreground ARGS in the background,
 #                             wait for its "listening nfs=P mount=M" line; sets
-#                             SRV_PID, NFS_PORT, MOUNT_PORT, SRV_LOG; stopped at exit
+#                             SRV_PID, NFS_PORT, MOUNT_PORT, SRV_LOG; stopped at exit.
+#                             Without --clients in ARGS the server's default holds:
+#                             loopback callers on reserved ports (libnfs run as root
+#                             binds one), as themselves; a client run as another
+#                             user needs --clients='127.0.0.1(rw,insecure)'
 #   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 5), then SIGKILL
 #   nfs_url EXPORT            libnfs URL of the running server
 #   skip MSG                  print MSG, exit 77 (ctest SKIP_RETURN_CODE)

@@ -573,7 +573,7 @@ static void test_matrix(void **state)
 static void test_per_client_upper(void **state)
 {
 	struct test_server s;
-	struct client a, b;
+	struct client a, b, c;
 	struct fh ra, rb, fa, fb, x;
 	struct stat st;
 	char buf[64];
@@ -623,18 +623,30 @@ static void test_per_client_upper(void **state)
 	client_free(&b);
 	assert_int_equal(test_server_stop(&s), 0);
 
-	/* after a restart, before any MNT, the old handles find their unions */
-	start(&s, false, "127.0.0.2(rw,no_root_squash,insecure) 127.0.0.3(rw,insecure)",
+	/* after a restart, before any MNT, the old handles find their unions;
+	 * a newly admitted client that never mounted gets nothing from them,
+	 * and no upper */
+	start(&s, false,
+	      "127.0.0.2(rw,no_root_squash,insecure) 127.0.0.3(rw,insecure) "
+	      "127.0.0.4(rw,insecure)",
 	      "clients/%a/upper", "clients/%a/work");
 	a = client_new(&s, "127.0.0.2", false, 0, 0);
 	b = client_new(&s, "127.0.0.3", false, 1000, 1000);
+	c = client_new(&s, "127.0.0.4", false, 0, 0);
+	/* (a's union is not open yet: for c the handle names nothing) */
+	assert_int_equal(read_text(&c, &fa, buf, sizeof(buf)), NFS3ERR_STALE);
+	assert_false(exists_in("clients/127.0.0.4", NULL));
 	assert_int_equal(read_text(&b, &fb, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "from b\n");
 	assert_int_equal(read_text(&a, &fb, buf, sizeof(buf)), NFS3ERR_ACCES);
 	assert_int_equal(read_text(&a, &fa, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "from a\n");
+	/* now that it is open: refused outright */
+	assert_int_equal(read_text(&c, &fa, buf, sizeof(buf)), NFS3ERR_ACCES);
+	assert_false(exists_in("clients/127.0.0.4", NULL));
 	client_free(&a);
 	client_free(&b);
+	client_free(&c);
 	assert_int_equal(test_server_stop(&s), 0);
 }
 
