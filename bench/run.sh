@@ -23,6 +23,11 @@
 # Sizes (env): ROUNDS=3 N_NULL1=30000 N_NULL=200000 N_ATTR=10000 (files)
 # N_ATTR_OPS=200000 N_BIG=100000 PASSES=2 N_PAIRS=20000 N_SMALL=10000
 # SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
+# ONLY_ROWS="getattr lookup" and ONLY_SERVERS="u4 gan" narrow a run;
+# PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
+# the server during each run: PERF_DIR/SERVER-ROW-rROUND.data.
+# GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
+# which this data set exceeds: see README.md).
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
 # Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
 set -euo pipefail
@@ -251,6 +256,8 @@ NFS_CORE_PARAM {
 NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $g/recovery; }
 LOG { Default_Log_Level = EVENT; }
 CONF
+		[ -n "${GANESHA_ENTRIES:-}" ] &&
+			printf 'MDCACHE { Entries_HWMark = %s; }\n' "$GANESHA_ENTRIES"
 		export_block 1 "$T/plain"
 		[ "$HAVE_XFS" = 1 ] && export_block 2 "$X/plain"
 	} >"$g/ganesha.conf"
@@ -307,7 +314,11 @@ bench() {
 	copyup-local) args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	copyup-xfs) exp=${EXP_XFS[$s]} args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	esac
-	if ! out=$("$NFS_BENCH" --nfs-port="${NFS_PORT[$s]}" --mount-port="${MOUNT_PORT[$s]}" \
+	local prof=()
+	# PERF_DIR: a cpu-clock profile of the server while nfs_bench runs
+	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e cpu-clock --call-graph dwarf,32768
+		-p "${SPID[$s]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
+	if ! out=$("${prof[@]}" "$NFS_BENCH" --nfs-port="${NFS_PORT[$s]}" --mount-port="${MOUNT_PORT[$s]}" \
 		--export="$exp" --conns="$CONNS" --pid="${SPID[$s]}" "${args[@]}" 2>"$T/bench.err"); then
 		log "FAILED: $s $w round $r: $(cat "$T/bench.err")"
 		FAILED=$((FAILED + 1))
@@ -338,7 +349,7 @@ time_cp() {
 	t1=$(date +%s.%N)
 	cmp -s "$2" "$3/cp-test" || { log "cp made a different file"; FAILED=$((FAILED + 1)); }
 	rm -f "$3/cp-test"
-	echo "server=cp round=$4 row=$1 workload=cp ops=$CU secs=$(awk "BEGIN {print $t1 - $t0}") rate=0 unit=MB/s cpu_s=-1 cpu_us_per_op=-1 io=0" >>"$T/results"
+	echo "server=cp round=$4 row=$1 workload=cp ops=$CU secs=$(awk "BEGIN {print $t1 - $t0}") rate=0 unit=MB/s cpu_s=-1 cpu_us_per_op=-1 io=0 client_cpu_s=-1" >>"$T/results"
 }
 
 loopback_limit() {
@@ -371,6 +382,9 @@ log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
 
 ROWS=(null1 null32 getattr lookup readdirplus createremove smallfiles write read copyup-local)
 [ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
+# ONLY_ROWS / ONLY_SERVERS (space-separated) narrow a run, e.g. for a profile
+[ -n "${ONLY_ROWS:-}" ] && read -ra ROWS <<<"$ONLY_ROWS"
+[ -n "${ONLY_SERVERS:-}" ] && read -ra SERVERS <<<"$ONLY_SERVERS"
 FAILED=0
 : >"$T/results"
 LOADS=()
@@ -419,6 +433,10 @@ def cpu(row, s):
         return None if v is None or v < 0 else v * 1000
     v = med(row, s, "cpu_us_per_op")
     return None if v is None or v < 0 else v
+def client(row, s):  # the client's CPU per second of the run: 1.0 = a core
+    v = [float(k["client_cpu_s"]) / float(k["secs"]) for k in rows.get((row, s), [])
+         if float(k.get("client_cpu_s", -1)) >= 0 and float(k["secs"]) > 0]
+    return statistics.median(v) if v else None
 def f(x, w=9):
     if x is None: return "-".rjust(w)
     return (("%.0f" if x >= 100 else "%.1f" if x >= 10 else "%.2f") % x).rjust(w)
@@ -426,11 +444,13 @@ cols = servers + (["cp"] if any(r[1] == "cp" for r in rows) else [])
 print()
 print("rate: ops/s (pairs/s, files/s, entries/s), MB/s for WRITE/READ, ms for copy-up")
 print("cpu: server CPU us per op (per MB for WRITE/READ; ms per copy-up); medians")
+print("client: nfs_bench's own CPU seconds per second of the run, the highest over the")
+print("servers (near 1.0: the client, not the server, may be the limit)")
 print()
 hdr = "| %-24s |" % "workload" + "".join(" %9s |" % (s + " rate") for s in cols) + \
-      "".join(" %9s |" % (s + " cpu") for s in servers) + " u4/gan rate | u4/gan cpu |"
+      "".join(" %9s |" % (s + " cpu") for s in servers) + " u4/gan rate | u4/gan cpu | client |"
 print(hdr)
-print("|" + "---|" * (1 + len(cols) + len(servers) + 2))
+print("|" + "---|" * (1 + len(cols) + len(servers) + 3))
 for row in order:
     if not any((row, s) in rows for s in cols):
         continue
@@ -444,6 +464,8 @@ for row in order:
     else:
         line += " %11s |" % (("%.2fx" % (a / b)) if a and b else "-")
     line += " %10s |" % (("%.2fx" % (ca / cb)) if ca and cb else "-")
+    c = [x for x in (client(row, s) for s in servers) if x is not None]
+    line += " %6s |" % (("%.2f" % max(c)) if c else "-")
     print(line)
 PY
 if [ "$FAILED" != 0 ]; then
