@@ -14,6 +14,8 @@ PKGS=(
 	libnfs-utils nfs-common
 	# kernel client test (../shared/kvm-nfs): qemu, the guest's busybox, kernel unpacking
 	qemu-system-x86 busybox-static xz-utils
+	# the OS crash test makes the guest's ext4 disk image on the host (mkfs.ext4 -d)
+	e2fsprogs
 	# the thin-client write test boots a Debian root (with gcc) served by union-nfsd
 	debootstrap
 	# the fuzz target (fuzz/): clang with libFuzzer's runtime

@@ -295,16 +295,23 @@ out:
 /* TEST ONLY: UNION_NFSD_TEST_HASH_BITS=N narrows the readdir cookie hash to N
  * bits so that integration tests can force cookie collisions on a real server
  * (tests/integration/test_readdir_big.c).  Never set it in production: cookies
- * then collide often and pages must carry whole groups of names. */
+ * then collide often and pages must carry whole groups of names.
+ * UNION_NFSD_TEST_NO_SYNC=1 (read by union/state.c, which has no log, so it is
+ * announced here) keeps the node table from ever being flushed, for the OS
+ * crash test (tests/integration/kvm_crash.sh). */
 static void test_hooks_from_env(void)
 {
-	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS");
+	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS"), *nosync;
 
 	if (bits && *bits) {
 		un_readdir_test_hash_bits((unsigned)strtoul(bits, NULL, 10));
 		srv_log(SRV_LOG_WARN,
 			"test-only: readdir cookie hash narrowed to %s bits", bits);
 	}
+	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
+	if (nosync && !strcmp(nosync, "1"))
+		srv_log(SRV_LOG_WARN,
+			"test-only: the node table is never flushed to disk");
 }
 
 int main(int argc, char **argv)

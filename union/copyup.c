@@ -16,6 +16,11 @@
  *              extended attribute except the union's own markers (after the
  *              chown, which would drop security.capability), then times last
  *              (everything before changes them)
+ *   cu_sync    regular files with data: fsync the temp, so the commit can
+ *              never reach the disk before the bytes it shows (a journal
+ *              orders a file's metadata with the rename, not its data: after
+ *              an OS crash the upper copy would shadow the lower file with
+ *              holes); overlayfs syncs its copy-ups too, unless volatile
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
  *              lower one as its origin; a lower file with several links is
  *              one file per name after copy-up (as in overlayfs without its
@@ -56,9 +61,10 @@
  *     the copy is the union's business, not the caller's; the caller's
  *     permission for the change that caused it is checked by that change.
  *
- * Data is not synced here: a crash leaves no file or the whole temp in the
- * work dir, and the rename is the commit point of the tree.  WRITE with
- * FILE_SYNC and COMMIT sync the file itself.
+ * The rename is the commit point of the tree, and what it shows is on disk
+ * before it (cu_sync): a crash leaves no file or the whole temp in the work
+ * dir, or the whole copy.  The rename itself is not synced here: the change
+ * that caused the copy-up makes itself durable (write.c, un_sync_change).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -360,6 +366,11 @@ static int cu_make(struct copyup *c)
 	return err;
 }
 
+static int cu_sync(struct copyup *c)
+{
+	return c->st.st_size ? un_sys_fsync(c->datafd) : 0;
+}
+
 static int cu_attrs(struct copyup *c)
 {
 	const struct timespec ts[2] = {c->st.st_atim, c->st.st_mtim};
@@ -428,6 +439,8 @@ static int cu_run(struct copyup *c)
 		err = cu_data(c);
 	if (!err)
 		err = cu_attrs(c);
+	if (!err && S_ISREG(c->st.st_mode))
+		err = cu_sync(c);
 	if (!err)
 		err = cu_node(c);
 	if (!err)

@@ -17,7 +17,15 @@
  *      RENAME_WHITEOUT, RENAME_EXCHANGE or RENAME_NOREPLACE); what must be
  *      ready before it shows (a white-out, an opaque directory, a file over a
  *      white-out) is built in the work dir first;
- *   6. tell the node table (un_node_remove, un_node_rename, un_node_link).
+ *   6. tell the node table (un_node_remove, un_node_rename, un_node_link);
+ *   7. after the locks are dropped, make the change durable before the
+ *      reply (un_sync_change): the upper instances of the changed
+ *      directories and of a new or linked object, then the node table.  NFS
+ *      has its procedures synchronous (RFC 1094 section 2; NFSv3 relaxed
+ *      only WRITE, with UNSTABLE and COMMIT), and knfsd commits the same
+ *      metadata on a sync export.  Directories a copy-up made on the way
+ *      are not synced one by one: ext4, xfs and btrfs commit them with the
+ *      journal transaction the sync forces.
  *
  * Markers are written as kernel overlayfs writes them, so that it can mount
  * the upper layer:
@@ -665,6 +673,8 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	}
 	ns_unlock(ex, &l);
 	un_obj_put(c);
+	if (!err)
+		err = un_sync_change(ex, dir, o);
 	if (!err && out)
 		*out = o;
 	else
@@ -779,7 +789,7 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	return err;
+	return err ? err : un_sync_change(ex, dir, NULL);
 }
 
 /* Moves upper dir NAME of UDIR into the work dir and removes it there with
@@ -853,7 +863,7 @@ int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name)
 		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	return err;
+	return err ? err : un_sync_change(ex, dir, NULL);
 }
 
 /* ---- renaming ---- */
@@ -1055,6 +1065,8 @@ int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname
 	rename_unlock(&r, &l);
 	un_obj_put(r.src);
 	un_obj_put(r.dst);
+	if (!err) /* 1: a rename onto itself changed nothing */
+		err = un_sync_change(ex, fromdir, todir);
 	return err < 0 ? err : 0;
 }
 
@@ -1096,5 +1108,39 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
+	return err ? err : un_sync_change(ex, dir, o);
+}
+
+/* ---- durability ---- */
+
+/* Flushes the upper instance of O, if it has one.  Only regular files and
+ * directories can be opened for it; the sync of its parent carries any other
+ * object's inode. */
+static int sync_upper(struct un_export *ex, struct un_obj *o)
+{
+	int fd, err;
+
+	if (!o || !un_obj_upper(ex, o) || !(S_ISREG(o->type) || S_ISDIR(o->type)))
+		return 0;
+	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+	if (fd < 0)
+		return fd;
+	err = un_sys_fsync(fd);
+	un_sys_close(fd);
 	return err;
+}
+
+int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+{
+	struct un_creds saved;
+	int err;
+
+	/* A sync is no access of the caller's, and needs a descriptor the
+	 * caller may not be allowed to open (a file of mode 0200). */
+	un_sys_creds_override(&saved);
+	err = sync_upper(ex, a);
+	if (!err && b != a)
+		err = sync_upper(ex, b);
+	un_sys_creds_revert(&saved);
+	return err ? err : un_state_sync(ex->st);
 }

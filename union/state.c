@@ -10,6 +10,12 @@
  * flushes it to disk once a second; un_state_sync flushes at once, for replies
  * that promise stable storage.
  *
+ * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
+ * opened turns both flushes into no-ops (the commits still reach the page
+ * cache), so that the OS crash test (tests/integration/kvm_crash.sh) can show
+ * that it notices lost handles.  Never set it in production: an OS crash then
+ * loses every node made since the last clean shutdown.
+ *
  * Keys: the secret never leaves this file.  Each purpose gets its own key,
  * derived with crypto_kdf under the context "unfsd-k1" and a fixed subkey id,
  * so the handle MAC, the cookie hash and the verifier MAC cannot be played
@@ -40,6 +46,9 @@ enum {
 	KEY_ID_VERF = 3,
 	KEY_ID_VERSION = 4,
 };
+
+/* Set by un_state_open from UNION_NFSD_TEST_NO_SYNC (design notes). */
+static bool test_no_sync;
 
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
@@ -209,7 +218,8 @@ static void *syncer_main(void *arg)
 		if (st->stopping)
 			break;
 		pthread_mutex_unlock(&st->sync_lock);
-		mdb_env_sync(st->env, 1); /* a failure is retried next period */
+		if (!test_no_sync)
+			mdb_env_sync(st->env, 1); /* a failure is retried next period */
 		pthread_mutex_lock(&st->sync_lock);
 	}
 	pthread_mutex_unlock(&st->sync_lock);
@@ -259,11 +269,14 @@ static void state_free(struct un_state *st)
 
 int un_state_open(const char *dir, struct un_state **out)
 {
+	const char *nosync;
 	struct un_state *st;
 	int err = -EIO;
 
 	if (sodium_init() < 0)
 		return err;
+	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
+	test_no_sync = nosync && !strcmp(nosync, "1");
 	err = -ENOMEM;
 	st = un_sys_calloc(1, sizeof(*st));
 	if (!st)
@@ -305,5 +318,5 @@ int un_state_sync(struct un_state *st)
 
 	if (err)
 		return -err;
-	return un_mdb_err(mdb_env_sync(st->env, 1));
+	return test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 }

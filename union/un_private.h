@@ -411,6 +411,10 @@ int un_copy_xattrs(int src, int dst);
  * or moving it needs a white-out), 0 if not. */
 int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
 		 size_t len);
+/* Makes a change durable before its reply: syncs the upper instances of A
+ * and B (either may be NULL; a lower one has nothing pending), then the node
+ * table.  dir.c's changes of names, un_setattr and un_commit end with it. */
+int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* Test hook: write white-outs in the xattr form (as when mknod is refused). */
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 

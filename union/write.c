@@ -14,7 +14,8 @@
  * data); COMMIT is the same as a late FILE_SYNC.  The rename that made a copied-up
  * file visible is not synced separately: the filesystems we serve from
  * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
- * file forces.
+ * file forces.  SETATTR, like every change of names (dir.c), is durable
+ * before it returns (un_sync_change).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -135,7 +136,9 @@ int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa
 	err = un_obj_upper(ex, o) ? 0 : may_modify(o, sa);
 	if (!err)
 		err = un_copyup(ex, o);
-	return err ? err : setattr_upper(o, sa);
+	if (!err)
+		err = setattr_upper(o, sa);
+	return err ? err : un_sync_change(ex, o, NULL);
 }
 
 int un_open_write(struct un_export *ex, struct un_obj *o)
@@ -202,15 +205,5 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 
 int un_commit(struct un_export *ex, struct un_obj *o)
 {
-	int fd, err = 0;
-
-	/* Only the upper is ever written; a lower object has nothing pending. */
-	if (un_obj_upper(ex, o) && (S_ISREG(o->type) || S_ISDIR(o->type))) {
-		fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
-		if (fd < 0)
-			return fd;
-		err = un_sys_fsync(fd);
-		un_sys_close(fd);
-	}
-	return err ? err : un_state_sync(ex->st);
+	return un_sync_change(ex, o, NULL);
 }

@@ -131,14 +131,17 @@ static void test_write_stability(void **state)
 	un_sys_inject_reset();
 	assert_int_equal(un_write(fx->ex, o, "XY", 2, 1, UN_UNSTABLE, &c), 2);
 	assert_int_equal(c, UN_UNSTABLE);
-	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 0);
+	/* one sync: the copy-up's data before its rename (cu_sync) */
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 1);
+	assert_int_equal(un_write(fx->ex, o, "XY", 2, 1, UN_UNSTABLE, &c), 2);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 1); /* none for the write */
 	/* A DATA_SYNC reply promises stable storage too: the data, the table. */
 	assert_int_equal(un_write(fx->ex, o, "Z", 1, 6, UN_DATA_SYNC, &c), 1);
 	assert_int_equal(c, UN_DATA_SYNC);
-	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 2);
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 3);
 	assert_int_equal(un_write(fx->ex, o, "!", 1, 9, UN_FILE_SYNC, &c), 1);
 	assert_int_equal(c, UN_FILE_SYNC);
-	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 4); /* the file, the table */
+	assert_int_equal(un_sys_calls(UN_SYS_SYNC), 5); /* the file, the table */
 	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 10);
 	assert_memory_equal(buf, "aXYdefZ\0\0!", 10);
 	/* A failed sync is no success, and promises nothing. */
@@ -238,39 +241,58 @@ static void test_setattr_denied(void **state)
 	assert_true(w_exists(fx, "u/rw"));
 }
 
-/* A failure at each step of a truncate of a lower file two levels down. */
+/* A fresh upper (the node table stays) and the walk to the lower file F. */
+static struct un_obj *truncate_setup(struct fx *fx)
+{
+	struct un_obj *o = NULL;
+	char p[PATH_MAX];
+
+	t_export_close(fx);
+	snprintf(p, sizeof(p), "%s", t_path(fx, "u"));
+	t_rm_rf(p);
+	t_mkdir(fx, "u");
+	t_export(fx, "l1:l2", "u", "w");
+	assert_int_equal(t_walk(fx, "a/b/f", &o), 0);
+	return o;
+}
+
+/* A failure at each step of a truncate of a lower file two levels down: the
+ * file is as it was, unless the failure hit the sync that follows the change
+ * (un_sync_change, the last SYNCCALLS calls), which reports the error of a
+ * change it could not make durable. */
 static void test_truncate_faults(void **state)
 {
 	struct fx *fx = *state;
 	struct un_sattr sa = {.set_size = true, .size = 4};
-	unsigned long calls;
+	unsigned long calls, synccalls;
+	struct un_obj *o;
 	char buf[64];
-	int fds;
+	int fds, rc;
 
 	t_file(fx, "l2/a/b/f", "0123456789");
 	w_export(fx);
 	fds = t_nfds();
-	un_sys_inject_reset();
+	/* the calls of one truncate as the loop makes it (the table knows the
+	 * names from the first), and of the sync at its end */
 	assert_int_equal(setattr(fx, "a/b/f", &sa), 0);
+	o = truncate_setup(fx);
+	un_sys_inject_reset();
+	assert_int_equal(un_setattr(fx->ex, o, &sa), 0);
 	calls = un_sys_calls(UN_SYS_ANY);
+	un_sys_inject_reset();
+	assert_int_equal(un_sync_change(fx->ex, o, NULL), 0);
+	synccalls = un_sys_calls(UN_SYS_ANY);
+	un_obj_put(o);
 	for (unsigned long n = 1; n <= calls; n++) {
-		struct un_obj *o = NULL;
-		char p[PATH_MAX];
-		int rc;
-
-		t_export_close(fx);
-		snprintf(p, sizeof(p), "%s", t_path(fx, "u"));
-		t_rm_rf(p);
-		t_mkdir(fx, "u");
-		t_export(fx, "l1:l2", "u", "w");
-		assert_int_equal(t_walk(fx, "a/b/f", &o), 0);
+		o = truncate_setup(fx);
 		un_sys_inject_reset();
 		un_sys_inject(UN_SYS_ANY, n, EIO);
 		rc = un_setattr(fx->ex, o, &sa);
 		un_sys_inject_reset();
 		un_obj_put(o);
 		assert_true(rc == 0 || rc == -EIO || rc == -ENOMEM);
-		assert_int_equal(t_read(fx, "a/b/f", buf, sizeof(buf)), rc ? 10 : 4);
+		assert_int_equal(t_read(fx, "a/b/f", buf, sizeof(buf)),
+				 rc && n <= calls - synccalls ? 10 : 4);
 		assert_int_equal(w_count(fx, "w/work"), 0);
 		assert_int_equal(t_nfds(), fds);
 		assert_int_equal(setattr(fx, "a/b/f", &sa), 0);

@@ -1,0 +1,704 @@
+/* crash_client - the NFS client inside the VM of kvm_crash.sh: it checks what
+ * the previous boot saved, does the next phase's work through libnfs' raw
+ * NFSv3 calls to the guest's own union-nfsd on loopback, saves what it was
+ * told, and crashes the kernel.
+ *
+ *   crash_client PHASE NFS_PORT MOUNT_PORT SAVED [--crash]
+ *
+ * SAVED is a file of "SAVE" lines from earlier boots (may be empty):
+ *   SAVE obj KEY PATH FH FILEID SIZE MODE SUM   an object a reply named
+ *   SAVE absent KEY PATH                        a name a reply removed
+ * Each is checked first: GETATTR through the saved handle (FH, hex) must
+ * answer NFS3_OK with FILEID, SIZE and MODE, READ must give bytes whose
+ * FNV-1a hash is SUM (regular files), and a LOOKUP of PATH from the export
+ * root must find the same fileid; an absent name must be NFS3ERR_NOENT.
+ * Every check prints "CRASH CHECK KEY ok" or "CRASH CHECK KEY LOST why".
+ *
+ * Then the work of PHASE, each step printing the SAVE lines of what a reply
+ * promised (phase 3 does none; the boot ends cleanly):
+ *   1  created  CREATE d1/new.bin in the deep merged dir, WRITE UNSTABLE,
+ *               COMMIT;
+ *      copyup   WRITE FILE_SYNC into the lower file d1/d2/copy.bin (the
+ *               copy-up), same fileid before and after;
+ *      deep     LOOKUP d1/.../d5/deep.bin (nodes for six new names), then
+ *               1.5 s of nothing: only the node table's syncer (period 1 s)
+ *               makes them durable before the crash;
+ *   2  the namespace operations, each replied to just before the crash:
+ *      fresh    CREATE fresh.bin;  newdir  MKDIR newdir;
+ *      moved    RENAME old.txt -> moved.txt;  gone  REMOVE gone.txt;
+ *      chmod    SETATTR mode 0600 of the lower file chmod.txt.
+ * With --crash the kernel is crashed (sysrq c) at once after the last reply:
+ * no sync, no clean stop of union-nfsd.
+ *
+ * Output goes to stdout, a line at a time (the guest points it at /dev/kmsg,
+ * whose records reach the serial console before the panic stops the VM).
+ * Exit: 0 every check passed and the phase's work done, 1 otherwise, 2 usage.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* libnfs.h first: it defines what the raw headers use */
+#include <nfsc/libnfs.h>
+
+#include <nfsc/libnfs-raw-mount.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <nfsc/libnfs-raw.h>
+
+#define FH_MAX	     64
+#define IO_MAX	     32768
+#define CALL_TIMEOUT 20 /* s; TCG is slow */
+#define DEEP_DIR     "d1/d2/d3/d4/d5"
+#define CREATED_LEN  100000
+
+struct fh {
+	uint32_t len;
+	uint8_t d[FH_MAX];
+};
+
+/* What one reply said. */
+struct res {
+	int status;
+	struct fh fh;
+	bool attrs;
+	uint64_t fileid, size;
+	uint32_t mode, count, type;
+	stable_how committed; /* WRITE */
+	bool eof;
+	char *buf; /* READ: where the data goes (IO_MAX bytes) */
+};
+
+struct call {
+	bool done;
+	int status;
+	void (*keep)(void *data, struct res *out);
+	struct res *out;
+};
+
+static struct rpc_context *nfs;
+static struct fh root;
+static int failures;
+
+/* ---- raw calls, made synchronous ---- */
+
+static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct call *c = priv;
+
+	(void)rpc;
+	c->done = true;
+	c->status = status;
+	if (status == RPC_STATUS_SUCCESS && c->keep)
+		c->keep(data, c->out);
+}
+
+/* Services RPC until C is answered; QUEUED is what the _async call returned. */
+static int finish(struct rpc_context *rpc, struct call *c, int queued)
+{
+	time_t end = time(NULL) + CALL_TIMEOUT;
+
+	if (queued)
+		return -1;
+	while (!c->done) {
+		struct pollfd p = {.fd = rpc_get_fd(rpc),
+				   .events = (short)rpc_which_events(rpc)};
+
+		if (time(NULL) > end)
+			return -1;
+		if (poll(&p, 1, 100) < 0 && errno != EINTR)
+			return -1;
+		if (rpc_service(rpc, p.revents) < 0)
+			return -1;
+	}
+	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
+}
+
+static struct rpc_context *connect_prog(int port, int prog)
+{
+	struct rpc_context *rpc = rpc_init_context();
+	struct call c = {0};
+
+	if (rpc && finish(rpc, &c,
+			  rpc_connect_port_async(rpc, "127.0.0.1", port, prog, 3,
+						 on_reply, &c))) {
+		printf("CRASH FAIL connect to port %d: %s\n", port, rpc_get_error(rpc));
+		rpc_destroy_context(rpc);
+		rpc = NULL;
+	}
+	return rpc;
+}
+
+static nfs_fh3 fh3(const struct fh *f)
+{
+	return (nfs_fh3){.data = {.data_len = f->len, .data_val = (char *)f->d}};
+}
+
+static void fh_keep(struct fh *dst, const nfs_fh3 *src)
+{
+	dst->len = src->data.data_len > FH_MAX ? 0 : src->data.data_len;
+	memcpy(dst->d, src->data.data_val, dst->len);
+}
+
+static void attrs_keep(struct res *o, const post_op_attr *a)
+{
+	const fattr3 *f = &a->post_op_attr_u.attributes;
+
+	o->attrs = a->attributes_follow;
+	if (!o->attrs)
+		return;
+	o->fileid = f->fileid;
+	o->size = f->size;
+	o->mode = f->mode & 07777;
+	o->type = f->type;
+}
+
+/* The call record of one NFS call whose reply KEEP copies into OUT. */
+static struct call call_for(void (*keep)(void *, struct res *), struct res *out)
+{
+	out->status = -1;
+	return (struct call){.keep = keep, .out = out};
+}
+
+static void keep_getattr(void *data, struct res *o)
+{
+	GETATTR3res *r = data;
+	post_op_attr a = {.attributes_follow = 1};
+
+	o->status = r->status;
+	if (r->status == NFS3_OK) {
+		a.post_op_attr_u.attributes = r->GETATTR3res_u.resok.obj_attributes;
+		attrs_keep(o, &a);
+	}
+}
+
+static void keep_lookup(void *data, struct res *o)
+{
+	LOOKUP3res *r = data;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK) {
+		fh_keep(&o->fh, &r->LOOKUP3res_u.resok.object);
+		attrs_keep(o, &r->LOOKUP3res_u.resok.obj_attributes);
+	}
+}
+
+static void keep_read(void *data, struct res *o)
+{
+	READ3res *r = data;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	o->count = r->READ3res_u.resok.data.data_len;
+	if (o->count > IO_MAX)
+		o->count = IO_MAX;
+	memcpy(o->buf, r->READ3res_u.resok.data.data_val, o->count);
+	o->eof = r->READ3res_u.resok.eof;
+}
+
+static void keep_write(void *data, struct res *o)
+{
+	WRITE3res *r = data;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK) {
+		o->count = r->WRITE3res_u.resok.count;
+		o->committed = r->WRITE3res_u.resok.committed;
+		attrs_keep(o, &r->WRITE3res_u.resok.file_wcc.after);
+	}
+}
+
+static void keep_create(void *data, struct res *o)
+{
+	CREATE3res *r = data;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK && r->CREATE3res_u.resok.obj.handle_follows) {
+		fh_keep(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
+		attrs_keep(o, &r->CREATE3res_u.resok.obj_attributes);
+	}
+}
+
+static void keep_mkdir(void *data, struct res *o)
+{
+	MKDIR3res *r = data;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK && r->MKDIR3res_u.resok.obj.handle_follows) {
+		fh_keep(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
+		attrs_keep(o, &r->MKDIR3res_u.resok.obj_attributes);
+	}
+}
+
+/* REMOVE, RENAME, COMMIT, SETATTR: the status is all we need (it comes
+ * first in every reply). */
+static void keep_status(void *data, struct res *o)
+{
+	o->status = *(nfsstat3 *)data;
+}
+
+static struct res getattr(const struct fh *f)
+{
+	GETATTR3args a = {.object = fh3(f)};
+	struct res o = {0};
+	struct call c = call_for(keep_getattr, &o);
+
+	finish(nfs, &c, rpc_nfs3_getattr_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res lookup(const struct fh *dir, const char *name)
+{
+	LOOKUP3args a = {.what = {.dir = fh3(dir), .name = (char *)name}};
+	struct res o = {0};
+	struct call c = call_for(keep_lookup, &o);
+
+	finish(nfs, &c, rpc_nfs3_lookup_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+/* READ of up to IO_MAX bytes at OFF into BUF. */
+static struct res read_at(const struct fh *f, uint64_t off, char *buf)
+{
+	READ3args a = {.file = fh3(f), .offset = off, .count = IO_MAX};
+	struct res o = {.buf = buf};
+	struct call c = call_for(keep_read, &o);
+
+	finish(nfs, &c, rpc_nfs3_read_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res write_at(const struct fh *f, uint64_t off, const char *data, uint32_t n,
+			   stable_how how)
+{
+	WRITE3args a = {.file = fh3(f),
+			.offset = off,
+			.count = n,
+			.stable = how,
+			.data = {.data_len = n, .data_val = (char *)data}};
+	struct res o = {0};
+	struct call c = call_for(keep_write, &o);
+
+	finish(nfs, &c, rpc_nfs3_write_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res commit(const struct fh *f)
+{
+	COMMIT3args a = {.file = fh3(f)};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	finish(nfs, &c, rpc_nfs3_commit_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+/* CREATE (UNCHECKED, mode 0644) or MKDIR (0755) of NAME in DIR. */
+static struct res make(const struct fh *dir, const char *name, bool isdir)
+{
+	CREATE3args ca = {.where = {.dir = fh3(dir), .name = (char *)name},
+			  .how = {.mode = UNCHECKED}};
+	MKDIR3args ma = {.where = ca.where};
+	struct res o = {0};
+	struct call c = call_for(isdir ? keep_mkdir : keep_create, &o);
+	int q;
+
+	ca.how.createhow3_u.obj_attributes.mode.set_it = 1;
+	ca.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+	ma.attributes.mode.set_it = 1;
+	ma.attributes.mode.set_mode3_u.mode = 0755;
+	q = isdir ? rpc_nfs3_mkdir_async(nfs, on_reply, &ma, &c)
+		  : rpc_nfs3_create_async(nfs, on_reply, &ca, &c);
+	finish(nfs, &c, q);
+	return o;
+}
+
+static struct res rename_in(const struct fh *dir, const char *from, const char *to)
+{
+	RENAME3args a = {.from = {.dir = fh3(dir), .name = (char *)from},
+			 .to = {.dir = fh3(dir), .name = (char *)to}};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	finish(nfs, &c, rpc_nfs3_rename_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res remove_in(const struct fh *dir, const char *name)
+{
+	REMOVE3args a = {.object = {.dir = fh3(dir), .name = (char *)name}};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	finish(nfs, &c, rpc_nfs3_remove_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res chmod_fh(const struct fh *f, uint32_t mode)
+{
+	SETATTR3args a = {.object = fh3(f)};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	a.new_attributes.mode.set_it = 1;
+	a.new_attributes.mode.set_mode3_u.mode = mode;
+	finish(nfs, &c, rpc_nfs3_setattr_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+/* LOOKUP of each component of PATH from the root; the last reply (or the
+ * first that failed). */
+static struct res walk(const char *path)
+{
+	char buf[256], *save = NULL;
+	struct res o = {.status = NFS3_OK, .fh = root};
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *t = strtok_r(buf, "/", &save); t && o.status == NFS3_OK;
+	     t = strtok_r(NULL, "/", &save)) {
+		struct fh d = o.fh;
+
+		o = lookup(&d, t);
+	}
+	return o;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+#define FNV_START 0xcbf29ce484222325ull
+
+/* READ of the whole file F: its hash in *sum; 0 or the failing status. */
+static int read_sum(const struct fh *f, uint64_t *sum)
+{
+	static char buf[IO_MAX];
+	uint64_t off = 0;
+	struct res o;
+
+	*sum = FNV_START;
+	do {
+		o = read_at(f, off, buf);
+		if (o.status != NFS3_OK)
+			return o.status;
+		*sum = fnv1a(*sum, buf, o.count);
+		off += o.count;
+	} while (!o.eof && o.count);
+	return 0;
+}
+
+static void hex(const struct fh *f, char *out)
+{
+	for (uint32_t i = 0; i < f->len; i++)
+		sprintf(out + 2 * i, "%02x", f->d[i]);
+	out[2 * f->len] = '\0';
+}
+
+static bool unhex(const char *s, struct fh *f)
+{
+	size_t n = strlen(s);
+
+	if (n % 2 || n / 2 > FH_MAX)
+		return false;
+	f->len = (uint32_t)(n / 2);
+	for (uint32_t i = 0; i < f->len; i++)
+		if (sscanf(s + 2 * i, "%2hhx", &f->d[i]) != 1)
+			return false;
+	return true;
+}
+
+/* ---- saving and checking ---- */
+
+/* Prints a failure line and counts it; false, for the caller to return. */
+static bool failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static bool failed(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	failures++;
+	return false;
+}
+
+/* true if the call got a reply with NFS3_OK */
+static bool ok(const char *what, const struct res *o)
+{
+	if (o->status == NFS3_OK)
+		return true;
+	failed("CRASH FAIL %s: status %d", what, o->status);
+	return false;
+}
+
+static void print_save(const char *key, const char *path, const struct fh *f,
+		       const struct res *a, uint64_t sum)
+{
+	char h[2 * FH_MAX + 1];
+
+	hex(f, h);
+	printf("CRASH SAVE obj %s %s %s %" PRIu64 " %" PRIu64 " %o %016" PRIx64 "\n", key,
+	       path, h, a->fileid, a->size, a->mode, sum);
+}
+
+/* The SAVE line of object KEY at PATH, whose reply gave handle F: GETATTR
+ * and READ now give the rest. */
+static bool save_obj(const char *key, const char *path, const struct fh *f)
+{
+	struct res a = getattr(f);
+	uint64_t sum = FNV_START;
+
+	if (!ok(key, &a) || (a.type == NF3REG && read_sum(f, &sum)))
+		return failed("CRASH FAIL save %s: no attributes or data", key);
+	print_save(key, path, f, &a, sum);
+	return true;
+}
+
+static bool check_obj(const char *key, const char *path, const char *hexfh,
+		      const struct res *want, uint64_t sum)
+{
+	struct fh f;
+	struct res a, l;
+	uint64_t now = FNV_START;
+	int err = 0;
+
+	if (!unhex(hexfh, &f))
+		return failed("CRASH CHECK %s LOST: bad saved handle", key);
+	a = getattr(&f);
+	if (a.status != NFS3_OK || !a.attrs)
+		return failed(
+		    "CRASH CHECK %s LOST: GETATTR of the saved handle: status %d", key,
+		    a.status);
+	if (a.fileid != want->fileid || a.size != want->size || a.mode != want->mode)
+		return failed("CRASH CHECK %s LOST: fileid %" PRIu64 " size %" PRIu64
+			      " mode %o, saved %" PRIu64 " %" PRIu64 " %o",
+			      key, a.fileid, a.size, a.mode, want->fileid, want->size,
+			      want->mode);
+	if (a.type == NF3REG && ((err = read_sum(&f, &now)) || now != sum))
+		return failed("CRASH CHECK %s LOST: READ status %d, data %s", key, err,
+			      now == sum ? "as saved" : "differs");
+	l = walk(path);
+	if (l.status != NFS3_OK || !l.attrs || l.fileid != want->fileid)
+		return failed("CRASH CHECK %s LOST: LOOKUP %s: status %d fileid %" PRIu64,
+			      key, path, l.status, l.fileid);
+	printf("CRASH CHECK %s ok (fileid %" PRIu64 ", %" PRIu64 " bytes)\n", key,
+	       want->fileid, want->size);
+	return true;
+}
+
+static bool check_absent(const char *key, const char *path)
+{
+	struct res l = walk(path);
+
+	if (l.status != NFS3ERR_NOENT)
+		return failed("CRASH CHECK %s LOST: LOOKUP %s: status %d, want NOENT",
+			      key, path, l.status);
+	printf("CRASH CHECK %s ok (no %s)\n", key, path);
+	return true;
+}
+
+static void check_line(const char *line)
+{
+	char key[32], path[128], h[2 * FH_MAX + 2];
+	struct res want = {0};
+	uint64_t sum;
+
+	if (sscanf(line, "SAVE obj %31s %127s %129s %" SCNu64 " %" SCNu64 " %o %" SCNx64,
+		   key, path, h, &want.fileid, &want.size, &want.mode, &sum) == 7)
+		check_obj(key, path, h, &want, sum);
+	else if (sscanf(line, "SAVE absent %31s %127s", key, path) == 2)
+		check_absent(key, path);
+	else if (line[strspn(line, " \n")])
+		failed("CRASH FAIL bad saved line: %s", line);
+}
+
+static bool check_saved(const char *file)
+{
+	char line[512];
+	FILE *f = fopen(file, "r");
+
+	if (!f)
+		return failed("CRASH FAIL cannot read %s", file);
+	while (fgets(line, sizeof(line), f))
+		check_line(line);
+	fclose(f);
+	return true;
+}
+
+/* ---- the phases ---- */
+
+/* created: CREATE in the deep merged dir, WRITE UNSTABLE, COMMIT. */
+static void phase1_created(void)
+{
+	static char data[CREATED_LEN];
+	const char *path = DEEP_DIR "/new.bin";
+	struct res d = walk(DEEP_DIR), o, w;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 131 + i / 977);
+	if (!ok("LOOKUP " DEEP_DIR, &d))
+		return;
+	o = make(&d.fh, "new.bin", false);
+	if (!ok("CREATE new.bin", &o))
+		return;
+	for (uint32_t off = 0; off < sizeof(data); off += w.count) {
+		uint32_t n = sizeof(data) - off > IO_MAX ? IO_MAX : sizeof(data) - off;
+
+		w = write_at(&o.fh, off, data + off, n, UNSTABLE);
+		if (!ok("WRITE new.bin", &w) || !w.count)
+			return;
+	}
+	w = commit(&o.fh);
+	if (ok("COMMIT new.bin", &w))
+		save_obj("created", path, &o.fh);
+}
+
+/* copyup: a FILE_SYNC WRITE into a lower file keeps its fileid. */
+static bool phase1_copyup(void)
+{
+	const char *path = "d1/d2/copy.bin";
+	struct res l = walk(path), w;
+
+	if (!ok("LOOKUP copy.bin", &l))
+		return false;
+	w = write_at(&l.fh, 1000, "written-through-a-copy-up", 25, FILE_SYNC);
+	if (!ok("WRITE FILE_SYNC copy.bin", &w))
+		return false;
+	if (w.committed != FILE_SYNC || !w.attrs || w.fileid != l.fileid)
+		return failed("CRASH FAIL copyup: committed %u, fileid %" PRIu64
+			      " -> %" PRIu64,
+			      w.committed, l.fileid, w.fileid);
+	save_obj("copyup", path, &l.fh);
+	return true;
+}
+
+/* deep: handles of names never seen before, then only the syncer's period. */
+static void phase1_deep(void)
+{
+	struct res f = walk(DEEP_DIR "/deep.bin"), d = walk(DEEP_DIR);
+
+	if (!ok("LOOKUP deep.bin", &f) || !ok("LOOKUP " DEEP_DIR, &d))
+		return;
+	save_obj("deep", DEEP_DIR "/deep.bin", &f.fh);
+	save_obj("deepdir", DEEP_DIR, &d.fh);
+	printf("CRASH STEP deep: handles given out; 1.5 s without a sync request\n");
+	usleep(1500 * 1000);
+}
+
+/* The namespace changes back to back, then their SAVE lines from what the
+ * replies and the reads before them said: the crash follows the last reply
+ * within milliseconds. */
+static bool phase2_namespace(void)
+{
+	struct res old = walk("old.txt"), ch = walk("chmod.txt"), fresh, dir, r1, r2, r3;
+	uint64_t oldsum, chsum;
+
+	if (!ok("LOOKUP old.txt", &old) || !ok("LOOKUP chmod.txt", &ch) ||
+	    read_sum(&old.fh, &oldsum) || read_sum(&ch.fh, &chsum))
+		return failed("CRASH FAIL phase 2: the lower files cannot be read");
+	fresh = make(&root, "fresh.bin", false);
+	dir = make(&root, "newdir", true);
+	r1 = rename_in(&root, "old.txt", "moved.txt");
+	r2 = remove_in(&root, "gone.txt");
+	r3 = chmod_fh(&ch.fh, 0600);
+	if (!ok("CREATE fresh.bin", &fresh) || !ok("MKDIR newdir", &dir) ||
+	    !ok("RENAME old.txt", &r1) || !ok("REMOVE gone.txt", &r2) ||
+	    !ok("SETATTR chmod.txt", &r3) || !fresh.attrs || !dir.attrs)
+		return false;
+	print_save("fresh", "fresh.bin", &fresh.fh, &fresh, FNV_START);
+	print_save("newdir", "newdir", &dir.fh, &dir, FNV_START);
+	print_save("moved", "moved.txt", &old.fh, &old, oldsum);
+	ch.mode = 0600;
+	print_save("chmod", "chmod.txt", &ch.fh, &ch, chsum);
+	printf("CRASH SAVE absent old old.txt\n");
+	printf("CRASH SAVE absent gone gone.txt\n");
+	return true;
+}
+
+static void keep_mnt(void *data, struct res *o)
+{
+	mountres3 *r = data;
+
+	o->status = r->fhs_status;
+	if (r->fhs_status == MNT3_OK &&
+	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= FH_MAX) {
+		o->fh.len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
+		memcpy(o->fh.d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, o->fh.len);
+	}
+}
+
+static int mount_root(int mport)
+{
+	struct rpc_context *m = connect_prog(mport, MOUNT_PROGRAM);
+	struct res o = {0};
+	struct call c = {.keep = keep_mnt, .out = &o};
+	int rc;
+
+	if (!m)
+		return -1;
+	rc = finish(m, &c, rpc_mount3_mnt_async(m, on_reply, "/", &c));
+	rpc_destroy_context(m);
+	if (rc || o.status != MNT3_OK || !o.fh.len) {
+		printf("CRASH FAIL MNT /: rpc %d status %d\n", rc, o.status);
+		return -1;
+	}
+	root = o.fh;
+	return 0;
+}
+
+static void crash_now(void)
+{
+	int fd = open("/proc/sysrq-trigger", O_WRONLY);
+
+	printf("CRASH STEP crashing the kernel now\n");
+	if (fd >= 0 && write(fd, "c", 1) == 1)
+		pause(); /* not reached */
+	printf("CRASH FAIL sysrq c: %s\n", strerror(errno));
+	failures++;
+}
+
+int main(int argc, char **argv)
+{
+	int phase;
+
+	if (argc < 5 || argc > 6 || (argc == 6 && strcmp(argv[5], "--crash"))) {
+		fprintf(
+		    stderr,
+		    "usage: crash_client PHASE NFS_PORT MOUNT_PORT SAVED [--crash]\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	phase = atoi(argv[1]);
+	if (mount_root(atoi(argv[3])))
+		return 1;
+	nfs = connect_prog(atoi(argv[2]), NFS_PROGRAM);
+	if (!nfs)
+		return 1;
+	check_saved(argv[4]);
+	printf("CRASH STEP checks done: %d failed; phase %d\n", failures, phase);
+	if (phase == 1) {
+		phase1_created();
+		phase1_copyup();
+		phase1_deep();
+	} else if (phase == 2)
+		phase2_namespace();
+	if (argc == 6)
+		crash_now();
+	rpc_destroy_context(nfs);
+	printf("CRASH RESULT %s (%d failed)\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}

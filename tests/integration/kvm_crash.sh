@@ -1,0 +1,198 @@
+#!/bin/bash
+# kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR - issue 4's durability promise
+# against an OS crash: handles (and COMMITted / FILE_SYNC data, and the results
+# of namespace operations) survive a kernel crash that syncs nothing.
+#
+# union-nfsd runs inside a VM (qemu, TCG; the cached Debian kernel of
+# ../shared/kvm-nfs) on an ext4 disk image that holds its layers and its state
+# dir; the client (crash_client.c, libnfs raw calls) runs in the same VM over
+# loopback.  The initramfs is the kvm-nfs base (busybox) plus guest_crash.sh as
+# /init, the modules of the virtio disk and ext4, and the two programs with the
+# shared libraries ldd lists (copied to the same paths, so the programs' own
+# loader runs them).  Three boots of one disk:
+#   1. CREATE + WRITE UNSTABLE + COMMIT (created); WRITE FILE_SYNC into a
+#      lower file, its copy-up (copyup); LOOKUP of a deep lower file never seen
+#      before and 1.5 s of nothing, so only the node table's syncer (period
+#      1 s) can have made those handles durable (deep, deepdir); then the
+#      kernel is crashed (sysrq c: no sync, the guest's page cache is lost);
+#   2. every saved handle: GETATTR NFS3_OK, same fileid, size and mode, READ
+#      gives the saved bytes, LOOKUP by path finds the same fileid; then CREATE,
+#      MKDIR, RENAME, REMOVE and SETATTR back to back, and a crash within
+#      milliseconds of the last reply;
+#   3. everything saved in boots 1 and 2 checked again (a renamed or removed
+#      name must be NOENT); union-nfsd stops with SIGTERM and must exit 0.
+# The guest's lines reach this script through the serial console; each boot's
+# checks and SAVE lines are printed.
+#
+# Env: KVMNFS_DIR, KVMNFS_CACHE (the harness and its cache, as kvm_handles.sh);
+#   KVMC_NOSYNC=1  run union-nfsd with the test-only UNION_NFSD_TEST_NO_SYNC=1
+#                  (the node table is never flushed): the checks must then
+#                  report lost handles and the test fail - a by-hand check
+#                  that this test can fail, not part of ctest;
+#   KVMC_KEEP=1    keep the temp dir (disk image, console logs).
+# Exit: 0 passed, 1 failed, 77 skipped (no root, qemu, mkfs.ext4 or kernel cache).
+set -euo pipefail
+UNION_NFSD=$(realpath "${1:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
+CLIENT=$(realpath "${2:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
+SRCDIR=$(realpath "${3:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+[ "$(id -u)" = 0 ] || skip "needs root (the kernel cache, files owned by root on the disk)"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 not installed (e2fsprogs)"
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || skip "$BUSYBOX missing (busybox-static)"
+
+H=${KVMNFS_DIR:-}
+if [ -z "$H" ]; then
+	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
+	H=$top/../shared/kvm-nfs
+fi
+CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
+if [ ! -f "$CACHE/current.env" ]; then
+	[ -x "$H/prepare.sh" ] || skip "no kernel cache and no kvm-nfs harness at $H"
+	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
+	KVMNFS_CACHE=$CACHE "$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
+fi
+. "$CACHE/current.env" # KVMNFS_KVER, KVMNFS_VMLINUZ, KVMNFS_INITRD
+MODROOT=$CACHE/kernel-$KVMNFS_KVER/lib/modules/$KVMNFS_KVER
+[ -f "$MODROOT/modules.dep" ] || skip "no module tree in $MODROOT (rerun prepare.sh)"
+
+it_init kvmcrash
+it_watchdog 540 # ctest TIMEOUT is 600
+T=$IT_TMP
+[ "${KVMC_KEEP:-0}" = 1 ] && IT_EXIT_CMDS[0]="echo 'kept $T'"
+t0=$SECONDS
+
+# ---- the disk: two lower layers merged down to a deep directory, an upper, a
+# work dir and the state dir, made into an ext4 image on the host ---------------
+F=$T/fs DEEP=d1/d2/d3/d4/d5
+mkdir -p "$F/l1/$DEEP" "$F/l2/$DEEP" "$F/upper" "$F/work" "$F/state"
+d=
+for lvl in ${DEEP//\// }; do
+	d=${d:+$d/}$lvl
+	echo "top $d" >"$F/l1/$d/top.txt"
+	echo "bottom $d" >"$F/l2/$d/bottom.txt"
+done
+head -c 200000 /dev/urandom >"$F/l2/$DEEP/deep.bin"
+head -c 50000 /dev/urandom >"$F/l2/d1/d2/copy.bin"
+echo "to be removed" >"$F/l1/gone.txt"
+echo "to be renamed" >"$F/l1/old.txt"
+echo "mode 0644 until SETATTR" >"$F/l2/chmod.txt"
+chmod 0644 "$F/l2/chmod.txt"
+mkfs.ext4 -q -F -L crash -d "$F" "$T/disk.img" 64M >/dev/null
+
+# ---- the initramfs part of ours -------------------------------------------------------
+R=$T/rd
+mkdir -p "$R/crash/mod"
+install -m 0755 "$HERE/guest_crash.sh" "$R/init"
+cp "$UNION_NFSD" "$R/crash/union-nfsd"
+cp "$CLIENT" "$R/crash/crash_client"
+cp "$HERE/lsan.supp" "$R/crash/lsan.supp"
+# the shared libraries and the loader, at the paths ldd names
+for lib in $(for b in "$UNION_NFSD" "$CLIENT"; do
+	ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
+done | sort -u); do
+	mkdir -p "$R$(dirname "$lib")"
+	cp -L "$lib" "$R$lib"
+done
+# the disk's modules with what they depend on, dependencies first (from the
+# cached tree's modules.dep, as prepare.sh resolves its own)
+declare -A seen=()
+mods=()
+add_mod() { # $1: path relative to MODROOT
+	local dep
+	[ -n "${seen[$1]:-}" ] && return 0
+	seen[$1]=1
+	for dep in $(awk -v m="$1:" '$1 == m { for (i = 2; i <= NF; i++) print $i }' \
+		"$MODROOT/modules.dep"); do
+		add_mod "$dep"
+	done
+	mods+=("$1")
+}
+for m in virtio_pci virtio_blk crc32c_generic ext4; do
+	p=$(grep -E "/$m\.ko(\.[a-z]+)?:" "$MODROOT/modules.dep" | cut -d: -f1 | head -1)
+	[ -n "$p" ] || { echo "FAIL: module $m not in $MODROOT/modules.dep"; exit 1; }
+	add_mod "$p"
+done
+for p in "${mods[@]}"; do
+	n=$(basename "$p")
+	n=${n%.xz} n=${n%.zst}
+	case "$p" in
+	*.xz) xz -dc "$MODROOT/$p" >"$R/crash/mod/$n" ;;
+	*.zst) zstd -qdc "$MODROOT/$p" >"$R/crash/mod/$n" ;;
+	*) cp "$MODROOT/$p" "$R/crash/mod/$n" ;;
+	esac
+	echo "$n" >>"$R/crash/modules"
+done
+cpio_of() { (cd "$1" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc 2>/dev/null | gzip -1); }
+cpio_of "$R" >"$T/crash.cpio.gz"
+echo "disk and initramfs ready after $((SECONDS - t0)) s: $(wc -l <"$R/crash/modules")" \
+	"modules, $(find "$R/lib" "$R/lib64" "$R/usr" -type f 2>/dev/null | wc -l) libraries"
+
+# ---- the boots -----------------------------------------------------------------------------
+: >"$T/saved"
+fail() {
+	echo "FAIL: $*"
+	[ -f "$T/console-$phase.log" ] && {
+		echo "--- console of boot $phase (last 40 lines):"
+		tr -d '\r' <"$T/console-$phase.log" | tail -40
+	}
+	exit 1
+}
+
+# boot PHASE CRASHARG: one boot of the disk; its CRASH lines in $T/out-PHASE
+boot() {
+	local P=$T/ph$1 rc=0
+	mkdir -p "$P/crash"
+	printf 'PHASE=%s\nCRASH=%s\nNOSYNC=%s\n' "$1" "$2" "${KVMC_NOSYNC:-0}" >"$P/crash/env"
+	cp "$T/saved" "$P/crash/saved"
+	cpio_of "$P" >"$T/ph$1.cpio.gz"
+	cat "$KVMNFS_INITRD" "$T/crash.cpio.gz" "$T/ph$1.cpio.gz" >"$T/initrd-$1"
+	timeout -k 5 150 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 -M pc \
+		-nodefaults -no-user-config -display none -monitor none -no-reboot \
+		-kernel "$KVMNFS_VMLINUZ" -initrd "$T/initrd-$1" \
+		-append "console=ttyS0 loglevel=5 printk.devkmsg=on panic=-1 mitigations=off random.trust_cpu=on" \
+		-serial "file:$T/console-$1.log" \
+		-drive "file=$T/disk.img,format=raw,if=virtio,cache=writeback" \
+		</dev/null >"$T/qemu-$1.out" 2>&1 || rc=$?
+	tr -d '\r' <"$T/console-$1.log" | grep -o 'CRASH .*' >"$T/out-$1" || true
+	sed 's/^CRASH /  /' "$T/out-$1"
+	[ "$rc" = 0 ] || fail "qemu exited $rc in boot $1 ($(head -c 300 "$T/qemu-$1.out"))"
+}
+
+# checks PHASE N: boot PHASE checked N saved objects, all ok
+checks() {
+	local good lost
+	good=$(grep -c '^CRASH CHECK [^ ]* ok' "$T/out-$1" || true)
+	lost=$(grep -c '^CRASH CHECK [^ ]* LOST' "$T/out-$1" || true)
+	echo "boot $1: $good of $2 saved objects and names as promised, $lost lost"
+	[ "$good" = "$2" ] && [ "$lost" = 0 ] || fail "boot $1: $lost lost, $good of $2 ok"
+}
+
+# crashed PHASE: the client got to the crash with no failure, and the kernel panicked
+crashed() {
+	grep -q '^CRASH FAIL' "$T/out-$1" && fail "boot $1: the client failed"
+	grep -q '^CRASH STEP crashing the kernel now' "$T/out-$1" ||
+		fail "boot $1 never reached its crash"
+	grep -q 'Kernel panic - not syncing: sysrq triggered crash' "$T/console-$1.log" ||
+		fail "boot $1: no panic from sysrq c on the console"
+	grep '^CRASH SAVE ' "$T/out-$1" | sed 's/^CRASH //' >>"$T/saved"
+	echo "boot $1: crashed after $(grep -c '^CRASH SAVE ' "$T/out-$1") promises"
+}
+
+[ "${KVMC_NOSYNC:-0}" = 1 ] &&
+	echo "NOTE: KVMC_NOSYNC=1: union-nfsd never flushes its node table; expect lost handles"
+for phase in 1 2 3; do
+	tb=$SECONDS
+	echo "boot $phase:"
+	if [ $phase -lt 3 ]; then boot $phase --crash; else boot $phase ""; fi
+	echo "boot $phase took $((SECONDS - tb)) s"
+	[ $phase -gt 1 ] && checks $phase "$(wc -l <"$T/saved")"
+	[ $phase -lt 3 ] && crashed $phase
+done
+grep -q '^CRASH SERVER EXIT 0$' "$T/out-3" || fail "union-nfsd did not exit 0 on SIGTERM in boot 3"
+grep -q '^CRASH CLIENT EXIT 0$' "$T/out-3" || fail "crash_client failed in boot 3"
+echo "PASS: $(wc -l <"$T/saved") handles and names survived two kernel crashes;" \
+	"total $((SECONDS - t0)) s"
