@@ -24,6 +24,9 @@
  *     itself, and the kernel holds it to its own permissions.
  *  4. Every srv_ident_enter or srv_ident_server is undone by srv_ident_leave
  *     before the thread serves anything else.
+ *  5. An id no process can have, (uid_t)-1 or (gid_t)-1, becomes the caller's
+ *     anonymous id (srv_cred_valid): a client sending it is answered as
+ *     nobody, not refused and not served as the server.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +34,8 @@
 #include <unistd.h>
 
 #include "srv.h"
+
+#define SRV_NOBODY 65534 /* the anonymous id when no client rule names one */
 
 /* On 32-bit targets the 32-bit-id calls have their own numbers. */
 #ifdef SYS_setgroups32
@@ -103,6 +108,29 @@ void srv_ident_leave(const struct srv_ident *saved)
 		syscall(SRV_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
 }
 
+/* C with every id the kernel cannot hold ((uid_t)-1 and (gid_t)-1, which
+ * setfsuid and setfsgid read as "no change") made the anonymous one of the
+ * caller's client rule, as knfsd maps an invalid id; such groups are left
+ * out (invariant 5). */
+static struct srv_cred srv_cred_valid(const struct srv_req *req)
+{
+	struct srv_cred c = req->cred;
+	uid_t anonuid = req->client ? req->client->anonuid : SRV_NOBODY;
+	gid_t anongid = req->client ? req->client->anongid : SRV_NOBODY;
+	uint32_t n = 0;
+
+	if (c.uid == (uid_t)-1)
+		c.uid = anonuid;
+	if (c.gid == (gid_t)-1)
+		c.gid = anongid;
+	for (uint32_t i = 0; i < c.ngroups && i < sizeof(c.groups) / sizeof(c.groups[0]);
+	     i++)
+		if (c.groups[i] != (gid_t)-1)
+			c.groups[n++] = c.groups[i];
+	c.ngroups = n;
+	return c;
+}
+
 /* Whether a failed switch to C leaves the thread more powerful than the
  * caller: only a root server can be (invariant 3). */
 static bool srv_ident_unsafe(const struct srv_cred *c)
@@ -114,6 +142,7 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		      struct srv_req *req, void *args, void *res)
 {
 	struct srv_ident saved;
+	struct srv_cred cred;
 	bool ok = true;
 
 	if (!p->handler)
@@ -122,9 +151,10 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		p->handler(req, args, res);
 		return true;
 	}
-	if (!srv_ident_enter(&req->cred, &saved) && srv_ident_unsafe(&req->cred)) {
+	cred = srv_cred_valid(req);
+	if (!srv_ident_enter(&cred, &saved) && srv_ident_unsafe(&cred)) {
 		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
-			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
+			req->xid, (unsigned)cred.uid, (unsigned)cred.gid);
 		ok = false;
 	}
 	if (ok)

@@ -193,12 +193,36 @@ static void test_call_handler(void **state)
 	assert_int_equal(seen_fsuid, before);
 }
 
+/* (uid_t)-1 is no id: the call runs as the anonymous one, of the client
+ * rule when there is one. */
+static void test_invalid_ids(void **state)
+{
+	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
+	const struct srv_program prog = {
+	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
+	const struct srv_client_opts rule = {.anonuid = 4321, .anongid = 4321};
+	struct srv_req req = {.cred = user};
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	req.cred.uid = (uid_t)-1;
+	req.cred.gid = (gid_t)-1;
+	req.cred.groups[0] = (gid_t)-1;
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_int_equal(seen_fsuid, 65534);
+	req.client = &rule;
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_int_equal(seen_fsuid, 4321);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_enter_leave),
 	    cmocka_unit_test(test_kernel_checks),
 	    cmocka_unit_test(test_call_handler),
+	    cmocka_unit_test(test_invalid_ids),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
