@@ -142,7 +142,6 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		      struct srv_req *req, void *args, void *res)
 {
 	struct srv_ident saved;
-	struct srv_cred cred;
 	bool ok = true;
 
 	if (!p->handler)
@@ -151,10 +150,12 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		p->handler(req, args, res);
 		return true;
 	}
-	cred = srv_cred_valid(req);
-	if (!srv_ident_enter(&cred, &saved) && srv_ident_unsafe(&cred)) {
+	/* The handler's own checks (ACCESS) judge the identity the kernel
+	 * holds the thread to. */
+	req->cred = srv_cred_valid(req);
+	if (!srv_ident_enter(&req->cred, &saved) && srv_ident_unsafe(&req->cred)) {
 		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
-			req->xid, (unsigned)cred.uid, (unsigned)cred.gid);
+			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;
 	}
 	if (ok)

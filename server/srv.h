@@ -256,8 +256,10 @@ bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved);
  * capabilities with them), saving the caller's in SAVED. */
 void srv_ident_server(struct srv_ident *saved);
 void srv_ident_leave(const struct srv_ident *saved);
-/* Runs P's handler for REQ, with REQ's identity when PROG says so.  False,
- * without running it, when a root server could not take the identity. */
+/* Runs P's handler for REQ, with REQ's identity when PROG says so (an id
+ * no process can have, (uid_t)-1, becomes the anonymous one in REQ->cred
+ * first).  False, without running it, when a root server could not take
+ * the identity. */
 bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		      struct srv_req *req, void *args, void *res);
 

@@ -211,6 +211,9 @@ static void test_invalid_ids(void **state)
 	req.cred.groups[0] = (gid_t)-1;
 	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
 	assert_int_equal(seen_fsuid, 65534);
+	assert_int_equal(req.cred.uid, 65534); /* what ACCESS then judges */
+	assert_int_equal(req.cred.ngroups, 1);
+	req.cred.uid = (uid_t)-1;
 	req.client = &rule;
 	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
 	assert_int_equal(seen_fsuid, 4321);
