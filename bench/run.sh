@@ -314,6 +314,7 @@ bench() {
 	copyup-local) args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	copyup-xfs) exp=${EXP_XFS[$s]} args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	esac
+	case $w in copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;; esac
 	local prof=()
 	# PERF_DIR: a cpu-clock profile of the server while nfs_bench runs
 	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e cpu-clock --call-graph dwarf,32768
@@ -327,6 +328,25 @@ bench() {
 	echo "$out" | sed -n "s/^RESULT /server=$s round=$r row=$w /p" >>"$T/results"
 	log "   $s $w: $(echo "$out" | sed -n 's/.* rate=\([^ ]*\) unit=\([^ ]*\) .*/\1 \2/p') ($((SECONDS - t0)) s)"
 	drop_written "$s" "$w" "$r"
+}
+
+# lower_of SERVER ROW ROUND: the file a copy-up row changes, as the server sees it
+lower_of() {
+	local top=$T
+	[ "$2" = copyup-xfs ] && top=$X
+	case $1 in
+	u1) echo "$top/u1/lower/cu/f$3" ;;
+	u4) echo "$top/u4/l3/cu/f$3" ;;
+	gan) echo "$top/plain/cu/f$3" ;;
+	*) echo "$top/plain-unfs/cu/f$3" ;;
+	esac
+}
+
+# The copy-up rows and cp start alike: no writeback of earlier rows under way
+# (sync), the source in the page cache.
+warm() {
+	sync
+	cat "$1" >/dev/null
 }
 
 # The 1 GiB files a run wrote are not needed again: give the disk back.
@@ -344,6 +364,7 @@ drop_written() {
 # time_cp ROW SRC DIR ROUND: the yardstick of copy-up: cp of the same file
 time_cp() {
 	local t0 t1
+	warm "$2"
 	t0=$(date +%s.%N)
 	cp "$2" "$3/cp-test"
 	t1=$(date +%s.%N)
@@ -391,10 +412,10 @@ LOADS=()
 for r in $(seq "$ROUNDS"); do
 	t_round=$SECONDS
 	for w in "${ROWS[@]}"; do
+		[ "$w" = copyup-local ] && time_cp copyup-local "$T/pattern-cu" "$T" "$r"
+		[ "$w" = copyup-xfs ] && time_cp copyup-xfs "$X/plain/cu/f1" "$X" "$r"
 		for s in "${SERVERS[@]}"; do bench "$s" "$w" "$r"; done
 	done
-	time_cp copyup-local "$T/pattern-cu" "$T" "$r"
-	[ "$HAVE_XFS" = 1 ] && time_cp copyup-xfs "$X/plain/cu/f1" "$X" "$r"
 	LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
 	log "== round $r: $((SECONDS - t_round)) s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
