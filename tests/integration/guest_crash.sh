@@ -44,6 +44,8 @@ while [ ! -b /dev/vda ]; do
 done
 mkdir -p /disk
 mount -t ext4 /dev/vda /disk || off "FAIL mount /dev/vda"
+# what ext4 said (journal recovery after a crash) at a level the console skips
+dmesg | grep 'EXT4-fs (vda)' | while IFS= read -r l; do say "kernel: $l"; done
 ip link set lo up
 
 [ "${NOSYNC:-0}" = 1 ] && export UNION_NFSD_TEST_NO_SYNC=1

@@ -21,8 +21,9 @@
 #      milliseconds of the last reply;
 #   3. everything saved in boots 1 and 2 checked again (a renamed or removed
 #      name must be NOENT); union-nfsd stops with SIGTERM and must exit 0.
-# The guest's lines reach this script through the serial console; each boot's
-# checks and SAVE lines are printed.
+# Boots 2 and 3 must see ext4 recover its journal as it mounts the disk (so the
+# crash left it unclean).  The guest's lines reach this script through the
+# serial console; each boot's checks and SAVE lines are printed.
 #
 # Env: KVMNFS_DIR, KVMNFS_CACHE (the harness and its cache, as kvm_handles.sh);
 #   KVMC_NOSYNC=1  run union-nfsd with the test-only UNION_NFSD_TEST_NO_SYNC=1
@@ -189,6 +190,9 @@ for phase in 1 2 3; do
 	echo "boot $phase:"
 	if [ $phase -lt 3 ]; then boot $phase --crash; else boot $phase ""; fi
 	echo "boot $phase took $((SECONDS - tb)) s"
+	# the crash was real: ext4 replayed its journal when it mounted the disk again
+	[ $phase -gt 1 ] && { grep -q '^CRASH kernel: .*EXT4-fs (vda): recovery complete' "$T/out-$phase" ||
+		fail "boot $phase: ext4 did not recover its journal"; }
 	[ $phase -gt 1 ] && checks $phase "$(wc -l <"$T/saved")"
 	[ $phase -lt 3 ] && crashed $phase
 done
