@@ -99,6 +99,18 @@ def main():
     for name, (proc, args) in mnt.items():
         seeds["mnt_" + name] = b"\0" + call(MNT, 3, proc, args)
     seeds["auth_none"] = b"\0" + call(NFS, 3, 1, fh(0), cred=u32(0) + u32(0))
+    # Calls as a user with a supplementary group (the worker thread takes the
+    # identity), as an id no process can have, and names holding a NUL
+    # (refused when decoding).
+    user = auth_sys(1000, 1000, (2000, 2001))
+    for name in ("create", "write", "setattr", "remove", "read"):
+        proc, args = nfs[name]
+        seeds["user_" + name] = b"\0" + call(NFS, 3, proc, args, cred=user)
+    seeds["user_invalid_ids"] = b"\0" + call(
+        NFS, 3, 8, nfs["create"][1], cred=auth_sys(0xFFFFFFFF, 0xFFFFFFFF, (0xFFFFFFFF,)))
+    seeds["nul_lookup"] = b"\0" + call(NFS, 3, 3, dirop(0, b"a\0/etc/shadow"))
+    seeds["nul_symlink"] = b"\0" + call(
+        NFS, 3, 10, dirop(0, b"sl2") + sattr() + opaque(b"/etc\0/shadow"))
     # A TCP stream: two records, the first split into two fragments.
     a = call(NFS, 3, 1, fh(0))
     b = call(MNT, 3, 5)
