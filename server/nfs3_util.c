@@ -154,8 +154,9 @@ nfsstat3 nfs3_name_check(const char *fname)
 {
 	size_t len;
 
-	/* An embedded NUL cannot be seen here (xdr_string stops at it); the
-	 * decoder must reject it.  '/' would make the name a path. */
+	/* A name holding a NUL never gets here: its call fails to decode
+	 * (nfs3_xdr_string, rpc/nfs3_prot.x).  '/' would make the name a
+	 * path. */
 	if (!fname || !fname[0] || strchr(fname, '/'))
 		return nfs3_status_from_errno(-EACCES);
 	len = strnlen(fname, NFS3_NAME_MAX + 1);
@@ -235,8 +236,7 @@ uint32_t nfs3_access_mask(const struct srv_cred *cred, const struct un_attr *a,
 nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 			   uint32_t want)
 {
-	uint32_t have =
-	    nfs3_access_mask(&req->cred, &f->attr, nfs3_file_writable(f));
+	uint32_t have = nfs3_access_mask(&req->cred, &f->attr, nfs3_file_writable(f));
 
 	if ((have & want) != want)
 		return nfs3_status_from_errno(-EACCES);
