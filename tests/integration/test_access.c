@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -568,6 +569,62 @@ static void test_matrix(void **state)
 	assert_int_equal(test_server_stop(&s), 0);
 }
 
+/* ---- host names ---- */
+
+/* True when this host's resolver maps 127.0.0.1 to "localhost" and back. */
+static bool localhost_resolves(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct addrinfo hints = {.ai_family = AF_INET}, *res;
+	char host[256];
+	bool ok;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (getnameinfo((struct sockaddr *)&a, sizeof(a), host, sizeof(host), NULL, 0,
+			NI_NAMEREQD) != 0 ||
+	    strcmp(host, "localhost") != 0 ||
+	    getaddrinfo("localhost", NULL, &hints, &res))
+		return false;
+	ok = ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr == a.sin_addr.s_addr;
+	freeaddrinfo(res);
+	return ok;
+}
+
+static void test_host_names(void **state)
+{
+	struct test_server s;
+	struct client named, pattern, unnamed;
+	struct fh root;
+
+	(void)state;
+	if (!localhost_resolves())
+		skip(); /* the rules need a name this host resolves both ways */
+	make_layers();
+	/* 127.0.0.1 is "localhost": by name it is rw; 127.0.0.3 has no name
+	 * (and no address rule), so neither the name nor the pattern admit it */
+	start(&s, false,
+	      "localhost(rw,no_root_squash,insecure) local*(ro,insecure) *.invalid(rw)",
+	      "upper", "work");
+	named = client_new(&s, "127.0.0.1", false, 0, 0);
+	unnamed = client_new(&s, "127.0.0.3", false, 0, 0);
+	assert_int_equal(mnt(&named, "/", &root), MNT3_OK);
+	/* the host name outranks the pattern: rw */
+	assert_int_equal(create(&named, &root, "by-name", NULL), NFS3_OK);
+	assert_int_equal(mnt(&unnamed, "/", NULL), MNT3ERR_ACCES);
+	assert_int_equal(getattr(&unnamed, &root, NULL), NFS3ERR_ACCES);
+	client_free(&named);
+	client_free(&unnamed);
+	assert_int_equal(test_server_stop(&s), 0);
+
+	/* without the name rule, the pattern applies: ro */
+	start(&s, false, "local*(ro,insecure)", "upper", "work");
+	pattern = client_new(&s, "127.0.0.1", false, 0, 0);
+	assert_int_equal(mnt(&pattern, "/", &root), MNT3_OK);
+	assert_int_equal(create(&pattern, &root, "by-pattern", NULL), NFS3ERR_ROFS);
+	client_free(&pattern);
+	assert_int_equal(test_server_stop(&s), 0);
+}
+
 /* ---- per-client uppers ---- */
 
 static void test_per_client_upper(void **state)
@@ -866,6 +923,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_default_loopback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_matrix, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_host_names, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_client_upper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sighup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
