@@ -216,6 +216,16 @@ const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i);
  * transaction. */
 int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		     size_t from, size_t n, un_id *ids, un_id *fileids);
+/* un_listing_nodes, and when FH is not NULL the handle of each entry at
+ * FH + i * UN_FH_MAX (un_handle_encode's bytes; all handles have the length
+ * it returns).  IDS and FILEIDS must not be NULL.  A listing remembers the
+ * nodes and handles it gave while the node table's answer for them cannot
+ * have changed, so that a page it served before reads no table (readdir.c).
+ * Returns the handles' length (0 when FH is NULL); on failure the arrays
+ * hold garbage. */
+int un_listing_handles(struct un_export *ex, struct un_obj *dir,
+		       const struct un_listing *l, size_t from, size_t n, un_id *ids,
+		       un_id *fileids, uint8_t *fh);
 /* un_listing_nodes without the fileids. */
 int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		   size_t from, size_t n, un_id *ids);
@@ -226,6 +236,14 @@ int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_lis
  * built). */
 int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		    size_t i, un_id id, struct un_attr *out);
+/* un_listing_attr for entries FROM..FROM+N-1 (FROM >= 2), whose fileids are
+ * FILEIDS: OUT[k] gets the attributes and ERRS[k] 0, or ERRS[k] the error of
+ * that entry.  A listing remembers attributes while inotify says nothing
+ * changed them, for at most a second (readdir.c, invariant 8).  Returns 0,
+ * or -EINVAL for a bad range. */
+int un_listing_attrs(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		     size_t from, size_t n, const un_id *fileids, struct un_attr *out,
+		     int *errs);
 /* TEST ONLY: narrows the cookie hash to BITS bits (63 = normal, the default) so
  * that tests can force collisions.  Call before serving; union-nfsd calls it at
  * start-up when UNION_NFSD_TEST_HASH_BITS is set (see server/main.c). */

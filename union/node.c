@@ -103,6 +103,13 @@
  *     parted (group_check), and un_node_part puts it there and unmaps the
  *     inode in groups in one transaction, so no new name joins it.  A
  *     fileid is a node id, so fileids are unique across exports too.
+ * 10. un_node_assign is the only writer that never changes the node or
+ *     fileid an existing (parent, name) maps to: it adds names, and
+ *     repoints one only when that name's object was replaced, which changes
+ *     the directory too.  Every other write transaction (in_write_txn)
+ *     bumps st->node_epoch after it ends, so a reader that noted the epoch
+ *     before reading the table knows its answer stands while the epoch does
+ *     (readdir.c keeps the nodes of a listing's entries on that ground).
  *
  * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
  * inode number reused after a delete, with an equal type, is taken for the
@@ -961,11 +968,14 @@ static int in_write_txn(struct un_state *st,
 	if (err)
 		return err;
 	err = fn(st, txn, arg);
-	if (err) {
+	if (err)
 		mdb_txn_abort(txn);
-		return err;
-	}
-	return txn_commit(txn);
+	else
+		err = txn_commit(txn);
+	/* After the commit, so a reader that saw the old epoch read the table
+	 * no later than this change (invariant 10). */
+	atomic_fetch_add(&st->node_epoch, 1);
+	return err;
 }
 
 struct set_inst_args {

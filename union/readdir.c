@@ -46,18 +46,56 @@
  *  6. A verifier is never 0 and carries a MAC over (dir id, version bits), so
  *     un_listing_verf_valid recognises every verifier issued with this state
  *     dir and no forged one (but a 32-bit MAC: one in 2^32 guesses passes).
+ *  7. A listing remembers the node id, fileid and handle of each entry once
+ *     a page asked for them (listing_nodes), each node tagged with the node
+ *     table's epoch read before the table was (node.c invariant 10).  A node
+ *     is served from memory only while its tag is the current epoch: the
+ *     table gives every (parent, name) of an unchanged directory the same
+ *     node until some transaction other than un_node_assign commits, and
+ *     each of those moves the epoch.  A changed directory is another version,
+ *     hence another listing (invariant 2), so its nodes start unknown.  A
+ *     handle is kept with the id it was made for and used only for that id.
+ *     This memory is counted in the listing's bytes when it is allocated.
+ *  8. A listing remembers the attributes of an entry (un_listing_attrs) only
+ *     while nothing can have changed them unseen, and never for more than
+ *     ATTR_TTL_NS:
+ *       - every layer dir of the listing carries an inotify watch, added
+ *         before the first stat (attr_watch); each event about an entry
+ *         counts in its watch, and the pending events are counted at every
+ *         call before any remembered attribute is used (watches_drain), so
+ *         a change whose syscall returned before the call is seen;
+ *       - an attribute is tagged with the token (node epoch + the listing's
+ *         watch counts + events lost) and the clock, both read before its
+ *         stat; it serves only while the token is unchanged and it is
+ *         younger than ATTR_TTL_NS;
+ *       - only entries whose every change passes through their name in
+ *         that dir are remembered: no directory (a change inside it reaches
+ *         its own watch), no file with several links; and only on local
+ *         filesystems (fs_local).
+ *     What no watch reports: a link made to a remembered file from another
+ *     directory (through the union it writes the node table, hence the
+ *     node epoch in the token; made in a layer by someone else, it shows
+ *     when the attribute ages out) and writes through a shared mapping
+ *     (mtime).  Those show within ATTR_TTL_NS.  Without inotify, or when a
+ *     watch cannot be added, every call stats.
  *
  * Cost: a build is one fstatat per entry per layer (and a getxattr per empty
- * regular file) plus O(n log n); a page is O(log n + page).
+ * regular file) plus O(n log n); a page is O(log n + page), and reads the
+ * node table only for the entries it shows first (or first since the epoch
+ * moved), and stats only entries whose remembered attributes are unsure.
+ * Memory: a listing that served READDIRPLUS holds 24 B (node) + 40 B
+ * (handle) + 120 B (attributes) per entry beyond its names.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -68,6 +106,18 @@
 #define COOKIE_DOT    1
 #define COOKIE_DOTDOT 2
 #define COOKIE_FIRST  3
+#define WATCH_BUCKETS 64
+#define EVENTS_BUF    (16u << 10)
+/* How long a remembered attribute may serve at most (invariant 8): the
+ * bound on what no inotify event reports (a write through a shared mapping,
+ * or through a link made elsewhere after the stat). */
+#define ATTR_TTL_NS 1000000000ll
+/* What a watch on a layer dir reports: every change of an entry's
+ * attributes made through a name in that dir (IN_ACCESS for atime), and the
+ * dir's own end. */
+#define WATCH_MASK                                                                       \
+	(IN_ACCESS | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |    \
+	 IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
 static atomic_uint hash_bits = 63;
 static _Atomic long long settle_ns = UN_LISTING_SETTLE_NS;
@@ -81,14 +131,67 @@ struct lent {
 	enum un_links links;
 };
 
+/* The node of one entry as the table gave it at node epoch EPOCH (id 0:
+ * never asked). */
+struct lnode {
+	un_id id, fileid;
+	uint64_t epoch;
+};
+
+/* The handle made for node ID. */
+struct lfh {
+	un_id id;
+	uint8_t fh[UN_FH_LEN];
+};
+
+/* The attributes of one entry, from a stat made when the watches of its
+ * listing stood at TOKEN and the clock at AT (ns, CLOCK_MONOTONIC); AT 0:
+ * none. */
+struct lattr {
+	struct un_attr a;
+	uint64_t token;
+	long long at;
+};
+
+/* One inotify watch on a layer dir, shared by the listings that remember
+ * attributes of its entries (REFS); GEN counts the events it reported. */
+struct watch {
+	int wd;
+	unsigned refs;
+	uint64_t gen;
+	bool dead; /* the kernel dropped it (IN_IGNORED): never trusted again */
+	struct watch *next;
+};
+
+/* The watches of one state (invariant 8), guarded by LOCK. */
+struct watches {
+	pthread_mutex_t lock;
+	int fd;	       /* inotify; < 0: unavailable, so no attribute is remembered */
+	uint64_t lost; /* events the kernel dropped (IN_Q_OVERFLOW) */
+	struct watch *buckets[WATCH_BUCKETS];
+	char *events;
+};
+
 struct un_listing {
 	atomic_uint ref;
 	un_id dir;
 	uint64_t version, verf;
-	size_t count, bytes;
+	size_t count, bytes; /* bytes: guarded by the cache lock once shared */
 	struct lent *ents;
 	struct un_devino *inst;
 	char *names;
+	/* what the entries' nodes are (invariant 7), guarded by nlock; allocated
+	 * when first asked for */
+	pthread_mutex_t nlock;
+	struct lnode *nodes;
+	struct lfh *fh;
+	/* remembered attributes (invariant 8), also guarded by nlock */
+	struct lattr *attr;
+	struct watch **w; /* one per layer dir of the stack, NW of them */
+	size_t nw;
+	struct watches *ws; /* whose watches W are */
+	int watch_err;	    /* not 0: this listing remembers no attribute */
+	bool settled;	    /* cached (invariant 3): worth remembering anything for */
 	/* cache links, guarded by the cache lock */
 	struct un_listing *hnext, *lprev, *lnext;
 	bool in_cache;
@@ -99,6 +202,7 @@ struct un_listing_cache {
 	struct un_listing **buckets; /* by dir id: all versions of a dir share one */
 	size_t nbuckets, count, bytes, limit;
 	struct un_listing *lru_head, *lru_tail; /* most recently used first */
+	struct watches ws;
 };
 
 /* ---- test hooks ---- */
@@ -129,15 +233,28 @@ int un_listing_cache_new(struct un_listing_cache **out)
 	c->nbuckets = BUCKETS_MIN;
 	c->limit = UN_LISTING_CACHE_BYTES;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->ws.lock, NULL);
+	/* Without inotify (or its buffer) attributes are never remembered. */
+	c->ws.events = un_sys_malloc(EVENTS_BUF);
+	c->ws.fd = c->ws.events ? un_sys_inotify_init() : -ENOMEM;
 	*out = c;
 	return 0;
 }
+
+static void watch_put(struct watches *ws, struct watch *w);
 
 static void listing_free(struct un_listing *l)
 {
 	free(l->ents);
 	free(l->inst);
 	free(l->names);
+	free(l->nodes);
+	free(l->fh);
+	free(l->attr);
+	for (size_t i = 0; i < l->nw; i++)
+		watch_put(l->ws, l->w[i]);
+	free(l->w);
+	pthread_mutex_destroy(&l->nlock);
 	free(l);
 }
 
@@ -263,6 +380,18 @@ static void cache_insert(struct un_listing_cache *c, struct un_listing *l)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Adds DELTA bytes to the size of L, and to the cache's while L is in it. */
+static void cache_account(struct un_listing_cache *c, struct un_listing *l, size_t delta)
+{
+	pthread_mutex_lock(&c->lock);
+	l->bytes += delta;
+	if (l->in_cache) {
+		c->bytes += delta;
+		cache_evict(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void un_listing_cache_limit(struct un_state *st, size_t bytes)
 {
 	pthread_mutex_lock(&st->cache->lock);
@@ -277,6 +406,16 @@ void un_listing_cache_free(struct un_listing_cache *c)
 		cache_drop(c, c->lru_tail);
 	pthread_mutex_destroy(&c->lock);
 	free(c->buckets);
+	for (size_t i = 0; i < WATCH_BUCKETS; i++)
+		while (c->ws.buckets[i]) { /* only from listings a caller still holds */
+			struct watch *w = c->ws.buckets[i];
+
+			c->ws.buckets[i] = w->next;
+			free(w);
+		}
+	un_sys_close(c->ws.fd);
+	free(c->ws.events);
+	pthread_mutex_destroy(&c->ws.lock);
 	free(c);
 }
 
@@ -691,6 +830,7 @@ static int listing_build(struct un_export *ex, const struct un_obj *dir,
 	if (!l)
 		goto out;
 	atomic_init(&l->ref, 1);
+	pthread_mutex_init(&l->nlock, NULL);
 	err = listing_fill(&b, l);
 	if (err)
 		goto out;
@@ -734,6 +874,7 @@ int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing *
 	l->dir = dir->id;
 	l->version = version;
 	l->verf = verf_of(ex->st, dir->id, version);
+	l->settled = settled;
 	if (settled)
 		cache_insert(ex->st->cache, l);
 	*out = l;
@@ -786,11 +927,158 @@ static struct un_node_obs ent_obs(const struct un_export *ex, const struct un_li
 	};
 }
 
-int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
-		     size_t from, size_t n, un_id *ids, un_id *fileids)
+/* Allocates what L needs to remember nodes, and handles when FH (invariant
+ * 7); with L's nlock held. */
+static int nodes_alloc(struct un_state *st, struct un_listing *l, bool fh)
 {
-	struct un_node_obs *obs;
-	size_t m = 0, skip;
+	size_t add = 0;
+	int err = 0;
+
+	if (!l->nodes) {
+		l->nodes = un_sys_calloc(l->count, sizeof(*l->nodes));
+		if (l->nodes)
+			add += l->count * sizeof(*l->nodes);
+		else
+			err = -ENOMEM;
+	}
+	if (!err && fh && !l->fh) {
+		l->fh = un_sys_calloc(l->count, sizeof(*l->fh));
+		if (l->fh)
+			add += l->count * sizeof(*l->fh);
+		else
+			err = -ENOMEM;
+	}
+	if (add)
+		cache_account(st->cache, l, add);
+	return err;
+}
+
+/* A page's request for nodes: entries FROM..FROM+N-1 of L, none of them "."
+ * or "..", into IDS, FILEIDS and (when not NULL) FH, UN_FH_MAX bytes apart. */
+struct page_req {
+	struct un_export *ex;
+	struct un_obj *dir;
+	struct un_listing *l;
+	size_t from, n;
+	un_id *ids, *fileids;
+	uint8_t *fh;
+};
+
+/* Copies the nodes L remembers at EPOCH into R; the entries it does not
+ * know go to MISS (their count is returned).  With L's nlock held. */
+static size_t nodes_known(const struct page_req *r, uint64_t epoch, size_t *miss)
+{
+	size_t m = 0;
+
+	for (size_t k = 0; k < r->n; k++) {
+		const struct lnode *nd = &r->l->nodes[r->from + k];
+
+		if (nd->id != UN_ID_NONE && nd->epoch == epoch) {
+			r->ids[k] = nd->id;
+			r->fileids[k] = nd->fileid;
+		} else {
+			miss[m++] = k;
+		}
+	}
+	return m;
+}
+
+/* Asks the table for the M entries MISS of R (one transaction, or two). */
+static int nodes_assign(const struct page_req *r, const size_t *miss, size_t m,
+			un_id *ids, un_id *fileids)
+{
+	struct un_node_obs *obs = un_sys_calloc(m, sizeof(*obs));
+	int err;
+
+	if (!obs)
+		return -ENOMEM;
+	for (size_t j = 0; j < m; j++)
+		obs[j] = ent_obs(r->ex, r->l, &r->l->ents[r->from + miss[j]], r->dir->id);
+	err = un_node_assign(r->ex->st, obs, m, ids, fileids);
+	free(obs);
+	return err;
+}
+
+/* Stores the answers for the misses, read at EPOCH, into L and R (a node
+ * read at a later epoch stays); with L's nlock held. */
+static void nodes_store(const struct page_req *r, uint64_t epoch, const size_t *miss,
+			size_t m, const un_id *ids, const un_id *fileids)
+{
+	for (size_t j = 0; j < m; j++) {
+		struct lnode *nd = &r->l->nodes[r->from + miss[j]];
+
+		r->ids[miss[j]] = ids[j];
+		r->fileids[miss[j]] = fileids[j];
+		if (nd->id == UN_ID_NONE || nd->epoch <= epoch)
+			*nd = (struct lnode){ids[j], fileids[j], epoch};
+	}
+}
+
+/* Fills R's handles from its ids, making those L does not hold yet; with
+ * L's nlock held. */
+static void nodes_handles(const struct page_req *r)
+{
+	for (size_t k = 0; k < r->n; k++) {
+		struct lfh *h = &r->l->fh[r->from + k];
+
+		if (h->id != r->ids[k]) {
+			uint8_t fh[UN_FH_MAX];
+
+			h->id = r->ids[k];
+			un_handle_encode(r->ex, h->id, fh);
+			memcpy(h->fh, fh, UN_FH_LEN);
+		}
+		memcpy(r->fh + k * UN_FH_MAX, h->fh, UN_FH_LEN);
+	}
+}
+
+/* The nodes of R: what L remembers, the rest from the table (invariant 7). */
+static int page_nodes(const struct page_req *r)
+{
+	struct un_state *st = r->ex->st;
+	un_id *ids = un_sys_calloc(2 * r->n, sizeof(*ids)), *fileids = ids + r->n;
+	size_t *miss = un_sys_calloc(r->n, sizeof(*miss)), m;
+	uint64_t epoch;
+	int err = -ENOMEM;
+
+	if (!ids || !miss)
+		goto out;
+	pthread_mutex_lock(&r->l->nlock);
+	err = nodes_alloc(st, r->l, r->fh != NULL);
+	epoch = atomic_load(&st->node_epoch); /* before the table is read */
+	m = err ? 0 : nodes_known(r, epoch, miss);
+	pthread_mutex_unlock(&r->l->nlock);
+	if (!err && m)
+		err = nodes_assign(r, miss, m, ids, fileids);
+	if (err)
+		goto out;
+	pthread_mutex_lock(&r->l->nlock);
+	nodes_store(r, epoch, miss, m, ids, fileids);
+	if (r->fh)
+		nodes_handles(r);
+	pthread_mutex_unlock(&r->l->nlock);
+out:
+	free(ids);
+	free(miss);
+	return err;
+}
+
+/* The node of "." (I 0) or ".." (I 1) of DIR, whatever the table says. */
+static void dot_node(struct un_export *ex, struct un_obj *dir, size_t i, un_id *id,
+		     un_id *fileid, uint8_t *fh)
+{
+	*id = *fileid = i == 0 ? dir->id : dir->parent;
+	if (fh)
+		un_handle_encode(ex, *id, fh);
+}
+
+int un_listing_handles(struct un_export *ex, struct un_obj *dir,
+		       const struct un_listing *l, size_t from, size_t n, un_id *ids,
+		       un_id *fileids, uint8_t *fh)
+{
+	/* the listing's node cache changes (invariant 7), its entries never */
+	struct page_req r = {.ex = ex, .dir = dir, .l = (struct un_listing *)l};
+	size_t skip;
 	int err = -EINVAL;
 
 	if (l->dir != dir->id || from > l->count || n > l->count - from)
@@ -798,22 +1086,33 @@ int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_l
 	/* "." and ".." are entries 0 and 1 and have no record of their own;
 	 * directories report their id as fileid. */
 	skip = from < 2 ? (n < 2 - from ? n : 2 - from) : 0;
-	err = -ENOMEM;
-	obs = un_sys_calloc(n - skip + 1, sizeof(*obs));
-	if (!obs)
-		return err;
-	for (size_t i = from + skip; i < from + n; i++)
-		obs[m++] = ent_obs(ex, l, &l->ents[i], dir->id);
-	err = un_node_assign(ex->st, obs, m, ids ? ids + skip : NULL,
-			     fileids ? fileids + skip : NULL);
-	for (size_t i = from; !err && i < from + skip; i++) {
-		if (ids)
-			ids[i - from] = i == 0 ? dir->id : dir->parent;
-		if (fileids)
-			fileids[i - from] = i == 0 ? dir->id : dir->parent;
+	r.from = from + skip;
+	r.n = n - skip;
+	r.ids = ids + skip;
+	r.fileids = fileids + skip;
+	r.fh = fh ? fh + skip * UN_FH_MAX : NULL;
+	err = r.n ? page_nodes(&r) : 0;
+	for (size_t i = from; !err && i < from + skip; i++)
+		dot_node(ex, dir, i, &ids[i - from], &fileids[i - from],
+			 fh ? fh + (i - from) * UN_FH_MAX : NULL);
+	return err ? err : fh ? UN_FH_LEN : 0;
+}
+
+int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
+		     size_t from, size_t n, un_id *ids, un_id *fileids)
+{
+	un_id *tmp = NULL;
+	int err;
+
+	if (!ids || !fileids) { /* the page needs both */
+		tmp = un_sys_calloc(n ? n : 1, sizeof(*tmp));
+		if (!tmp)
+			return -ENOMEM;
 	}
-	free(obs);
-	return err;
+	err = un_listing_handles(ex, dir, l, from, n, ids ? ids : tmp,
+				 fileids ? fileids : tmp, NULL);
+	free(tmp);
+	return err < 0 ? err : 0;
 }
 
 int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
@@ -822,38 +1121,292 @@ int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_lis
 	return un_listing_nodes(ex, dir, l, from, n, ids, NULL);
 }
 
+/* ---- remembered attributes (invariant 8) ---- */
+
+static struct watch **watch_slot(struct watches *ws, int wd)
+{
+	struct watch **pp = &ws->buckets[(unsigned)wd % WATCH_BUCKETS];
+
+	while (*pp && (*pp)->wd != wd)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The watch of WD, shared; with WS's lock held. */
+static struct watch *watch_get(struct watches *ws, int wd)
+{
+	struct watch **pp = watch_slot(ws, wd), *w = *pp;
+
+	if (w && w->dead) { /* an old wd number the kernel gave out again */
+		*pp = w->next;
+		w->next = NULL;
+		w->wd = -1; /* its holders keep it, dead */
+		w = NULL;
+	}
+	if (!w) {
+		w = un_sys_calloc(1, sizeof(*w));
+		if (!w)
+			return NULL;
+		w->wd = wd;
+		w->next = ws->buckets[(unsigned)wd % WATCH_BUCKETS];
+		ws->buckets[(unsigned)wd % WATCH_BUCKETS] = w;
+	}
+	w->refs++;
+	return w;
+}
+
+static void watch_put(struct watches *ws, struct watch *w)
+{
+	struct watch **pp;
+
+	pthread_mutex_lock(&ws->lock);
+	if (--w->refs == 0) {
+		if (w->wd >= 0) {
+			pp = watch_slot(ws, w->wd);
+			if (*pp == w)
+				*pp = w->next;
+			if (!w->dead)
+				un_sys_inotify_unwatch(ws->fd, w->wd);
+		}
+		free(w);
+	}
+	pthread_mutex_unlock(&ws->lock);
+}
+
+/* Counts the pending events into their watches; with WS's lock held.  An
+ * event about the layer dir itself changes none of its entries (reading it
+ * to build a listing is one), unless the dir goes away. */
+static void watches_drain(struct watches *ws)
+{
+	const struct inotify_event *ev;
+	struct watch *w;
+	ssize_t n;
+
+	while ((n = un_sys_read(ws->fd, ws->events, EVENTS_BUF)) > 0)
+		for (ssize_t off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
+			ev = (const struct inotify_event *)(ws->events + off);
+			if (ev->mask & IN_Q_OVERFLOW) {
+				ws->lost++;
+				continue;
+			}
+			w = *watch_slot(ws, ev->wd);
+			if (!w ||
+			    (ev->len == 0 &&
+			     !(ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))))
+				continue;
+			w->gen++;
+			if (ev->mask & IN_IGNORED)
+				w->dead = true;
+		}
+	if (n < 0 && n != -EAGAIN)
+		ws->lost++; /* events we could not read: trust nothing before */
+}
+
+/* The state of L's watches: it changes whenever one of them reports an
+ * event, and is 0 (trusted never) when one is dead.  With WS's lock held. */
+static uint64_t watches_token(const struct un_state *st, const struct un_listing *l)
+{
+	/* Changes through the union that reach no watch of L (a LINK made in
+	 * another directory raises the link count) all write the node table. */
+	uint64_t t = atomic_load(&st->node_epoch) + l->ws->lost + 1;
+
+	for (size_t i = 0; i < l->nw; i++) {
+		if (l->w[i]->dead)
+			return 0;
+		t += l->w[i]->gen;
+	}
+	return t;
+}
+
+/* Filesystems whose every change passes the local kernel, so that inotify
+ * sees it (a network or FUSE filesystem changes elsewhere). */
+static bool fs_local(long type)
+{
+	switch (type) {
+	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case F2FS_SUPER_MAGIC:
+	case OVERLAYFS_SUPER_MAGIC: /* its own changes: its layers are not ours to change
+				     */
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Watches every layer dir of DIR for L, once; with L's nlock held.  On
+ * failure L remembers no attribute (L->watch_err). */
+static void attr_watch(struct un_state *st, struct un_listing *l,
+		       const struct un_obj *dir)
+{
+	struct watches *ws = &st->cache->ws;
+	int err = ws->fd < 0 ? ws->fd : 0, wd;
+	long type;
+
+	if (l->w || l->watch_err)
+		return;
+	l->w = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->w));
+	if (!err && !l->w)
+		err = -ENOMEM;
+	l->ws = ws;
+	for (size_t i = 0; !err && i < dir->ninst; i++) {
+		err = un_sys_fstype(dir->inst[i].fd, &type);
+		if (!err && !fs_local(type))
+			err = -EOPNOTSUPP;
+		pthread_mutex_lock(&ws->lock);
+		wd =
+		    err ? err : un_sys_inotify_watch(ws->fd, dir->inst[i].fd, WATCH_MASK);
+		err = wd < 0 ? wd : 0;
+		if (!err && !(l->w[l->nw] = watch_get(ws, wd)))
+			err = -ENOMEM;
+		if (!err)
+			l->nw++;
+		pthread_mutex_unlock(&ws->lock);
+	}
+	l->watch_err = err;
+}
+
+static long long mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return ts_ns(&t);
+}
+
+/* What un_getattr (lookup.c) gives for entry E of L, whose fileid is ID,
+ * from stat ST of its top-most instance. */
+static void attr_of(const struct un_export *ex, const struct lent *e,
+		    const struct stat *st, un_id id, struct un_attr *out)
+{
+	*out = (struct un_attr){
+	    .mode = st->st_mode,
+	    .nlink = S_ISDIR(st->st_mode) && e->ninst > 1 ? 1 : (uint32_t)st->st_nlink,
+	    .uid = st->st_uid,
+	    .gid = st->st_gid,
+	    .size = (uint64_t)st->st_size,
+	    .used = (uint64_t)st->st_blocks * 512,
+	    .rdev_major = major(st->st_rdev),
+	    .rdev_minor = minor(st->st_rdev),
+	    .fsid = ex->id,
+	    .fileid = id,
+	    .atime = st->st_atim,
+	    .mtime = st->st_mtim,
+	    .ctime = st->st_ctim,
+	};
+}
+
+/* Stats entry I of L in DIR: 0 or -ESTALE when the name is no longer the
+ * instance the listing saw. */
+static int attr_stat(const struct un_listing *l, const struct un_obj *dir, size_t i,
+		     struct stat *st)
+{
+	const struct lent *e = &l->ents[i];
+	const struct un_devino *top = &l->inst[e->inst_off];
+	int err;
+
+	if (e->pos >= dir->ninst)
+		return -EINVAL;
+	err = un_sys_fstatat(dir->inst[e->pos].fd, e->d.name, st, 0);
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	if (st->st_dev != top->dev || st->st_ino != top->ino)
+		return -ESTALE; /* the name changed since the build */
+	return 0;
+}
+
+/* May the attributes of ST be remembered?  A directory's change inside it
+ * reaches its own watchers, not its parent's; a file with several links may
+ * change through a name in another directory. */
+static bool attr_keepable(const struct stat *st)
+{
+	return !S_ISDIR(st->st_mode) && st->st_nlink == 1;
+}
+
+/* Fills entry I of L (fileid ID) into OUT: remembered if its stat was made
+ * at TOKEN (not 0) since NOW - ATTR_TTL_NS, else a stat, remembered when
+ * that is safe.  With L's nlock held. */
+static int attr_one(const struct un_export *ex, struct un_listing *l,
+		    const struct un_obj *dir, size_t i, un_id id, uint64_t token,
+		    long long now, struct un_attr *out)
+{
+	struct lattr *la = l->attr ? &l->attr[i] : NULL;
+	struct stat st;
+	int err;
+
+	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS) {
+		*out = la->a;
+		out->fileid = id;
+		return 0;
+	}
+	err = attr_stat(l, dir, i, &st);
+	if (err)
+		return err;
+	attr_of(ex, &l->ents[i], &st, id, out);
+	if (la && token && attr_keepable(&st))
+		*la = (struct lattr){*out, token, now};
+	return 0;
+}
+
+/* Makes L ready to remember attributes: its watches and its array; with L's
+ * nlock held.  False when it will not remember any. */
+static bool attr_ready(struct un_export *ex, struct un_listing *l,
+		       const struct un_obj *dir)
+{
+	if (!l->settled)
+		return false; /* built for this call alone: not worth a watch */
+	attr_watch(ex->st, l, dir);
+	if (l->watch_err)
+		return false;
+	if (!l->attr) {
+		l->attr = un_sys_calloc(l->count, sizeof(*l->attr));
+		if (!l->attr)
+			return false;
+		cache_account(ex->st->cache, l, l->count * sizeof(*l->attr));
+	}
+	return true;
+}
+
+int un_listing_attrs(struct un_export *ex, struct un_obj *dir,
+		     const struct un_listing *cl, size_t from, size_t n,
+		     const un_id *fileids, struct un_attr *out, int *errs)
+{
+	struct un_listing *l = (struct un_listing *)cl; /* its memory changes */
+	uint64_t token = 0;
+	long long now;
+
+	if (l->dir != dir->id || from < 2 || from > l->count || n > l->count - from)
+		return -EINVAL;
+	pthread_mutex_lock(&l->nlock);
+	if (attr_ready(ex, l, dir)) {
+		/* The token and the clock are read before any stat: a change
+		 * after them moves the token (or ages the entry) again. */
+		pthread_mutex_lock(&l->ws->lock);
+		watches_drain(l->ws);
+		token = watches_token(ex->st, l);
+		pthread_mutex_unlock(&l->ws->lock);
+	}
+	now = mono_ns();
+	for (size_t k = 0; k < n; k++)
+		errs[k] = attr_one(ex, l, dir, from + k, fileids[k], token, now, &out[k]);
+	pthread_mutex_unlock(&l->nlock);
+	return 0;
+}
+
 /* Must give what un_getattr (lookup.c) gives for the node: the unit test
  * test_listing_attr compares the two for every entry. */
 int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		    size_t i, un_id id, struct un_attr *out)
 {
-	const struct lent *e = &l->ents[i];
-	const struct un_devino *top;
-	struct stat st;
-	int err;
+	struct un_attr a;
+	int err, rc;
 
-	if (l->dir != dir->id || i < 2 || i >= l->count || e->pos >= dir->ninst)
+	if (i < 2)
 		return -EINVAL;
-	err = un_sys_fstatat(dir->inst[e->pos].fd, e->d.name, &st, 0);
-	if (err)
-		return err == -ENOENT ? -ESTALE : err;
-	top = &l->inst[e->inst_off];
-	if (st.st_dev != top->dev || st.st_ino != top->ino)
-		return -ESTALE; /* the name changed since the build */
-	*out = (struct un_attr){
-	    .mode = st.st_mode,
-	    .nlink = S_ISDIR(st.st_mode) && e->ninst > 1 ? 1 : (uint32_t)st.st_nlink,
-	    .uid = st.st_uid,
-	    .gid = st.st_gid,
-	    .size = (uint64_t)st.st_size,
-	    .used = (uint64_t)st.st_blocks * 512,
-	    .rdev_major = major(st.st_rdev),
-	    .rdev_minor = minor(st.st_rdev),
-	    .fsid = ex->id,
-	    .fileid = id,
-	    .atime = st.st_atim,
-	    .mtime = st.st_mtim,
-	    .ctime = st.st_ctim,
-	};
-	return 0;
+	rc = un_listing_attrs(ex, dir, l, i, 1, &id, &a, &err);
+	if (!rc && !err)
+		*out = a;
+	return rc ? rc : err;
 }

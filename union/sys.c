@@ -20,8 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -236,6 +238,53 @@ int un_sys_fstatvfs(int fd, struct statvfs *out)
 	if (err)
 		return -err;
 	return (int)ret(fstatvfs(fd, out));
+}
+
+int un_sys_fstype(int fd, long *type)
+{
+	struct statfs sf;
+	int err = un_sys_fault(UN_SYS_STATFS);
+
+	if (err)
+		return -err;
+	if (fstatfs(fd, &sf))
+		return -errno;
+	*type = (long)sf.f_type;
+	return 0;
+}
+
+int un_sys_inotify_init(void)
+{
+	int err = un_sys_fault(UN_SYS_OPEN);
+
+	if (err)
+		return -err;
+	return (int)ret(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+}
+
+int un_sys_inotify_watch(int ifd, int fd, uint32_t mask)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_OPEN);
+
+	if (err)
+		return -err;
+	proc_fd_path(path, fd, "");
+	return (int)ret(inotify_add_watch(ifd, path, mask | IN_ONLYDIR));
+}
+
+void un_sys_inotify_unwatch(int ifd, int wd)
+{
+	inotify_rm_watch(ifd, wd);
+}
+
+ssize_t un_sys_read(int fd, void *buf, size_t n)
+{
+	int err = un_sys_fault(UN_SYS_READ);
+
+	if (err)
+		return -err;
+	return ret(read(fd, buf, n));
 }
 
 int un_sys_mkdirat(int dirfd, const char *name, mode_t mode)

@@ -101,6 +101,15 @@ ssize_t un_sys_getdents(int fd, void *buf, size_t size);
 ssize_t un_sys_pread(int fd, void *buf, size_t n, off_t off);
 ssize_t un_sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
 int un_sys_fstatvfs(int fd, struct statvfs *out);
+/* The filesystem type (statfs's f_type) of FD. */
+int un_sys_fstype(int fd, long *type);
+/* inotify (readdir.c's attribute cache): a non-blocking instance, a watch
+ * on the directory of (O_PATH) descriptor FD (its wd), its removal, and
+ * read, which gives -EAGAIN when no event is pending. */
+int un_sys_inotify_init(void);
+int un_sys_inotify_watch(int ifd, int fd, uint32_t mask);
+void un_sys_inotify_unwatch(int ifd, int wd);
+ssize_t un_sys_read(int fd, void *buf, size_t n);
 int un_sys_mkdirat(int dirfd, const char *name, mode_t mode);
 /* Writes all N bytes (retrying short writes). */
 ssize_t un_sys_write(int fd, const void *buf, size_t n);
@@ -178,6 +187,10 @@ struct un_state {
 	uint8_t key_verf[16];		/* cookie verifier MAC (siphash) */
 	uint8_t key_version[16];	/* directory version hash (siphash) */
 	struct un_listing_cache *cache; /* readdir.c */
+	/* node.c: grows after every commit that may change the node an existing
+	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
+	 * listing remembers only while it stands still */
+	_Atomic uint64_t node_epoch;
 
 	pthread_t syncer;
 	pthread_mutex_t sync_lock; /* guards stopping */

@@ -2,8 +2,11 @@
  * seek and paging, forced cookie collisions, the cache and its bound,
  * verifiers, node ids of entries, and injected failures. */
 #include "test_un.h"
+#include "test_wr.h"
 
+#include <linux/magic.h>
 #include <pthread.h>
+#include <sys/statfs.h>
 
 static void pause_tick(void)
 {
@@ -363,15 +366,181 @@ static void test_entry_ids(void **state)
 	}
 	assert_int_equal(t_id(fx, "d/file"), t_id(fx, "d/hard"));
 
-	/* Known ids need no write, and any window works. */
+	/* Known ids come from the listing, without the table, in any window. */
 	un_sys_inject_reset();
 	assert_int_equal(un_listing_ids(fx->ex, d, l, 1, n - 1, again), 0);
-	assert_int_equal(un_sys_calls(UN_SYS_MDB), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_MDB), 0);
 	assert_memory_equal(again, ids + 1, (n - 1) * sizeof(un_id));
 	assert_int_equal(un_listing_ids(fx->ex, d, l, n, 0, again), 0);
 	assert_int_equal(un_listing_ids(fx->ex, d, l, n, 1, again), -EINVAL);
 	assert_int_equal(un_listing_ids(fx->ex, d, l, n + 1, 0, again), -EINVAL);
 	un_listing_put(l);
+	un_obj_put(d);
+}
+
+/* The index of NAME in L. */
+static size_t index_of(const struct un_listing *l, const char *name)
+{
+	for (size_t i = 0; i < un_listing_count(l); i++)
+		if (!strcmp(un_listing_at(l, i)->name, name))
+			return i;
+	fail_msg("%s is not listed", name);
+	return 0;
+}
+
+/* The nodes a listing remembers follow the table: a copy-up through another
+ * name of a lower file parts the group, which changes the node of a name in
+ * a directory that did not change; the listing of that directory, asked
+ * again, gives the node a lookup gives now, and its handle. */
+static void test_entry_ids_follow_table(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t fh[2][UN_FH_MAX], want[UN_FH_MAX];
+	un_id id[2], fileid[2];
+	struct un_listing *l;
+	struct un_obj *d, *o;
+	enum un_stable c;
+	size_t i;
+
+	t_file(fx, "l2/d/h1", "shared");
+	assert_int_equal(link(t_path(fx, "l2/d/h1"), t_path(fx, "l2/h2")), 0);
+	w_export(fx);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	i = index_of(l, "h1");
+	assert_int_equal(
+	    un_listing_handles(fx->ex, d, l, i, 1, &id[0], &fileid[0], fh[0]),
+	    un_handle_encode(fx->ex, id[0], want));
+	assert_int_equal(id[0], t_id(fx, "d/h1"));
+	assert_memory_equal(fh[0], want, un_handle_encode(fx->ex, id[0], want));
+
+	assert_int_equal(t_walk(fx, "h2", &o), 0);
+	assert_int_equal(un_write(fx->ex, o, "SH", 2, 0, UN_UNSTABLE, &c), 2);
+	un_obj_put(o);
+	assert_int_equal(
+	    un_listing_handles(fx->ex, d, l, i, 1, &id[1], &fileid[1], fh[1]),
+	    un_handle_encode(fx->ex, id[1], want));
+	assert_int_equal(id[1], t_id(fx, "d/h1"));
+	assert_int_not_equal(id[1], id[0]);
+	assert_int_not_equal(fileid[1], fileid[0]);
+	assert_memory_equal(fh[1], want, un_handle_encode(fx->ex, id[1], want));
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+/* Is PATH on a filesystem where readdir.c remembers attributes (fs_local)? */
+static bool local_fs(const char *path)
+{
+	static const long types[] = {EXT4_SUPER_MAGIC,	XFS_SUPER_MAGIC,
+				     BTRFS_SUPER_MAGIC, TMPFS_MAGIC,
+				     F2FS_SUPER_MAGIC,	OVERLAYFS_SUPER_MAGIC};
+	struct statfs sf;
+
+	assert_int_equal(statfs(path, &sf), 0);
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if ((long)sf.f_type == types[i])
+			return true;
+	return false;
+}
+
+/* Attributes of entry NAME of listing L of D, through the listing. */
+static struct un_attr entry_attr(struct fx *fx, struct un_obj *d, struct un_listing *l,
+				 const char *name)
+{
+	size_t i = index_of(l, name);
+	struct un_attr a;
+	un_id id, fileid;
+
+	assert_int_equal(un_listing_nodes(fx->ex, d, l, i, 1, &id, &fileid), 0);
+	assert_int_equal(un_listing_attr(fx->ex, d, l, i, fileid, &a), 0);
+	return a;
+}
+
+/* A listing remembers the attributes of its entries (a second look makes no
+ * stat), and every change made in the layer shows at the next look: data,
+ * mode, times, a new link (which also ends the remembering of that file),
+ * as each one would through a lookup and un_getattr. */
+static void test_listing_attr_follows_layers(void **state)
+{
+	struct fx *fx = *state;
+	struct timespec ts[2] = {{.tv_sec = 1000}, {.tv_sec = 2000}};
+	struct un_listing *l;
+	struct un_obj *d, *o;
+	struct un_attr a, b;
+	int fd;
+
+	t_file(fx, "l1/d/f", "1");
+	t_file(fx, "l1/d/g", "1");
+	t_export(fx, "l1", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	a = entry_attr(fx, d, l, "f");
+	assert_int_equal(a.size, 1);
+	un_sys_inject_reset();
+	a = entry_attr(fx, d, l, "f");
+	if (local_fs(t_path(fx, "l1")))
+		assert_int_equal(un_sys_calls(UN_SYS_STAT), 0); /* remembered */
+	else
+		print_message("not a local filesystem: nothing is remembered\n");
+
+	fd = open(t_path(fx, "l1/d/f"), O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "2345", 4), 4);
+	assert_int_equal(entry_attr(fx, d, l, "f").size, 5);
+	assert_int_equal(fchmod(fd, 0600), 0);
+	assert_int_equal(entry_attr(fx, d, l, "f").mode & 07777, 0600);
+	close(fd);
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "l1/d/f"), ts, 0), 0);
+	a = entry_attr(fx, d, l, "f");
+	assert_int_equal(a.mtime.tv_sec, 2000);
+	/* A link made in another directory of the layer reaches no watch of
+	 * d: it shows once the remembered attributes are a second old. */
+	assert_int_equal(entry_attr(fx, d, l, "g").nlink, 1);
+	assert_int_equal(link(t_path(fx, "l1/d/g"), t_path(fx, "l1/g2")), 0);
+	usleep(1050 * 1000);
+	assert_int_equal(entry_attr(fx, d, l, "g").nlink, 2);
+
+	/* what the listing says is what a lookup says */
+	assert_int_equal(un_lookup(fx->ex, d, "f", &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &b), 0);
+	un_obj_put(o);
+	assert_memory_equal(&a, &b, sizeof(a));
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
+/* The verifier of D's listing now. */
+static uint64_t verf_now(struct fx *fx, struct un_obj *d)
+{
+	struct un_listing *l = listing(fx, d);
+	uint64_t v = un_listing_verf(l);
+
+	un_listing_put(l);
+	return v;
+}
+
+/* Through the union, a link made in another directory shows at once. */
+static void test_listing_attr_follows_union(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d, *e, *o;
+
+	t_file(fx, "u/d/f", "1"); /* upper files: the link changes no dir of d */
+	t_file(fx, "u/e/x", "1");
+	w_export(fx);
+	d = obj(fx, "d");
+	e = obj(fx, "e");
+	l = listing(fx, d);
+	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 1);
+	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 1);
+	assert_int_equal(un_lookup(fx->ex, d, "f", &o), 0);
+	assert_int_equal(un_link(fx->ex, o, e, "f2"), 0);
+	un_obj_put(o);
+	assert_true(un_listing_verf(l) == verf_now(fx, d)); /* d did not change */
+	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 2);
+	un_listing_put(l);
+	un_obj_put(e);
 	un_obj_put(d);
 }
 
@@ -563,6 +732,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_merge, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_entry_ids_follow_table, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_listing_attr_follows_layers, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_listing_attr_follows_union, t_setup,
+					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_dots_and_order, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_seek, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_forced_collisions, t_setup, t_teardown),
