@@ -27,6 +27,7 @@
  *   7. uid 1000 can neither write, truncate, chmod nor remove root's 0644
  *      file; a file it creates is its own (over NFS and on disk); a
  *      supplementary group opens a group directory, its absence does not;
+ *      ACCESS answers each time as the operation then does;
  *   8. with root_squash and anonuid/anongid 4321, root's new file is
  *      4321:4321 (skipped while the server has no --clients option);
  * and last:
@@ -866,7 +867,10 @@ static void test_uid1000(void **state)
 	char p[PATH_MAX];
 
 	(void)state;
-	/* root's 0644 file: readable, not writable */
+	/* root's 0644 file: readable, not writable, and ACCESS says so */
+	assert_int_equal(nfs_access(nfs, "/root644.txt", R_OK), 0);
+	assert_true(nfs_access(nfs, "/root644.txt", W_OK) < 0);
+	assert_true(nfs_access(nfs, "/grp", W_OK) < 0);
 	if (nfs_open(nfs, "/root644.txt", O_WRONLY, &fh) == 0) {
 		assert_true(nfs_write(nfs, fh, 4, "evil") < 0);
 		nfs_close(nfs, fh);
@@ -887,12 +891,14 @@ static void test_uid1000(void **state)
 	assert_int_equal(stat(tpath(p, "upper/pub/mine.txt"), &dst), 0);
 	assert_int_equal(dst.st_uid, 1000);
 	assert_int_equal(dst.st_gid, 1000);
+	assert_int_equal(nfs_access(nfs, "/pub/mine.txt", R_OK | W_OK), 0);
 	assert_int_equal(nfs_mkdir(nfs, "/pub/mydir"), 0);
 	assert_int_equal(stat(tpath(p, "upper/pub/mydir"), &dst), 0);
 	assert_int_equal(dst.st_uid, 1000);
 	/* a group directory: only with the group among the supplementary ones */
 	assert_true(nfs_creat(nfs, "/grp/nogroup.txt", 0644, &fh) < 0);
 	set_auth(nfs, 1000, 1000, 1, &grp);
+	assert_int_equal(nfs_access(nfs, "/grp", R_OK | W_OK | X_OK), 0);
 	assert_int_equal(nfs_creat(nfs, "/grp/group.txt", 0644, &fh), 0);
 	nfs_close(nfs, fh);
 	assert_int_equal(stat(tpath(p, "upper/grp/group.txt"), &dst), 0);
