@@ -16,6 +16,7 @@
  *    this table holds them too.  SETATTR goes through the duplicate request
  *    cache: replayed after a later WRITE, a truncation would destroy data.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -250,9 +251,14 @@ out:
  *     answered from the current listing, a verifier of 0 is accepted (some
  *     clients send it), and only a verifier this engine could never have
  *     issued for the directory is NFS3ERR_BAD_COOKIE.
- *  6. A page holds at most NFS3_DIR_MAX_ENTRIES entries.  rpcgen encodes an
- *     entry list recursively (one xdr_pointer frame per entry), so this bounds
- *     the encoder's stack depth whatever count a client asks for.
+ *  6. A page holds at most NFS3_DIR_MAX_ENTRIES entries.  rpcgen decodes
+ *     and frees an entry list recursively (one xdr_pointer frame per entry),
+ *     so this bounds the stack depth of any such walk (our encoders loop).
+ *  7. Per entry a page costs no table read, no MAC and no stat once the
+ *     listing served that entry and nothing changed (union.h: the listing
+ *     remembers nodes, handles and attributes, and says how it stays
+ *     coherent); the entries, names and handles of a page are a few arena
+ *     arrays, and the reply is encoded by one loop (nfs3_xdr_*_res).
  */
 
 #define NFS3_DIR_MAX_ENTRIES 4096
@@ -342,6 +348,35 @@ static void nfs3_dir_close(struct nfs3_dir *d)
 	nfs3_file_put(&d->f);
 }
 
+/* Fills LIST (a dirlist3 or dirlistplus3) with one page of D for ARGS (the
+ * call's arguments) in a reply whose directory attributes are DIR_ATTR. */
+typedef nfsstat3 (*nfs3_page_fn)(struct srv_req *req, struct nfs3_dir *d,
+				 const void *args, const post_op_attr *dir_attr,
+				 void *list);
+
+/* What READDIR and READDIRPLUS share: opens the directory FH at COOKIE with
+ * VERF (notes 5), has PAGE fill LIST and puts the listing's verifier in
+ * VERF_OUT.  *DIR_ATTR gets the directory's attributes for the reply, which
+ * carries them on success and failure alike. */
+static nfsstat3 nfs3_dir_serve(struct srv_req *req, const nfs_fh3 *fh, cookie3 cookie,
+			       const char *verf, nfs3_page_fn page, const void *args,
+			       void *list, post_op_attr *dir_attr, char *verf_out)
+{
+	struct nfs3_dir d;
+	nfsstat3 st;
+
+	dir_attr->attributes_follow = FALSE;
+	st = nfs3_dir_open(req, fh, cookie, verf, &d);
+	if (d.f.obj)
+		nfs3_post_op(&d.f.attr, dir_attr);
+	if (!st)
+		st = page(req, &d, args, dir_attr, list);
+	if (!st)
+		nfs3_verf_put(un_listing_verf(d.l), verf_out);
+	nfs3_dir_close(&d);
+	return st;
+}
+
 /* Index after the group of entries sharing the cookie of entry I (notes 1). */
 static size_t nfs3_group_end(const struct un_listing *l, size_t i)
 {
@@ -353,44 +388,69 @@ static size_t nfs3_group_end(const struct un_listing *l, size_t i)
 	return i;
 }
 
-/* The node ids (for handles) and fileids (for entries and attributes) of
- * the N entries of D's page, in one table transaction; they differ only for
- * the names of a lower file with several links (union.h).  "." and ".." are
- * the directory and its parent whatever the table says. */
-static nfsstat3 nfs3_page_ids(struct srv_req *req, struct nfs3_dir *d, size_t n,
-			      un_id **ids_out, un_id **fileids_out)
+/* What a page knows of its entries, index 0 being D->from: node ids (what
+ * handles name), fileids (they differ only for the names of a lower file
+ * with several links, union.h), handles (FHLEN bytes each, UN_FH_MAX
+ * apart; READDIRPLUS only) and a copy of the names, all in the arena. */
+struct nfs3_page {
+	size_t n;
+	un_id *ids, *fileids;
+	uint8_t *fh;
+	size_t fhlen;
+	char **names;
+	/* READDIRPLUS: the attributes of the first HAVE entries (nfs3_rdp_attr) */
+	struct un_attr *attr;
+	int *attr_err;
+	size_t have;
+};
+
+/* Fills P for the first N entries of D's page, with handles when WITH_FH;
+ * the listing remembers nodes, so a page it served before reads no table
+ * (union.h). */
+static nfsstat3 nfs3_page_get(struct srv_req *req, struct nfs3_dir *d, size_t n,
+			      bool with_fh, struct nfs3_page *p)
 {
-	un_id *ids = srv_arena_alloc(req->arena, (n ? n : 1) * sizeof(*ids));
-	un_id *fileids = srv_arena_alloc(req->arena, (n ? n : 1) * sizeof(*fileids));
-	nfsstat3 st;
+	struct srv_arena *a = req->arena;
+	size_t m = n ? n : 1, pool = 0;
+	char *names;
+	int rc;
 
-	if (!ids || !fileids)
+	for (size_t i = 0; i < n; i++)
+		pool += un_listing_at(d->l, d->from + i)->namelen + 1u;
+	*p = (struct nfs3_page){.n = n};
+	p->ids = srv_arena_alloc(a, m * sizeof(*p->ids));
+	p->fileids = srv_arena_alloc(a, m * sizeof(*p->fileids));
+	p->names = srv_arena_alloc(a, m * sizeof(*p->names));
+	p->fh = with_fh ? srv_arena_alloc(a, m * UN_FH_MAX) : NULL;
+	names = srv_arena_alloc(a, pool + 1);
+	if (!p->ids || !p->fileids || !p->names || !names || (with_fh && !p->fh))
 		return nfs3_status_from_errno(-ENOMEM);
-	st = nfs3_status_from_errno(
-	    n ? un_listing_nodes(d->f.ex->ux, d->f.obj, d->l, d->from, n, ids, fileids)
-	      : 0);
-	for (size_t i = 0; !st && i < n; i++) {
-		const char *nm = un_listing_at(d->l, d->from + i)->name;
+	for (size_t i = 0; i < n; i++) {
+		const struct un_dirent *de = un_listing_at(d->l, d->from + i);
 
-		if (!strcmp(nm, "."))
-			ids[i] = fileids[i] = un_obj_id(d->f.obj);
-		else if (!strcmp(nm, ".."))
-			ids[i] = fileids[i] = un_obj_parent_id(d->f.obj);
+		p->names[i] = memcpy(names, de->name, de->namelen + 1u);
+		names += de->namelen + 1u;
 	}
-	*ids_out = ids;
-	*fileids_out = fileids;
-	return st;
+	rc = n ? un_listing_handles(d->f.ex->ux, d->f.obj, d->l, d->from, n, p->ids,
+				    p->fileids, p->fh)
+	       : 0;
+	if (rc < 0)
+		return nfs3_status_from_errno(rc);
+	p->fhlen = (size_t)rc;
+	return NFS3_OK;
 }
 
-/* Fills LIST with one READDIR page of D within COUNT bytes of reply whose
- * directory attributes are DIR_ATTR (notes 1-4, 6). */
-static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, size_t count,
-			     const post_op_attr *dir_attr, dirlist3 *list)
+/* Fills LIST with one READDIR page of D within ARGS' count (notes 1-4, 6). */
+static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, const void *argp,
+			     const post_op_attr *dir_attr, void *listp)
 {
+	const READDIR3args *args = argp;
+	size_t count = args->count < srv_max_io(req) ? args->count : srv_max_io(req);
 	size_t n = un_listing_count(d->l), used = nfs3_dir_reply_size(dir_attr);
-	entry3 **link = &list->entries;
 	size_t i = d->from, j, end, size;
-	un_id *ids, *fileids;
+	dirlist3 *list = listp;
+	struct nfs3_page p;
+	entry3 *es;
 	nfsstat3 st;
 
 	for (; i < n; i = end) {
@@ -403,19 +463,17 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, size_t cou
 	}
 	if (used > count || (i == d->from && i < n))
 		return NFS3ERR_TOOSMALL;
-	st = nfs3_page_ids(req, d, i - d->from, &ids, &fileids);
-	for (j = d->from; !st && j < i; j++) {
-		const struct un_dirent *de = un_listing_at(d->l, j);
-		entry3 *e = srv_arena_alloc(req->arena, sizeof(*e));
-
-		if (!e ||
-		    !(e->name = srv_arena_strndup(req->arena, de->name, de->namelen)))
-			return nfs3_status_from_errno(-ENOMEM);
-		e->fileid = fileids[j - d->from];
-		e->cookie = de->cookie;
-		*link = e;
-		link = &e->nextentry;
+	st = nfs3_page_get(req, d, i - d->from, false, &p);
+	es = st ? NULL : srv_arena_alloc(req->arena, (p.n ? p.n : 1) * sizeof(*es));
+	if (!st && !es)
+		st = nfs3_status_from_errno(-ENOMEM);
+	for (j = 0; !st && j < p.n; j++) {
+		es[j].name = p.names[j];
+		es[j].fileid = p.fileids[j];
+		es[j].cookie = un_listing_at(d->l, d->from + j)->cookie;
+		es[j].nextentry = j + 1 < p.n ? &es[j + 1] : NULL;
 	}
+	list->entries = !st && p.n ? es : NULL;
 	list->eof = (i == n);
 	return st;
 }
@@ -425,62 +483,85 @@ static void nfs3_readdir(struct srv_req *req, void *argp, void *resp)
 	READDIR3args *args = argp;
 	READDIR3res *res = resp;
 	READDIR3resok *ok = &res->READDIR3res_u.resok;
-	post_op_attr dir_attr = {.attributes_follow = FALSE};
-	size_t count = args->count < srv_max_io(req) ? args->count : srv_max_io(req);
-	struct nfs3_dir d;
+	post_op_attr dir_attr;
 	nfsstat3 st;
 
-	st = nfs3_dir_open(req, &args->dir, args->cookie, args->cookieverf, &d);
-	if (d.f.obj)
-		nfs3_post_op(&d.f.attr, &dir_attr);
+	st = nfs3_dir_serve(req, &args->dir, args->cookie, args->cookieverf, nfs3_rd_page,
+			    args, &ok->reply, &dir_attr, ok->cookieverf);
 	if (!st)
-		st = nfs3_rd_page(req, &d, count, &dir_attr, &ok->reply);
-	if (!st) {
 		ok->dir_attributes = dir_attr;
-		nfs3_verf_put(un_listing_verf(d.l), ok->cookieverf);
-	} else {
+	else
 		res->READDIR3res_u.resfail.dir_attributes = dir_attr;
-	}
-	nfs3_dir_close(&d);
 	res->status = st;
 }
 
-/* Builds the READDIRPLUS entry of entry I of D's listing, whose node id is
- * ID (its handle) and fileid FILEID.  When WITH_OBJ, the entry also gets the
- * handle and attributes of the name: from one stat of its top-most instance
- * (un_listing_attr), or for "." and ".." by a lookup.  An entry whose name
- * changed since the listing was built goes without them, as the RFC allows
- * (the client will LOOKUP it). */
-static entryplus3 *nfs3_rdp_entry(struct srv_req *req, struct nfs3_dir *d, size_t i,
-				  un_id id, un_id fileid, bool with_obj)
+/* Entries whose attributes are asked for at once: few enough that a page
+ * ending early wastes little, many enough to share one look at the
+ * listing's watches. */
+#define NFS3_ATTR_CHUNK 64
+
+/* The attributes of ".." (I 1) by a lookup, or of "." (I 0): the
+ * directory's own, as un_getattr gave them. */
+static int nfs3_dot_attr(struct nfs3_dir *d, size_t i, struct un_attr *a)
 {
-	const struct un_dirent *de = un_listing_at(d->l, i);
-	entryplus3 *e = srv_arena_alloc(req->arena, sizeof(*e));
-	struct un_obj *obj = NULL;
-	struct un_attr a;
+	struct un_obj *obj;
 	int err;
 
-	if (!e || !(e->name = srv_arena_strndup(req->arena, de->name, de->namelen)))
-		return NULL;
-	e->cookie = de->cookie;
-	e->fileid = fileid;
-	if (!with_obj)
-		return e;
-	if (i >= 2) {
-		err = un_listing_attr(d->f.ex->ux, d->f.obj, d->l, i, fileid, &a);
-	} else {
-		err = un_lookup(d->f.ex->ux, d->f.obj, e->name, &obj);
-		if (!err)
-			err = un_getattr(d->f.ex->ux, obj, &a);
+	if (i == 0) {
+		*a = d->f.attr;
+		return 0;
 	}
-	if (!err &&
-	    !nfs3_fh_set(req, d->f.ex, id, &e->name_handle.post_op_fh3_u.handle)) {
-		e->name_handle.handle_follows = TRUE;
-		nfs3_post_op(&a, &e->name_attributes);
+	err = un_lookup(d->f.ex->ux, d->f.obj, "..", &obj);
+	if (err)
+		return err;
+	err = un_getattr(d->f.ex->ux, obj, a);
+	un_obj_put(obj);
+	return err;
+}
+
+/* Makes sure P holds the attributes of its entry K, asking the listing for
+ * the next NFS3_ATTR_CHUNK entries when it does not (un_listing_attrs):
+ * from a stat of each top-most instance or from what the listing remembers
+ * of it.  0, or the error of entry K. */
+static int nfs3_rdp_attr(struct nfs3_dir *d, struct nfs3_page *p, size_t k)
+{
+	size_t from, n;
+	int rc;
+
+	while (k >= p->have) {
+		for (; p->have < p->n && d->from + p->have < 2; p->have++)
+			p->attr_err[p->have] =
+			    nfs3_dot_attr(d, d->from + p->have, &p->attr[p->have]);
+		from = p->have;
+		n = p->n - from < NFS3_ATTR_CHUNK ? p->n - from : NFS3_ATTR_CHUNK;
+		rc = n ? un_listing_attrs(d->f.ex->ux, d->f.obj, d->l, d->from + from, n,
+					  p->fileids + from, p->attr + from,
+					  p->attr_err + from)
+		       : 0;
+		for (size_t j = from; rc && j < from + n; j++)
+			p->attr_err[j] = rc;
+		p->have += n;
 	}
-	if (obj)
-		un_obj_put(obj);
-	return e;
+	return p->attr_err[k];
+}
+
+/* Fills E, the READDIRPLUS entry of entry K of page P of D.  When WITH_OBJ,
+ * the entry also gets the handle and attributes of the name (nfs3_rdp_attr).
+ * An entry whose name changed since the listing was built goes without
+ * them, as the RFC allows (the client will LOOKUP it). */
+static void nfs3_rdp_entry(struct nfs3_dir *d, struct nfs3_page *p, size_t k,
+			   bool with_obj, entryplus3 *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->name = p->names[k];
+	e->cookie = un_listing_at(d->l, d->from + k)->cookie;
+	e->fileid = p->fileids[k];
+	if (!with_obj || nfs3_rdp_attr(d, p, k))
+		return;
+	e->name_handle.handle_follows = TRUE;
+	e->name_handle.post_op_fh3_u.handle.data.data_len = (u_int)p->fhlen;
+	e->name_handle.post_op_fh3_u.handle.data.data_val = (char *)p->fh + k * UN_FH_MAX;
+	nfs3_post_op(&p->attr[k], &e->name_attributes);
 }
 
 /* The two READDIRPLUS budgets, in bytes left. */
@@ -489,35 +570,25 @@ struct nfs3_rdp_budget {
 	size_t max; /* of maxcount */
 };
 
-/* Builds the entries of the group starting at I into *FIRST..*LAST and
- * charges them to B; false (B unchanged) if the group does not fit. */
-static bool nfs3_rdp_group(struct srv_req *req, struct nfs3_dir *d, size_t i, size_t end,
-			   const un_id *ids, const un_id *fileids, bool with_obj,
-			   struct nfs3_rdp_budget *b, entryplus3 **first,
-			   entryplus3 **last, nfsstat3 *st)
+/* Builds the entries of the group I..END-1 of D into ES (ES[k] for entry
+ * D->from + k) and charges them to B; false (B unchanged) if the group does
+ * not fit. */
+static bool nfs3_rdp_group(struct nfs3_dir *d, struct nfs3_page *p, size_t i, size_t end,
+			   bool with_obj, struct nfs3_rdp_budget *b, entryplus3 *es)
 {
 	size_t dir = 0, max = 0;
-	entryplus3 **link = first, *e = NULL;
 
-	for (; i < end; i++) {
-		const struct un_dirent *de = un_listing_at(d->l, i);
+	for (size_t k = i - d->from; k < end - d->from; k++) {
+		size_t e3 = nfs3_entry3_size(un_listing_at(d->l, d->from + k)->namelen);
 
-		e = nfs3_rdp_entry(req, d, i, ids[i - d->from], fileids[i - d->from],
-				   with_obj);
-		if (!e) {
-			*st = nfs3_status_from_errno(-ENOMEM);
-			return false;
-		}
-		dir += nfs3_entry3_size(de->namelen);
-		max += nfs3_entry3_size(de->namelen) + nfs3_entryplus3_extra(e);
-		*link = e;
-		link = &e->nextentry;
+		nfs3_rdp_entry(d, p, k, with_obj, &es[k]);
+		dir += e3;
+		max += e3 + nfs3_entryplus3_extra(&es[k]);
 	}
 	if (dir > b->dir || max > b->max)
 		return false;
 	b->dir -= dir;
 	b->max -= max;
-	*last = e;
 	return true;
 }
 
@@ -539,43 +610,51 @@ static size_t nfs3_rdp_bound(const struct nfs3_dir *d, struct nfs3_rdp_budget b)
 }
 
 /* Fills LIST with one READDIRPLUS page of D within ARGS' dircount and
- * maxcount, for a reply whose directory attributes are DIR_ATTR (notes 1-4,
- * 6).  The ids of every entry that could fit are assigned first, in one table
- * transaction; handles are made from them and attributes come from one stat
- * per entry (nfs3_rdp_entry), with no lookup and no other table access. */
-static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d,
-			      const READDIRPLUS3args *args, const post_op_attr *dir_attr,
-			      dirlistplus3 *list)
+ * maxcount (notes 1-4, 6, 7).  The nodes and handles of every entry that
+ * could fit come first, in one call (nfs3_page_get); attributes come from
+ * the listing a chunk at a time (nfs3_rdp_attr), with no lookup and no
+ * table access. */
+static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d, const void *argp,
+			      const post_op_attr *dir_attr, void *listp)
 {
+	const READDIRPLUS3args *args = argp;
 	size_t n = un_listing_count(d->l), fixed = nfs3_dir_reply_size(dir_attr);
 	size_t maxcount =
 	    args->maxcount < srv_max_io(req) ? args->maxcount : srv_max_io(req);
 	bool with_obj = nfs3_access_check(req, &d->f, ACCESS3_LOOKUP) == NFS3_OK;
-	entryplus3 **link = &list->entries, *last = NULL;
+	dirlistplus3 *list = listp;
 	struct nfs3_rdp_budget b;
-	size_t i = d->from, end, bound;
-	un_id *ids, *fileids;
+	size_t i = d->from, end;
+	struct nfs3_page p;
+	entryplus3 *es;
 	nfsstat3 st;
 
 	if (maxcount < fixed)
 		return NFS3ERR_TOOSMALL;
 	b.dir = args->dircount;
 	b.max = maxcount - fixed;
-	bound = nfs3_rdp_bound(d, b);
-	st = nfs3_page_ids(req, d, bound, &ids, &fileids);
-	for (; i < n && !st; i = end) {
-		end = nfs3_group_end(d->l, i);
-		if (end - d->from > bound ||
-		    !nfs3_rdp_group(req, d, i, end, ids, fileids, with_obj, &b, link,
-				    &last, &st))
-			break;
-		link = &last->nextentry;
-	}
-	*link = NULL; /* drops a group that was built but did not fit */
+	st = nfs3_page_get(req, d, nfs3_rdp_bound(d, b), with_obj, &p);
 	if (st)
 		return st;
+	es = srv_arena_alloc(req->arena, (p.n ? p.n : 1) * sizeof(*es));
+	p.attr = srv_arena_alloc(req->arena, (p.n ? p.n : 1) * sizeof(*p.attr));
+	p.attr_err = srv_arena_alloc(req->arena, (p.n ? p.n : 1) * sizeof(*p.attr_err));
+	p.have = 0;
+	if (!es || !p.attr || !p.attr_err)
+		return nfs3_status_from_errno(-ENOMEM);
+	for (; i < n; i = end) {
+		end = nfs3_group_end(d->l, i);
+		if (end - d->from > p.n ||
+		    !nfs3_rdp_group(d, &p, i, end, with_obj, &b, es))
+			break;
+	}
 	if (i == d->from && i < n)
 		return NFS3ERR_TOOSMALL;
+	for (size_t k = 0; k + 1 < i - d->from; k++)
+		es[k].nextentry = &es[k + 1];
+	if (i > d->from)
+		es[i - d->from - 1].nextentry = NULL; /* drops a group that did not fit */
+	list->entries = i > d->from ? es : NULL;
 	list->eof = (i == n);
 	return NFS3_OK;
 }
@@ -585,23 +664,161 @@ static void nfs3_readdirplus(struct srv_req *req, void *argp, void *resp)
 	READDIRPLUS3args *args = argp;
 	READDIRPLUS3res *res = resp;
 	READDIRPLUS3resok *ok = &res->READDIRPLUS3res_u.resok;
-	post_op_attr dir_attr = {.attributes_follow = FALSE};
-	struct nfs3_dir d;
+	post_op_attr dir_attr;
 	nfsstat3 st;
 
-	st = nfs3_dir_open(req, &args->dir, args->cookie, args->cookieverf, &d);
-	if (d.f.obj)
-		nfs3_post_op(&d.f.attr, &dir_attr);
+	st = nfs3_dir_serve(req, &args->dir, args->cookie, args->cookieverf,
+			    nfs3_rdp_page, args, &ok->reply, &dir_attr, ok->cookieverf);
 	if (!st)
-		st = nfs3_rdp_page(req, &d, args, &dir_attr, &ok->reply);
-	if (!st) {
 		ok->dir_attributes = dir_attr;
-		nfs3_verf_put(un_listing_verf(d.l), ok->cookieverf);
-	} else {
+	else
 		res->READDIRPLUS3res_u.resfail.dir_attributes = dir_attr;
-	}
-	nfs3_dir_close(&d);
 	res->status = st;
+}
+
+/* ---- encoding READDIR and READDIRPLUS results ----
+ *
+ * rpcgen's encoders walk an entry list by recursion, one xdr_pointer frame
+ * and a dozen calls per entry, and the dispatcher runs the encoder twice
+ * (xdr_sizeof, then the encoding).  These write the same bytes in one
+ * loop, one XDR_PUTBYTES per entry.  Anything but encoding goes to rpcgen's
+ * functions. */
+
+static uint32_t *nfs3_put32(uint32_t *p, uint32_t v)
+{
+	*p = htonl(v);
+	return p + 1;
+}
+
+static uint32_t *nfs3_put64(uint32_t *p, uint64_t v)
+{
+	return nfs3_put32(nfs3_put32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+/* Writes LEN bytes of DATA as XDR opaque data: length, bytes, zero pad. */
+static uint32_t *nfs3_put_opaque(uint32_t *p, const void *data, size_t len)
+{
+	p = nfs3_put32(p, (uint32_t)len);
+	if (len % NFS3_XDR_UNIT)
+		p[len / NFS3_XDR_UNIT] = 0;
+	memcpy(p, data, len);
+	return p + NFS3_XDR_RNDUP(len) / NFS3_XDR_UNIT;
+}
+
+static uint32_t *nfs3_put_time(uint32_t *p, const nfstime3 *t)
+{
+	return nfs3_put32(nfs3_put32(p, t->seconds), t->nseconds);
+}
+
+static uint32_t *nfs3_put_fattr(uint32_t *p, const fattr3 *a)
+{
+	p = nfs3_put32(p, (uint32_t)a->type);
+	p = nfs3_put32(p, a->mode);
+	p = nfs3_put32(p, a->nlink);
+	p = nfs3_put32(p, a->uid);
+	p = nfs3_put32(p, a->gid);
+	p = nfs3_put64(p, a->size);
+	p = nfs3_put64(p, a->used);
+	p = nfs3_put32(p, a->rdev.specdata1);
+	p = nfs3_put32(p, a->rdev.specdata2);
+	p = nfs3_put64(p, a->fsid);
+	p = nfs3_put64(p, a->fileid);
+	p = nfs3_put_time(p, &a->atime);
+	p = nfs3_put_time(p, &a->mtime);
+	return nfs3_put_time(p, &a->ctime);
+}
+
+/* Writes the entry3 part of an entry, with the "value follows" word before
+ * it, into P, which has nfs3_entry3_size(NAMELEN) bytes. */
+static uint32_t *nfs3_put_entry3(uint32_t *p, uint64_t fileid, const char *fname,
+				 size_t namelen, uint64_t cookie)
+{
+	p = nfs3_put32(p, TRUE);
+	p = nfs3_put64(p, fileid);
+	p = nfs3_put_opaque(p, fname, namelen);
+	return nfs3_put64(p, cookie);
+}
+
+/* The largest entryplus3 with its "value follows" word: a 255-byte name,
+ * attributes and a 64-byte handle. */
+#define NFS3_ENTRYPLUS3_MAX                                                              \
+	(4 * NFS3_XDR_UNIT + 8 + NFS3_XDR_RNDUP(NFS3_NAME_MAX) + 8 + NFS3_XDR_FATTR3 +   \
+	 NFS3_FHSIZE)
+
+/* Each entry is put together in a buffer of ours and handed to the stream
+ * in one XDR_PUTBYTES: a copy into the reply for xdrmem, a mere count for
+ * xdr_sizeof (whose XDR_INLINE would malloc a scratch buffer per entry). */
+static bool nfs3_xdr_entry3(XDR *x, entry3 *e)
+{
+	uint32_t buf[NFS3_ENTRYPLUS3_MAX / NFS3_XDR_UNIT], *p;
+	size_t len = strlen(e->name);
+	bool_t more = TRUE;
+
+	if (len > NFS3_NAME_MAX)
+		return xdr_bool(x, &more) && xdr_fileid3(x, &e->fileid) &&
+		       xdr_filename3(x, &e->name) && xdr_cookie3(x, &e->cookie);
+	p = nfs3_put_entry3(buf, e->fileid, e->name, len, e->cookie);
+	return XDR_PUTBYTES(x, (char *)buf, (u_int)((char *)p - (char *)buf));
+}
+
+static bool nfs3_xdr_entryplus3(XDR *x, entryplus3 *e)
+{
+	uint32_t buf[NFS3_ENTRYPLUS3_MAX / NFS3_XDR_UNIT], *p;
+	const nfs_fh3 *fh = &e->name_handle.post_op_fh3_u.handle;
+	size_t len = strlen(e->name);
+	bool_t more = TRUE;
+
+	if (len > NFS3_NAME_MAX || fh->data.data_len > NFS3_FHSIZE)
+		return xdr_bool(x, &more) && xdr_fileid3(x, &e->fileid) &&
+		       xdr_filename3(x, &e->name) && xdr_cookie3(x, &e->cookie) &&
+		       xdr_post_op_attr(x, &e->name_attributes) &&
+		       xdr_post_op_fh3(x, &e->name_handle);
+	p = nfs3_put_entry3(buf, e->fileid, e->name, len, e->cookie);
+	p = nfs3_put32(p, e->name_attributes.attributes_follow);
+	if (e->name_attributes.attributes_follow)
+		p = nfs3_put_fattr(p, &e->name_attributes.post_op_attr_u.attributes);
+	p = nfs3_put32(p, e->name_handle.handle_follows);
+	if (e->name_handle.handle_follows)
+		p = nfs3_put_opaque(p, fh->data.data_val, fh->data.data_len);
+	return XDR_PUTBYTES(x, (char *)buf, (u_int)((char *)p - (char *)buf));
+}
+
+/* The list's end marker and eof. */
+static bool nfs3_xdr_list_end(XDR *x, bool_t eof)
+{
+	bool_t more = FALSE;
+
+	return xdr_bool(x, &more) && xdr_bool(x, &eof);
+}
+
+static bool_t nfs3_xdr_readdir_res(XDR *x, READDIR3res *r)
+{
+	READDIR3resok *ok = &r->READDIR3res_u.resok;
+
+	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
+		return xdr_READDIR3res(x, r);
+	if (!xdr_nfsstat3(x, &r->status) || !xdr_post_op_attr(x, &ok->dir_attributes) ||
+	    !xdr_cookieverf3(x, ok->cookieverf))
+		return FALSE;
+	for (entry3 *e = ok->reply.entries; e; e = e->nextentry)
+		if (!nfs3_xdr_entry3(x, e))
+			return FALSE;
+	return nfs3_xdr_list_end(x, ok->reply.eof);
+}
+
+static bool_t nfs3_xdr_readdirplus_res(XDR *x, READDIRPLUS3res *r)
+{
+	READDIRPLUS3resok *ok = &r->READDIRPLUS3res_u.resok;
+
+	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
+		return xdr_READDIRPLUS3res(x, r);
+	if (!xdr_nfsstat3(x, &r->status) || !xdr_post_op_attr(x, &ok->dir_attributes) ||
+	    !xdr_cookieverf3(x, ok->cookieverf))
+		return FALSE;
+	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry)
+		if (!nfs3_xdr_entryplus3(x, e))
+			return FALSE;
+	return nfs3_xdr_list_end(x, ok->reply.eof);
 }
 
 /* ---- FSSTAT, FSINFO, PATHCONF ---- */
@@ -685,16 +902,18 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 
 /* ---- the table ---- */
 
-#define NFS3_PROC(NAME, handler_fn, idem)                                                \
+#define NFS3_PROC_ENC(NAME, handler_fn, idem, encoder)                                   \
 	[NFSPROC3_##NAME] = {                                                            \
 	    .name = #NAME,                                                               \
 	    .decode_args = (xdrproc_t)xdr_##NAME##3args,                                 \
 	    .args_size = sizeof(NAME##3args),                                            \
-	    .encode_res = (xdrproc_t)xdr_##NAME##3res,                                   \
+	    .encode_res = (xdrproc_t)encoder,                                            \
 	    .res_size = sizeof(NAME##3res),                                              \
 	    .handler = handler_fn,                                                       \
 	    .idempotent = idem,                                                          \
 	}
+#define NFS3_PROC(NAME, handler_fn, idem)                                                \
+	NFS3_PROC_ENC(NAME, handler_fn, idem, xdr_##NAME##3res)
 
 static const struct srv_proc nfs3_procs[] = {
     [NFSPROC3_NULL] =
@@ -722,8 +941,8 @@ static const struct srv_proc nfs3_procs[] = {
     NFS3_PROC(RMDIR, nfs3_rmdir, false),
     NFS3_PROC(RENAME, nfs3_rename, false),
     NFS3_PROC(LINK, nfs3_link, false),
-    NFS3_PROC(READDIR, nfs3_readdir, true),
-    NFS3_PROC(READDIRPLUS, nfs3_readdirplus, true),
+    NFS3_PROC_ENC(READDIR, nfs3_readdir, true, nfs3_xdr_readdir_res),
+    NFS3_PROC_ENC(READDIRPLUS, nfs3_readdirplus, true, nfs3_xdr_readdirplus_res),
     NFS3_PROC(FSSTAT, nfs3_fsstat, true),
     NFS3_PROC(FSINFO, nfs3_fsinfo, true),
     NFS3_PROC(PATHCONF, nfs3_pathconf, true),
