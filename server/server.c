@@ -717,12 +717,16 @@ static void reload_swap(struct srv *s, struct reload *r)
 	/* Out of the lock: the exports no longer in the table, and the old
 	 * table itself.  No call can hold them: each took the lock. */
 	for (size_t i = 0; i < nold; i++) {
-		bool still = false;
+		bool still = false, replaced = false;
 
-		for (size_t j = 0; j < r->n && !still; j++)
+		for (size_t j = 0; j < r->n && !still; j++) {
 			still = r->tab[j] == old[i];
+			replaced = replaced || strcmp(r->tab[j]->path, old[i]->path) == 0;
+		}
 		if (!still) {
-			srv_log(SRV_LOG_INFO, "reload: export %s closed", old[i]->path);
+			srv_log(SRV_LOG_INFO, "reload: export %s %s", old[i]->path,
+				replaced ? "replaced (layers or dirs changed)"
+					 : "removed");
 			export_free(old[i]);
 		}
 	}

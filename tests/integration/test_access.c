@@ -818,6 +818,21 @@ static void test_sighup(void **state)
 	assert_int_equal(mnt(&c, "/c", NULL), MNT3_OK);
 	assert_int_equal(mnt(&c, "/e", NULL), MNT3ERR_NOENT);
 
+	/* /a changes its layers: a new union under the same path (so the same
+	 * export id), the reader's handle goes on naming the same file */
+	snprintf(
+	    text_buf, sizeof(text_buf),
+	    "[export]\npath = /a\nlowerdir = %s/lower2:%s/lower\n"
+	    "clients = 127.0.0.2(ro,insecure)\n"
+	    "[export]\npath = /c\nlowerdir = %s/lower2\nclients = 127.0.0.2(insecure)\n",
+	    tmp, tmp, tmp);
+	write_conf("conf", text_buf);
+	before = atomic_load(&r.reads);
+	assert_int_equal(kill(s.pid, SIGHUP), 0);
+	usleep(300000);
+	assert_int_equal(mnt(&c, "/a", NULL), MNT3_OK);
+	assert_true(atomic_load(&r.reads) > before);
+
 	/* many reloads in a row while the reader reads */
 	snprintf(text_buf, sizeof(text_buf),
 		 "[export]\npath = /a\nlowerdir = %s/lower\nclients = "
