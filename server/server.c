@@ -359,7 +359,8 @@ static int client_dirs_make(const struct srv_export *ex, const char *upper,
 	if (stat(ex->conf->lowerdirs[0], &st) < 0)
 		return -errno;
 	rc = mkdir_p(upper, st.st_mode & 07777);
-	if (rc == 0 && lchown(upper, st.st_uid, st.st_gid) < 0)
+	/* (a server run as a user makes it its own: it can give it no other) */
+	if (rc == 0 && geteuid() == 0 && lchown(upper, st.st_uid, st.st_gid) < 0)
 		rc = -errno;
 	if (rc == 0)
 		rc = mkdir_p(work, 0700);

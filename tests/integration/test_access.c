@@ -146,6 +146,39 @@ static CLIENT *rpc_client(const char *src, bool reserved, int port, rpcprog_t pr
 	return c;
 }
 
+/* A MOUNT client over UDP from SRC, from a reserved port or not. */
+static CLIENT *udp_mount_client(const struct test_server *s, const char *src,
+				bool reserved)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)s->mount_port)};
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct timeval wait = {1, 0};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CLIENT *c;
+
+	assert_true(fd >= 0);
+	assert_int_equal(inet_pton(AF_INET, src, &a.sin_addr), 1);
+	for (int port = reserved ? 1023 : 0; port >= (reserved ? 600 : 0); port--) {
+		a.sin_port = htons((uint16_t)port);
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			break;
+	}
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	c = clntudp_create(&to, MOUNT_PROGRAM, MOUNT_V3, wait, &fd);
+	assert_non_null(c);
+	clnt_control(c, CLSET_FD_CLOSE, NULL);
+	auth_destroy(c->cl_auth);
+	c->cl_auth = authunix_create("test", 0, 0, 0, NULL);
+	return c;
+}
+
+static void udp_client_free(CLIENT *c)
+{
+	auth_destroy(c->cl_auth);
+	clnt_destroy(c);
+}
+
 static struct client client_new(const struct test_server *s, const char *src,
 				bool reserved, uid_t uid, gid_t gid)
 {
@@ -449,6 +482,13 @@ static void test_default_loopback(void **state)
 	assert_int_equal(create(&insecure, &fh, "by-insecure", NULL), NFS3ERR_ACCES);
 	assert_false(exists_in("upper/by-insecure", NULL));
 	assert_true(null_call(&insecure)); /* NULL names no export */
+	/* the same over UDP */
+	struct client udp = {.mnt = udp_mount_client(&s, "127.0.0.1", false)};
+	assert_int_equal(mnt(&udp, "/", NULL), MNT3ERR_ACCES);
+	udp_client_free(udp.mnt);
+	udp.mnt = udp_mount_client(&s, "127.0.0.1", true);
+	assert_int_equal(mnt(&udp, "/", NULL), MNT3_OK);
+	udp_client_free(udp.mnt);
 	client_free(&root);
 	client_free(&insecure);
 	client_free(&other);
