@@ -85,7 +85,9 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 nfsstat3 nfs3_writable(const struct nfs3_file *f);
 /* What WRITE and COMMIT need of F: a regular file (NFS3ERR_ISDIR for a
  * directory, NFS3ERR_INVAL for anything else) in a writable export.  Whether
- * the caller may write it is the kernel's to say. */
+ * the caller may write it is the kernel's to say when WRITE writes; COMMIT
+ * only makes durable what was written, which asks no permission of its
+ * own (the engine syncs with its identity). */
 nfsstat3 nfs3_data_check(const struct nfs3_file *f);
 /* True when an operation on F that the kernel refused to REQ's caller with
  * EACCES is to be done again with the server's identity: the caller owns

@@ -341,21 +341,6 @@ void nfs3_write(struct srv_req *req, void *argp, void *resp)
 	res->status = st;
 }
 
-/* un_commit as the caller (it opens the file), or as the server where the
- * owner override applies. */
-static int nfs3_commit_as(const struct srv_req *req, struct nfs3_file *f)
-{
-	struct srv_ident saved;
-	int err = un_commit(f->ex->ux, f->obj);
-
-	if (err != -EACCES || !nfs3_owner_override(req, f))
-		return err;
-	srv_ident_server(&saved);
-	err = un_commit(f->ex->ux, f->obj);
-	srv_ident_leave(&saved);
-	return err;
-}
-
 void nfs3_commit(struct srv_req *req, void *argp, void *resp)
 {
 	COMMIT3args *args = argp;
@@ -370,7 +355,7 @@ void nfs3_commit(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_data_check(&f);
 	if (!st)
-		st = nfs3_status_from_errno(nfs3_commit_as(req, &f));
+		st = nfs3_status_from_errno(un_commit(f.ex->ux, f.obj));
 	if (!st)
 		memcpy(ok->verf, req->srv->write_verf, NFS3_WRITEVERFSIZE);
 	nfs3_file_done(&f, st, &ok->file_wcc, &res->COMMIT3res_u.resfail.file_wcc);
