@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ struct reloader {
 	struct srv *srv;
 	int argc;
 	char **argv;
-	volatile sig_atomic_t stop; /* set before the thread is woken to end */
+	atomic_bool stop; /* set before the thread is woken to end */
 	bool started;
 	bool detached;		  /* the daemon lives in "/" */
 	char start_cwd[PATH_MAX]; /* relative flags and --config mean this */
@@ -126,7 +127,7 @@ static void *reloader_main(void *arg)
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
-	while (sigwait(&set, &sig) == 0 && !r->stop)
+	while (sigwait(&set, &sig) == 0 && !atomic_load(&r->stop))
 		reload(r);
 	return NULL;
 }
@@ -142,7 +143,7 @@ static void reloader_stop(struct reloader *r)
 {
 	if (!r->started)
 		return;
-	r->stop = 1;
+	atomic_store(&r->stop, true);
 	pthread_kill(r->thread, SIGHUP);
 	pthread_join(r->thread, NULL);
 }
