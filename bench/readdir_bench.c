@@ -1,15 +1,20 @@
 /* readdir_bench - entries per second of a whole-directory listing over NFSv3.
  *
- *   readdir_bench PLUS|PLAIN NFS_PORT MOUNT_PORT EXPORT [PASSES]
+ *   readdir_bench PLUS|PLAIN NFS_PORT MOUNT_PORT EXPORT [PASSES [SERVER_PID]]
  *
  * Mounts EXPORT of the server on 127.0.0.1 (MOUNT v3), then lists its root
  * PASSES times (default 3) with READDIRPLUS (dircount 16384, maxcount 65536,
  * about what the Linux client asks for) or READDIR (count 65536), one call
  * at a time as a client does, keeping cookie and verifier.  Prints one line
- * per pass: "pass K: N entries in S s = R entries/s (P pages)".  The first
- * pass of union-nfsd includes building the merged listing.
+ * per pass: "pass K: N entries in S s = R entries/s (P pages)", with the
+ * server's CPU time per entry when SERVER_PID is given (the run time of all
+ * its threads from /proc/PID/task/T/schedstat, which is steadier than wall
+ * time on a shared machine), then the medians of the passes after the
+ * first.  The first pass of union-nfsd includes building the merged
+ * listing.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -151,6 +156,49 @@ static int one_page(struct rpc_context *rpc, bool plus, struct page *p)
 	return p->status;
 }
 
+/* Nanoseconds PID's threads have run, or -1. */
+static double cpu_ns(int pid)
+{
+	char path[64];
+	struct dirent *t;
+	double sum = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((t = readdir(d))) {
+		unsigned long long ns;
+		FILE *f;
+
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pid,
+			 t->d_name);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%llu", &ns) == 1)
+			sum += (double)ns;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -163,8 +211,9 @@ int main(int argc, char **argv)
 {
 	struct rpc_context *mnt, *nfs;
 	struct call c = {.keep = keep_mnt};
+	double rate[64], cpu[64];
 	bool plus;
-	int passes;
+	int passes, pid;
 
 	if (argc < 5) {
 		fprintf(stderr,
@@ -174,6 +223,11 @@ int main(int argc, char **argv)
 	}
 	plus = !strcmp(argv[1], "PLUS");
 	passes = argc > 5 ? atoi(argv[5]) : 3;
+	pid = argc > 6 ? atoi(argv[6]) : 0;
+	if (passes < 1 || passes > 64) {
+		fprintf(stderr, "readdir_bench: 1 to 64 passes\n");
+		return 2;
+	}
 	mnt = connect_prog(atoi(argv[3]), 100005, 3);
 	if (!mnt || finish(mnt, &c, rpc_mount3_mnt_async(mnt, on_reply, argv[4], &c)) ||
 	    !fhlen) {
@@ -187,7 +241,7 @@ int main(int argc, char **argv)
 	for (int k = 1; k <= passes; k++) {
 		struct page p = {0};
 		size_t pages = 0;
-		double t0 = now(), dt;
+		double t0 = now(), c0 = pid ? cpu_ns(pid) : -1, dt, c1;
 
 		while (!p.eof) {
 			int st = one_page(nfs, plus, &p);
@@ -199,9 +253,22 @@ int main(int argc, char **argv)
 			pages++;
 		}
 		dt = now() - t0;
-		printf("pass %d: %zu entries in %.3f s = %.0f entries/s (%zu pages)\n", k,
-		       p.n, dt, (double)p.n / dt, pages);
+		c1 = c0 >= 0 ? cpu_ns(pid) : -1;
+		rate[k - 1] = (double)p.n / dt;
+		cpu[k - 1] = c1 >= 0 ? (c1 - c0) / 1e3 / (double)p.n : -1;
+		printf("pass %d: %zu entries in %.3f s = %.0f entries/s (%zu pages)", k,
+		       p.n, dt, rate[k - 1], pages);
+		if (cpu[k - 1] >= 0)
+			printf(", server cpu %.3f us/entry", cpu[k - 1]);
+		printf("\n");
 		fflush(stdout);
+	}
+	if (passes > 1) {
+		printf("median of passes 2-%d: %.0f entries/s", passes,
+		       median(rate + 1, passes - 1));
+		if (cpu[1] >= 0)
+			printf(", server cpu %.3f us/entry", median(cpu + 1, passes - 1));
+		printf("\n");
 	}
 	rpc_destroy_context(nfs);
 	return 0;
