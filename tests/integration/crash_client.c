@@ -20,7 +20,8 @@
  *               COMMIT;
  *      copyup   WRITE FILE_SYNC into the lower file d1/d2/copy.bin (the
  *               copy-up), same fileid before and after;
- *      deep     LOOKUP d1/.../d5/deep.bin (nodes for six new names), then
+ *      deep     LOOKUP e1/.../e5/deep.bin, a merged tree no call touched
+ *               before (new nodes for the five dirs and the file), then
  *               1.5 s of nothing: only the node table's syncer (period 1 s)
  *               makes them durable before the crash;
  *   2  the namespace operations, each replied to just before the crash:
@@ -57,8 +58,9 @@
 
 #define FH_MAX	     64
 #define IO_MAX	     32768
-#define CALL_TIMEOUT 20 /* s; TCG is slow */
-#define DEEP_DIR     "d1/d2/d3/d4/d5"
+#define CALL_TIMEOUT 20		      /* s; TCG is slow */
+#define DEEP_DIR     "d1/d2/d3/d4/d5" /* created's */
+#define LONE_DIR     "e1/e2/e3/e4/e5" /* deep's, seen first by its LOOKUP */
 #define CREATED_LEN  100000
 
 struct fh {
@@ -589,12 +591,12 @@ static bool phase1_copyup(void)
 /* deep: handles of names never seen before, then only the syncer's period. */
 static void phase1_deep(void)
 {
-	struct res f = walk(DEEP_DIR "/deep.bin"), d = walk(DEEP_DIR);
+	struct res f = walk(LONE_DIR "/deep.bin"), d = walk(LONE_DIR);
 
-	if (!ok("LOOKUP deep.bin", &f) || !ok("LOOKUP " DEEP_DIR, &d))
+	if (!ok("LOOKUP deep.bin", &f) || !ok("LOOKUP " LONE_DIR, &d))
 		return;
-	save_obj("deep", DEEP_DIR "/deep.bin", &f.fh);
-	save_obj("deepdir", DEEP_DIR, &d.fh);
+	save_obj("deep", LONE_DIR "/deep.bin", &f.fh);
+	save_obj("deepdir", LONE_DIR, &d.fh);
 	printf("CRASH STEP deep: handles given out; 1.5 s without a sync request\n");
 	usleep(1500 * 1000);
 }

@@ -11,10 +11,11 @@
 # shared libraries ldd lists (copied to the same paths, so the programs' own
 # loader runs them).  Three boots of one disk:
 #   1. CREATE + WRITE UNSTABLE + COMMIT (created); WRITE FILE_SYNC into a
-#      lower file, its copy-up (copyup); LOOKUP of a deep lower file never seen
-#      before and 1.5 s of nothing, so only the node table's syncer (period
-#      1 s) can have made those handles durable (deep, deepdir); then the
-#      kernel is crashed (sysrq c: no sync, the guest's page cache is lost);
+#      lower file, its copy-up (copyup); LOOKUP of a deep lower file in a
+#      merged tree no call touched before, and 1.5 s of nothing, so only the
+#      node table's syncer (period 1 s) can have made those handles durable
+#      (deep, deepdir); then the kernel is crashed (sysrq c: no sync, the
+#      guest's page cache is lost);
 #   2. every saved handle: GETATTR NFS3_OK, same fileid, size and mode, READ
 #      gives the saved bytes, LOOKUP by path finds the same fileid; then CREATE,
 #      MKDIR, RENAME, REMOVE and SETATTR back to back, and a crash within
@@ -68,15 +69,19 @@ t0=$SECONDS
 
 # ---- the disk: two lower layers merged down to a deep directory, an upper, a
 # work dir and the state dir, made into an ext4 image on the host ---------------
-F=$T/fs DEEP=d1/d2/d3/d4/d5
-mkdir -p "$F/l1/$DEEP" "$F/l2/$DEEP" "$F/upper" "$F/work" "$F/state"
-d=
-for lvl in ${DEEP//\// }; do
-	d=${d:+$d/}$lvl
-	echo "top $d" >"$F/l1/$d/top.txt"
-	echo "bottom $d" >"$F/l2/$d/bottom.txt"
+# (d1/... for the created file, e1/... for the deep lookup)
+F=$T/fs
+mkdir -p "$F/upper" "$F/work" "$F/state"
+for top in d e; do
+	d=
+	for lvl in 1 2 3 4 5; do
+		d=${d:+$d/}$top$lvl
+		mkdir -p "$F/l1/$d" "$F/l2/$d"
+		echo "top $d" >"$F/l1/$d/top.txt"
+		echo "bottom $d" >"$F/l2/$d/bottom.txt"
+	done
 done
-head -c 200000 /dev/urandom >"$F/l2/$DEEP/deep.bin"
+head -c 200000 /dev/urandom >"$F/l2/e1/e2/e3/e4/e5/deep.bin"
 head -c 50000 /dev/urandom >"$F/l2/d1/d2/copy.bin"
 echo "to be removed" >"$F/l1/gone.txt"
 echo "to be renamed" >"$F/l1/old.txt"
