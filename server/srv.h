@@ -131,7 +131,8 @@ struct srv {
 	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
 };
 
-/* Finds the export with union export id ID, or NULL. */
+/* Finds the export with union export id ID, or NULL; a client's union of a
+ * per-client export is found too (only those already open). */
 struct srv_export *srv_export_by_id(struct srv *s, uint32_t id);
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
 struct srv_export *srv_export_by_path(struct srv *s, const char *path);
