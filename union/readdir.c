@@ -46,9 +46,11 @@
  *  6. A verifier is never 0 and carries a MAC over (dir id, version bits), so
  *     un_listing_verf_valid recognises every verifier issued with this state
  *     dir and no forged one (but a 32-bit MAC: one in 2^32 guesses passes).
- *  7. A listing remembers the node id, fileid and handle of each entry once
- *     a page asked for them (listing_nodes), each node tagged with the node
- *     table's epoch read before the table was (node.c invariant 10).  A node
+ *  7. A cached listing (settled, invariant 3) remembers the node id, fileid
+ *     and handle of each entry once a page asked for them (page_nodes; a
+ *     listing built for one call remembers nothing), each node tagged with
+ *     the node table's epoch read before the table was (node.c invariant
+ *     10).  A node
  *     is served from memory only while its tag is the current epoch: the
  *     table gives every (parent, name) of an unchanged directory the same
  *     node until some transaction other than un_node_assign commits, and
@@ -971,9 +973,9 @@ static size_t nodes_known(const struct page_req *r, uint64_t epoch, size_t *miss
 	size_t m = 0;
 
 	for (size_t k = 0; k < r->n; k++) {
-		const struct lnode *nd = &r->l->nodes[r->from + k];
+		const struct lnode *nd = r->l->nodes ? &r->l->nodes[r->from + k] : NULL;
 
-		if (nd->id != UN_ID_NONE && nd->epoch == epoch) {
+		if (nd && nd->id != UN_ID_NONE && nd->epoch == epoch) {
 			r->ids[k] = nd->id;
 			r->fileids[k] = nd->fileid;
 		} else {
@@ -1005,25 +1007,28 @@ static void nodes_store(const struct page_req *r, uint64_t epoch, const size_t *
 			size_t m, const un_id *ids, const un_id *fileids)
 {
 	for (size_t j = 0; j < m; j++) {
-		struct lnode *nd = &r->l->nodes[r->from + miss[j]];
+		struct lnode *nd = r->l->nodes ? &r->l->nodes[r->from + miss[j]] : NULL;
 
 		r->ids[miss[j]] = ids[j];
 		r->fileids[miss[j]] = fileids[j];
-		if (nd->id == UN_ID_NONE || nd->epoch <= epoch)
+		if (nd && (nd->id == UN_ID_NONE || nd->epoch <= epoch))
 			*nd = (struct lnode){ids[j], fileids[j], epoch};
 	}
 }
 
-/* Fills R's handles from its ids, making those L does not hold yet; with
- * L's nlock held. */
+/* Fills R's handles from its ids, making those L does not hold yet (all
+ * of them when L remembers none); with L's nlock held. */
 static void nodes_handles(const struct page_req *r)
 {
 	for (size_t k = 0; k < r->n; k++) {
-		struct lfh *h = &r->l->fh[r->from + k];
+		struct lfh *h = r->l->fh ? &r->l->fh[r->from + k] : NULL;
+		uint8_t fh[UN_FH_MAX];
 
+		if (!h) {
+			un_handle_encode(r->ex, r->ids[k], r->fh + k * UN_FH_MAX);
+			continue;
+		}
 		if (h->id != r->ids[k]) {
-			uint8_t fh[UN_FH_MAX];
-
 			h->id = r->ids[k];
 			un_handle_encode(r->ex, h->id, fh);
 			memcpy(h->fh, fh, UN_FH_LEN);
@@ -1032,7 +1037,8 @@ static void nodes_handles(const struct page_req *r)
 	}
 }
 
-/* The nodes of R: what L remembers, the rest from the table (invariant 7). */
+/* The nodes of R: what L remembers, the rest from the table (invariant 7).
+ * A listing built for one call alone (not settled) remembers nothing. */
 static int page_nodes(const struct page_req *r)
 {
 	struct un_state *st = r->ex->st;
@@ -1044,7 +1050,7 @@ static int page_nodes(const struct page_req *r)
 	if (!ids || !miss)
 		goto out;
 	pthread_mutex_lock(&r->l->nlock);
-	err = nodes_alloc(st, r->l, r->fh != NULL);
+	err = r->l->settled ? nodes_alloc(st, r->l, r->fh != NULL) : 0;
 	epoch = atomic_load(&st->node_epoch); /* before the table is read */
 	m = err ? 0 : nodes_known(r, epoch, miss);
 	pthread_mutex_unlock(&r->l->nlock);
