@@ -26,7 +26,10 @@
  *               makes them durable before the crash;
  *   2  the namespace operations, each replied to just before the crash:
  *      fresh    CREATE fresh.bin;  newdir  MKDIR newdir;
+ *      sym      SYMLINK sym -> fresh.bin;
+ *      linked   LINK linked.txt to the lower file linksrc.txt;
  *      moved    RENAME old.txt -> moved.txt;  gone  REMOVE gone.txt;
+ *      rmme     RMDIR of the empty lower dir rmme;
  *      chmod    SETATTR mode 0600 of the lower file chmod.txt.
  * With --crash the kernel is crashed (sysrq c) at once after the last reply:
  * no sync, no clean stop of union-nfsd.
@@ -242,7 +245,18 @@ static void keep_mkdir(void *data, struct res *o)
 	}
 }
 
-/* REMOVE, RENAME, COMMIT, SETATTR: the status is all we need (it comes
+static void keep_symlink(void *data, struct res *o)
+{
+	SYMLINK3res *r = data;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK && r->SYMLINK3res_u.resok.obj.handle_follows) {
+		fh_keep(&o->fh, &r->SYMLINK3res_u.resok.obj.post_op_fh3_u.handle);
+		attrs_keep(o, &r->SYMLINK3res_u.resok.obj_attributes);
+	}
+}
+
+/* REMOVE, RMDIR, RENAME, LINK, COMMIT, SETATTR: the status is all we need (it comes
  * first in every reply). */
 static void keep_status(void *data, struct res *o)
 {
@@ -343,6 +357,37 @@ static struct res remove_in(const struct fh *dir, const char *name)
 	struct call c = call_for(keep_status, &o);
 
 	finish(nfs, &c, rpc_nfs3_remove_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res rmdir_in(const struct fh *dir, const char *name)
+{
+	RMDIR3args a = {.object = {.dir = fh3(dir), .name = (char *)name}};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	finish(nfs, &c, rpc_nfs3_rmdir_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res symlink_in(const struct fh *dir, const char *name, const char *target)
+{
+	SYMLINK3args a = {.where = {.dir = fh3(dir), .name = (char *)name},
+			  .symlink = {.symlink_data = (char *)target}};
+	struct res o = {0};
+	struct call c = call_for(keep_symlink, &o);
+
+	finish(nfs, &c, rpc_nfs3_symlink_async(nfs, on_reply, &a, &c));
+	return o;
+}
+
+static struct res link_in(const struct fh *f, const struct fh *dir, const char *name)
+{
+	LINK3args a = {.file = fh3(f), .link = {.dir = fh3(dir), .name = (char *)name}};
+	struct res o = {0};
+	struct call c = call_for(keep_status, &o);
+
+	finish(nfs, &c, rpc_nfs3_link_async(nfs, on_reply, &a, &c));
 	return o;
 }
 
@@ -606,28 +651,40 @@ static void phase1_deep(void)
  * within milliseconds. */
 static bool phase2_namespace(void)
 {
-	struct res old = walk("old.txt"), ch = walk("chmod.txt"), fresh, dir, r1, r2, r3;
-	uint64_t oldsum, chsum;
+	struct res old = walk("old.txt"), ch = walk("chmod.txt"),
+		   src = walk("linksrc.txt");
+	struct res fresh, dir, sym, r[5];
+	uint64_t oldsum, chsum, srcsum;
 
 	if (!ok("LOOKUP old.txt", &old) || !ok("LOOKUP chmod.txt", &ch) ||
-	    read_sum(&old.fh, &oldsum) || read_sum(&ch.fh, &chsum))
+	    !ok("LOOKUP linksrc.txt", &src) || read_sum(&old.fh, &oldsum) ||
+	    read_sum(&ch.fh, &chsum) || read_sum(&src.fh, &srcsum))
 		return failed("CRASH FAIL phase 2: the lower files cannot be read");
 	fresh = make(&root, "fresh.bin", false);
 	dir = make(&root, "newdir", true);
-	r1 = rename_in(&root, "old.txt", "moved.txt");
-	r2 = remove_in(&root, "gone.txt");
-	r3 = chmod_fh(&ch.fh, 0600);
+	sym = symlink_in(&root, "sym", "fresh.bin");
+	r[0] = link_in(&src.fh, &root, "linked.txt");
+	r[1] = rename_in(&root, "old.txt", "moved.txt");
+	r[2] = remove_in(&root, "gone.txt");
+	r[3] = rmdir_in(&root, "rmme");
+	r[4] = chmod_fh(&ch.fh, 0600);
 	if (!ok("CREATE fresh.bin", &fresh) || !ok("MKDIR newdir", &dir) ||
-	    !ok("RENAME old.txt", &r1) || !ok("REMOVE gone.txt", &r2) ||
-	    !ok("SETATTR chmod.txt", &r3) || !fresh.attrs || !dir.attrs)
+	    !ok("SYMLINK sym", &sym) || !ok("LINK linked.txt", &r[0]) ||
+	    !ok("RENAME old.txt", &r[1]) || !ok("REMOVE gone.txt", &r[2]) ||
+	    !ok("RMDIR rmme", &r[3]) || !ok("SETATTR chmod.txt", &r[4]))
 		return false;
+	if (!fresh.attrs || !dir.attrs || !sym.attrs)
+		return failed("CRASH FAIL phase 2: a reply without attributes");
 	print_save("fresh", "fresh.bin", &fresh.fh, &fresh, FNV_START);
 	print_save("newdir", "newdir", &dir.fh, &dir, FNV_START);
+	print_save("sym", "sym", &sym.fh, &sym, FNV_START);
+	print_save("linked", "linked.txt", &src.fh, &src, srcsum);
 	print_save("moved", "moved.txt", &old.fh, &old, oldsum);
 	ch.mode = 0600;
 	print_save("chmod", "chmod.txt", &ch.fh, &ch, chsum);
 	printf("CRASH SAVE absent old old.txt\n");
 	printf("CRASH SAVE absent gone gone.txt\n");
+	printf("CRASH SAVE absent rmme rmme\n");
 	return true;
 }
 

@@ -18,7 +18,8 @@
 #      guest's page cache is lost);
 #   2. every saved handle: GETATTR NFS3_OK, same fileid, size and mode, READ
 #      gives the saved bytes, LOOKUP by path finds the same fileid; then CREATE,
-#      MKDIR, RENAME, REMOVE and SETATTR back to back, and a crash within
+#      MKDIR, SYMLINK, LINK, RENAME, REMOVE, RMDIR and SETATTR back to back
+#      (LINK, RENAME and SETATTR of lower objects: copy-ups), and a crash within
 #      milliseconds of the last reply;
 #   3. everything saved in boots 1 and 2 checked again (a renamed or removed
 #      name must be NOENT); union-nfsd stops with SIGTERM and must exit 0.
@@ -87,6 +88,8 @@ echo "to be removed" >"$F/l1/gone.txt"
 echo "to be renamed" >"$F/l1/old.txt"
 echo "mode 0644 until SETATTR" >"$F/l2/chmod.txt"
 chmod 0644 "$F/l2/chmod.txt"
+echo "linked by LINK" >"$F/l2/linksrc.txt"
+mkdir "$F/l2/rmme"
 mkfs.ext4 -q -F -L crash -d "$F" "$T/disk.img" 64M >/dev/null
 
 # ---- the initramfs part of ours -------------------------------------------------------
