@@ -3,9 +3,10 @@
 # ---- issue 4: durability against an OS crash (kvm_crash.sh, guest_crash.sh,
 # crash_client.c).  union-nfsd and a libnfs client run inside a VM on an ext4
 # disk image; the kernel is crashed (sysrq c) after COMMIT, FILE_SYNC, a lookup
-# left alone for 1.5 s, and after CREATE/MKDIR/RENAME/REMOVE/SETATTR replies;
-# the next boot checks every saved handle, fileid and the data.  Three boots,
-# ~20 s under TCG (plus prepare.sh once).  KVMC_NOSYNC=1 by hand shows it fail.
+# left alone for 1.5 s, and after CREATE/MKDIR/SYMLINK/LINK/RENAME/REMOVE/RMDIR/
+# SETATTR replies; the next boot checks every saved handle, fileid and the data.
+# Three boots, 20-40 s under TCG (plus prepare.sh once).  KVMC_NOSYNC=1 by hand
+# shows it fail.
 add_executable(crash_client crash_client.c)
 target_link_libraries(crash_client PRIVATE PkgConfig::NFS)
 target_compile_options(crash_client PRIVATE ${IT_WARN} -fno-sanitize=alignment)
