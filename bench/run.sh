@@ -361,16 +361,29 @@ drop_written() {
 	esac
 }
 
-# time_cp ROW SRC DIR ROUND: the yardstick of copy-up: cp of the same file
+# time_cp ROW SRC DIR ROUND: the yardsticks of copy-up: cp of the same file
+# ("cp"), and cp followed by an fsync of the copy ("cp+sync", coreutils' sync
+# FILE), as a copy-up syncs its data before it renames the copy into place
 time_cp() {
 	local t0 t1
 	warm "$2"
 	t0=$(date +%s.%N)
 	cp "$2" "$3/cp-test"
 	t1=$(date +%s.%N)
+	cp_row cp "$1" "$4" "$(awk "BEGIN {print $t1 - $t0}")"
 	cmp -s "$2" "$3/cp-test" || { log "cp made a different file"; FAILED=$((FAILED + 1)); }
 	rm -f "$3/cp-test"
-	echo "server=cp round=$4 row=$1 workload=cp ops=$CU secs=$(awk "BEGIN {print $t1 - $t0}") rate=0 unit=MB/s cpu_s=-1 cpu_us_per_op=-1 io=0 client_cpu_s=-1" >>"$T/results"
+	warm "$2"
+	t0=$(date +%s.%N)
+	cp "$2" "$3/cp-test"
+	sync "$3/cp-test"
+	t1=$(date +%s.%N)
+	cp_row cp+sync "$1" "$4" "$(awk "BEGIN {print $t1 - $t0}")"
+	rm -f "$3/cp-test"
+}
+
+cp_row() { # NAME ROW ROUND SECS
+	echo "server=$1 round=$3 row=$2 workload=cp ops=$CU secs=$4 rate=0 unit=MB/s cpu_s=-1 cpu_us_per_op=-1 io=0 client_cpu_s=-1" >>"$T/results"
 }
 
 loopback_limit() {
@@ -461,7 +474,7 @@ def client(row, s):  # the client's CPU per second of the run: 1.0 = a core
 def f(x, w=9):
     if x is None: return "-".rjust(w)
     return (("%.0f" if x >= 100 else "%.1f" if x >= 10 else "%.2f") % x).rjust(w)
-cols = servers + (["cp"] if any(r[1] == "cp" for r in rows) else [])
+cols = servers + [c for c in ("cp", "cp+sync") if any(r[1] == c for r in rows)]
 print()
 print("rate: ops/s (pairs/s, files/s, entries/s), MB/s for WRITE/READ, ms for copy-up")
 print("cpu: server CPU us per op (per MB for WRITE/READ; ms per copy-up); medians")
