@@ -14,8 +14,8 @@
 #   unfs unfs3, if `unfsd` is installed (Debian 12 has no unfs3 package)
 # Each server has two exports: the tree on the local filesystem (whatever holds
 # $TMPDIR, default /var/tmp) and the copy-up files on a loop-mounted XFS image
-# (reflinks).  `cp` of the same 1 GiB file on each filesystem is timed as the
-# copy-up's yardstick.
+# (reflinks).  `cp` of a file of the same size on each filesystem, alone and
+# followed by an fsync of the copy, is timed as the copy-up's yardstick.
 #
 # Everything runs in a private network and mount namespace: the private
 # rpcbind Ganesha insists on, its /run, and the XFS mount die with it.
