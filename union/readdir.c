@@ -1107,16 +1107,17 @@ int un_listing_handles(struct un_export *ex, struct un_obj *dir,
 int un_listing_nodes(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		     size_t from, size_t n, un_id *ids, un_id *fileids)
 {
-	un_id *tmp = NULL;
+	/* Scratch for both: the caller's arrays change only on success. */
+	un_id *tmp = un_sys_calloc(n ? 2 * n : 1, sizeof(*tmp));
 	int err;
 
-	if (!ids || !fileids) { /* the page needs both */
-		tmp = un_sys_calloc(n ? n : 1, sizeof(*tmp));
-		if (!tmp)
-			return -ENOMEM;
-	}
-	err = un_listing_handles(ex, dir, l, from, n, ids ? ids : tmp,
-				 fileids ? fileids : tmp, NULL);
+	if (!tmp)
+		return -ENOMEM;
+	err = un_listing_handles(ex, dir, l, from, n, tmp, tmp + n, NULL);
+	if (err >= 0 && ids)
+		memcpy(ids, tmp, n * sizeof(*ids));
+	if (err >= 0 && fileids)
+		memcpy(fileids, tmp + n, n * sizeof(*fileids));
 	free(tmp);
 	return err < 0 ? err : 0;
 }
