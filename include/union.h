@@ -37,8 +37,15 @@ struct un_listing; /* one merged directory listing, one directory version */
 int un_state_open(const char *dir, struct un_state **out);
 void un_state_close(struct un_state *st);
 /* Makes every node handed out so far durable (the table is otherwise synced at
- * least once a second by a background thread). */
+ * least once a second by a background thread).  Concurrent callers share
+ * flushes (group commit). */
 int un_state_sync(struct un_state *st);
+/* Per thread (default true): whether changes of names and SETATTR made by
+ * this thread are on stable storage before they return, as exports(5)
+ * `sync`.  False (`async`) leaves them to the once-a-second flush of the node
+ * table and the filesystem's writeback; stable WRITEs and un_commit keep
+ * their promise either way.  The dispatcher sets it per request. */
+void un_thread_sync(bool sync);
 
 /* ---- exports and layers (layer.c) ---- */
 

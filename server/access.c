@@ -140,6 +140,7 @@ static void opts_default(struct srv_client_opts *o)
 	o->anonuid = ANON_ID;
 	o->anongid = ANON_ID;
 	o->secure = true;
+	o->sync = true;
 }
 
 static bool parse_id(const char *text, uint32_t *out)
@@ -161,9 +162,8 @@ static bool parse_id(const char *text, uint32_t *out)
  * carry a path; every write is honoured as the client's stable_how asks). */
 static bool ignored_option(const char *opt)
 {
-	static const char *const ignored[] = {"sync",	       "no_subtree_check",
-					      "subtree_check", "wdelay",
-					      "no_wdelay",     "no_all_squash"};
+	static const char *const ignored[] = {"no_subtree_check", "subtree_check",
+					      "wdelay", "no_wdelay", "no_all_squash"};
 
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		if (strcmp(opt, ignored[i]) == 0)
@@ -191,6 +191,10 @@ static bool apply_option(struct srv_client_opts *o, const char *opt, char *err,
 		o->secure = true;
 	else if (strcmp(opt, "insecure") == 0)
 		o->secure = false;
+	else if (strcmp(opt, "sync") == 0)
+		o->sync = true;
+	else if (strcmp(opt, "async") == 0)
+		o->sync = false;
 	else if (strncmp(opt, "anonuid=", 8) == 0 && parse_id(opt + 8, &id))
 		o->anonuid = id;
 	else if (strncmp(opt, "anongid=", 8) == 0 && parse_id(opt + 8, &id))

@@ -158,8 +158,12 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;
 	}
+	/* exports(5) sync/async of the caller's rule, for the engine's changes
+	 * of names and attributes (un_thread_sync); back to sync after. */
+	un_thread_sync(!req->client || req->client->sync);
 	if (ok)
 		p->handler(req, args, res);
+	un_thread_sync(true);
 	srv_ident_leave(&saved);
 	return ok;
 }

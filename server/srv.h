@@ -46,6 +46,7 @@ struct srv_client_opts {
 	uid_t anonuid; /* default 65534 */
 	gid_t anongid; /* default 65534 */
 	bool secure;   /* true (default): source port must be < 1024 */
+	bool sync;     /* true (default): changes durable before the reply */
 };
 
 /* ---- the server: exports, state, mount list (server.c) ---- */

@@ -20,12 +20,23 @@
  *   6. tell the node table (un_node_remove, un_node_rename, un_node_link);
  *   7. after the locks are dropped, make the change durable before the
  *      reply (un_sync_change): the upper instances of the changed
- *      directories and of a new or linked object, then the node table.  NFS
- *      has its procedures synchronous (RFC 1094 section 2; NFSv3 relaxed
- *      only WRITE, with UNSTABLE and COMMIT), and knfsd commits the same
- *      metadata on a sync export.  Directories a copy-up made on the way
- *      are not synced one by one: ext4, xfs and btrfs commit them with the
- *      journal transaction the sync forces.
+ *      directories and of a linked or reused object, then the node table.
+ *      NFS has its procedures synchronous (RFC 1094 section 2; NFSv3
+ *      relaxed only WRITE, with UNSTABLE and COMMIT), and knfsd commits the
+ *      same metadata on a sync export.  Only what changed last needs its
+ *      own fsync: ext4 (jbd2) and xfs commit their journal in order, so
+ *      the fsync of a directory commits the transaction of its last change
+ *      and every one before it.  So are covered: directories a copy-up made
+ *      on the way, and a new object whose only change after its creation
+ *      is its entry (create, mkdir, symlink, mknod: one transaction on
+ *      ext4 and xfs, and btrfs logs the inodes of new entries with a
+ *      directory's fsync).  A new object whose attributes were set after
+ *      it was made, an existing one an UNCHECKED create truncated or copied
+ *      up, and the target of a link get their own fsync.  The node table
+ *      is one flush per change, shared by concurrent changes (state.c,
+ *      group commit).  A thread serving an `async` client (exports(5))
+ *      skips step 7 (un_thread_sync): the 1-second flush of the table and
+ *      the filesystem's own writeback bound the loss, as on knfsd.
  *
  * Markers are written as kernel overlayfs writes them, so that it can mount
  * the upper layer:
@@ -635,8 +646,9 @@ static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist
 	 * open(O_CREAT) is rare, and a client opens for writing what it
 	 * creates. */
 	if (!err && how == EXIST_OPEN)
-		err = sa && sa->set_size && sa->size == 0 ? un_setattr(ex, c, &trunc)
-							  : un_open_write(ex, c);
+		err = sa && sa->set_size && sa->size == 0
+			  ? un_setattr_nosync(ex, c, &trunc)
+			  : un_open_write(ex, c);
 	if (!err)
 		*out = un_obj_get(c);
 	return err;
@@ -650,6 +662,7 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 {
 	struct un_obj *c = NULL, *o = NULL;
 	struct nslocks l;
+	bool dir_only = false;
 	size_t len;
 	int err;
 
@@ -669,12 +682,15 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		if (!err)
 			err = un_lookup(ex, dir, name, &o);
 		if (!err && sa)
-			err = un_setattr(ex, o, sa);
+			err = un_setattr_nosync(ex, o, sa);
+		dir_only = !sa || !un_sattr_any(sa);
 	}
 	ns_unlock(ex, &l);
 	un_obj_put(c);
+	/* A new object changed after its creation by nothing but its entry:
+	 * the directory's sync carries it (design notes, step 7). */
 	if (!err)
-		err = un_sync_change(ex, dir, o);
+		err = un_sync_change(ex, dir, dir_only ? NULL : o);
 	if (!err && out)
 		*out = o;
 	else
@@ -1130,7 +1146,20 @@ static int sync_upper(struct un_export *ex, struct un_obj *o)
 	return err;
 }
 
+/* Whether this thread's changes wait for stable storage (un_thread_sync). */
+static _Thread_local bool thread_async;
+
+void un_thread_sync(bool sync)
+{
+	thread_async = !sync;
+}
+
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+{
+	return thread_async ? 0 : un_sync_now(ex, a, b);
+}
+
+int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
 	struct un_creds saved;
 	int err;

@@ -10,6 +10,20 @@
  * flushes it to disk once a second; un_state_sync flushes at once, for replies
  * that promise stable storage.
  *
+ * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb) makes
+ * durable every transaction committed before it began, so callers share
+ * them.  Flushes are numbered and run one at a time; un_state_sync waits for
+ * the first flush that begins after it was called (flush_after_now): when
+ * one is running, it waits for that one to end and then for the next, which
+ * the first waiter to find none running starts on behalf of all.  Under
+ * load, N concurrent callers cost two flushes instead of N, and a lone
+ * caller still costs exactly one.
+ *  1. A caller returns success only after a flush numbered at least the one
+ *     it waited for ended, and that flush began after the caller's commit.
+ *  2. A failed flush fails every caller whose flush number it is or
+ *     precedes (flush_failed >= want): no caller sees success from a flush
+ *     that began before its commit.
+ *
  * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
  * opened turns both flushes into no-ops (the commits still reach the page
  * cache), so that the OS crash test (tests/integration/kvm_crash.sh) can show
@@ -205,6 +219,41 @@ static int tables_init(struct un_state *st)
 	return err;
 }
 
+/* Runs the next flush (sync_lock held on entry and return, not during the
+ * fdatasync) and wakes everyone waiting for one to end. */
+static void flush_run(struct un_state *st)
+{
+	uint64_t n = ++st->flush_started;
+	int err;
+
+	st->flushing = true;
+	pthread_mutex_unlock(&st->sync_lock);
+	err = test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
+	pthread_mutex_lock(&st->sync_lock);
+	st->flushing = false;
+	st->flush_ended = n;
+	if (err) {
+		st->flush_failed = n;
+		st->flush_err = err;
+	}
+	pthread_cond_broadcast(&st->flush_done);
+}
+
+/* Returns once a flush that began after the call has ended, with its result
+ * (design notes, group commit).  sync_lock held. */
+static int flush_after_now(struct un_state *st)
+{
+	uint64_t want = st->flush_started + 1;
+
+	while (st->flush_ended < want) {
+		if (st->flushing)
+			pthread_cond_wait(&st->flush_done, &st->sync_lock);
+		else
+			flush_run(st);
+	}
+	return st->flush_failed >= want ? st->flush_err : 0;
+}
+
 static void *syncer_main(void *arg)
 {
 	struct un_state *st = arg;
@@ -217,10 +266,7 @@ static void *syncer_main(void *arg)
 		pthread_cond_timedwait(&st->sync_cond, &st->sync_lock, &deadline);
 		if (st->stopping)
 			break;
-		pthread_mutex_unlock(&st->sync_lock);
-		if (!test_no_sync)
-			mdb_env_sync(st->env, 1); /* a failure is retried next period */
-		pthread_mutex_lock(&st->sync_lock);
+		flush_after_now(st); /* a failure is retried next period */
 	}
 	pthread_mutex_unlock(&st->sync_lock);
 	return NULL;
@@ -235,9 +281,11 @@ static int syncer_start(struct un_state *st)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&st->sync_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&st->flush_done, NULL);
 	pthread_mutex_init(&st->sync_lock, NULL);
 	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
 	if (rc) {
+		pthread_cond_destroy(&st->flush_done);
 		pthread_cond_destroy(&st->sync_cond);
 		pthread_mutex_destroy(&st->sync_lock);
 		return -rc;
@@ -252,6 +300,7 @@ static void syncer_stop(struct un_state *st)
 	pthread_cond_signal(&st->sync_cond);
 	pthread_mutex_unlock(&st->sync_lock);
 	pthread_join(st->syncer, NULL);
+	pthread_cond_destroy(&st->flush_done);
 	pthread_cond_destroy(&st->sync_cond);
 	pthread_mutex_destroy(&st->sync_lock);
 }
@@ -318,5 +367,8 @@ int un_state_sync(struct un_state *st)
 
 	if (err)
 		return -err;
-	return test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
+	pthread_mutex_lock(&st->sync_lock);
+	err = flush_after_now(st);
+	pthread_mutex_unlock(&st->sync_lock);
+	return err;
 }

@@ -193,9 +193,16 @@ struct un_state {
 	_Atomic uint64_t node_epoch;
 
 	pthread_t syncer;
-	pthread_mutex_t sync_lock; /* guards stopping */
-	pthread_cond_t sync_cond;
+	pthread_mutex_t sync_lock; /* guards the fields below */
+	pthread_cond_t sync_cond;  /* wakes the syncer: stopping */
 	bool stopping;
+	/* group commit (state.c): flushes of the table, one at a time */
+	pthread_cond_t flush_done; /* a flush ended */
+	uint64_t flush_started;	   /* flushes begun so far */
+	uint64_t flush_ended;	   /* flushes ended so far (<= flush_started) */
+	uint64_t flush_failed;	   /* number of the last flush that failed, or 0 */
+	int flush_err;		   /* its error */
+	bool flushing;		   /* a flush is running */
 };
 
 /* Maps an LMDB return code to 0 or -errno. */
@@ -426,8 +433,15 @@ int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *nam
 		 size_t len);
 /* Makes a change durable before its reply: syncs the upper instances of A
  * and B (either may be NULL; a lower one has nothing pending), then the node
- * table.  dir.c's changes of names, un_setattr and un_commit end with it. */
+ * table.  dir.c's changes of names and un_setattr end with it.  Does nothing
+ * on a thread that serves an `async` client (un_thread_sync). */
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* un_sync_change whatever the thread's setting: un_commit. */
+int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* un_setattr without the sync: for changes that sync once at their end. */
+int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa);
+/* Whether SA sets anything. */
+bool un_sattr_any(const struct un_sattr *sa);
 /* Test hook: write white-outs in the xattr form (as when mknod is refused). */
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 

@@ -15,7 +15,8 @@
  * file visible is not synced separately: the filesystems we serve from
  * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
  * file forces.  SETATTR, like every change of names (dir.c), is durable
- * before it returns (un_sync_change).
+ * before it returns (un_sync_change) unless the thread serves an `async`
+ * client (un_thread_sync); stable WRITEs and COMMIT always are.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -120,7 +121,13 @@ static int setattr_upper(struct un_obj *o, const struct un_sattr *sa)
 	return err;
 }
 
-int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
+bool un_sattr_any(const struct un_sattr *sa)
+{
+	return sa->set_mode || sa->set_uid || sa->set_gid || sa->set_size ||
+	       sa->set_atime || sa->set_mtime;
+}
+
+int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
 {
 	int err;
 
@@ -130,14 +137,18 @@ int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa
 		return -EISDIR;
 	if (sa->set_size && !S_ISREG(o->type))
 		return -EINVAL;
-	if (!(sa->set_mode || sa->set_uid || sa->set_gid || sa->set_size ||
-	      sa->set_atime || sa->set_mtime))
+	if (!un_sattr_any(sa))
 		return 0; /* nothing to change: no reason to copy up */
 	err = un_obj_upper(ex, o) ? 0 : may_modify(o, sa);
 	if (!err)
 		err = un_copyup(ex, o);
-	if (!err)
-		err = setattr_upper(o, sa);
+	return err ? err : setattr_upper(o, sa);
+}
+
+int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
+{
+	int err = un_setattr_nosync(ex, o, sa);
+
 	return err ? err : un_sync_change(ex, o, NULL);
 }
 
@@ -205,5 +216,5 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 
 int un_commit(struct un_export *ex, struct un_obj *o)
 {
-	return un_sync_change(ex, o, NULL);
+	return un_sync_now(ex, o, NULL); /* also under `async`: COMMIT's promise */
 }

@@ -90,6 +90,9 @@ static void test_parse_options(void **state)
 	assert_int_equal(c.rules[2].opts.squash, SRV_SQUASH_ALL);
 	assert_int_equal(c.rules[2].opts.anonuid, 1000);
 	assert_int_equal(c.rules[2].opts.anongid, 99);
+	/* sync is the default and an option; async the other way */
+	assert_true(c.rules[0].opts.sync);
+	assert_true(c.rules[2].opts.sync);
 	assert_true(c.need_name);
 	assert_string_equal(c.rules[0].spec, "10.0.0.0/8");
 	srv_clients_free(&c);
@@ -97,6 +100,11 @@ static void test_parse_options(void **state)
 	assert_int_equal(srv_clients_parse("*(rw,ro)", &c, err, sizeof(err)), 0);
 	assert_false(c.rules[0].opts.rw);
 	assert_false(c.need_name);
+	srv_clients_free(&c);
+	assert_int_equal(
+	    srv_clients_parse("::1(async) *(async,sync)", &c, err, sizeof(err)), 0);
+	assert_false(c.rules[0].opts.sync);
+	assert_true(c.rules[1].opts.sync);
 	srv_clients_free(&c);
 }
 

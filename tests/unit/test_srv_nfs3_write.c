@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "test_nfs3.h"
+#include "un_private.h" /* un_sys_calls: the syncs a call issued */
 
 /* ---- fixture ---- */
 
@@ -1043,6 +1044,72 @@ static void test_link(void **state)
 	assert_int_equal(r.status, NFS3ERR_NOTDIR);
 }
 
+/* ---- exports(5) sync / async ---- */
+
+/* Runs PROC as root under client rule RULE, as the dispatcher does after its
+ * access check; returns how many syncs the engine issued meanwhile. */
+static unsigned long call_rule(const struct srv_client_opts *rule, uint32_t proc,
+			       void *args, void *res)
+{
+	const struct srv_proc *p = &nfs3_program.procs[proc];
+	struct srv_req req = req_as(0, 0);
+
+	req.proc = proc;
+	req.client = rule;
+	memset(res, 0, p->res_size);
+	un_sys_inject_reset();
+	assert_true(srv_call_handler(&nfs3_program, p, &req, args, res));
+	return un_sys_calls(UN_SYS_SYNC);
+}
+
+/* An `async` rule reaches the engine: CREATE, SETATTR and REMOVE reply
+ * without a sync; COMMIT still syncs.  The default rule (sync) syncs each,
+ * and so does a call after an async one on the same thread. */
+static void test_async_rule(void **state)
+{
+	struct srv_clients c;
+	char err[256];
+	sattr3 sa = sattr_mode(0640);
+	CREATE3args ca = {.where = {.dir = root_fh, .name = "async.txt"},
+			  .how = {.mode = GUARDED}};
+	SETATTR3args sa_args = {.new_attributes = sattr_mode(0600)};
+	REMOVE3args ra = {.object = {.dir = root_fh, .name = "async.txt"}};
+	COMMIT3args cm = {0};
+	CREATE3res cr;
+	SETATTR3res sr;
+	REMOVE3res rr;
+	COMMIT3res cmr;
+
+	(void)state;
+	assert_int_equal(srv_clients_parse("127.0.0.1(rw,no_root_squash,async) "
+					   "*(rw,no_root_squash)",
+					   &c, err, sizeof(err)),
+			 0);
+	assert_false(c.rules[0].opts.sync);
+	assert_true(c.rules[1].opts.sync);
+	ca.how.createhow3_u.obj_attributes = sa;
+
+	assert_int_equal(call_rule(&c.rules[0].opts, NFSPROC3_CREATE, &ca, &cr), 0);
+	assert_int_equal(cr.status, NFS3_OK);
+	sa_args.object = cr.CREATE3res_u.resok.obj.post_op_fh3_u.handle;
+	cm.file = sa_args.object;
+	assert_int_equal(call_rule(&c.rules[0].opts, NFSPROC3_SETATTR, &sa_args, &sr), 0);
+	assert_int_equal(sr.status, NFS3_OK);
+	assert_true(call_rule(&c.rules[0].opts, NFSPROC3_COMMIT, &cm, &cmr) > 0);
+	assert_int_equal(cmr.status, NFS3_OK);
+	assert_int_equal(call_rule(&c.rules[0].opts, NFSPROC3_REMOVE, &ra, &rr), 0);
+	assert_int_equal(rr.status, NFS3_OK);
+
+	assert_true(call_rule(&c.rules[1].opts, NFSPROC3_CREATE, &ca, &cr) > 0);
+	assert_int_equal(cr.status, NFS3_OK);
+	sa_args.object = cr.CREATE3res_u.resok.obj.post_op_fh3_u.handle;
+	assert_true(call_rule(&c.rules[1].opts, NFSPROC3_SETATTR, &sa_args, &sr) > 0);
+	assert_int_equal(sr.status, NFS3_OK);
+	assert_true(call_rule(&c.rules[1].opts, NFSPROC3_REMOVE, &ra, &rr) > 0);
+	assert_int_equal(rr.status, NFS3_OK);
+	srv_clients_free(&c);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, test_setup, test_teardown)
@@ -1065,6 +1132,7 @@ int main(void)
 	    T(test_rmdir),
 	    T(test_rename),
 	    T(test_link),
+	    T(test_async_rule),
 	};
 #undef T
 
