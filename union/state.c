@@ -24,6 +24,37 @@
  *     precedes (flush_failed >= want): no caller sees success from a flush
  *     that began before its commit.
  *
+ * Known risk, not closed: MDB_NOSYNC keeps the table intact across an OS
+ * crash only if the filesystem writes the file in the order LMDB wrote it
+ * (LMDB's documentation of MDB_NOSYNC).  A commit pwrites its new pages and
+ * then a meta page pointing at them; ext4 (data=ordered) and xfs overwrite
+ * blocks in place in no particular order, and a flush submits the file's
+ * pages in offset order, the two meta pages first.  An OS crash or power cut
+ * while a flush is in flight (or while the kernel writes back on its own,
+ * which the 1 s syncer makes rare: dirty pages expire after 30 s) can leave
+ * a meta page on disk that points at pages that are not, or at reused pages
+ * since overwritten: a corrupt table, every handle lost.  The window is the
+ * length of each flush (about a millisecond a second here).  Evaluated
+ * (2026-12-03, measured on this project's VM with nfs_bench, 1 layer):
+ *  - MDB_NOMETASYNC (each commit fdatasyncs its pages before it writes the
+ *    meta page; keeps integrity, loses at most the last commit): one
+ *    fdatasync per write transaction, inside LMDB's writer lock, so commits
+ *    no longer share flushes.  Read paths write too: the first LOOKUP of a
+ *    name assigns its node (one transaction), READDIRPLUS one per reply
+ *    with new names.  Cold LOOKUPs (3,000 names, 32 outstanding) fell from
+ *    20,000-34,000/s at 23-27 us of server CPU each to 1,400-2,200/s at
+ *    100 us; CREATE+REMOVE pairs on an `async` export from 2,300-4,600/s
+ *    to 260-410/s.  Not cheap: not taken.
+ *  - MDB_WRITEMAP | MDB_MAPASYNC: the same unordered writeback (LMDB's
+ *    documentation says so), plus stray pointer writes reach the file.
+ *  - Syncing only some commits with NOMETASYNC does not help: one unordered
+ *    commit is enough to leave a meta page ahead of its data.
+ * What would close it: libmdbx's MDBX_SAFE_NOSYNC (lazy flushes that keep
+ * the last flushed snapshot's pages from reuse, so a crash returns to it) in
+ * place of LMDB, or a state dir on a filesystem that keeps a file's writes
+ * in order across a crash (btrfs with data copy-on-write, ext4
+ * data=journal); the README says so.
+ *
  * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
  * opened turns both flushes into no-ops (the commits still reach the page
  * cache), so that the OS crash test (tests/integration/kvm_crash.sh) can show
