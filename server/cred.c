@@ -27,9 +27,16 @@
  *  5. An id no process can have, (uid_t)-1 or (gid_t)-1, becomes the caller's
  *     anonymous id (srv_cred_valid): a client sending it is answered as
  *     nobody, not refused and not served as the server.
+ *  6. A switch changes only what differs from what the thread holds, read
+ *     back first (reads are free: setfsuid(-1), getgroups).  Every change
+ *     makes the kernel build a new credential, and even setfsuid to the id
+ *     it already has allocates and frees one; a caller who is the server,
+ *     or whose groups equal the thread's, costs no switch at all.  Nothing
+ *     is remembered between calls, so nothing can go stale.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,15 +69,24 @@ static gid_t fsgid_now(void)
 	return (gid_t)syscall(SRV_SYS_SETFSGID, (gid_t)-1);
 }
 
-/* Sets this thread's groups, fsgid and fsuid (invariants 1 and 2); true if
- * all three took. */
-static bool srv_ident_set(uid_t uid, gid_t gid, size_t ngroups, const gid_t *list)
+/* Whether the thread's groups, as getgroups returned them (HAVE, N_HAVE;
+ * the kernel keeps them sorted), are the multiset WANT of N_WANT, in any
+ * order (invariant 6). */
+static bool srv_groups_same(const gid_t *have, int n_have, const gid_t *want,
+			    size_t n_want)
 {
-	bool ok = syscall(SRV_SYS_SETGROUPS, ngroups, list) == 0;
+	gid_t sorted[SRV_IDENT_GROUPS_MAX];
 
-	syscall(SRV_SYS_SETFSGID, gid);
-	syscall(SRV_SYS_SETFSUID, uid);
-	return ok && fsgid_now() == gid && fsuid_now() == uid;
+	if (n_have < 0 || (size_t)n_have != n_want || n_want > SRV_IDENT_GROUPS_MAX)
+		return false;
+	for (size_t i = 0; i < n_want; i++) { /* insertion sort: a few ids */
+		size_t j = i;
+
+		for (; j > 0 && sorted[j - 1] > want[i]; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = want[i];
+	}
+	return n_want == 0 || !memcmp(sorted, have, n_want * sizeof(*have));
 }
 
 static void srv_ident_save(struct srv_ident *saved)
@@ -81,30 +97,59 @@ static void srv_ident_save(struct srv_ident *saved)
 	    (int)syscall(SRV_SYS_GETGROUPS, SRV_IDENT_GROUPS_MAX, saved->groups);
 }
 
+/* Gives this thread groups LIST, fsgid GID and fsuid UID, in the order of
+ * invariant 2, each only where it differs from CUR, the thread's identity
+ * now (invariant 6); true if all three hold afterwards. */
+static bool srv_ident_set(const struct srv_ident *cur, uid_t uid, gid_t gid,
+			  size_t ngroups, const gid_t *list)
+{
+	bool ok = true;
+
+	if (!srv_groups_same(cur->groups, cur->ngroups, list, ngroups))
+		ok = syscall(SRV_SYS_SETGROUPS, ngroups, list) == 0;
+	if (cur->fsgid != gid)
+		syscall(SRV_SYS_SETFSGID, gid);
+	if (cur->fsuid != uid)
+		syscall(SRV_SYS_SETFSUID, uid);
+	return ok && fsgid_now() == gid && fsuid_now() == uid;
+}
+
 bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved)
 {
 	size_t max = sizeof(c->groups) / sizeof(c->groups[0]);
 	size_t n = c->ngroups < max ? c->ngroups : max;
 
 	srv_ident_save(saved);
-	return srv_ident_set(c->uid, c->gid, n, c->groups);
+	return srv_ident_set(saved, c->uid, c->gid, n, c->groups);
 }
 
 void srv_ident_server(struct srv_ident *saved)
 {
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
 	srv_ident_save(saved);
 	/* fsuid first (invariant 2): back to 0 gives the capabilities back. */
-	syscall(SRV_SYS_SETFSUID, geteuid());
-	syscall(SRV_SYS_SETFSGID, getegid());
+	if (saved->fsuid != uid)
+		syscall(SRV_SYS_SETFSUID, uid);
+	if (saved->fsgid != gid)
+		syscall(SRV_SYS_SETFSGID, gid);
 }
 
 void srv_ident_leave(const struct srv_ident *saved)
 {
-	syscall(SRV_SYS_SETFSUID, saved->fsuid);
-	syscall(SRV_SYS_SETFSGID, saved->fsgid);
+	struct srv_ident cur;
+
+	srv_ident_save(&cur); /* reads only: no new credentials */
+	if (cur.fsuid != saved->fsuid)
+		syscall(SRV_SYS_SETFSUID, saved->fsuid);
+	if (cur.fsgid != saved->fsgid)
+		syscall(SRV_SYS_SETFSGID, saved->fsgid);
 	/* -1: the thread had more groups than we keep; they were never
 	 * changed by a caller's then, since enter would have saved them. */
-	if (saved->ngroups >= 0)
+	if (saved->ngroups >= 0 &&
+	    !srv_groups_same(cur.groups, cur.ngroups, saved->groups,
+			     (size_t)saved->ngroups))
 		syscall(SRV_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
 }
 

@@ -516,17 +516,30 @@ ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size)
 
 /* ---- credentials ---- */
 
+/* setfsuid/setfsgid of an id the thread already has still make the kernel
+ * allocate and free a credential: they are called only for a change, after
+ * reading the current ids (an invalid id reads without allocating). */
 void un_sys_creds_override(struct un_creds *saved)
 {
-	/* setfsuid returns the previous value whether or not it changed it. */
-	saved->fsuid = (uid_t)syscall(SYS_setfsuid, geteuid());
-	saved->fsgid = (gid_t)syscall(SYS_setfsgid, getegid());
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	un_sys_creds_current(saved);
+	if (saved->fsuid != uid)
+		syscall(SYS_setfsuid, uid);
+	if (saved->fsgid != gid)
+		syscall(SYS_setfsgid, gid);
 }
 
 void un_sys_creds_revert(const struct un_creds *saved)
 {
-	syscall(SYS_setfsuid, saved->fsuid);
-	syscall(SYS_setfsgid, saved->fsgid);
+	struct un_creds cur;
+
+	un_sys_creds_current(&cur);
+	if (cur.fsuid != saved->fsuid)
+		syscall(SYS_setfsuid, saved->fsuid);
+	if (cur.fsgid != saved->fsgid)
+		syscall(SYS_setfsgid, saved->fsgid);
 }
 
 void un_sys_creds_current(struct un_creds *out)
