@@ -20,6 +20,34 @@
  * Every open is of one validated component with O_PATH|O_NOFOLLOW, beneath
  * the parent: a symlink is an object whose target we return, never a path we
  * follow.
+ *
+ * Design notes: the opaque memo
+ *
+ * Whether a kept directory is opaque costs two getxattr calls (trusted. and
+ * user.) and, in a lower layer, a stat of ".wh..wh..opq" inside it, for
+ * every merged directory on every walk (every handle is resolved by walking
+ * its path again).  The part the directory itself carries is remembered in
+ * a small table keyed by (dev, ino, lower), valid only for the ctime it was
+ * read at:
+ *  1. ctime covers everything remembered: setting or removing an xattr
+ *     changes the directory's ctime, and so does adding, removing or
+ *     renaming an entry in it (".wh..wh..opq").  It does not cover the OCI
+ *     ".wh.NAME" beside the directory (the parent's entry): that one is
+ *     checked on every walk, uncached.  Nor does it cover a layer on a
+ *     filesystem that does not keep ctime (a network filesystem sees
+ *     another client's change only when its attributes are refreshed), or a
+ *     clock set back so that a later change gets exactly the old ctime.
+ *  2. Only a settled flag is remembered: the directory's ctime is at least
+ *     UN_OPAQUE_SETTLE_NS older than a clock read taken before its fstat.
+ *     A change made after that read gets a ctime no older than the read
+ *     minus one timestamp tick, so it cannot equal the remembered ctime; two
+ *     changes inside one tick, the second after our read, could.
+ *  3. The stat that keys a recall is taken on every walk, after the
+ *     directory was opened (the fstat lookup_layer makes anyway), so a change
+ *     before it shows as another ctime and misses the memo.
+ *  4. A slot is a plain struct behind a try-lock: a busy slot is a miss (the
+ *     flag is read from the layer), so no thread ever waits on the memo.
+ *     A replaced slot loses only speed.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -29,22 +57,91 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 
 #include "un_private.h"
 
-#define RESOLVE_TRIES 3 /* walks of a path whose names change meanwhile */
+#define RESOLVE_TRIES 3	   /* walks of a path whose names change meanwhile */
+#define OPQ_SLOTS     1024 /* opaque memo slots: a power of 2 */
 
 struct lookup {
 	struct un_export *ex;
 	const struct un_obj *dir;
 	const char *name;
 	size_t len;
-	bool private; /* a ".wh." name: absent from every lower layer */
+	bool private;	    /* a ".wh." name: absent from every lower layer */
+	struct timespec t0; /* clock before any layer was read (memo inv. 2) */
 	struct un_merge m;
-	struct un_inst found[UN_LAYERS_MAX]; /* kept instances, descriptors owned */
-	struct un_devino di[UN_LAYERS_MAX];
-	struct stat top; /* of found[0] */
+	struct un_inst *found; /* kept instances, descriptors owned */
+	struct un_devino *di;  /* their identities; both dir->ninst long */
+	struct stat top;       /* of found[0] */
 };
+
+/* One remembered opaque flag (design notes). */
+struct opq_slot {
+	_Atomic bool busy; /* the try-lock (invariant 4) */
+	bool used, lower, opaque;
+	dev_t dev;
+	ino_t ino;
+	struct timespec ctime;
+};
+
+static struct opq_slot opq_memo[OPQ_SLOTS];
+static _Atomic long long opq_settle_ns = UN_OPAQUE_SETTLE_NS;
+
+void un_lookup_test_settle_ns(long long ns)
+{
+	atomic_store(&opq_settle_ns, ns);
+}
+
+static struct opq_slot *opq_slot_of(const struct stat *st)
+{
+	uint64_t h =
+	    ((uint64_t)st->st_ino ^ ((uint64_t)st->st_dev << 40)) * 0x9e3779b97f4a7c15ull;
+
+	return &opq_memo[h >> 54 & (OPQ_SLOTS - 1)];
+}
+
+/* The remembered flag of directory ST (1 or 0), or -1: unknown, changed
+ * since (another ctime), or the slot busy. */
+static int opq_recall(const struct stat *st, bool lower)
+{
+	struct opq_slot *s = opq_slot_of(st);
+	int r = -1;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return -1;
+	if (s->used && s->dev == st->st_dev && s->ino == st->st_ino &&
+	    s->lower == lower && s->ctime.tv_sec == st->st_ctim.tv_sec &&
+	    s->ctime.tv_nsec == st->st_ctim.tv_nsec)
+		r = s->opaque;
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	return r;
+}
+
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
+/* Remembers OPAQUE for directory ST if it is settled before T0 (inv. 2). */
+static void opq_remember(const struct stat *st, bool lower, bool opaque,
+			 const struct timespec *t0)
+{
+	struct opq_slot *s = opq_slot_of(st);
+
+	if (ts_ns(t0) - ts_ns(&st->st_ctim) < atomic_load(&opq_settle_ns))
+		return;
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return;
+	s->used = true;
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	s->lower = lower;
+	s->opaque = opaque;
+	s->ctime = st->st_ctim;
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+}
 
 /* An object with room for NINST instances and one more, which a copy-up
  * may put on top (un_obj_push_top). */
@@ -176,6 +273,24 @@ static int lookup_absent(struct lookup *lk, const struct un_inst *pi, bool lower
 	return 0;
 }
 
+/* un_dir_opaque of the kept directory FD (stat ST) named LK->name in PFD,
+ * its own part from the memo where it holds (design notes). */
+static int lookup_opaque(const struct lookup *lk, int fd, int pfd, const struct stat *st,
+			 bool lower)
+{
+	int r = opq_recall(st, lower);
+
+	if (r < 0) {
+		r = un_dir_opaque_own(fd, lower);
+		if (r < 0)
+			return r;
+		opq_remember(st, lower, r == 1, &lk->t0);
+	}
+	if (r || !lower)
+		return r;
+	return un_oci_whiteout_exists(pfd, lk->name, lk->len);
+}
+
 /* Folds layer I of the parent's stack into LK. */
 static int lookup_layer(struct lookup *lk, size_t i)
 {
@@ -203,7 +318,7 @@ static int lookup_layer(struct lookup *lk, size_t i)
 	lookup_keep(lk, fd, pi->layer, &st);
 	/* Opaqueness matters only when the parent has a layer below this one. */
 	if (seen == UN_SEEN_DIR && i + 1 < lk->dir->ninst && !lk->m.stop) {
-		err = un_dir_opaque(fd, pi->fd, lk->name, lk->len, lower);
+		err = lookup_opaque(lk, fd, pi->fd, &st, lower);
 		lk->m.stop = err == 1;
 		err = err < 0 ? err : 0;
 	}
@@ -278,11 +393,16 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 		return err;
 	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
 		return lookup_dots(ex, dir, len, out);
-	lk = un_sys_calloc(1, sizeof(*lk)); /* ~3 KiB: kept off worker stacks */
+	/* One allocation for LK and its arrays, as long as DIR's stack. */
+	lk = un_sys_malloc(sizeof(*lk) +
+			   dir->ninst * (sizeof(lk->found[0]) + sizeof(lk->di[0])));
 	if (!lk)
 		return -ENOMEM;
 	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
+	lk->found = (struct un_inst *)(lk + 1);
+	lk->di = (struct un_devino *)(lk->found + dir->ninst);
 	lk->private = un_name_private(name, len);
+	clock_gettime(CLOCK_REALTIME, &lk->t0);
 	/* As overlayfs: the caller's right to search DIR is judged on the
 	 * merged directory (the server's LOOKUP check), the layers are searched
 	 * with the engine's identity, since a lower instance may carry other

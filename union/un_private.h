@@ -35,8 +35,11 @@
 	128		/* layers per export (upper + lowers); Docker's limit is 127     \
 			 */
 #define UN_NAME_MAX 255 /* bytes in one name, as NAME_MAX */
-#define UN_MAP_SIZE                                                                      \
-	(64ull << 30) /* LMDB map: address space only, the file grows as used */
+/* LMDB map: address space only, the file grows as used; a build for
+ * valgrind, whose address space is smaller, may set it lower. */
+#ifndef UN_MAP_SIZE
+#define UN_MAP_SIZE (64ull << 30)
+#endif
 #define UN_SYNC_PERIOD_S       1	   /* background mdb_env_sync period */
 #define UN_LISTING_CACHE_BYTES (64u << 20) /* bound on the memory of cached listings */
 /* A listing is cached only when every layer dir of it last changed at least
@@ -44,6 +47,8 @@
  * change the version, so a listing built inside that tick could go stale
  * unnoticed.  One second covers the coarsest timestamps we expect. */
 #define UN_LISTING_SETTLE_NS 1000000000ll
+/* The same bound for lookup.c's memo of opaque flags, keyed by ctime. */
+#define UN_OPAQUE_SETTLE_NS 1000000000ll
 
 /* ---- sys.c: the syscall seam ----
  *
@@ -368,6 +373,12 @@ int un_oci_whiteout_exists(int dirfd, const char *name, size_t len);
  * overlay.opaque "y" (trusted. or user.; "x" only marks xattr white-outs) or,
  * in a lower layer, the OCI marker ".wh..wh..opq" inside or ".wh.NAME" beside. */
 int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower);
+/* The part of un_dir_opaque that DIR itself carries (its xattr, and in a
+ * lower layer the ".wh..wh..opq" inside): what DIR's ctime covers. */
+int un_dir_opaque_own(int dir, bool lower);
+/* Test hook: how long a directory must be unchanged before lookup.c
+ * remembers its opaque flag (default UN_OPAQUE_SETTLE_NS). */
+void un_lookup_test_settle_ns(long long ns);
 
 /* ---- lookup.c: objects ---- */
 

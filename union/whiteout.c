@@ -121,14 +121,20 @@ int un_oci_whiteout_exists(int dirfd, const char *name, size_t len)
 	return exists(dirfd, wh);
 }
 
-int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower)
+int un_dir_opaque_own(int dir, bool lower)
 {
 	int r = overlay_xattr(dir, "", "opaque", "y");
 
 	if (r || !lower)
 		return r;
-	r = exists(dir, UN_OCI_OPQ);
-	if (r)
+	return exists(dir, UN_OCI_OPQ);
+}
+
+int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower)
+{
+	int r = un_dir_opaque_own(dir, lower);
+
+	if (r || !lower)
 		return r;
 	return un_oci_whiteout_exists(parent, name, len);
 }

@@ -76,6 +76,36 @@ static void test_merge_depth(void **state)
 	un_obj_put(o);
 }
 
+/* A change of a lower directory's opaque flag, xattr or OCI marker, shows
+ * at the next lookup although lookup.c remembered the flag (settle time 0
+ * here, so the memo holds the flag at once; each change waits out a
+ * timestamp tick, which the real settle time does for it). */
+static void test_opaque_memo_follows_changes(void **state)
+{
+	struct fx *fx = *state;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/d/a", "a");
+	t_file(fx, "l2/d/b", "b");
+	t_export(fx, "l1:l2", NULL, NULL);
+	usleep(20000);
+	assert_int_equal(t_lookup_rc(fx, "d/b"), 0);
+	assert_int_equal(t_lookup_rc(fx, "d/b"), 0); /* from the memo */
+	t_xattr(fx, "l1/d", "trusted.overlay.opaque", "y");
+	assert_int_equal(t_lookup_rc(fx, "d/b"), -ENOENT);
+	assert_int_equal(t_lookup_rc(fx, "d/a"), 0);
+	usleep(20000);
+	assert_int_equal(lremovexattr(t_path(fx, "l1/d"), "trusted.overlay.opaque"), 0);
+	assert_int_equal(t_lookup_rc(fx, "d/b"), 0);
+	usleep(20000);
+	t_file(fx, "l1/d/.wh..wh..opq", "");
+	assert_int_equal(t_lookup_rc(fx, "d/b"), -ENOENT);
+	usleep(20000);
+	t_rm(fx, "l1/d/.wh..wh..opq");
+	assert_int_equal(t_lookup_rc(fx, "d/b"), 0);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 static void test_file_hides_dir_below(void **state)
 {
 	struct fx *fx = *state;
@@ -495,6 +525,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_order_and_shadowing, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_merge_depth, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_opaque_memo_follows_changes, t_setup,
+					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_file_hides_dir_below, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_dir_above_file, t_setup, t_teardown),
