@@ -169,6 +169,7 @@ struct watch {
 struct watches {
 	pthread_mutex_t lock;
 	int fd;	       /* inotify; < 0: unavailable, so no attribute is remembered */
+	bool opened;   /* fd and events were tried (watches_open) */
 	uint64_t lost; /* events the kernel dropped (IN_Q_OVERFLOW) */
 	struct watch *buckets[WATCH_BUCKETS];
 	char *events;
@@ -236,9 +237,7 @@ int un_listing_cache_new(struct un_listing_cache **out)
 	c->limit = UN_LISTING_CACHE_BYTES;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->ws.lock, NULL);
-	/* Without inotify (or its buffer) attributes are never remembered. */
-	c->ws.events = un_sys_malloc(EVENTS_BUF);
-	c->ws.fd = c->ws.events ? un_sys_inotify_init() : -ENOMEM;
+	c->ws.fd = -EBADF; /* opened on first use: watches_open */
 	*out = c;
 	return 0;
 }
@@ -1189,6 +1188,8 @@ static void watches_drain(struct watches *ws)
 	struct watch *w;
 	ssize_t n;
 
+	if (ws->fd < 0)
+		return; /* no watch exists, so no attribute is remembered */
 	while ((n = un_sys_read(ws->fd, ws->events, EVENTS_BUF)) > 0)
 		for (ssize_t off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
 			ev = (const struct inotify_event *)(ws->events + off);
@@ -1243,17 +1244,35 @@ static bool fs_local(long type)
 	}
 }
 
+/* Opens WS's inotify instance and event buffer on the first listing that
+ * wants them; with WS's lock held.  Opened lazily, so that a state which never
+ * remembers an attribute holds none, and opening the state never fails for
+ * want of what is only an optimisation.  A failure is kept: without inotify no
+ * attribute is remembered. */
+static int watches_open(struct watches *ws)
+{
+	if (!ws->opened) {
+		ws->opened = true;
+		ws->events = un_sys_malloc(EVENTS_BUF);
+		ws->fd = ws->events ? un_sys_inotify_init() : -ENOMEM;
+	}
+	return ws->fd < 0 ? ws->fd : 0;
+}
+
 /* Watches every layer dir of DIR for L, once; with L's nlock held.  On
  * failure L remembers no attribute (L->watch_err). */
 static void attr_watch(struct un_state *st, struct un_listing *l,
 		       const struct un_obj *dir)
 {
 	struct watches *ws = &st->cache->ws;
-	int err = ws->fd < 0 ? ws->fd : 0, wd;
 	long type;
+	int err, wd;
 
 	if (l->w || l->watch_err)
 		return;
+	pthread_mutex_lock(&ws->lock);
+	err = watches_open(ws);
+	pthread_mutex_unlock(&ws->lock);
 	l->w = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->w));
 	if (!err && !l->w)
 		err = -ENOMEM;
