@@ -33,10 +33,11 @@
  *      directory's fsync).  A new object whose attributes were set after
  *      it was made, an existing one an UNCHECKED create truncated or copied
  *      up, and the target of a link get their own fsync.  The node table
- *      is one flush per change, shared by concurrent changes (state.c,
- *      group commit).  A thread serving an `async` client (exports(5))
- *      skips step 7 (un_thread_sync): the 1-second flush of the table and
- *      the filesystem's own writeback bound the loss, as on knfsd.
+ *      is one flush per change, shared by concurrent changes and run
+ *      beside the fsyncs of the upper (state.c, group commit).  A thread
+ *      serving an `async` client (exports(5)) skips step 7
+ *      (un_thread_sync): the 1-second flush of the table and the
+ *      filesystem's own writeback bound the loss, as on knfsd.
  *
  * Markers are written as kernel overlayfs writes them, so that it can mount
  * the upper layer:
@@ -1162,8 +1163,13 @@ int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
 	struct un_creds saved;
+	uint64_t ticket;
 	int err;
 
+	/* The table's flush first, so it runs beside the fsyncs below. */
+	err = un_state_sync_begin(ex->st, &ticket);
+	if (err)
+		return err;
 	/* A sync is no access of the caller's, and needs a descriptor the
 	 * caller may not be allowed to open (a file of mode 0200). */
 	un_sys_creds_override(&saved);
@@ -1171,5 +1177,5 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 	if (!err && b != a)
 		err = sync_upper(ex, b);
 	un_sys_creds_revert(&saved);
-	return err ? err : un_state_sync(ex->st);
+	return err ? err : un_state_sync_wait(ex->st, ticket);
 }

@@ -17,7 +17,12 @@
  * one is running, it waits for that one to end and then for the next, which
  * the first waiter to find none running starts on behalf of all.  Under
  * load, N concurrent callers cost two flushes instead of N, and a lone
- * caller still costs exactly one.
+ * caller still costs exactly one.  A caller with other syncs to do takes its
+ * ticket first (un_state_sync_begin, after its commit): that kicks the
+ * syncer thread into the flush at once, so the flush runs beside the
+ * caller's own fsyncs of the upper layer instead of after them, and
+ * un_state_sync_wait then waits for what is left of it (or runs it, when
+ * the syncer has not started it yet).
  *  1. A caller returns success only after a flush numbered at least the one
  *     it waited for ended, and that flush began after the caller's commit.
  *  2. A failed flush fails every caller whose flush number it is or
@@ -270,12 +275,10 @@ static void flush_run(struct un_state *st)
 	pthread_cond_broadcast(&st->flush_done);
 }
 
-/* Returns once a flush that began after the call has ended, with its result
- * (design notes, group commit).  sync_lock held. */
-static int flush_after_now(struct un_state *st)
+/* Returns once flush number WANT or a later one has ended, with the result
+ * (invariant 2); runs it when no one else is flushing.  sync_lock held. */
+static int flush_wait(struct un_state *st, uint64_t want)
 {
-	uint64_t want = st->flush_started + 1;
-
 	while (st->flush_ended < want) {
 		if (st->flushing)
 			pthread_cond_wait(&st->flush_done, &st->sync_lock);
@@ -283,6 +286,13 @@ static int flush_after_now(struct un_state *st)
 			flush_run(st);
 	}
 	return st->flush_failed >= want ? st->flush_err : 0;
+}
+
+/* Returns once a flush that began after the call has ended (design notes,
+ * group commit).  sync_lock held. */
+static int flush_after_now(struct un_state *st)
+{
+	return flush_wait(st, st->flush_started + 1);
 }
 
 static void *syncer_main(void *arg)
@@ -294,9 +304,13 @@ static void *syncer_main(void *arg)
 	while (!st->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
 		deadline.tv_sec += UN_SYNC_PERIOD_S;
-		pthread_cond_timedwait(&st->sync_cond, &st->sync_lock, &deadline);
+		while (!st->kicked && !st->stopping &&
+		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
+					      &deadline) != ETIMEDOUT)
+			;
 		if (st->stopping)
 			break;
+		st->kicked = false;
 		flush_after_now(st); /* a failure is retried next period */
 	}
 	pthread_mutex_unlock(&st->sync_lock);
@@ -394,12 +408,32 @@ void un_state_close(struct un_state *st)
 
 int un_state_sync(struct un_state *st)
 {
+	uint64_t ticket;
+	int err = un_state_sync_begin(st, &ticket);
+
+	return err ? err : un_state_sync_wait(st, ticket);
+}
+
+int un_state_sync_begin(struct un_state *st, uint64_t *ticket)
+{
 	int err = un_sys_fault(UN_SYS_SYNC);
 
 	if (err)
 		return -err;
 	pthread_mutex_lock(&st->sync_lock);
-	err = flush_after_now(st);
+	*ticket = st->flush_started + 1;
+	st->kicked = true;
+	pthread_cond_signal(&st->sync_cond);
+	pthread_mutex_unlock(&st->sync_lock);
+	return 0;
+}
+
+int un_state_sync_wait(struct un_state *st, uint64_t ticket)
+{
+	int err;
+
+	pthread_mutex_lock(&st->sync_lock);
+	err = flush_wait(st, ticket);
 	pthread_mutex_unlock(&st->sync_lock);
 	return err;
 }

@@ -208,6 +208,7 @@ struct un_state {
 	uint64_t flush_failed;	   /* number of the last flush that failed, or 0 */
 	int flush_err;		   /* its error */
 	bool flushing;		   /* a flush is running */
+	bool kicked;		   /* a caller waits: the syncer flushes now */
 };
 
 /* Maps an LMDB return code to 0 or -errno. */
@@ -447,6 +448,12 @@ int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *nam
  * table.  dir.c's changes of names and un_setattr end with it.  Does nothing
  * on a thread that serves an `async` client (un_thread_sync). */
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* un_state_sync in two halves, so that the flush of the table runs while the
+ * caller syncs other files: _begin after the commit to make durable (a
+ * ticket: the number of the first flush to begin after it; it wakes the
+ * syncer), _wait for that flush to end. */
+int un_state_sync_begin(struct un_state *st, uint64_t *ticket);
+int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* un_sync_change whatever the thread's setting: un_commit. */
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* un_setattr without the sync: for changes that sync once at their end. */
