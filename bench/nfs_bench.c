@@ -66,21 +66,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nfsc/libnfs.h>
-
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
+#include "nfs_raw.h"
 
 #define ATTR_MOD   997 /* sizes of DIR/f%05d in the getattr/lookup data */
 #define SMALL_SIZE 4096
 #define MAX_IO	   (1u << 20) /* libnfs 4 refuses larger replies */
 #define STALL_SECS 120
-
-struct fh {
-	unsigned len;
-	char data[NFS3_FHSIZE];
-};
 
 struct bench;
 
@@ -242,27 +233,6 @@ static long long pattern_check(const char *buf, uint64_t seed, uint64_t off, siz
 
 /* ---- connections and the poll loop ---- */
 
-struct wait {
-	bool done;
-	int status;
-	void *data;
-	void (*keep)(struct bench *b, void *data);
-	struct bench *b;
-};
-
-static void on_wait(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct wait *w = priv;
-
-	(void)rpc;
-	w->done = true;
-	w->status = status;
-	if (status == RPC_STATUS_SUCCESS && w->keep)
-		w->keep(w->b, data);
-	else if (status != RPC_STATUS_SUCCESS && w->b)
-		fail(w->b, "rpc error: %s", data ? (const char *)data : "?");
-}
-
 /* Services every connection until DONE says so or the run failed. */
 static int loop(struct bench *b, bool (*done)(struct bench *b, void *arg), void *arg)
 {
@@ -296,62 +266,36 @@ static int loop(struct bench *b, bool (*done)(struct bench *b, void *arg), void 
 static bool wait_done(struct bench *b, void *arg)
 {
 	(void)b;
-	return ((struct wait *)arg)->done;
+	return ((struct call *)arg)->done;
 }
 
 /* One call at a time on connection 0: the set-up and check steps. */
-static int sync_wait(struct bench *b, struct wait *w, int queued)
+static int sync_wait(struct bench *b, struct call *c, int queued)
 {
 	if (queued) {
 		fail(b, "cannot queue a call: %s", rpc_get_error(b->rpc[0]));
 		return -1;
 	}
 	b->answered++;
-	return loop(b, wait_done, w);
-}
-
-static struct rpc_context *connect_prog(struct bench *b, int port, int prog)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct wait w = {.b = b};
-
-	if (!rpc)
-		return NULL;
-	if (rpc_connect_port_async(rpc, b->host, port, prog, 3, on_wait, &w)) {
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	while (!w.done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-
-		if ((poll(&p, 1, 1000) < 0 && errno != EINTR) ||
-		    rpc_service(rpc, p.revents) < 0)
-			break;
-	}
-	if (!w.done || w.status != RPC_STATUS_SUCCESS) {
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 fh3(const struct fh *f)
-{
-	return (nfs_fh3){.data = {.data_len = f->len, .data_val = (char *)f->data}};
-}
-
-static int fh_set(struct fh *f, const nfs_fh3 *h)
-{
-	if (h->data.data_len > sizeof(f->data))
+	if (loop(b, wait_done, c))
 		return -1;
-	f->len = h->data.data_len;
-	memcpy(f->data, h->data.data_val, f->len);
+	if (c->status != RPC_STATUS_SUCCESS) {
+		fail(b, "rpc error: %s", c->err[0] ? c->err : "?");
+		return -1;
+	}
 	return 0;
 }
 
-static void keep_mnt(struct bench *b, void *data)
+/* Keeps handle H in F; -1 if H is longer than an NFSv3 handle can be. */
+static int fh_set(struct fh *f, const nfs_fh3 *h)
 {
+	nfs_raw_copy_fh(f, h);
+	return f->len == h->data.data_len ? 0 : -1;
+}
+
+static void keep_mnt(void *data, void *out)
+{
+	struct bench *b = out;
 	mountres3 *r = data;
 
 	if (r->fhs_status != MNT3_OK ||
@@ -359,8 +303,9 @@ static void keep_mnt(struct bench *b, void *data)
 		fail(b, "MNT %s: status %d", b->export, (int)r->fhs_status);
 }
 
-static void keep_fsinfo(struct bench *b, void *data)
+static void keep_fsinfo(void *data, void *out)
 {
+	struct bench *b = out;
 	FSINFO3res *r = data;
 	unsigned m;
 
@@ -378,8 +323,9 @@ static void keep_fsinfo(struct bench *b, void *data)
 /* Mounts the export and opens CONNS NFS connections. */
 static int connect_all(struct bench *b)
 {
-	struct rpc_context *mnt = connect_prog(b, b->mount_port, 100005);
-	struct wait w = {.b = b, .keep = keep_mnt};
+	struct rpc_context *mnt =
+	    nfs_raw_connect_to(b->host, b->mount_port, MOUNT_PROG, 3);
+	struct call w = {.keep = keep_mnt, .out = b};
 	int err;
 
 	if (!mnt) {
@@ -393,7 +339,8 @@ static int connect_all(struct bench *b)
 	}
 	b->rpc[0] = mnt;
 	b->nconn = 1; /* loop() services the MOUNT connection alone for now */
-	err = sync_wait(b, &w, rpc_mount3_mnt_async(mnt, on_wait, (char *)b->export, &w));
+	err = sync_wait(
+	    b, &w, rpc_mount3_mnt_async(mnt, nfs_raw_on_reply, (char *)b->export, &w));
 	b->nconn = 0;
 	rpc_destroy_context(mnt);
 	return err;
@@ -401,18 +348,19 @@ static int connect_all(struct bench *b)
 
 static int open_nfs(struct bench *b, int nconn)
 {
-	struct wait w = {.b = b, .keep = keep_fsinfo};
-	FSINFO3args a = {.fsroot = fh3(&b->root)};
+	struct call w = {.keep = keep_fsinfo, .out = b};
+	FSINFO3args a = {.fsroot = nfs_raw_fh3(&b->root)};
 
 	for (int i = 0; i < nconn; i++) {
-		b->rpc[i] = connect_prog(b, b->nfs_port, 100003);
+		b->rpc[i] = nfs_raw_connect_to(b->host, b->nfs_port, NFS_PROG, 3);
 		if (!b->rpc[i]) {
 			fail(b, "cannot connect to NFS on port %d", b->nfs_port);
 			return -1;
 		}
 		b->nconn = i + 1;
 	}
-	return sync_wait(b, &w, rpc_nfs3_fsinfo_async(b->rpc[0], on_wait, &a, &w));
+	return sync_wait(b, &w,
+			 rpc_nfs3_fsinfo_async(b->rpc[0], nfs_raw_on_reply, &a, &w));
 }
 
 /* ---- single calls for set-up and checks ---- */
@@ -424,8 +372,9 @@ struct lookup_out {
 	bool have_attr;
 };
 
-static void keep_lookup(struct bench *b, void *data)
+static void keep_lookup(void *data, void *out)
 {
+	struct bench *b = out;
 	LOOKUP3res *r = data;
 	struct lookup_out *o = b->out;
 
@@ -442,11 +391,11 @@ static int lookup1(struct bench *b, const struct fh *dir, const char *name,
 		   struct fh *out, fattr3 *attr)
 {
 	struct lookup_out o = {.fh = out};
-	struct wait w = {.b = b, .keep = keep_lookup};
-	LOOKUP3args a = {.what = {.dir = fh3(dir), .name = (char *)name}};
+	struct call w = {.keep = keep_lookup, .out = b};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 
 	b->out = &o;
-	if (sync_wait(b, &w, rpc_nfs3_lookup_async(b->rpc[0], on_wait, &a, &w)))
+	if (sync_wait(b, &w, rpc_nfs3_lookup_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
 		return -1;
 	b->out = NULL;
 	if (o.status != NFS3_OK) {
@@ -474,8 +423,9 @@ static int lookup_path(struct bench *b, const char *path, struct fh *out)
 
 static fattr3 got_attr;
 
-static void keep_getattr(struct bench *b, void *data)
+static void keep_getattr(void *data, void *out)
 {
+	struct bench *b = out;
 	GETATTR3res *r = data;
 
 	if (r->status != NFS3_OK)
@@ -486,10 +436,10 @@ static void keep_getattr(struct bench *b, void *data)
 
 static int getattr1(struct bench *b, const struct fh *f, fattr3 *attr)
 {
-	struct wait w = {.b = b, .keep = keep_getattr};
-	GETATTR3args a = {.object = fh3(f)};
+	struct call w = {.keep = keep_getattr, .out = b};
+	GETATTR3args a = {.object = nfs_raw_fh3(f)};
 
-	if (sync_wait(b, &w, rpc_nfs3_getattr_async(b->rpc[0], on_wait, &a, &w)))
+	if (sync_wait(b, &w, rpc_nfs3_getattr_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
 		return -1;
 	*attr = got_attr;
 	return 0;
@@ -497,8 +447,9 @@ static int getattr1(struct bench *b, const struct fh *f, fattr3 *attr)
 
 static struct fh *made_fh;
 
-static void keep_create(struct bench *b, void *data)
+static void keep_create(void *data, void *out)
 {
+	struct bench *b = out;
 	CREATE3res *r = data;
 
 	if (r->status != NFS3_OK)
@@ -509,8 +460,9 @@ static void keep_create(struct bench *b, void *data)
 		fh_set(made_fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
 }
 
-static void keep_mkdir(struct bench *b, void *data)
+static void keep_mkdir(void *data, void *out)
 {
+	struct bench *b = out;
 	MKDIR3res *r = data;
 
 	if (r->status != NFS3_OK)
@@ -523,30 +475,33 @@ static void keep_mkdir(struct bench *b, void *data)
 
 static int mkdir1(struct bench *b, const struct fh *dir, const char *name, struct fh *out)
 {
-	struct wait w = {.b = b, .keep = keep_mkdir};
-	MKDIR3args a = {.where = {.dir = fh3(dir), .name = (char *)name}};
+	struct call w = {.keep = keep_mkdir, .out = b};
+	MKDIR3args a = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 
 	a.attributes.mode.set_it = 1;
 	a.attributes.mode.set_mode3_u.mode = 0755;
 	made_fh = out;
-	return sync_wait(b, &w, rpc_nfs3_mkdir_async(b->rpc[0], on_wait, &a, &w));
+	return sync_wait(b, &w,
+			 rpc_nfs3_mkdir_async(b->rpc[0], nfs_raw_on_reply, &a, &w));
 }
 
 static int create1(struct bench *b, const struct fh *dir, const char *name,
 		   struct fh *out)
 {
-	struct wait w = {.b = b, .keep = keep_create};
-	CREATE3args a = {.where = {.dir = fh3(dir), .name = (char *)name}};
+	struct call w = {.keep = keep_create, .out = b};
+	CREATE3args a = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 
 	a.how.mode = UNCHECKED;
 	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
 	a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
 	made_fh = out;
-	return sync_wait(b, &w, rpc_nfs3_create_async(b->rpc[0], on_wait, &a, &w));
+	return sync_wait(b, &w,
+			 rpc_nfs3_create_async(b->rpc[0], nfs_raw_on_reply, &a, &w));
 }
 
-static void keep_commit(struct bench *b, void *data)
+static void keep_commit(void *data, void *out)
 {
+	struct bench *b = out;
 	COMMIT3res *r = data;
 
 	if (r->status != NFS3_OK)
@@ -558,10 +513,11 @@ static void keep_commit(struct bench *b, void *data)
 
 static int commit1(struct bench *b, const struct fh *f)
 {
-	struct wait w = {.b = b, .keep = keep_commit};
-	COMMIT3args a = {.file = fh3(f)};
+	struct call w = {.keep = keep_commit, .out = b};
+	COMMIT3args a = {.file = nfs_raw_fh3(f)};
 
-	return sync_wait(b, &w, rpc_nfs3_commit_async(b->rpc[0], on_wait, &a, &w));
+	return sync_wait(b, &w,
+			 rpc_nfs3_commit_async(b->rpc[0], nfs_raw_on_reply, &a, &w));
 }
 
 /* ---- the slot engine ---- */
@@ -708,7 +664,7 @@ static int issue_lookup(struct slot *s)
 	struct bench *b = s->b;
 	char name[32];
 	int expect;
-	LOOKUP3args a = {.what = {.dir = fh3(&b->dirfh), .name = name}};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(&b->dirfh), .name = name}};
 
 	if (b->collect)
 		snprintf(name, sizeof(name), "f%05" PRIu64, s->item);
@@ -736,7 +692,7 @@ static void on_getattr(struct rpc_context *rpc, int status, void *data, void *pr
 static int issue_getattr(struct slot *s)
 {
 	struct bench *b = s->b;
-	GETATTR3args a = {.object = fh3(&b->handles[s->item % b->files])};
+	GETATTR3args a = {.object = nfs_raw_fh3(&b->handles[s->item % b->files])};
 
 	return rpc_nfs3_getattr_async(s->rpc, on_getattr, &a, s);
 }
@@ -793,8 +749,9 @@ static bool list_name(struct bench *b, const char *name, const char *prefix,
 	return !b->failed;
 }
 
-static void keep_rdp(struct bench *b, void *data)
+static void keep_rdp(void *data, void *out)
 {
+	struct bench *b = out;
 	READDIRPLUS3res *r = data;
 	struct page *p = b->out;
 
@@ -830,15 +787,16 @@ static int list_dir(struct bench *b, const char *prefix, uint64_t *pages)
 	b->listed = 0;
 	b->out = &p;
 	while (!p.eof) {
-		struct wait w = {.b = b, .keep = keep_rdp};
-		READDIRPLUS3args a = {.dir = fh3(&b->dirfh),
+		struct call w = {.keep = keep_rdp, .out = b};
+		READDIRPLUS3args a = {.dir = nfs_raw_fh3(&b->dirfh),
 				      .cookie = p.cookie,
 				      .dircount = 16384,
 				      .maxcount = 65536};
 
 		memcpy(a.cookieverf, p.verf, NFS3_COOKIEVERFSIZE);
-		if (sync_wait(b, &w,
-			      rpc_nfs3_readdirplus_async(b->rpc[0], on_wait, &a, &w)))
+		if (sync_wait(
+			b, &w,
+			rpc_nfs3_readdirplus_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
 			return -1;
 		(*pages)++;
 	}
@@ -862,14 +820,14 @@ static int issue_pair(struct slot *s)
 
 	snprintf(name, sizeof(name), "n%07" PRIu64, s->item);
 	if (s->step == 0) {
-		CREATE3args a = {.where = {.dir = fh3(&b->file), .name = name}};
+		CREATE3args a = {.where = {.dir = nfs_raw_fh3(&b->file), .name = name}};
 
 		a.how.mode = GUARDED;
 		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
 		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
 		err = rpc_nfs3_create_async(s->rpc, on_pair, &a, s);
 	} else {
-		REMOVE3args a = {.object = {.dir = fh3(&b->file), .name = name}};
+		REMOVE3args a = {.object = {.dir = nfs_raw_fh3(&b->file), .name = name}};
 
 		err = rpc_nfs3_remove_async(s->rpc, on_pair, &a, s);
 	}
@@ -906,7 +864,7 @@ static int issue_small(struct slot *s)
 
 	snprintf(name, sizeof(name), "s%06" PRIu64, s->item);
 	if (s->step == 0) {
-		CREATE3args a = {.where = {.dir = fh3(&b->file), .name = name}};
+		CREATE3args a = {.where = {.dir = nfs_raw_fh3(&b->file), .name = name}};
 
 		a.how.mode = UNCHECKED;
 		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
@@ -914,7 +872,7 @@ static int issue_small(struct slot *s)
 		return rpc_nfs3_create_async(s->rpc, on_small, &a, s);
 	}
 	if (s->step == 1) {
-		WRITE3args a = {.file = fh3(&s->fh),
+		WRITE3args a = {.file = nfs_raw_fh3(&s->fh),
 				.count = SMALL_SIZE,
 				.stable = UNSTABLE,
 				.data = {.data_len = SMALL_SIZE, .data_val = buf}};
@@ -922,7 +880,7 @@ static int issue_small(struct slot *s)
 		pattern_fill(buf, s->item + 1, 0, SMALL_SIZE);
 		return rpc_nfs3_write_async(s->rpc, on_small, &a, s);
 	}
-	COMMIT3args a = {.file = fh3(&s->fh)};
+	COMMIT3args a = {.file = nfs_raw_fh3(&s->fh)};
 
 	return rpc_nfs3_commit_async(s->rpc, on_small, &a, s);
 }
@@ -998,7 +956,7 @@ static int issue_write(struct slot *s)
 {
 	struct bench *b = s->b;
 	uint64_t off = s->item * b->io;
-	WRITE3args a = {.file = fh3(&b->file),
+	WRITE3args a = {.file = nfs_raw_fh3(&b->file),
 			.offset = off,
 			.count = b->io,
 			.stable = UNSTABLE,
@@ -1045,7 +1003,7 @@ static void on_read(struct rpc_context *rpc, int status, void *data, void *priv)
 static int issue_read(struct slot *s)
 {
 	struct bench *b = s->b;
-	READ3args a = {.file = fh3(&b->file),
+	READ3args a = {.file = nfs_raw_fh3(&b->file),
 		       .offset = s->item * b->io,
 		       .count = (count3)chunk_len(b, s->item)};
 
@@ -1076,8 +1034,9 @@ static int read_all(struct bench *b, int depth)
 
 /* ---- copy-up ---- */
 
-static void keep_write1(struct bench *b, void *data)
+static void keep_write1(void *data, void *out)
 {
+	struct bench *b = out;
 	WRITE3res *r = data;
 
 	if (r->status != NFS3_OK || r->WRITE3res_u.resok.count != 1)
@@ -1088,8 +1047,9 @@ static uint64_t small_read_seed;
 static uint64_t small_read_off;
 static uint64_t small_read_flip; /* offset of the byte that must differ, or ~0 */
 
-static void keep_read1(struct bench *b, void *data)
+static void keep_read1(void *data, void *out)
 {
+	struct bench *b = out;
 	READ3res *r = data;
 	char want[SMALL_SIZE];
 	uint64_t n;
@@ -1116,14 +1076,14 @@ static void keep_read1(struct bench *b, void *data)
 static int read_check(struct bench *b, const struct fh *f, uint64_t seed, uint64_t off,
 		      unsigned len, uint64_t flip)
 {
-	struct wait w = {.b = b, .keep = keep_read1};
-	READ3args a = {.file = fh3(f), .offset = off, .count = len};
+	struct call w = {.keep = keep_read1, .out = b};
+	READ3args a = {.file = nfs_raw_fh3(f), .offset = off, .count = len};
 
 	small_read_seed = seed;
 	small_read_off = off;
 	small_read_flip = flip;
 	b->listed = 0;
-	if (sync_wait(b, &w, rpc_nfs3_read_async(b->rpc[0], on_wait, &a, &w)))
+	if (sync_wait(b, &w, rpc_nfs3_read_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
 		return -1;
 	if (b->listed != len) {
 		fail(b, "READ at %" PRIu64 ": %" PRIu64 " of %u bytes", off, b->listed,
@@ -1288,7 +1248,7 @@ static void on_small_read(struct rpc_context *rpc, int status, void *data, void 
 
 static int issue_small_read(struct slot *s)
 {
-	READ3args a = {.file = fh3(&s->b->handles[s->item]), .count = SMALL_SIZE};
+	READ3args a = {.file = nfs_raw_fh3(&s->b->handles[s->item]), .count = SMALL_SIZE};
 
 	return rpc_nfs3_read_async(s->rpc, on_small_read, &a, s);
 }
@@ -1345,7 +1305,7 @@ static int w_copyup(struct bench *b, struct result *r)
 	char path[1024], one;
 	fattr3 attr;
 	uint64_t flip;
-	struct wait w = {.b = b, .keep = keep_write1};
+	struct call w = {.keep = keep_write1, .out = b};
 	WRITE3args a = {.count = 1, .stable = UNSTABLE, .data = {1, &one}};
 	uint64_t word;
 
@@ -1360,10 +1320,10 @@ static int w_copyup(struct bench *b, struct result *r)
 	flip = b->size / 2 + 3;
 	word = pattern_word(0, flip & ~7ull);
 	one = (char)(((const char *)&word)[flip & 7] ^ 0xff);
-	a.file = fh3(&b->file);
+	a.file = nfs_raw_fh3(&b->file);
 	a.offset = flip;
 	start_clock(b);
-	if (sync_wait(b, &w, rpc_nfs3_write_async(b->rpc[0], on_wait, &a, &w)))
+	if (sync_wait(b, &w, rpc_nfs3_write_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
 		return -1;
 	stop_clock(b);
 	if (copyup_check(b, flip))

@@ -15,8 +15,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <errno.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,18 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <nfsc/libnfs.h>
+#include "nfs_raw.h"
 
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
-struct call {
-	bool done;
-	int status;
-	void (*keep)(void *data, void *out);
-	void *out;
-};
+/* s; the first page of a pass may wait for the server to merge a listing of a
+ * million names. */
+#define CALL_WAIT_S 300
 
 struct page {
 	int status;
@@ -45,60 +36,12 @@ struct page {
 	bool eof;
 };
 
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
-{
-	struct call *c = priv;
+static struct fh root;
 
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-}
-
+/* Waits for call C; 0 if it had an accepted reply. */
 static int finish(struct rpc_context *rpc, struct call *c, int queued)
 {
-	if (queued)
-		return -1;
-	while (!c->done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-
-		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0)
-			return -1;
-	}
-	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
-}
-
-static struct rpc_context *connect_prog(int port, int prog, int vers)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-
-	if (rpc && finish(rpc, &c,
-			  rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers,
-						 on_reply, &c))) {
-		rpc_destroy_context(rpc);
-		return NULL;
-	}
-	return rpc;
-}
-
-static char fh[64];
-static unsigned fhlen;
-
-static void keep_mnt(void *data, void *out)
-{
-	mountres3 *r = data;
-
-	(void)out;
-	if (r->fhs_status == MNT3_OK &&
-	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= sizeof(fh)) {
-		fhlen = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		memcpy(fh, r->mountres3_u.mountinfo.fhandle.fhandle3_val, fhlen);
-	}
+	return nfs_raw_finish_within(rpc, c, queued, CALL_WAIT_S);
 }
 
 static void keep_rdp(void *data, void *out)
@@ -134,7 +77,7 @@ static void keep_rd(void *data, void *out)
 static int one_page(struct rpc_context *rpc, bool plus, struct page *p)
 {
 	struct call c = {.keep = plus ? keep_rdp : keep_rd, .out = p};
-	nfs_fh3 dir = {.data = {.data_len = fhlen, .data_val = fh}};
+	nfs_fh3 dir = nfs_raw_fh3(&root);
 
 	p->status = -1;
 	if (plus) {
@@ -144,13 +87,15 @@ static int one_page(struct rpc_context *rpc, bool plus, struct page *p)
 				      .maxcount = 65536};
 
 		memcpy(a.cookieverf, p->verf, NFS3_COOKIEVERFSIZE);
-		if (finish(rpc, &c, rpc_nfs3_readdirplus_async(rpc, on_reply, &a, &c)))
+		if (finish(rpc, &c,
+			   rpc_nfs3_readdirplus_async(rpc, nfs_raw_on_reply, &a, &c)))
 			return -1;
 	} else {
 		READDIR3args a = {.dir = dir, .cookie = p->cookie, .count = 65536};
 
 		memcpy(a.cookieverf, p->verf, NFS3_COOKIEVERFSIZE);
-		if (finish(rpc, &c, rpc_nfs3_readdir_async(rpc, on_reply, &a, &c)))
+		if (finish(rpc, &c,
+			   rpc_nfs3_readdir_async(rpc, nfs_raw_on_reply, &a, &c)))
 			return -1;
 	}
 	return p->status;
@@ -209,8 +154,7 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	struct rpc_context *mnt, *nfs;
-	struct call c = {.keep = keep_mnt};
+	struct rpc_context *nfs;
 	double rate[64], cpu[64];
 	bool plus;
 	int passes, pid;
@@ -228,14 +172,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "readdir_bench: 1 to 64 passes\n");
 		return 2;
 	}
-	mnt = connect_prog(atoi(argv[3]), 100005, 3);
-	if (!mnt || finish(mnt, &c, rpc_mount3_mnt_async(mnt, on_reply, argv[4], &c)) ||
-	    !fhlen) {
+	if (nfs_raw_mnt(atoi(argv[3]), argv[4], &root) != MNT3_OK || !root.len) {
 		fprintf(stderr, "readdir_bench: MNT %s failed\n", argv[4]);
 		return 1;
 	}
-	rpc_destroy_context(mnt);
-	nfs = connect_prog(atoi(argv[2]), 100003, 3);
+	nfs = nfs_raw_connect(atoi(argv[2]), NFS_PROG, 3);
 	if (!nfs)
 		return 1;
 	for (int k = 1; k <= passes; k++) {

@@ -25,7 +25,8 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
-cc -O2 -o "$T/readdir_bench" "$HERE/readdir_bench.c" $(pkg-config --cflags --libs libnfs)
+cc -O2 -I"$IT" -o "$T/readdir_bench" "$HERE/readdir_bench.c" "$IT/nfs_raw.c" \
+	$(pkg-config --cflags --libs libnfs)
 
 python3 - "$T" "$N" <<'PY'
 import os, sys, stat

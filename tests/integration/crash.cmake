@@ -7,8 +7,10 @@
 # SETATTR replies; the next boot checks every saved handle, fileid and the data.
 # Three boots, 20-40 s under TCG (plus prepare.sh once).  KVMC_NOSYNC=1 by hand
 # shows it fail.
+# it_nfs_raw is static: kvm_crash.sh copies crash_client with the shared
+# libraries ldd names into the VM, and a static library needs no copying.
 add_executable(crash_client crash_client.c)
-target_link_libraries(crash_client PRIVATE PkgConfig::NFS)
+target_link_libraries(crash_client PRIVATE it_nfs_raw)
 target_compile_options(crash_client PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 add_test(NAME integration/kvm_crash
          COMMAND bash ${IT_DIR}/kvm_crash.sh $<TARGET_FILE:union-nfsd>

@@ -42,34 +42,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-/* libnfs.h first: it defines what the raw headers use */
-#include <nfsc/libnfs.h>
+#include "nfs_raw.h"
 
-#include <nfsc/libnfs-raw-mount.h>
-#include <nfsc/libnfs-raw-nfs.h>
-#include <nfsc/libnfs-raw.h>
-
-#define FH_MAX	     64
 #define IO_MAX	     32768
 #define CALL_TIMEOUT 20		      /* s; TCG is slow */
 #define DEEP_DIR     "d1/d2/d3/d4/d5" /* created's */
 #define LONE_DIR     "e1/e2/e3/e4/e5" /* deep's, seen first by its LOOKUP */
 #define CREATED_LEN  100000
-
-struct fh {
-	uint32_t len;
-	uint8_t d[FH_MAX];
-};
 
 /* What one reply said. */
 struct res {
@@ -83,75 +70,16 @@ struct res {
 	char *buf; /* READ: where the data goes (IO_MAX bytes) */
 };
 
-struct call {
-	bool done;
-	int status;
-	void (*keep)(void *data, struct res *out);
-	struct res *out;
-};
-
 static struct rpc_context *nfs;
 static struct fh root;
 static int failures;
 
-/* ---- raw calls, made synchronous ---- */
+/* ---- raw calls (nfs_raw.h makes them synchronous) ---- */
 
-static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv)
+/* Waits for the NFS call C; its reply, if any, is in C's struct res. */
+static void finish(struct call *c, int queued)
 {
-	struct call *c = priv;
-
-	(void)rpc;
-	c->done = true;
-	c->status = status;
-	if (status == RPC_STATUS_SUCCESS && c->keep)
-		c->keep(data, c->out);
-}
-
-/* Services RPC until C is answered; QUEUED is what the _async call returned. */
-static int finish(struct rpc_context *rpc, struct call *c, int queued)
-{
-	time_t end = time(NULL) + CALL_TIMEOUT;
-
-	if (queued)
-		return -1;
-	while (!c->done) {
-		struct pollfd p = {.fd = rpc_get_fd(rpc),
-				   .events = (short)rpc_which_events(rpc)};
-
-		if (time(NULL) > end)
-			return -1;
-		if (poll(&p, 1, 100) < 0 && errno != EINTR)
-			return -1;
-		if (rpc_service(rpc, p.revents) < 0)
-			return -1;
-	}
-	return c->status == RPC_STATUS_SUCCESS ? 0 : -1;
-}
-
-static struct rpc_context *connect_prog(int port, int prog)
-{
-	struct rpc_context *rpc = rpc_init_context();
-	struct call c = {0};
-
-	if (rpc && finish(rpc, &c,
-			  rpc_connect_port_async(rpc, "127.0.0.1", port, prog, 3,
-						 on_reply, &c))) {
-		printf("CRASH FAIL connect to port %d: %s\n", port, rpc_get_error(rpc));
-		rpc_destroy_context(rpc);
-		rpc = NULL;
-	}
-	return rpc;
-}
-
-static nfs_fh3 fh3(const struct fh *f)
-{
-	return (nfs_fh3){.data = {.data_len = f->len, .data_val = (char *)f->d}};
-}
-
-static void fh_keep(struct fh *dst, const nfs_fh3 *src)
-{
-	dst->len = src->data.data_len > FH_MAX ? 0 : src->data.data_len;
-	memcpy(dst->d, src->data.data_val, dst->len);
+	nfs_raw_finish_within(nfs, c, queued, CALL_TIMEOUT);
 }
 
 static void attrs_keep(struct res *o, const post_op_attr *a)
@@ -168,14 +96,15 @@ static void attrs_keep(struct res *o, const post_op_attr *a)
 }
 
 /* The call record of one NFS call whose reply KEEP copies into OUT. */
-static struct call call_for(void (*keep)(void *, struct res *), struct res *out)
+static struct call call_for(void (*keep)(void *, void *), struct res *out)
 {
 	out->status = -1;
 	return (struct call){.keep = keep, .out = out};
 }
 
-static void keep_getattr(void *data, struct res *o)
+static void keep_getattr(void *data, void *out)
 {
+	struct res *o = out;
 	GETATTR3res *r = data;
 	post_op_attr a = {.attributes_follow = 1};
 
@@ -186,19 +115,21 @@ static void keep_getattr(void *data, struct res *o)
 	}
 }
 
-static void keep_lookup(void *data, struct res *o)
+static void keep_lookup(void *data, void *out)
 {
+	struct res *o = out;
 	LOOKUP3res *r = data;
 
 	o->status = r->status;
 	if (r->status == NFS3_OK) {
-		fh_keep(&o->fh, &r->LOOKUP3res_u.resok.object);
+		nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
 		attrs_keep(o, &r->LOOKUP3res_u.resok.obj_attributes);
 	}
 }
 
-static void keep_read(void *data, struct res *o)
+static void keep_read(void *data, void *out)
 {
+	struct res *o = out;
 	READ3res *r = data;
 
 	o->status = r->status;
@@ -211,8 +142,9 @@ static void keep_read(void *data, struct res *o)
 	o->eof = r->READ3res_u.resok.eof;
 }
 
-static void keep_write(void *data, struct res *o)
+static void keep_write(void *data, void *out)
 {
+	struct res *o = out;
 	WRITE3res *r = data;
 
 	o->status = r->status;
@@ -223,81 +155,85 @@ static void keep_write(void *data, struct res *o)
 	}
 }
 
-static void keep_create(void *data, struct res *o)
+/* What CREATE, MKDIR and SYMLINK share: with NFS3_OK, the new object's handle
+ * (when the server sent one) and attributes; H and A are read only then. */
+static void keep_made(struct res *o, nfsstat3 status, const post_op_fh3 *h,
+		      const post_op_attr *a)
+{
+	o->status = status;
+	if (status == NFS3_OK && h->handle_follows) {
+		nfs_raw_copy_fh(&o->fh, &h->post_op_fh3_u.handle);
+		attrs_keep(o, a);
+	}
+}
+
+static void keep_create(void *data, void *out)
 {
 	CREATE3res *r = data;
 
-	o->status = r->status;
-	if (r->status == NFS3_OK && r->CREATE3res_u.resok.obj.handle_follows) {
-		fh_keep(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
-		attrs_keep(o, &r->CREATE3res_u.resok.obj_attributes);
-	}
+	keep_made(out, r->status, &r->CREATE3res_u.resok.obj,
+		  &r->CREATE3res_u.resok.obj_attributes);
 }
 
-static void keep_mkdir(void *data, struct res *o)
+static void keep_mkdir(void *data, void *out)
 {
 	MKDIR3res *r = data;
 
-	o->status = r->status;
-	if (r->status == NFS3_OK && r->MKDIR3res_u.resok.obj.handle_follows) {
-		fh_keep(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
-		attrs_keep(o, &r->MKDIR3res_u.resok.obj_attributes);
-	}
+	keep_made(out, r->status, &r->MKDIR3res_u.resok.obj,
+		  &r->MKDIR3res_u.resok.obj_attributes);
 }
 
-static void keep_symlink(void *data, struct res *o)
+static void keep_symlink(void *data, void *out)
 {
 	SYMLINK3res *r = data;
 
-	o->status = r->status;
-	if (r->status == NFS3_OK && r->SYMLINK3res_u.resok.obj.handle_follows) {
-		fh_keep(&o->fh, &r->SYMLINK3res_u.resok.obj.post_op_fh3_u.handle);
-		attrs_keep(o, &r->SYMLINK3res_u.resok.obj_attributes);
-	}
+	keep_made(out, r->status, &r->SYMLINK3res_u.resok.obj,
+		  &r->SYMLINK3res_u.resok.obj_attributes);
 }
 
 /* REMOVE, RMDIR, RENAME, LINK, COMMIT, SETATTR: the status is all we need (it comes
  * first in every reply). */
-static void keep_status(void *data, struct res *o)
+static void keep_status(void *data, void *out)
 {
+	struct res *o = out;
 	o->status = *(nfsstat3 *)data;
 }
 
 static struct res getattr(const struct fh *f)
 {
-	GETATTR3args a = {.object = fh3(f)};
+	GETATTR3args a = {.object = nfs_raw_fh3(f)};
 	struct res o = {0};
 	struct call c = call_for(keep_getattr, &o);
 
-	finish(nfs, &c, rpc_nfs3_getattr_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_getattr_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res lookup(const struct fh *dir, const char *name)
 {
-	LOOKUP3args a = {.what = {.dir = fh3(dir), .name = (char *)name}};
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct res o = {0};
 	struct call c = call_for(keep_lookup, &o);
 
-	finish(nfs, &c, rpc_nfs3_lookup_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_lookup_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 /* READ of up to IO_MAX bytes at OFF into BUF. */
 static struct res read_at(const struct fh *f, uint64_t off, char *buf)
 {
-	READ3args a = {.file = fh3(f), .offset = off, .count = IO_MAX};
+	READ3args a = {.file = nfs_raw_fh3(f), .offset = off, .count = IO_MAX};
 	struct res o = {.buf = buf};
 	struct call c = call_for(keep_read, &o);
 
-	finish(nfs, &c, rpc_nfs3_read_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_read_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res write_at(const struct fh *f, uint64_t off, const char *data, uint32_t n,
 			   stable_how how)
 {
-	WRITE3args a = {.file = fh3(f),
+	WRITE3args a = {.file = nfs_raw_fh3(f),
 			.offset = off,
 			.count = n,
 			.stable = how,
@@ -305,24 +241,24 @@ static struct res write_at(const struct fh *f, uint64_t off, const char *data, u
 	struct res o = {0};
 	struct call c = call_for(keep_write, &o);
 
-	finish(nfs, &c, rpc_nfs3_write_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_write_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res commit(const struct fh *f)
 {
-	COMMIT3args a = {.file = fh3(f)};
+	COMMIT3args a = {.file = nfs_raw_fh3(f)};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
-	finish(nfs, &c, rpc_nfs3_commit_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_commit_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 /* CREATE (UNCHECKED, mode 0644) or MKDIR (0755) of NAME in DIR. */
 static struct res make(const struct fh *dir, const char *name, bool isdir)
 {
-	CREATE3args ca = {.where = {.dir = fh3(dir), .name = (char *)name},
+	CREATE3args ca = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name},
 			  .how = {.mode = UNCHECKED}};
 	MKDIR3args ma = {.where = ca.where};
 	struct res o = {0};
@@ -333,73 +269,74 @@ static struct res make(const struct fh *dir, const char *name, bool isdir)
 	ca.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
 	ma.attributes.mode.set_it = 1;
 	ma.attributes.mode.set_mode3_u.mode = 0755;
-	q = isdir ? rpc_nfs3_mkdir_async(nfs, on_reply, &ma, &c)
-		  : rpc_nfs3_create_async(nfs, on_reply, &ca, &c);
-	finish(nfs, &c, q);
+	q = isdir ? rpc_nfs3_mkdir_async(nfs, nfs_raw_on_reply, &ma, &c)
+		  : rpc_nfs3_create_async(nfs, nfs_raw_on_reply, &ca, &c);
+	finish(&c, q);
 	return o;
 }
 
 static struct res rename_in(const struct fh *dir, const char *from, const char *to)
 {
-	RENAME3args a = {.from = {.dir = fh3(dir), .name = (char *)from},
-			 .to = {.dir = fh3(dir), .name = (char *)to}};
+	RENAME3args a = {.from = {.dir = nfs_raw_fh3(dir), .name = (char *)from},
+			 .to = {.dir = nfs_raw_fh3(dir), .name = (char *)to}};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
-	finish(nfs, &c, rpc_nfs3_rename_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_rename_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res remove_in(const struct fh *dir, const char *name)
 {
-	REMOVE3args a = {.object = {.dir = fh3(dir), .name = (char *)name}};
+	REMOVE3args a = {.object = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
-	finish(nfs, &c, rpc_nfs3_remove_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_remove_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res rmdir_in(const struct fh *dir, const char *name)
 {
-	RMDIR3args a = {.object = {.dir = fh3(dir), .name = (char *)name}};
+	RMDIR3args a = {.object = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
-	finish(nfs, &c, rpc_nfs3_rmdir_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_rmdir_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res symlink_in(const struct fh *dir, const char *name, const char *target)
 {
-	SYMLINK3args a = {.where = {.dir = fh3(dir), .name = (char *)name},
+	SYMLINK3args a = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name},
 			  .symlink = {.symlink_data = (char *)target}};
 	struct res o = {0};
 	struct call c = call_for(keep_symlink, &o);
 
-	finish(nfs, &c, rpc_nfs3_symlink_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_symlink_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res link_in(const struct fh *f, const struct fh *dir, const char *name)
 {
-	LINK3args a = {.file = fh3(f), .link = {.dir = fh3(dir), .name = (char *)name}};
+	LINK3args a = {.file = nfs_raw_fh3(f),
+		       .link = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
-	finish(nfs, &c, rpc_nfs3_link_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_link_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
 static struct res chmod_fh(const struct fh *f, uint32_t mode)
 {
-	SETATTR3args a = {.object = fh3(f)};
+	SETATTR3args a = {.object = nfs_raw_fh3(f)};
 	struct res o = {0};
 	struct call c = call_for(keep_status, &o);
 
 	a.new_attributes.mode.set_it = 1;
 	a.new_attributes.mode.set_mode3_u.mode = mode;
-	finish(nfs, &c, rpc_nfs3_setattr_async(nfs, on_reply, &a, &c));
+	finish(&c, rpc_nfs3_setattr_async(nfs, nfs_raw_on_reply, &a, &c));
 	return o;
 }
 
@@ -458,7 +395,7 @@ static bool unhex(const char *s, struct fh *f)
 {
 	size_t n = strlen(s);
 
-	if (n % 2 || n / 2 > FH_MAX)
+	if (n % 2 || n / 2 > NFS_RAW_FH_MAX)
 		return false;
 	f->len = (uint32_t)(n / 2);
 	for (uint32_t i = 0; i < f->len; i++)
@@ -495,7 +432,7 @@ static bool ok(const char *what, const struct res *o)
 static void print_save(const char *key, const char *path, const struct fh *f,
 		       const struct res *a, uint64_t sum)
 {
-	char h[2 * FH_MAX + 1];
+	char h[2 * NFS_RAW_FH_MAX + 1];
 
 	hex(f, h);
 	printf("CRASH SAVE obj %s %s %s %" PRIu64 " %" PRIu64 " %o %016" PRIx64 "\n", key,
@@ -560,7 +497,7 @@ static bool check_absent(const char *key, const char *path)
 
 static void check_line(const char *line)
 {
-	char key[32], path[128], h[2 * FH_MAX + 2];
+	char key[32], path[128], h[2 * NFS_RAW_FH_MAX + 2];
 	struct res want = {0};
 	uint64_t sum;
 
@@ -688,34 +625,14 @@ static bool phase2_namespace(void)
 	return true;
 }
 
-static void keep_mnt(void *data, struct res *o)
-{
-	mountres3 *r = data;
-
-	o->status = r->fhs_status;
-	if (r->fhs_status == MNT3_OK &&
-	    r->mountres3_u.mountinfo.fhandle.fhandle3_len <= FH_MAX) {
-		o->fh.len = r->mountres3_u.mountinfo.fhandle.fhandle3_len;
-		memcpy(o->fh.d, r->mountres3_u.mountinfo.fhandle.fhandle3_val, o->fh.len);
-	}
-}
-
 static int mount_root(int mport)
 {
-	struct rpc_context *m = connect_prog(mport, MOUNT_PROGRAM);
-	struct res o = {0};
-	struct call c = {.keep = keep_mnt, .out = &o};
-	int rc;
+	int st = nfs_raw_mnt(mport, "/", &root);
 
-	if (!m)
-		return -1;
-	rc = finish(m, &c, rpc_mount3_mnt_async(m, on_reply, "/", &c));
-	rpc_destroy_context(m);
-	if (rc || o.status != MNT3_OK || !o.fh.len) {
-		printf("CRASH FAIL MNT /: rpc %d status %d\n", rc, o.status);
+	if (st != MNT3_OK || !root.len) {
+		printf("CRASH FAIL MNT /: status %d\n", st);
 		return -1;
 	}
-	root = o.fh;
 	return 0;
 }
 
@@ -744,9 +661,11 @@ int main(int argc, char **argv)
 	phase = atoi(argv[1]);
 	if (mount_root(atoi(argv[3])))
 		return 1;
-	nfs = connect_prog(atoi(argv[2]), NFS_PROGRAM);
-	if (!nfs)
+	nfs = nfs_raw_connect(atoi(argv[2]), NFS_PROGRAM, NFS_V3);
+	if (!nfs) {
+		printf("CRASH FAIL connect to NFS port %s\n", argv[2]);
 		return 1;
+	}
 	check_saved(argv[4]);
 	printf("CRASH STEP checks done: %d failed; phase %d\n", failures, phase);
 	if (phase == 1) {

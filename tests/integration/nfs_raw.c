@@ -72,20 +72,26 @@ int nfs_raw_finish(struct rpc_context *rpc, struct call *c, int queued)
 	return nfs_raw_finish_within(rpc, c, queued, NFS_RAW_WAIT_S);
 }
 
-struct rpc_context *nfs_raw_connect(int port, int prog, int vers)
+struct rpc_context *nfs_raw_connect_to(const char *host, int port, int prog, int vers)
 {
 	struct rpc_context *rpc = rpc_init_context();
 	struct call c = {0};
 	if (!rpc)
 		return NULL;
 	if (nfs_raw_finish(rpc, &c,
-			   rpc_connect_port_async(rpc, "127.0.0.1", port, prog, vers,
+			   rpc_connect_port_async(rpc, host, port, prog, vers,
 						  nfs_raw_on_reply, &c))) {
-		fprintf(stderr, "connect to port %d: %s\n", port, rpc_get_error(rpc));
+		fprintf(stderr, "connect to %s port %d: %s\n", host, port,
+			rpc_get_error(rpc));
 		rpc_destroy_context(rpc);
 		return NULL;
 	}
 	return rpc;
+}
+
+struct rpc_context *nfs_raw_connect(int port, int prog, int vers)
+{
+	return nfs_raw_connect_to("127.0.0.1", port, prog, vers);
 }
 
 nfs_fh3 nfs_raw_fh3(const struct fh *f)

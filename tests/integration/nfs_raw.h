@@ -1,6 +1,7 @@
 /* nfs_raw.h - libnfs' raw NFSv3 and MOUNT calls made synchronous, for the
  * integration tests that speak to union-nfsd handle by handle (test_protocol,
- * test_stable, test_handles, test_readdir_big).
+ * test_stable, test_handles, test_readdir_big, crash_client) and the clients
+ * in bench/ (readdir_bench, and nfs_bench's set-up calls).
  *
  * A test queues a call with an rpc_*_async function, passing nfs_raw_on_reply
  * and a struct call, and hands the queue's answer to nfs_raw_finish, which
@@ -63,8 +64,10 @@ int nfs_raw_finish_within(struct rpc_context *rpc, struct call *c, int queued,
 /* nfs_raw_finish_within with NFS_RAW_WAIT_S. */
 int nfs_raw_finish(struct rpc_context *rpc, struct call *c, int queued);
 
-/* A new connection to program PROG version VERS at 127.0.0.1:PORT, or NULL
- * (with a line on stderr).  The caller destroys it (rpc_destroy_context). */
+/* A new connection to program PROG version VERS at HOST:PORT, or NULL (with a
+ * line on stderr).  The caller destroys it (rpc_destroy_context). */
+struct rpc_context *nfs_raw_connect_to(const char *host, int port, int prog, int vers);
+/* nfs_raw_connect_to 127.0.0.1. */
 struct rpc_context *nfs_raw_connect(int port, int prog, int vers);
 
 /* The libnfs view of F; it points into F, so F must outlive the call. */
