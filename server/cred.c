@@ -114,13 +114,24 @@ static bool srv_ident_set(const struct srv_ident *cur, uid_t uid, gid_t gid,
 	return ok && fsgid_now() == gid && fsuid_now() == uid;
 }
 
-bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved)
+static size_t srv_cred_ngroups(const struct srv_cred *c)
 {
 	size_t max = sizeof(c->groups) / sizeof(c->groups[0]);
-	size_t n = c->ngroups < max ? c->ngroups : max;
 
+	return c->ngroups < max ? c->ngroups : max;
+}
+
+/* Whether the thread, whose identity CUR holds, already is C's. */
+static bool srv_ident_holds(const struct srv_ident *cur, const struct srv_cred *c)
+{
+	return cur->fsuid == c->uid && cur->fsgid == c->gid &&
+	       srv_groups_same(cur->groups, cur->ngroups, c->groups, srv_cred_ngroups(c));
+}
+
+bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved)
+{
 	srv_ident_save(saved);
-	return srv_ident_set(saved, c->uid, c->gid, n, c->groups);
+	return srv_ident_set(saved, c->uid, c->gid, srv_cred_ngroups(c), c->groups);
 }
 
 void srv_ident_server(struct srv_ident *saved)
@@ -187,7 +198,7 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		      struct srv_req *req, void *args, void *res)
 {
 	struct srv_ident saved;
-	bool ok = true;
+	bool ok = true, same;
 
 	if (!p->handler)
 		return true;
@@ -198,7 +209,14 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 	/* The handler's own checks (ACCESS) judge the identity the kernel
 	 * holds the thread to. */
 	req->cred = srv_cred_valid(req);
-	if (!srv_ident_enter(&req->cred, &saved) && srv_ident_unsafe(&req->cred)) {
+	/* A thread that already is the caller switches nothing and so has
+	 * nothing to restore (invariant 6). */
+	srv_ident_save(&saved);
+	same = srv_ident_holds(&saved, &req->cred);
+	if (!same &&
+	    !srv_ident_set(&saved, req->cred.uid, req->cred.gid,
+			   srv_cred_ngroups(&req->cred), req->cred.groups) &&
+	    srv_ident_unsafe(&req->cred)) {
 		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
 			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;
@@ -209,6 +227,7 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 	if (ok)
 		p->handler(req, args, res);
 	un_thread_sync(true);
-	srv_ident_leave(&saved);
+	if (!same)
+		srv_ident_leave(&saved);
 	return ok;
 }
