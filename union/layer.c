@@ -313,6 +313,7 @@ void un_export_close(struct un_export *ex)
 {
 	if (!ex)
 		return;
+	un_rc_clear(ex);
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		un_sys_close(ex->layers[i].fd);
 		free(ex->layers[i].dir);

@@ -4,8 +4,9 @@
  * directory, an O_PATH descriptor of the directory in every layer it is merged
  * from (top-most first, down to and including the first opaque one); for any
  * other object, the one descriptor of its top-most instance.  Objects hold no
- * descriptor beyond their own lifetime, so a change in a layer shows on the
- * next lookup.
+ * descriptor beyond their own lifetime; the resolve cache below holds
+ * directories' objects, and uses one only after checking that no layer
+ * changed under it, so a change in a layer shows on the next lookup.
  *
  * A lookup walks the parent's stack top-most first and folds what each layer
  * holds under the name into one struct lookup (STYLE item 6) with
@@ -48,6 +49,49 @@
  *  4. A slot is a plain struct behind a try-lock: a busy slot is a miss (the
  *     flag is read from the layer), so no thread ever waits on the memo.
  *     A replaced slot loses only speed.
+ *
+ * Design notes: the resolve cache
+ *
+ * Every call with a handle resolves it (un_resolve): the node table gives
+ * the path, and each name of it was looked up again in every layer of its
+ * parent (an openat2, an fstat, white-out and opaque checks, a table read
+ * per name and layer).  The export keeps, per node id (ex->rc, UN_RC_SLOTS
+ * slots by hash), the directory object a walk found, with stamps
+ * (dev, ino, ctime, layer) of the instances of its parent the lookup read
+ * (the first nvis: down to the one that ended the walk) and of its own
+ * instances.  A walk uses the entry for a hop instead of a lookup when:
+ *  1. The node table's epoch is the one read before the walk that made the
+ *     entry (node.c invariant 10): no rename, removal or relink since, so
+ *     the node still has that parent and name.  A new node (un_node_assign
+ *     moves no epoch) needs a change in a layer dir, which rule 2 sees.
+ *  2. Every stamp is equal now.  A lookup of a name in a directory reads
+ *     only the parent instances it visited (their entries: the name, its
+ *     ".wh.NAME"; adding, removing or renaming either changes that
+ *     instance's ctime) and the found instances (type, white-out xattr and
+ *     size, the opaque xattr and ".wh..wh..opq": their own ctime).  The
+ *     parent's instances were themselves found by the previous hop, checked
+ *     the same way, and the root's are the layer roots.  So equal stamps
+ *     down the path mean every lookup of the walk would find what it found.
+ *     Parent stamps are taken before the names in it are read (walk_hop),
+ *     so a change racing with the lookup leaves an older ctime in the entry
+ *     and fails the next check.  What ctime does not cover is the memo's
+ *     invariant 1 (a filesystem without it, a clock set back).
+ *  3. Every stamp was settled when the entry was made: its ctime at least
+ *     UN_OPAQUE_SETTLE_NS older than the clock read before the walk, so no
+ *     later change can leave the same ctime (memo invariant 2).
+ *  4. An entry's object is shared by the cache and walks in progress and is
+ *     never changed: the object un_resolve returns is a copy with its own
+ *     descriptors when the cache shares it, since callers may change theirs
+ *     (a copy-up puts a new top instance on it).  Entries are reference
+ *     counted; a slot's try-lock guards only its pointer, and a busy slot is
+ *     a miss.  An entry found stale leaves its slot at once.
+ *  5. Only directories are kept: an O_PATH descriptor pins its inode, and a
+ *     removed file's blocks should not wait for its slot to be reused.  At
+ *     most UN_RC_SLOTS directory objects per export, and the entries of all
+ *     exports (per-client unions are many) hold at most UN_RC_FDS_MAX, and
+ *     no more than a quarter of RLIMIT_NOFILE, descriptors together
+ *     (rc_nfds): a full cache stops remembering, it never makes the server
+ *     run out of descriptors.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -56,6 +100,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -73,8 +118,27 @@ struct lookup {
 	struct timespec t0; /* clock before any layer was read (memo inv. 2) */
 	struct un_merge m;
 	struct un_inst *found; /* kept instances, descriptors owned */
-	struct un_devino *di;  /* their identities; both dir->ninst long */
+	struct un_devino *di;  /* their identities; all three dir->ninst long */
+	long long *ct;	       /* their ctimes, ns (the resolve cache's stamps) */
 	struct stat top;       /* of found[0] */
+};
+
+/* One instance as the resolve cache knows it (design notes). */
+struct rc_stamp {
+	uint64_t dev, ino;
+	long long ctime; /* ns */
+	uint16_t layer;
+};
+
+/* A resolved object, shared by the cache and the walks that use it; never
+ * changes once in a slot. */
+struct un_rc_entry {
+	atomic_uint ref;
+	un_id id, parent;
+	uint64_t epoch;	      /* node table epoch read before its walk */
+	struct un_obj *obj;   /* read only: never handed out (rc invariant 4) */
+	size_t nvis;	      /* instances of the parent the lookup read */
+	struct rc_stamp st[]; /* nvis of the parent's, then obj->ninst own */
 };
 
 /* One remembered opaque flag (design notes). */
@@ -256,6 +320,7 @@ static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct 
 
 	lk->found[n] = (struct un_inst){.fd = fd, .layer = layer};
 	lk->di[n] = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+	lk->ct[n] = ts_ns(&st->st_ctim);
 	if (n == 0)
 		lk->top = *st;
 }
@@ -378,10 +443,53 @@ static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len,
 	return un_resolve(ex, dir->parent, out);
 }
 
+/* un_lookup of a name other than "." and "..", which un_name_check
+ * passed (LEN), with the engine's identity already taken.  With STAMPS, also how many of
+ * DIR's instances it read
+ * (*NVIS) and the identity and ctime of each instance of the result
+ * (STAMPS, room for DIR->ninst), for the resolve cache. */
+static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char *name,
+		     size_t len, struct un_obj **out, size_t *nvis,
+		     struct rc_stamp *stamps)
+{
+	struct lookup *lk;
+	size_t i;
+	int err = 0;
+
+	/* One allocation for LK and its arrays, as long as DIR's stack. */
+	lk = un_sys_malloc(
+	    sizeof(*lk) +
+	    dir->ninst * (sizeof(lk->found[0]) + sizeof(lk->di[0]) + sizeof(lk->ct[0])));
+	if (!lk)
+		return -ENOMEM;
+	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
+	lk->di = (struct un_devino *)(lk + 1);
+	lk->ct = (long long *)(lk->di + dir->ninst);
+	lk->found = (struct un_inst *)(lk->ct + dir->ninst);
+	lk->private = un_name_private(name, len);
+	clock_gettime(CLOCK_REALTIME, &lk->t0);
+	for (i = 0; i < dir->ninst && !lk->m.stop && !err; i++)
+		err = lookup_layer(lk, i);
+	if (!err && lk->m.nfound == 0)
+		err = -ENOENT;
+	for (unsigned k = 0; !err && stamps && k < lk->m.nfound; k++)
+		stamps[k] = (struct rc_stamp){.dev = lk->di[k].dev,
+					      .ino = lk->di[k].ino,
+					      .ctime = lk->ct[k],
+					      .layer = lk->found[k].layer};
+	if (!err)
+		err = lookup_obj(lk, out);
+	if (nvis)
+		*nvis = i;
+	for (unsigned k = 0; k < lk->m.nfound; k++) /* left only on failure */
+		un_sys_close(lk->found[k].fd);
+	free(lk);
+	return err;
+}
+
 int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 	      struct un_obj **out)
 {
-	struct lookup *lk;
 	struct un_creds saved;
 	size_t len;
 	int err;
@@ -393,85 +501,345 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 		return err;
 	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
 		return lookup_dots(ex, dir, len, out);
-	/* One allocation for LK and its arrays, as long as DIR's stack. */
-	lk = un_sys_malloc(sizeof(*lk) +
-			   dir->ninst * (sizeof(lk->found[0]) + sizeof(lk->di[0])));
-	if (!lk)
-		return -ENOMEM;
-	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
-	lk->found = (struct un_inst *)(lk + 1);
-	lk->di = (struct un_devino *)(lk->found + dir->ninst);
-	lk->private = un_name_private(name, len);
-	clock_gettime(CLOCK_REALTIME, &lk->t0);
 	/* As overlayfs: the caller's right to search DIR is judged on the
 	 * merged directory (the server's LOOKUP check), the layers are searched
 	 * with the engine's identity, since a lower instance may carry other
 	 * modes than the merged one. */
 	un_sys_creds_override(&saved);
-	for (size_t i = 0; i < dir->ninst && !lk->m.stop && !err; i++)
-		err = lookup_layer(lk, i);
+	err = lookup_in(ex, dir, name, len, out, NULL, NULL);
 	un_sys_creds_revert(&saved);
-	if (!err && lk->m.nfound == 0)
-		err = -ENOENT;
-	if (!err)
-		err = lookup_obj(lk, out);
-	for (unsigned i = 0; i < lk->m.nfound; i++) /* left only on failure */
-		un_sys_close(lk->found[i].fd);
-	free(lk);
 	return err;
+}
+
+/* ---- the resolve cache (design notes, rc invariants) ---- */
+
+/* Descriptors held by entries of every export (rc invariant 5), and the
+ * bound on them, read once: a quarter of what the process may open. */
+static atomic_size_t rc_nfds, rc_cap;
+
+static size_t rc_fds_max(void)
+{
+	size_t cap = atomic_load(&rc_cap);
+	struct rlimit rl;
+
+	if (cap)
+		return cap;
+	cap = UN_RC_FDS_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 4 < cap)
+		cap = (size_t)(rl.rlim_cur / 4);
+	atomic_store(&rc_cap, cap ? cap : 1);
+	return cap;
+}
+
+static void rc_put(struct un_rc_entry *e)
+{
+	if (!e || atomic_fetch_sub(&e->ref, 1) != 1)
+		return;
+	atomic_fetch_sub(&rc_nfds, e->obj->ninst);
+	un_obj_put(e->obj);
+	free(e);
+}
+
+static struct un_rc_slot *rc_slot_of(struct un_export *ex, un_id id)
+{
+	return &ex->rc[(id * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_SLOTS - 1)];
+}
+
+/* The entry of ID with a reference of the caller's, or NULL. */
+static struct un_rc_entry *rc_get(struct un_export *ex, un_id id)
+{
+	struct un_rc_slot *s = rc_slot_of(ex, id);
+	struct un_rc_entry *e = NULL;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return NULL;
+	if (s->e && s->e->id == id) {
+		e = s->e;
+		atomic_fetch_add(&e->ref, 1);
+	}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	return e;
+}
+
+/* Puts E (the caller's reference moves) in its slot, or, when OLD is
+ * given, takes OLD's place only if it is still there (NULL stays). */
+static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
+		    const struct un_rc_entry *old)
+{
+	struct un_rc_slot *s = rc_slot_of(ex, id);
+	struct un_rc_entry *gone = e;
+
+	if (!atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
+		if (!old || s->e == old) {
+			gone = s->e;
+			s->e = e;
+		}
+		atomic_store_explicit(&s->busy, false, memory_order_release);
+	}
+	rc_put(gone);
+}
+
+void un_rc_clear(struct un_export *ex)
+{
+	un_obj_put(atomic_load(&ex->rc_root));
+	atomic_store(&ex->rc_root, NULL);
+	for (size_t i = 0; i < UN_RC_SLOTS; i++) {
+		rc_put(ex->rc[i].e);
+		ex->rc[i].e = NULL;
+	}
+}
+
+static int rc_stamp_fd(int fd, uint16_t layer, struct rc_stamp *out)
+{
+	struct stat st;
+	int err = un_sys_fstat(fd, &st);
+
+	if (!err)
+		*out = (struct rc_stamp){.dev = st.st_dev,
+					 .ino = st.st_ino,
+					 .ctime = ts_ns(&st.st_ctim),
+					 .layer = layer};
+	return err;
+}
+
+static bool rc_stamp_eq(const struct rc_stamp *a, const struct rc_stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->ctime == b->ctime &&
+	       a->layer == b->layer;
+}
+
+/* A walk from the root: the object reached so far and its instances'
+ * stamps, each taken before any name in it was read (rc invariant 2). */
+struct walk {
+	struct un_export *ex;
+	uint64_t epoch;	    /* read before the table was */
+	struct timespec t0; /* clock before any stamp was taken */
+	struct un_obj *cur;
+	bool shared;	      /* cur is (also) the cache's */
+	size_t have;	      /* stamps of cur known: cst[0..have-1] */
+	struct rc_stamp *cst; /* cur's, nlayers + 1 long */
+	struct rc_stamp *nst; /* the next object's, as long */
+};
+
+/* Stamps of cur's first N instances, taking those not known yet. */
+static int walk_stamps(struct walk *w, size_t n)
+{
+	int err = 0;
+
+	for (; w->have < n && !err; w->have++)
+		err = rc_stamp_fd(w->cur->inst[w->have].fd, w->cur->inst[w->have].layer,
+				  &w->cst[w->have]);
+	return err;
+}
+
+/* Whether E is what looking up its name in cur would give now: the same
+ * table epoch, the parent's instances it read and its own unchanged; its
+ * own stamps, taken now, go to W->nst. */
+static bool rc_valid(struct walk *w, const struct un_rc_entry *e)
+{
+	const struct un_obj *o = e->obj;
+
+	if (e->epoch != w->epoch || e->parent != w->cur->id || e->nvis > w->cur->ninst ||
+	    walk_stamps(w, e->nvis))
+		return false;
+	for (size_t j = 0; j < e->nvis; j++)
+		if (!rc_stamp_eq(&w->cst[j], &e->st[j]))
+			return false;
+	for (size_t j = 0; j < o->ninst; j++)
+		if (rc_stamp_fd(o->inst[j].fd, o->inst[j].layer, &w->nst[j]) ||
+		    !rc_stamp_eq(&w->nst[j], &e->st[e->nvis + j]))
+			return false;
+	return true;
+}
+
+/* Remembers NEXT, found by a lookup in cur that read NVIS of its instances
+ * (stamps in W), if every stamp is settled (rc invariant 3).  True if NEXT
+ * is now the cache's too. */
+static bool rc_remember(struct walk *w, struct un_obj *next, size_t nvis)
+{
+	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
+	struct un_rc_entry *e;
+
+	if (w->have < nvis || !S_ISDIR(next->type))
+		return false; /* rc invariant 5: directories only */
+	for (size_t j = 0; j < nvis; j++)
+		if (w->cst[j].ctime >= limit)
+			return false;
+	for (size_t j = 0; j < next->ninst; j++)
+		if (w->nst[j].ctime >= limit)
+			return false;
+	if (atomic_fetch_add(&rc_nfds, next->ninst) + next->ninst > rc_fds_max()) {
+		atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
+	e = un_sys_malloc(sizeof(*e) + (nvis + next->ninst) * sizeof(e->st[0]));
+	if (!e) {
+		atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
+	atomic_init(&e->ref, 1);
+	e->id = next->id;
+	e->parent = w->cur->id;
+	e->epoch = w->epoch;
+	e->obj = un_obj_get(next);
+	e->nvis = nvis;
+	memcpy(e->st, w->cst, nvis * sizeof(e->st[0]));
+	memcpy(e->st + nvis, w->nst, next->ninst * sizeof(e->st[0]));
+	rc_swap(w->ex, e->id, e, NULL);
+	return true;
+}
+
+/* Moves W on to NEXT (reference moves), whose stamps are in W->nst. */
+static void walk_advance(struct walk *w, struct un_obj *next, bool shared)
+{
+	struct rc_stamp *t = w->cst;
+
+	un_obj_put(w->cur);
+	w->cur = next;
+	w->shared = shared;
+	w->have = next->ninst;
+	w->cst = w->nst;
+	w->nst = t;
+}
+
+/* One hop: from the cache where its entry holds, else by a lookup. */
+static int walk_hop(struct walk *w, const struct un_node_hop *hop)
+{
+	struct un_rc_entry *e = rc_get(w->ex, hop->id);
+	struct un_obj *next;
+	size_t nvis = 0;
+	bool stamped;
+	int err;
+
+	if (e && rc_valid(w, e)) {
+		walk_advance(w, un_obj_get(e->obj), true);
+		rc_put(e);
+		return 0;
+	}
+	if (e) {
+		rc_swap(w->ex, hop->id, NULL, e); /* stale: its descriptors go */
+		rc_put(e);
+	}
+	/* The parent's stamps before its names are read (rc invariant 2). */
+	stamped = !walk_stamps(w, w->cur->ninst);
+	if (!S_ISDIR(w->cur->type))
+		return -ESTALE;
+	err = lookup_in(w->ex, w->cur, hop->name, hop->namelen, &next, &nvis, w->nst);
+	if (err == -ENOENT || err == -ENOTDIR || err == -EINVAL || err == -ENAMETOOLONG)
+		err = -ESTALE;
+	if (err)
+		return err;
+	if (next->id != hop->id) {
+		un_obj_put(next);
+		return -ESTALE; /* replaced: that name is another node now */
+	}
+	walk_advance(w, next, stamped && rc_remember(w, next, nvis));
+	return 0;
+}
+
+/* A copy of O with descriptors of its own, for a caller that may change
+ * it (a copy-up puts a new top instance on its object). */
+static int obj_copy(const struct un_obj *o, struct un_obj **out)
+{
+	struct un_obj *c = obj_alloc(o->ninst);
+	int fd;
+
+	if (!c)
+		return -ENOMEM;
+	c->id = o->id;
+	c->parent = o->parent;
+	c->fileid = o->fileid;
+	c->type = o->type;
+	c->namelen = o->namelen;
+	memcpy(c->name, o->name, o->namelen);
+	for (size_t j = 0; j < o->ninst; j++) {
+		fd = un_sys_dup(o->inst[j].fd);
+		if (fd < 0) {
+			un_obj_put(c);
+			return fd;
+		}
+		c->inst[c->ninst++] =
+		    (struct un_inst){.fd = fd, .layer = o->inst[j].layer};
+	}
+	*out = c;
+	return 0;
+}
+
+/* Starts W at the export's root object, which walks share (its instances
+ * are the layer roots, fixed for the export's life): no descriptors to dup
+ * and close per walk. */
+static int walk_root(struct walk *w)
+{
+	struct un_obj *root = atomic_load(&w->ex->rc_root), *none = NULL;
+	int err;
+
+	if (!root) {
+		err = un_root(w->ex, &root);
+		if (err)
+			return err;
+		if (!atomic_compare_exchange_strong(&w->ex->rc_root, &none, root)) {
+			un_obj_put(root); /* another walk's came first */
+			root = none;
+		}
+	}
+	w->cur = un_obj_get(root);
+	w->shared = true;
+	return 0;
 }
 
 /* Walks HOPS[1..n-1] down from the root; any hop that is gone or names
  * another node makes the whole handle stale. */
-static int resolve_walk(struct un_export *ex, const struct un_node_hop *hops, size_t n,
+static int resolve_walk(struct walk *w, const struct un_node_hop *hops, size_t n,
 			struct un_obj **out)
 {
-	struct un_obj *cur = NULL, *next;
 	int err;
 
-	err = un_root(ex, &cur);
-	for (size_t i = 1; i < n && !err; i++) {
-		err = un_lookup(ex, cur, hops[i].name, &next);
-		if (err == -ENOENT || err == -ENOTDIR || err == -EINVAL ||
-		    err == -ENAMETOOLONG)
-			err = -ESTALE;
-		if (err)
-			break;
-		un_obj_put(cur);
-		cur = next;
-		if (cur->id != hops[i].id)
-			err = -ESTALE; /* replaced: that name is another node now */
-	}
-	if (err)
-		un_obj_put(cur);
-	else
-		*out = cur;
+	err = walk_root(w);
+	for (size_t i = 1; i < n && !err; i++)
+		err = walk_hop(w, &hops[i]);
+	if (!err && w->shared)
+		err = obj_copy(w->cur, out); /* the cache's is never handed out */
+	else if (!err)
+		*out = un_obj_get(w->cur);
+	un_obj_put(w->cur);
+	w->cur = NULL;
 	return err;
 }
 
-static int resolve_once(struct un_export *ex, un_id id, struct un_obj **out)
+static int resolve_once(struct walk *w, un_id id, struct un_obj **out)
 {
 	struct un_node_hop *hops = NULL;
 	size_t n;
 	int err;
 
-	err = un_node_path(ex->st, id, &hops, &n);
+	w->epoch = atomic_load(&w->ex->st->node_epoch); /* before the table */
+	w->have = 0;
+	w->shared = false;
+	err = un_node_path(w->ex->st, id, &hops, &n);
 	if (err)
 		return err;
 	err = -ESTALE; /* a node of another export */
-	if (n >= 2 && hops[0].id == ex->root_id)
-		err = resolve_walk(ex, hops, n, out);
+	if (n >= 2 && hops[0].id == w->ex->root_id)
+		err = resolve_walk(w, hops, n, out);
 	free(hops);
 	return err;
 }
 
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
 {
+	struct walk w = {.ex = ex};
+	struct rc_stamp *stamps; /* cst and nst, which trade places */
 	struct un_creds saved;
 	int err = -ESTALE;
 
 	if (id == ex->root_id)
 		return un_root(ex, out);
+	stamps = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(stamps[0]));
+	if (!stamps)
+		return -ENOMEM;
+	w.cst = stamps;
+	w.nst = stamps + ex->nlayers + 1;
+	clock_gettime(CLOCK_REALTIME, &w.t0);
 	/* A handle names its object whatever the caller may search on the way
 	 * (as knfsd): the walk runs with the engine's identity. */
 	un_sys_creds_override(&saved);
@@ -479,8 +847,9 @@ int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
 	 * a walk in between finds the old name gone.  The path read again
 	 * names the new place; a node really gone stays -ESTALE. */
 	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
-		err = resolve_once(ex, id, out);
+		err = resolve_once(&w, id, out);
 	un_sys_creds_revert(&saved);
+	free(stamps);
 	return err;
 }
 

@@ -47,8 +47,11 @@
  * change the version, so a listing built inside that tick could go stale
  * unnoticed.  One second covers the coarsest timestamps we expect. */
 #define UN_LISTING_SETTLE_NS 1000000000ll
-/* The same bound for lookup.c's memo of opaque flags, keyed by ctime. */
+/* The same bound for lookup.c's memo of opaque flags and its resolve
+ * cache, both keyed by ctime. */
 #define UN_OPAQUE_SETTLE_NS 1000000000ll
+#define UN_RC_SLOTS	    512	 /* resolve cache entries per export (lookup.c) */
+#define UN_RC_FDS_MAX	    4096 /* descriptors they hold, all exports together */
 
 /* ---- sys.c: the syscall seam ----
  *
@@ -335,6 +338,13 @@ struct un_export {
 	pthread_mutex_t cu_locks[UN_LOCK_STRIPES];
 	pthread_mutex_t ns_locks[UN_LOCK_STRIPES];
 	pthread_mutex_t rename_lock; /* cross-directory renames, as the VFS's */
+	/* The root object walks share, and objects a walk resolved, by node
+	 * id (lookup.c, the resolve cache). */
+	_Atomic(struct un_obj *) rc_root;
+	struct un_rc_slot {
+		_Atomic bool busy; /* try-lock */
+		struct un_rc_entry *e;
+	} rc[UN_RC_SLOTS];
 };
 
 /* ---- whiteout.c: on-disk markers and the merge rule ---- */
@@ -378,8 +388,11 @@ int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower)
  * lower layer the ".wh..wh..opq" inside): what DIR's ctime covers. */
 int un_dir_opaque_own(int dir, bool lower);
 /* Test hook: how long a directory must be unchanged before lookup.c
- * remembers its opaque flag (default UN_OPAQUE_SETTLE_NS). */
+ * remembers its opaque flag or a resolved object (default
+ * UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
 void un_lookup_test_settle_ns(long long ns);
+/* Drops the resolve cache of EX (un_export_close). */
+void un_rc_clear(struct un_export *ex);
 
 /* ---- lookup.c: objects ---- */
 

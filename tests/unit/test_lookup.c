@@ -423,6 +423,64 @@ static void test_resolve(void **state)
 	un_obj_put(o);
 }
 
+/* un_resolve of ID: 0 and the object's number of instances, or -errno. */
+static int resolve_ninst(struct fx *fx, un_id id)
+{
+	struct un_obj *o;
+	int rc = un_resolve(fx->ex, id, &o);
+
+	if (rc)
+		return rc;
+	rc = (int)o->ninst;
+	un_obj_put(o);
+	return rc;
+}
+
+/* The resolve cache (lookup.c) follows changes an administrator makes in
+ * the lower layers of a path it remembers: an opaque flag set on a
+ * directory above, a white-out beside it, a directory renamed, each at the
+ * next resolve (settle time 0 here; each change waits out a tick). */
+static void test_resolve_cache_follows_changes(void **state)
+{
+	struct fx *fx = *state;
+	un_id f, b;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/a/x", "x");
+	t_file(fx, "l2/a/b/f", "f");
+	t_file(fx, "l3/a/b/g", "g");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	f = t_id(fx, "a/b/f");
+	b = t_id(fx, "a/b");
+	usleep(20000);
+	assert_int_equal(resolve_ninst(fx, f), 1); /* remembers a and a/b */
+	assert_int_equal(resolve_ninst(fx, b), 2);
+	assert_int_equal(resolve_ninst(fx, b), 2); /* from the cache */
+	assert_int_equal(resolve_ninst(fx, f), 1);
+	/* l2/a opaque: a/b is l2's alone */
+	usleep(20000);
+	t_xattr(fx, "l2/a", "trusted.overlay.opaque", "y");
+	assert_int_equal(resolve_ninst(fx, b), 1);
+	assert_int_equal(resolve_ninst(fx, f), 1);
+	usleep(20000);
+	assert_int_equal(lremovexattr(t_path(fx, "l2/a"), "trusted.overlay.opaque"), 0);
+	assert_int_equal(resolve_ninst(fx, b), 2);
+	/* an OCI white-out of b in l1: a/b is gone */
+	usleep(20000);
+	t_file(fx, "l1/a/.wh.b", "");
+	assert_int_equal(resolve_ninst(fx, f), -ESTALE);
+	assert_int_equal(resolve_ninst(fx, b), -ESTALE);
+	usleep(20000);
+	t_rm(fx, "l1/a/.wh.b");
+	assert_int_equal(resolve_ninst(fx, b), 2);
+	/* l2's b renamed away: a/b is l3's alone, and f is gone */
+	usleep(20000);
+	assert_int_equal(rename(t_path(fx, "l2/a/b"), t_path(fx, "l2/a/moved")), 0);
+	assert_int_equal(resolve_ninst(fx, f), -ESTALE);
+	/* (a directory whose top instance changed is another node) */
+	assert_int_equal(resolve_ninst(fx, t_id(fx, "a/b")), 1);
+}
+
 /* Runs a lookup, a getattr, a read and a readlink of a merged tree. */
 static int exercise(struct fx *fx)
 {
@@ -542,6 +600,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_statfs, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_export_errors, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_follows_changes, t_setup,
+					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_export_open_faults, t_setup, t_teardown),
 	};
