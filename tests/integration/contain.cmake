@@ -14,3 +14,16 @@ add_test(NAME integration/contain
 set_tests_properties(integration/contain PROPERTIES
   LABELS integration TIMEOUT 120
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
+
+# ---- issue 6: the duplicate request cache (test_drc.c): a CREATE and a REMOVE
+# retransmitted with one xid over UDP and TCP get the first reply again (same
+# bytes, NFS3_OK) and run once; the same CREATE under a new xid gets
+# NFS3ERR_EXIST.  A second or two.
+add_executable(test_drc test_drc.c)
+target_link_libraries(test_drc PRIVATE it_rawrpc PkgConfig::CMOCKA)
+target_compile_options(test_drc PRIVATE ${IT_WARN})
+add_test(NAME integration/drc
+         COMMAND test_drc $<TARGET_FILE:union-nfsd>)
+set_tests_properties(integration/drc PROPERTIES
+  LABELS integration TIMEOUT 60
+  ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
