@@ -707,7 +707,7 @@ static int walk_hop(struct walk *w, const struct un_node_hop *hop)
 {
 	struct un_rc_entry *e = rc_get(w->ex, hop->id);
 	struct un_obj *next;
-	size_t nvis = 0;
+	size_t nvis = 0, len;
 	bool stamped;
 	int err;
 
@@ -722,9 +722,11 @@ static int walk_hop(struct walk *w, const struct un_node_hop *hop)
 	}
 	/* The parent's stamps before its names are read (rc invariant 2). */
 	stamped = !walk_stamps(w, w->cur->ninst);
-	if (!S_ISDIR(w->cur->type))
-		return -ESTALE;
-	err = lookup_in(w->ex, w->cur, hop->name, hop->namelen, &next, &nvis, w->nst);
+	if (!S_ISDIR(w->cur->type) || un_name_check(hop->name, &len) ||
+	    len != hop->namelen ||
+	    (hop->name[0] == '.' && (len == 1 || (len == 2 && hop->name[1] == '.'))))
+		return -ESTALE; /* the table names no such hop */
+	err = lookup_in(w->ex, w->cur, hop->name, len, &next, &nvis, w->nst);
 	if (err == -ENOENT || err == -ENOTDIR || err == -EINVAL || err == -ENAMETOOLONG)
 		err = -ESTALE;
 	if (err)
