@@ -214,6 +214,9 @@ lowerdir = $xl
 upperdir = $X/$n/upper
 workdir = $X/$n/work
 CONF
+	# The backgrounded shell makes out-$n itself, perhaps after the loop below
+	# first reads it: make it here.
+	: >"$T/out-$n"
 	"$UNION_NFSD" --config="$conf" --foreground --no-rpcbind >"$T/out-$n" 2>"$T/err-$n" &
 	SPID[$n]=$!
 	PIDS+=("${SPID[$n]}")
