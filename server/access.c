@@ -596,6 +596,8 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 	if (!peer)
 		return NULL;
 	r = rule_for(s, ex, peer, hostname, sizeof(hostname));
+	if (r && (!r->opts.secure || srv_peer_port_reserved(peer)))
+		return r; /* admitted: no address text to format (profiled per GETATTR) */
 	named = hostname[0] != '\0';
 	srv_addr_str(peer, true, addr, sizeof(addr));
 	if (!r) {
@@ -603,14 +605,11 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 			what, ex->path, addr, named ? " " : "", named ? hostname : "");
 		return NULL;
 	}
-	if (r->opts.secure && !srv_peer_port_reserved(peer)) {
-		srv_log(SRV_LOG_WARN,
-			"%s of %s from %s: refused, source port is not below 1024 "
-			"(rule %s is secure; 'insecure' admits it)",
-			what, ex->path, addr, r->spec);
-		return NULL;
-	}
-	return r;
+	srv_log(SRV_LOG_WARN,
+		"%s of %s from %s: refused, source port is not below 1024 "
+		"(rule %s is secure; 'insecure' admits it)",
+		what, ex->path, addr, r->spec);
+	return NULL;
 }
 
 /* Every NFSv3 argument struct starts with the handle the call is about, and
