@@ -284,9 +284,9 @@ static void test_example_config(void **state)
 		struct srv_clients c;
 
 		assert_non_null(o.exports[i].clients);
-		assert_int_equal(srv_clients_parse(o.exports[i].clients, &c, errbuf,
-						   sizeof(errbuf)),
-				 0);
+		assert_int_equal(
+		    srv_clients_parse(o.exports[i].clients, &c, errbuf, sizeof(errbuf)),
+		    0);
 		srv_clients_free(&c);
 	}
 	srv_opts_free(&o);
