@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,4 +162,19 @@ bool test_server_alive(const struct test_server *s)
 	if (s->pid <= 0)
 		return false;
 	return waitpid(s->pid, &st, WNOHANG) == 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int test_tree_remove(const char *dir)
+{
+	/* children first (FTW_DEPTH), links as links (FTW_PHYS) */
+	return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -38,5 +38,8 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);
+/* Removes DIR and everything below it, never following a symlink; stops at
+ * the first entry it cannot remove.  Returns 0, or -1 (nftw's result). */
+int test_tree_remove(const char *dir);
 
 #endif

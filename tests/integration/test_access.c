@@ -25,7 +25,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -89,14 +88,6 @@ static bool exists_in(const char *rel, struct stat *st)
 
 	path_of(p, sizeof(p), rel);
 	return lstat(p, st ? st : &s) == 0;
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
 }
 
 /* ---- clients ---- */
@@ -417,7 +408,7 @@ static int teardown(void **state)
 	if (running && running->pid > 0)
 		test_server_stop(running);
 	running = NULL;
-	return nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return test_tree_remove(tmp);
 }
 
 /* lower (with a 0777 dir "pub" and a file "f"), upper, work, state */

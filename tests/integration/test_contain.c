@@ -594,14 +594,6 @@ static int group_setup(void **state)
 	return g.fd < 0 ? -1 : 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int group_teardown(void **state)
 {
 	(void)state;
@@ -610,7 +602,7 @@ static int group_teardown(void **state)
 	test_server_stop(&g.a);
 	test_server_stop(&g.b);
 	if (g.tmp[0])
-		nftw(g.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		test_tree_remove(g.tmp);
 	return 0;
 }
 

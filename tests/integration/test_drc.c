@@ -22,7 +22,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -258,20 +257,12 @@ static int group_setup(void **state)
 	return rc == 0 ? 0 : -1;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int group_teardown(void **state)
 {
 	(void)state;
 	test_server_stop(&g.srv);
 	if (g.tmp[0])
-		nftw(g.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		test_tree_remove(g.tmp);
 	return 0;
 }
 
