@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,28 +519,26 @@ ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size)
 
 /* The engine's identity is the process's effective ids, which the server
  * never changes: read once (two system calls less per switch). */
+static pthread_once_t engine_ids_once = PTHREAD_ONCE_INIT;
+static uid_t engine_uid;
+static gid_t engine_gid;
+
+static void engine_ids_read(void)
+{
+	engine_uid = geteuid();
+	engine_gid = getegid();
+}
+
 static uid_t sys_euid(void)
 {
-	static _Atomic long long euid = -1;
-	long long v = atomic_load_explicit(&euid, memory_order_relaxed);
-
-	if (v < 0) {
-		v = geteuid();
-		atomic_store_explicit(&euid, v, memory_order_relaxed);
-	}
-	return (uid_t)v;
+	pthread_once(&engine_ids_once, engine_ids_read);
+	return engine_uid;
 }
 
 static gid_t sys_egid(void)
 {
-	static _Atomic long long egid = -1;
-	long long v = atomic_load_explicit(&egid, memory_order_relaxed);
-
-	if (v < 0) {
-		v = getegid();
-		atomic_store_explicit(&egid, v, memory_order_relaxed);
-	}
-	return (gid_t)v;
+	pthread_once(&engine_ids_once, engine_ids_read);
+	return engine_gid;
 }
 
 /* setfsuid/setfsgid of an id the thread already has still make the kernel
