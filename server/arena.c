@@ -9,7 +9,17 @@
  * The arena is a list of chunks.  Small allocations are cut from the newest
  * chunk; an allocation larger than a quarter of a chunk gets a chunk of its own
  * (linked behind the current one) so that it does not waste the rest of it.
+ *
+ * A READ's data is no arena block: it outlives the call (a reply waits in a
+ * connection's out queue after the dispatcher has freed the arena), and a
+ * fresh megabyte per call costs an mmap, page faults on every page and a
+ * memset.  It is a payload from a free list of buffers of SRV_MAX_IO bytes,
+ * which the arena owns until the dispatcher takes it into the reply and the
+ * transport gives it back after sending.  The list keeps at most
+ * PAYLOAD_KEEP buffers; more in use at once (many connections with many
+ * READs each) are allocated and freed as needed.
  */
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +27,10 @@
 
 #include "srv.h"
 
-#define ARENA_CHUNK (16 * 1024)
+#define ARENA_CHUNK  (16 * 1024)
+#define PAYLOAD_KEEP 32		/* free payload buffers kept for reuse */
+#define PAYLOAD_SIZE SRV_MAX_IO /* a multiple of 4: room for XDR padding */
+#define PAGE_ALIGN   4096
 
 struct arena_chunk {
 	struct arena_chunk *next;
@@ -26,8 +39,15 @@ struct arena_chunk {
 };
 
 struct srv_arena {
-	struct arena_chunk *head; /* the chunk small allocations come from */
+	struct arena_chunk *head;     /* the chunk small allocations come from */
+	struct srv_payload *payloads; /* owned until srv_arena_payload_take */
 };
+
+static struct {
+	pthread_mutex_t lock;
+	struct srv_payload *free;
+	size_t nfree;
+} payloads = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct arena_chunk *chunk_new(size_t size)
 {
@@ -56,6 +76,8 @@ void srv_arena_free(struct srv_arena *a)
 		next = c->next;
 		free(c);
 	}
+	while (a->payloads)
+		srv_payload_put(srv_arena_payload_take(a, a->payloads));
 	free(a);
 }
 
@@ -120,4 +142,74 @@ char *srv_arena_strndup(struct srv_arena *a, const char *s, size_t n)
 	memcpy(p, s, len);
 	p[len] = '\0';
 	return p;
+}
+
+/* ---- payloads ---- */
+
+static struct srv_payload *payload_new(void)
+{
+	struct srv_payload *p = malloc(sizeof(*p));
+
+	if (!p)
+		return NULL;
+	/* Page-aligned: the copies into and out of it run on whole pages. */
+	p->data = aligned_alloc(PAGE_ALIGN, PAYLOAD_SIZE);
+	if (!p->data) {
+		free(p);
+		return NULL;
+	}
+	p->cap = PAYLOAD_SIZE;
+	return p;
+}
+
+struct srv_payload *srv_arena_payload(struct srv_arena *a, size_t size)
+{
+	struct srv_payload *p;
+
+	if (size > PAYLOAD_SIZE)
+		return NULL;
+	pthread_mutex_lock(&payloads.lock);
+	p = payloads.free;
+	if (p) {
+		payloads.free = p->next;
+		payloads.nfree--;
+	}
+	pthread_mutex_unlock(&payloads.lock);
+	if (!p)
+		p = payload_new();
+	if (!p)
+		return NULL;
+	p->len = 0;
+	p->next = a->payloads;
+	a->payloads = p;
+	return p;
+}
+
+struct srv_payload *srv_arena_payload_take(struct srv_arena *a, struct srv_payload *p)
+{
+	struct srv_payload **pp = &a->payloads;
+
+	while (*pp != p)
+		pp = &(*pp)->next; /* P is A's: the loop ends */
+	*pp = p->next;
+	p->next = NULL;
+	return p;
+}
+
+void srv_payload_put(struct srv_payload *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&payloads.lock);
+	if (payloads.nfree < PAYLOAD_KEEP) {
+		p->next = payloads.free;
+		payloads.free = p;
+		payloads.nfree++;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&payloads.lock);
+	if (p) {
+		free(p->data);
+		free(p);
+	}
 }

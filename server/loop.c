@@ -80,13 +80,15 @@ struct listener {
 	const char *service; /* "nfs" or "mount": for log lines */
 };
 
-/* A reply waiting in a connection's out queue: record mark, then body. */
+/* A reply waiting in a connection's out queue: record mark, then body (its
+ * bytes, then its payload). */
 struct outbuf {
 	struct outbuf *next;
 	uint8_t mark[4];
 	struct srv_buf body;
 	size_t off; /* bytes of mark + body already sent */
 };
+#define OUTBUF_IOV 3
 
 struct srv_conn {
 	struct ev_source src;
@@ -316,23 +318,36 @@ static void note_conn(struct srv_conn *c)
 		srv_log(SRV_LOG_ERR, "cannot wake the event loop: %s", strerror(errno));
 }
 
-static int outbuf_iov(const struct outbuf *ob, struct iovec iov[2])
+/* The unsent part of OB (record mark, reply bytes, payload) as iovecs, so
+ * that one sendmsg writes a whole reply without joining its parts. */
+static int outbuf_iov(const struct outbuf *ob, struct iovec iov[OUTBUF_IOV])
 {
-	if (ob->off < 4) {
-		iov[0] = (struct iovec){(void *)(ob->mark + ob->off), 4 - ob->off};
-		iov[1] = (struct iovec){ob->body.data, ob->body.len};
-		return 2;
+	const struct srv_payload *p = ob->body.payload;
+	const struct iovec part[OUTBUF_IOV] = {
+	    {(void *)ob->mark, 4},
+	    {ob->body.data, ob->body.len},
+	    {p ? p->data : NULL, p ? p->len : 0},
+	};
+	size_t skip = ob->off;
+	int n = 0;
+
+	for (int i = 0; i < OUTBUF_IOV; i++) {
+		if (skip >= part[i].iov_len) {
+			skip -= part[i].iov_len;
+			continue;
+		}
+		iov[n].iov_base = (uint8_t *)part[i].iov_base + skip;
+		iov[n++].iov_len = part[i].iov_len - skip;
+		skip = 0;
 	}
-	iov[0] =
-	    (struct iovec){ob->body.data + (ob->off - 4), ob->body.len - (ob->off - 4)};
-	return 1;
+	return n;
 }
 
 /* Writes queued replies until the queue is empty or the socket is full.
  * Under c->lock.  Returns 0, or a negative errno when the socket is broken. */
 static int flush_outq(struct srv_conn *c)
 {
-	struct iovec iov[2];
+	struct iovec iov[OUTBUF_IOV];
 	struct msghdr msg = {.msg_iov = iov};
 	struct outbuf *ob;
 	ssize_t n;
@@ -343,7 +358,7 @@ static int flush_outq(struct srv_conn *c)
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 		ob->off += (size_t)n;
-		if (ob->off < 4 + ob->body.len)
+		if (ob->off < 4 + srv_buf_wire_len(&ob->body))
 			continue;
 		c->out_head = ob->next;
 		if (!c->out_head)
@@ -376,7 +391,7 @@ static void conn_break(struct srv_conn *c, int err)
 static void conn_send(struct srv_conn *c, struct srv_buf *reply)
 {
 	struct outbuf *ob = calloc(1, sizeof(*ob));
-	uint32_t mark = htonl(0x80000000u | (uint32_t)reply->len);
+	uint32_t mark = htonl(0x80000000u | (uint32_t)srv_buf_wire_len(reply));
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -420,18 +435,29 @@ static void conn_call_done(struct srv_conn *c)
 
 /* ---- workers: one call each ---- */
 
+/* Sends REPLY (bytes, then payload) as one datagram. */
 static void udp_send(struct call_job *j, const struct srv_buf *reply)
 {
 	char peer[INET6_ADDRSTRLEN + 16];
+	struct iovec iov[2] = {
+	    {reply->data, reply->len},
+	    {reply->payload ? reply->payload->data : NULL,
+	     reply->payload ? reply->payload->len : 0},
+	};
+	struct msghdr msg = {
+	    .msg_name = &j->peer,
+	    .msg_namelen = j->peerlen,
+	    .msg_iov = iov,
+	    .msg_iovlen = reply->payload ? 2 : 1,
+	};
 
-	if (sendto(j->udp_fd, reply->data, reply->len, MSG_DONTWAIT,
-		   (struct sockaddr *)&j->peer, j->peerlen) >= 0)
+	if (sendmsg(j->udp_fd, &msg, MSG_DONTWAIT) >= 0)
 		return;
 	/* A full socket buffer is ordinary on UDP (the client retransmits); a
 	 * reply too large for one datagram means a handler ignored
 	 * SRV_MAX_UDP_IO, worth a warning. */
 	srv_log(errno == EMSGSIZE ? SRV_LOG_WARN : SRV_LOG_DEBUG,
-		"udp reply of %zu bytes to %s dropped: %s", reply->len,
+		"udp reply of %zu bytes to %s dropped: %s", srv_buf_wire_len(reply),
 		srv_addr_str(&j->peer, true, peer, sizeof(peer)), strerror(errno));
 }
 

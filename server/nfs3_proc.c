@@ -177,26 +177,29 @@ static ssize_t nfs3_read_as(const struct srv_req *req, struct nfs3_file *f, char
 	return n;
 }
 
-/* Reads ARGS' range of F into OK, the data in the request's arena. */
+/* Reads ARGS' range of F into OK, the data in the request's payload, which
+ * the reply carries behind the results nfs3_xdr_read_res encodes. */
 static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 			       const READ3args *args, READ3resok *ok)
 {
 	/* A count over rtmax gets a short read, which the RFC allows and every
 	 * client handles. */
 	size_t count = args->count < srv_max_io(req) ? args->count : srv_max_io(req);
-	char *buf = srv_arena_alloc(req->arena, count ? count : 1);
+	struct srv_payload *p = srv_arena_payload(req->arena, count);
 	bool eof = false;
 	ssize_t n;
 
-	if (!buf)
+	if (!p)
 		return nfs3_status_from_errno(-ENOMEM);
-	n = nfs3_read_as(req, f, buf, count, args->offset, &eof);
+	n = nfs3_read_as(req, f, (char *)p->data, count, args->offset, &eof);
 	if (n < 0)
 		return nfs3_status_from_errno((int)n);
+	p->len = (size_t)n;
+	req->payload = p;
 	ok->count = (count3)n;
 	ok->eof = eof;
 	ok->data.data_len = (u_int)n;
-	ok->data.data_val = buf;
+	ok->data.data_val = (char *)p->data;
 	return NFS3_OK;
 }
 
@@ -219,6 +222,20 @@ static void nfs3_read(struct srv_req *req, void *argp, void *resp)
 	nfs3_file_put(&f);
 out:
 	res->status = st;
+}
+
+/* READ's results as xdr_READ3res encodes them but for the data's bytes: the
+ * opaque's length is written here, its bytes go out from the request's
+ * payload (set on NFS3_OK only), not copied into the reply (rpc.c, 7). */
+static bool_t nfs3_xdr_read_res(XDR *x, READ3res *r)
+{
+	READ3resok *ok = &r->READ3res_u.resok;
+
+	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
+		return xdr_READ3res(x, r);
+	return xdr_nfsstat3(x, &r->status) && xdr_post_op_attr(x, &ok->file_attributes) &&
+	       xdr_count3(x, &ok->count) && xdr_bool(x, &ok->eof) &&
+	       xdr_u_int(x, &ok->data.data_len);
 }
 
 /* ---- the modifying procedures: nfs3_write.c ---- */
@@ -931,7 +948,7 @@ static const struct srv_proc nfs3_procs[] = {
     NFS3_PROC(LOOKUP, nfs3_lookup, true),
     NFS3_PROC(ACCESS, nfs3_access, true),
     NFS3_PROC(READLINK, nfs3_readlink, true),
-    NFS3_PROC(READ, nfs3_read, true),
+    NFS3_PROC_ENC(READ, nfs3_read, true, nfs3_xdr_read_res),
     NFS3_PROC(WRITE, nfs3_write, true),
     NFS3_PROC(CREATE, nfs3_create, false),
     NFS3_PROC(MKDIR, nfs3_mkdir, false),

@@ -25,7 +25,13 @@
  *  6. A handler runs with the caller's filesystem identity when its program
  *     asks for it, and the thread has the server's again when it returns
  *     (srv_call_handler in cred.c).
+ *  7. A reply carries a payload (req.payload, READ's data) only when its
+ *     results were encoded, by an encoder that wrote the opaque's length
+ *     and left its bytes to the payload; XDR padding is added here.  A reply
+ *     of a non-idempotent call, which the duplicate request cache keeps, is
+ *     one flat buffer (add_payload).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +83,9 @@ struct call {
 void srv_buf_free(struct srv_buf *b)
 {
 	free(b->data);
+	srv_payload_put(b->payload);
 	b->data = NULL;
+	b->payload = NULL;
 	b->len = b->cap = 0;
 }
 
@@ -357,6 +365,32 @@ static bool encode_header(XDR *x, uint32_t xid, const struct verdict *v)
 	return ok;
 }
 
+/* Puts the payload C's handler left (invariant 7) behind the results encoded
+ * in OUT, zero-padded to XDR's 4 bytes: as OUT's own payload, or copied into
+ * OUT's bytes for a call the duplicate request cache may keep.  False when
+ * out of memory. */
+static bool add_payload(const struct call *c, struct srv_buf *out)
+{
+	struct srv_payload *p = srv_arena_payload_take(c->req.arena, c->req.payload);
+	size_t pad = (4 - (p->len & 3)) & 3;
+	bool ok = true;
+
+	assert(p->len + pad <= p->cap);
+	memset(p->data + p->len, 0, pad);
+	p->len += pad;
+	if (c->proc->idempotent) {
+		out->payload = p;
+		return true;
+	}
+	ok = buf_reserve(out, out->len + p->len);
+	if (ok) {
+		memcpy(out->data + out->len, p->data, p->len);
+		out->len += p->len;
+	}
+	srv_payload_put(p);
+	return ok;
+}
+
 /* Encodes the reply for V (with the results when it is SUCCESS) into OUT.  An
  * encoder failure becomes SYSTEM_ERR; false only when out of memory. */
 static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf *out)
@@ -368,6 +402,8 @@ static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf
 	XDR x;
 	bool ok;
 
+	srv_payload_put(out->payload);
+	out->payload = NULL;
 	if (enc)
 		size += xdr_sizeof(enc, c->res);
 	if (!buf_reserve(out, size))
@@ -376,6 +412,8 @@ static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf
 	ok = encode_header(&x, c->req.xid, v) && (!enc || enc(&x, c->res));
 	out->len = xdr_getpos(&x);
 	xdr_destroy(&x);
+	if (ok && enc && c->req.payload)
+		return add_payload(c, out);
 	if (ok)
 		return true;
 	srv_log(SRV_LOG_ERR, "xid %#x %s: results do not encode", c->req.xid,

@@ -31,6 +31,24 @@ void srv_arena_free(struct srv_arena *a);
 void *srv_arena_alloc(struct srv_arena *a, size_t size);
 char *srv_arena_strndup(struct srv_arena *a, const char *s, size_t n);
 
+/* A reply's bulk data (READ's): bytes the transport sends after the encoded
+ * reply without their being copied into it.  The buffers are reused from a
+ * free list, so a call costs no fresh mapping, no page faults and no zeroing
+ * of a megabyte.  LEN is set by whoever fills DATA; CAP is at least the size
+ * asked for, rounded up to XDR's 4 bytes. */
+struct srv_payload {
+	struct srv_payload *next; /* on the free list */
+	size_t len, cap;
+	uint8_t *data;
+};
+/* A buffer of at least SIZE (<= SRV_MAX_IO) bytes owned by A (given back when
+ * A is freed) until srv_arena_payload_take; NULL when out of memory. */
+struct srv_payload *srv_arena_payload(struct srv_arena *a, size_t size);
+/* Moves P, one of A's payloads, out to the caller; returns P. */
+struct srv_payload *srv_arena_payload_take(struct srv_arena *a, struct srv_payload *p);
+/* Gives P (NULL: nothing) back to the free list.  Any thread. */
+void srv_payload_put(struct srv_payload *p);
+
 /* ---- access.c: what a client rule grants (exports(5) options) ---- */
 
 enum srv_squash {
@@ -196,6 +214,10 @@ struct srv_req {
 	int proto; /* IPPROTO_TCP or IPPROTO_UDP */
 	uint32_t xid, prog, vers, proc;
 	struct srv_arena *arena;
+	/* Set by a handler whose encoder leaves its results' last field, an
+	 * opaque, out but for its length (READ): the bytes, in the arena's
+	 * payload, that the reply carries after the encoded results. */
+	struct srv_payload *payload;
 };
 
 /* One procedure of one program.  The dispatcher decodes into a zeroed args
@@ -224,12 +246,21 @@ struct srv_program {
 	bool caller_identity;
 };
 
-/* A growable byte buffer (transport and reply encoding). */
+/* A growable byte buffer (transport and reply encoding).  A reply may end in
+ * a payload that follows DATA[0..LEN) on the wire, padding included; it is
+ * sent from its own buffer (a second iovec) rather than copied in. */
 struct srv_buf {
 	uint8_t *data;
 	size_t len, cap;
+	struct srv_payload *payload; /* owned; NULL: none */
 };
+/* Frees the bytes and gives the payload back. */
 void srv_buf_free(struct srv_buf *b);
+/* The bytes B puts on the wire: LEN, and the payload's. */
+static inline size_t srv_buf_wire_len(const struct srv_buf *b)
+{
+	return b->len + (b->payload ? b->payload->len : 0);
+}
 
 /* Turns one RPC call record (without record mark) into its reply record in
  * REPLY (without record mark).  Returns false when no reply must be sent (a
