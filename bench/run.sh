@@ -10,6 +10,9 @@
 #   u4   union-nfsd, 4 lower layers + upper: the same tree spread over the
 #        layers, with white-outs (OCI .wh. files and 0/0 devices), an opaque
 #        directory (trusted.overlay.opaque) and an OCI-opaque one (.wh..wh..opq)
+#   u4a  u4's lower layers under an upper of its own, exported with the
+#        exports(5) rule option `async`: changes are answered before they
+#        reach the disk (u4 is `sync`, the default: durable at the reply)
 #   gan  NFS-Ganesha (nfs-ganesha-vfs), NFSv3 only, on the plain tree
 #   unfs unfs3, if `unfsd` is installed (Debian 12 has no unfs3 package)
 # Each server has two exports: the tree on the local filesystem (whatever holds
@@ -189,11 +192,17 @@ setup_xfs() {
 declare -A NFS_PORT MOUNT_PORT SPID EXP_LOCAL EXP_XFS
 SERVERS=()
 
-# start_union NAME LOWERDIRS(relative, ':'): union-nfsd with exports /local and /xfs
+# start_union NAME LOWERDIRS(relative, ':') [TREE [RULE_OPTS]]: union-nfsd with
+# exports /local and /xfs; the lowers are TREE's (default NAME's: lower layers
+# are only read, so servers may share them), the upper and work dir NAME's own;
+# RULE_OPTS are added to the options of the clients rule (127.0.0.0/8, rw,
+# no_root_squash, as the default rule of a config without clients)
 start_union() {
-	local n=$1 lowers=$2 conf=$T/$1.conf ports
-	local ll=$T/$n/${lowers//:/:$T/$n/} xl=$X/$n/${lowers//:/:$X/$n/}
-	mkdir -p "$T/state-$n"
+	local n=$1 lowers=$2 tree=${3:-$1} conf=$T/$1.conf ports
+	local ll=$T/$tree/${lowers//:/:$T/$tree/} xl=$X/$tree/${lowers//:/:$X/$tree/}
+	local clients="127.0.0.0/8(rw,no_root_squash${4:+,$4})"
+	mkdir -p "$T/state-$n" "$T/$n/upper" "$T/$n/work"
+	[ "$HAVE_XFS" = 1 ] && mkdir -p "$X/$n/upper" "$X/$n/work"
 	cat >"$conf" <<CONF
 [server]
 nfs-port = 0
@@ -206,6 +215,7 @@ path = /local
 lowerdir = $ll
 upperdir = $T/$n/upper
 workdir = $T/$n/work
+clients = $clients
 CONF
 	[ "$HAVE_XFS" = 1 ] && cat >>"$conf" <<CONF
 [export]
@@ -213,6 +223,7 @@ path = /xfs
 lowerdir = $xl
 upperdir = $X/$n/upper
 workdir = $X/$n/work
+clients = $clients
 CONF
 	# The backgrounded shell makes out-$n itself, perhaps after the loop below
 	# first reads it: make it here.
@@ -339,7 +350,7 @@ lower_of() {
 	[ "$2" = copyup-xfs ] && top=$X
 	case $1 in
 	u1) echo "$top/u1/lower/cu/f$3" ;;
-	u4) echo "$top/u4/l3/cu/f$3" ;;
+	u4 | u4a) echo "$top/u4/l3/cu/f$3" ;;
 	gan) echo "$top/plain/cu/f$3" ;;
 	*) echo "$top/plain-unfs/cu/f$3" ;;
 	esac
@@ -412,6 +423,7 @@ sync
 log "== setup took $((SECONDS - t_setup)) s"
 start_union u1 lower
 start_union u4 l0:l1:l2:l3
+start_union u4a l0:l1:l2:l3 u4 async
 start_ganesha
 start_unfs
 [ -n "$UNFS_NOTE" ] && log "== $UNFS_NOTE"

@@ -32,9 +32,9 @@
  *      ext4 and xfs, and btrfs logs the inodes of new entries with a
  *      directory's fsync).  A new object whose attributes were set after
  *      it was made, an existing one an UNCHECKED create truncated or copied
- *      up, and the target of a link get their own fsync.  The node table
- *      is one flush per change, shared by concurrent changes and run
- *      beside the fsyncs of the upper (state.c, group commit).  A thread
+ *      up, and the target of a link get their own fsync.  Concurrent
+ *      changes share these fsyncs and one flush of the node table in
+ *      batches (sync.c, group commit).  A thread
  *      serving an `async` client (exports(5)) skips step 7
  *      (un_thread_sync): the 1-second flush of the table and the
  *      filesystem's own writeback bound the loss, as on knfsd.
@@ -1126,56 +1126,4 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 	ns_unlock(ex, &l);
 	un_obj_put(c);
 	return err ? err : un_sync_change(ex, dir, o);
-}
-
-/* ---- durability ---- */
-
-/* Flushes the upper instance of O, if it has one.  Only regular files and
- * directories can be opened for it; the sync of its parent carries any other
- * object's inode. */
-static int sync_upper(struct un_export *ex, struct un_obj *o)
-{
-	int fd, err;
-
-	if (!o || !un_obj_upper(ex, o) || !(S_ISREG(o->type) || S_ISDIR(o->type)))
-		return 0;
-	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
-	if (fd < 0)
-		return fd;
-	err = un_sys_fsync(fd);
-	un_sys_close(fd);
-	return err;
-}
-
-/* Whether this thread's changes wait for stable storage (un_thread_sync). */
-static _Thread_local bool thread_async;
-
-void un_thread_sync(bool sync)
-{
-	thread_async = !sync;
-}
-
-int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
-{
-	return thread_async ? 0 : un_sync_now(ex, a, b);
-}
-
-int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
-{
-	struct un_creds saved;
-	uint64_t ticket;
-	int err;
-
-	/* The table's flush first, so it runs beside the fsyncs below. */
-	err = un_state_sync_begin(ex->st, &ticket);
-	if (err)
-		return err;
-	/* A sync is no access of the caller's, and needs a descriptor the
-	 * caller may not be allowed to open (a file of mode 0200). */
-	un_sys_creds_override(&saved);
-	err = sync_upper(ex, a);
-	if (!err && b != a)
-		err = sync_upper(ex, b);
-	un_sys_creds_revert(&saved);
-	return err ? err : un_state_sync_wait(ex->st, ticket);
 }

@@ -17,12 +17,8 @@
  * one is running, it waits for that one to end and then for the next, which
  * the first waiter to find none running starts on behalf of all.  Under
  * load, N concurrent callers cost two flushes instead of N, and a lone
- * caller still costs exactly one.  A caller with other syncs to do takes its
- * ticket first (un_state_sync_begin, after its commit): that kicks the
- * syncer thread into the flush at once, so the flush runs beside the
- * caller's own fsyncs of the upper layer instead of after them, and
- * un_state_sync_wait then waits for what is left of it (or runs it, when
- * the syncer has not started it yet).
+ * caller still costs exactly one.  The changes of sync exports gather
+ * into batches before they get here (sync.c), so one flush serves a batch.
  *  1. A caller returns success only after a flush numbered at least the one
  *     it waited for ended, and that flush began after the caller's commit.
  *  2. A failed flush fails every caller whose flush number it is or
@@ -304,13 +300,12 @@ static void *syncer_main(void *arg)
 	while (!st->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
 		deadline.tv_sec += UN_SYNC_PERIOD_S;
-		while (!st->kicked && !st->stopping &&
+		while (!st->stopping &&
 		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
 					      &deadline) != ETIMEDOUT)
 			;
 		if (st->stopping)
 			break;
-		st->kicked = false;
 		flush_after_now(st); /* a failure is retried next period */
 	}
 	pthread_mutex_unlock(&st->sync_lock);
@@ -355,6 +350,7 @@ static void state_free(struct un_state *st)
 {
 	if (st->cache)
 		un_listing_cache_free(st->cache);
+	un_syncq_free(st->syncq);
 	if (st->env)
 		mdb_env_close(st->env);
 	sodium_memzero(st, sizeof(*st));
@@ -387,6 +383,9 @@ int un_state_open(const char *dir, struct un_state **out)
 	err = un_listing_cache_new(&st->cache);
 	if (err)
 		goto fail;
+	err = un_syncq_new(&st->syncq);
+	if (err)
+		goto fail;
 	err = syncer_start(st);
 	if (err)
 		goto fail;
@@ -408,32 +407,12 @@ void un_state_close(struct un_state *st)
 
 int un_state_sync(struct un_state *st)
 {
-	uint64_t ticket;
-	int err = un_state_sync_begin(st, &ticket);
-
-	return err ? err : un_state_sync_wait(st, ticket);
-}
-
-int un_state_sync_begin(struct un_state *st, uint64_t *ticket)
-{
 	int err = un_sys_fault(UN_SYS_SYNC);
 
 	if (err)
 		return -err;
 	pthread_mutex_lock(&st->sync_lock);
-	*ticket = st->flush_started + 1;
-	st->kicked = true;
-	pthread_cond_signal(&st->sync_cond);
-	pthread_mutex_unlock(&st->sync_lock);
-	return 0;
-}
-
-int un_state_sync_wait(struct un_state *st, uint64_t ticket)
-{
-	int err;
-
-	pthread_mutex_lock(&st->sync_lock);
-	err = flush_wait(st, ticket);
+	err = flush_after_now(st);
 	pthread_mutex_unlock(&st->sync_lock);
 	return err;
 }

@@ -317,13 +317,26 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 	return (ssize_t)done;
 }
 
+static _Atomic(void (*)(int, bool)) fsync_hook;
+
+void un_sys_test_fsync_hook(void (*fn)(int fd, bool begin))
+{
+	atomic_store(&fsync_hook, fn);
+}
+
 int un_sys_fsync(int fd)
 {
+	void (*hook)(int, bool) = atomic_load_explicit(&fsync_hook, memory_order_relaxed);
 	int err = un_sys_fault(UN_SYS_SYNC);
 
 	if (err)
 		return -err;
-	return (int)ret(fsync(fd));
+	if (hook)
+		hook(fd, true);
+	err = (int)ret(fsync(fd));
+	if (hook)
+		hook(fd, false);
+	return err;
 }
 
 int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,

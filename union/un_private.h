@@ -163,6 +163,10 @@ void un_sys_inject_reset(void);
 unsigned long un_sys_calls(enum un_sys_op op);
 /* Test hook: use plain openat with O_NOFOLLOW as on kernels without openat2. */
 void un_sys_test_no_openat2(bool on);
+/* Test hook: FN (NULL: none) is called on the calling thread just before
+ * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
+ * test can see which fsyncs began after a change, and hold one. */
+void un_sys_test_fsync_hook(void (*fn)(int fd, bool begin));
 
 /* Filesystem identity of the calling thread.  Requests may run with a
  * client's fsuid/fsgid; the engine's own work (copy-up, white-outs, the work
@@ -211,7 +215,7 @@ struct un_state {
 	uint64_t flush_failed;	   /* number of the last flush that failed, or 0 */
 	int flush_err;		   /* its error */
 	bool flushing;		   /* a flush is running */
-	bool kicked;		   /* a caller waits: the syncer flushes now */
+	struct un_syncq *syncq;	   /* sync.c: batches of changes' syncs */
 };
 
 /* Maps an LMDB return code to 0 or -errno. */
@@ -456,25 +460,29 @@ int un_copy_xattrs(int src, int dst);
  * or moving it needs a white-out), 0 if not. */
 int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
 		 size_t len);
-/* Makes a change durable before its reply: syncs the upper instances of A
- * and B (either may be NULL; a lower one has nothing pending), then the node
- * table.  dir.c's changes of names and un_setattr end with it.  Does nothing
- * on a thread that serves an `async` client (un_thread_sync). */
-int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
-/* un_state_sync in two halves, so that the flush of the table runs while the
- * caller syncs other files: _begin after the commit to make durable (a
- * ticket: the number of the first flush to begin after it; it wakes the
- * syncer), _wait for that flush to end. */
-int un_state_sync_begin(struct un_state *st, uint64_t *ticket);
-int un_state_sync_wait(struct un_state *st, uint64_t ticket);
-/* un_sync_change whatever the thread's setting: un_commit. */
-int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* un_setattr without the sync: for changes that sync once at their end. */
 int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa);
 /* Whether SA sets anything. */
 bool un_sattr_any(const struct un_sattr *sa);
 /* Test hook: write white-outs in the xattr form (as when mknod is refused). */
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
+
+/* ---- sync.c: changes durable before the reply ---- */
+
+/* Makes a change durable before its reply: syncs the upper instances of A
+ * and B (either may be NULL; a lower one has nothing pending), then the node
+ * table, in a batch shared with concurrent changes.  dir.c's changes
+ * of names and un_setattr end with it.  Does nothing on a thread that serves
+ * an `async` client (un_thread_sync). */
+int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* un_sync_change whatever the thread's setting: un_commit. */
+int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* The batches a state runs (un_state_open). */
+int un_syncq_new(struct un_syncq **out);
+void un_syncq_free(struct un_syncq *q);
+/* Test hook: how many changes wait for (or run) a batch now. */
+unsigned un_syncq_test_users(struct un_state *st);
+/* (state.c) */
 
 /* ---- write.c: attributes and data ----
  * Besides the functions of union.h (un_setattr, un_write, un_commit): */

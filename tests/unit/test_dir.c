@@ -550,6 +550,130 @@ static void test_create(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* ---- durability: shared fsyncs ---- */
+
+/* What the fsync hook of test_sync_shared saw. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int begun, ended; /* fsyncs */
+	bool hold;	  /* the first fsync waits for release */
+	bool released;
+	bool marked;	      /* every change of the test was made */
+	int ended_after_mark; /* fsyncs that began after the mark and ended */
+} sh = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local bool sh_after_mark; /* this thread's fsync began after it */
+
+static void sh_hook(int fd, bool begin)
+{
+	(void)fd;
+	pthread_mutex_lock(&sh.lock);
+	if (begin) {
+		sh_after_mark = sh.marked;
+		if (++sh.begun == 1 && sh.hold) {
+			pthread_cond_broadcast(&sh.cond);
+			while (!sh.released)
+				pthread_cond_wait(&sh.cond, &sh.lock);
+		}
+	} else {
+		sh.ended++;
+		sh.ended_after_mark += sh_after_mark;
+	}
+	pthread_mutex_unlock(&sh.lock);
+}
+
+struct sh_change {
+	struct fx *fx;
+	struct un_obj *dir;
+	const char *name;
+	int rc;
+	int ended_after_mark; /* when un_create returned */
+};
+
+static void *sh_create(void *arg)
+{
+	struct sh_change *c = arg;
+	struct un_obj *o = NULL;
+
+	c->rc = un_create(c->fx->ex, c->dir, c->name, 0644, true, NULL, &o);
+	un_obj_put(o);
+	pthread_mutex_lock(&sh.lock);
+	c->ended_after_mark = sh.ended_after_mark;
+	pthread_mutex_unlock(&sh.lock);
+	return NULL;
+}
+
+/* Polls (bounded) until DONE(fx) holds. */
+static bool sh_until(struct fx *fx, bool (*done)(struct fx *))
+{
+	for (int i = 0; i < 2000; i++) {
+		if (done(fx))
+			return true;
+		usleep(5000);
+	}
+	return false;
+}
+
+static bool sh_made(struct fx *fx)
+{
+	return w_exists(fx, "u/d/b") && w_exists(fx, "u/d/c");
+}
+
+static bool sh_all_wait(struct fx *fx)
+{
+	return un_syncq_test_users(fx->st) == 3;
+}
+
+/* Concurrent changes of one directory share its fsyncs, and none is
+ * answered on an fsync that began before it was made (sync.c, invariant 1):
+ * A's fsync of d is held while B and C create in d; when it ends, B and C
+ * must still wait for a second fsync, which they share. */
+static void test_sync_shared(void **state)
+{
+	struct fx *fx = *state;
+	struct sh_change a = {.fx = fx, .name = "a"}, b = {.fx = fx, .name = "b"},
+			 c = {.fx = fx, .name = "c"};
+	pthread_t ta, tb, tc;
+
+	t_file(fx, "u/d/x", "");
+	w_export(fx);
+	a.dir = b.dir = c.dir = walk(fx, "d");
+	sh.begun = sh.ended = sh.ended_after_mark = 0;
+	sh.hold = true;
+	sh.released = sh.marked = false;
+	un_sys_test_fsync_hook(sh_hook);
+	assert_int_equal(pthread_create(&ta, NULL, sh_create, &a), 0);
+	pthread_mutex_lock(&sh.lock);
+	while (sh.begun == 0)
+		pthread_cond_wait(&sh.cond, &sh.lock);
+	pthread_mutex_unlock(&sh.lock);
+	assert_int_equal(pthread_create(&tb, NULL, sh_create, &b), 0);
+	assert_int_equal(pthread_create(&tc, NULL, sh_create, &c), 0);
+	assert_true(sh_until(fx, sh_made));
+	pthread_mutex_lock(&sh.lock);
+	sh.marked = true;
+	pthread_mutex_unlock(&sh.lock);
+	assert_true(sh_until(fx, sh_all_wait)); /* A runs, B and C wait */
+	pthread_mutex_lock(&sh.lock);
+	sh.released = true;
+	pthread_cond_broadcast(&sh.cond);
+	pthread_mutex_unlock(&sh.lock);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	pthread_join(tc, NULL);
+	un_sys_test_fsync_hook(NULL);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(b.rc, 0);
+	assert_int_equal(c.rc, 0);
+	assert_int_equal(b.ended_after_mark, 1);
+	assert_int_equal(c.ended_after_mark, 1);
+	assert_int_equal(sh.begun, 2); /* A's, then one for B and C */
+	assert_int_equal(un_syncq_test_users(fx->st), 0);
+	un_obj_put(a.dir);
+	t_list_eq(fx, "d", "a,b,c,x");
+}
+
 static void test_create_verf(void **state)
 {
 	static const uint8_t v1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -1260,6 +1384,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_link_rename_remove, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
