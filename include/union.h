@@ -76,6 +76,11 @@ int un_root(struct un_export *ex, struct un_obj **out);
 /* Resolves node ID of EX; -ESTALE when the node is unknown or its object is gone
  * or was replaced.  Caller owns *out. */
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
+/* As un_resolve, for a caller that only reads *out (un_getattr, un_lookup
+ * in it, its id): *out may be the object the engine's cache holds, which
+ * nothing may change (no copy-up, no change of a name in it), and saves the
+ * copy of its descriptors.  Caller owns a reference (un_obj_put). */
+int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out);
 /* Looks NAME up in DIR, top layer to bottom, stopping at a white-out, a
  * non-directory or an opaque directory.  "." and ".." are understood (".." of
  * the root is the root).  -ENOENT, -ENOTDIR, -ENAMETOOLONG, -EINVAL (a name with

@@ -677,6 +677,8 @@ bool srv_access_nfs(struct srv_req *req, void *args, void *res)
 	if (un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
 			     fh->data.data_len, &export_id, &id) != 0)
 		return true;
+	req->fh =
+	    (struct srv_fh_seen){fh->data.data_val, fh->data.data_len, export_id, id};
 	ex = srv_export_for_handle(req, export_id);
 	if (!ex)
 		return true;

@@ -39,7 +39,7 @@ static void nfs3_getattr(struct srv_req *req, void *argp, void *resp)
 	GETATTR3res *res = resp;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_get(req, &args->object, &f);
+	res->status = nfs3_file_view(req, &args->object, &f);
 	if (res->status)
 		return;
 	nfs3_fattr(&f.attr, &res->GETATTR3res_u.resok.obj_attributes);
@@ -88,7 +88,7 @@ static void nfs3_lookup(struct srv_req *req, void *argp, void *resp)
 	struct nfs3_file dir;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->what.dir, &dir);
+	st = nfs3_file_view(req, &args->what.dir, &dir);
 	if (st)
 		goto out;
 	st = nfs3_lookup_check(req, &dir, args->what.name);
@@ -111,7 +111,7 @@ static void nfs3_access(struct srv_req *req, void *argp, void *resp)
 	ACCESS3resok *ok = &res->ACCESS3res_u.resok;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_get(req, &args->object, &f);
+	res->status = nfs3_file_view(req, &args->object, &f);
 	if (res->status)
 		return;
 	/* RFC 1813: the reply holds the requested bits that are granted. */

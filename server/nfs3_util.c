@@ -9,15 +9,30 @@
 #include <string.h>
 #include <sys/stat.h>
 
-nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
+/* Decodes handle FH, or takes what srv_access_nfs decoded of it. */
+static int nfs3_fh_decode(const struct srv_req *req, const nfs_fh3 *fh,
+			  uint32_t *export_id, un_id *id)
+{
+	if (req->fh.data && req->fh.data == fh->data.data_val &&
+	    req->fh.len == fh->data.data_len) {
+		*export_id = req->fh.export_id;
+		*id = req->fh.id;
+		return 0;
+	}
+	return un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
+				fh->data.data_len, export_id, id);
+}
+
+/* nfs3_file_get, with the engine's shared object when VIEW. */
+static nfsstat3 nfs3_file_resolve(struct srv_req *req, const nfs_fh3 *fh, bool view,
+				  struct nfs3_file *f)
 {
 	uint32_t export_id;
 	un_id id;
 	int err;
 
 	memset(f, 0, sizeof(*f));
-	err = un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
-			       fh->data.data_len, &export_id, &id);
+	err = nfs3_fh_decode(req, fh, &export_id, &id);
 	if (err)
 		goto fail;
 	/* A well-formed handle of an export we no longer serve is stale, not
@@ -26,7 +41,8 @@ nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file 
 	f->ex = srv_export_by_id(req->srv, export_id);
 	if (!f->ex)
 		goto fail;
-	err = un_resolve(f->ex->ux, id, &f->obj);
+	err = view ? un_resolve_view(f->ex->ux, id, &f->obj)
+		   : un_resolve(f->ex->ux, id, &f->obj);
 	if (err)
 		goto fail;
 	err = un_getattr(f->ex->ux, f->obj, &f->attr);
@@ -40,6 +56,16 @@ fail_put:
 fail:
 	memset(f, 0, sizeof(*f));
 	return nfs3_status_from_errno(err);
+}
+
+nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
+{
+	return nfs3_file_resolve(req, fh, false, f);
+}
+
+nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
+{
+	return nfs3_file_resolve(req, fh, true, f);
 }
 
 bool nfs3_file_writable(const struct nfs3_file *f)

@@ -34,6 +34,10 @@ struct nfs3_file {
  * exists (NFS3ERR_STALE otherwise).  On NFS3_OK, F holds a reference that the
  * caller drops with nfs3_file_put; on failure F is cleared and owns nothing. */
 nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f);
+/* nfs3_file_get for a handler that only reads F->obj (its attributes, a
+ * lookup in it, its id): the object may be the engine's shared one
+ * (un_resolve_view), which nothing may change. */
+nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f);
 void nfs3_file_put(struct nfs3_file *f);
 /* Whether F's export takes changes from this caller: a writable union and a
  * client rule that says rw. */

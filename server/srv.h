@@ -218,6 +218,14 @@ struct srv_req {
 	 * opaque, out but for its length (READ): the bytes, in the arena's
 	 * payload, that the reply carries after the encoded results. */
 	struct srv_payload *payload;
+	/* The handle the NFS call is about (its first), as srv_access_nfs
+	 * decoded and checked it, so the handler does not check its MAC again
+	 * (nfs3_file_get).  DATA NULL: not decoded. */
+	struct srv_fh_seen {
+		const char *data;
+		uint32_t len, export_id;
+		un_id id;
+	} fh;
 };
 
 /* One procedure of one program.  The dispatcher decodes into a zeroed args

@@ -82,16 +82,55 @@
  *  4. An entry's object is shared by the cache and walks in progress and is
  *     never changed: the object un_resolve returns is a copy with its own
  *     descriptors when the cache shares it, since callers may change theirs
- *     (a copy-up puts a new top instance on it).  Entries are reference
- *     counted; a slot's try-lock guards only its pointer, and a busy slot is
- *     a miss.  An entry found stale leaves its slot at once.
- *  5. Only directories are kept: an O_PATH descriptor pins its inode, and a
- *     removed file's blocks should not wait for its slot to be reused.  At
- *     most UN_RC_SLOTS directory objects per export, and the entries of all
- *     exports (per-client unions are many) hold at most UN_RC_FDS_MAX, and
- *     no more than a quarter of RLIMIT_NOFILE, descriptors together
- *     (rc_nfds): a full cache stops remembering, it never makes the server
- *     run out of descriptors.
+ *     (a copy-up puts a new top instance on it).  un_resolve_view hands the
+ *     shared object itself to a caller that only reads it (the server's
+ *     GETATTR, ACCESS and the directory of LOOKUP), saving a dup and a
+ *     close per instance.  Entries are reference counted; a slot's
+ *     try-lock guards only its pointer, and a busy slot is a miss.  An
+ *     entry found stale leaves its slots at once.
+ *  5. Only directories' entries hold descriptors: an O_PATH descriptor
+ *     pins its inode, and a removed file's blocks should not wait for its
+ *     slot to be reused.  At most UN_RC_SLOTS directory objects per export,
+ *     and the entries of all exports (per-client unions are many) hold at
+ *     most UN_RC_FDS_MAX, and no more than a quarter of RLIMIT_NOFILE,
+ *     descriptors together (rc_nfds): a full cache stops remembering, it
+ *     never makes the server run out of descriptors.
+ *  6. A non-directory's entry holds no descriptor but which of the
+ *     parent's instances the lookup found it in (the last one it read:
+ *     a non-directory ends the walk, so nothing was kept above it) and its
+ *     stamp.  A hit checks the parent as rule 2 says, opens the name again
+ *     in that instance (one O_PATH|O_NOFOLLOW open beneath it) and takes
+ *     the object only if the descriptor's (dev, ino, type) are the entry's
+ *     and the stat says it is no white-out: a 0:0 character device never
+ *     is one of the entry's, and an empty regular file may have gained the
+ *     white-out xattr, so its ctime must be the remembered one, which is
+ *     kept only when settled (else RC_UNSETTLED, equal to none).  The rest
+ *     of the file (data, size, times, modes) is what the new descriptor
+ *     reads, like any lookup's.  The node id is the entry's: with the epoch
+ *     unchanged the table maps the same name and instance to the same
+ *     node (node.c invariant 10).  So a file replaced by another inode, a
+ *     white-out made over it, or a rename in the layer shows at once: the
+ *     first two change the parent's ctime or the identity the open finds,
+ *     the last the parent's ctime and the open's result.
+ *  7. The name index (ex->rn, by (parent, name)) holds the same entries
+ *     for un_lookup, which has a name rather than an id; un_lookup takes
+ *     the directory's stamps before it reads a name (rule 2) and checks an
+ *     entry as a walk does.  An index slot is keyed by hash and the entry
+ *     says which (parent, name) it is: a collision is a miss.
+ *  8. A walk takes the path of a node from the entries alone when every
+ *     hop from the node up to the root has one of the epoch read before
+ *     (rc_path): an entry's (parent, name) is the table's record as read
+ *     after that epoch, which no record changes while it stands (node.c
+ *     invariant 10), so the table would give the same path.  Each hop is
+ *     still checked against the layers as rule 2 says; a hop that fails
+ *     makes the next try read the path from the table.
+ *  9. A name found absent is remembered in the name index (an entry
+ *     without id) with the stamps of the parent's instances the lookup
+ *     read, when the absence rests on their entries alone: no name, an OCI
+ *     ".wh.NAME" beside it, or a 0:0 device under it (whose inode cannot
+ *     become anything else).  An absence ended by a white-out file (the
+ *     xattr form, which only its own ctime covers) is not remembered.  A
+ *     hit is -ENOENT with no name opened at all.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -115,6 +154,7 @@ struct lookup {
 	const char *name;
 	size_t len;
 	bool private;	    /* a ".wh." name: absent from every lower layer */
+	bool wh_file;	    /* ended by an xattr white-out: its ctime matters */
 	struct timespec t0; /* clock before any layer was read (memo inv. 2) */
 	struct un_merge m;
 	struct un_inst *found; /* kept instances, descriptors owned */
@@ -131,15 +171,25 @@ struct rc_stamp {
 };
 
 /* A resolved object, shared by the cache and the walks that use it; never
- * changes once in a slot. */
+ * changes once in a slot.  A directory's holds its object; a
+ * non-directory's holds no descriptor, only what a hit checks (rc
+ * invariant 6). */
 struct un_rc_entry {
 	atomic_uint ref;
-	un_id id, parent;
-	uint64_t epoch;	      /* node table epoch read before its walk */
-	struct un_obj *obj;   /* read only: never handed out (rc invariant 4) */
-	size_t nvis;	      /* instances of the parent the lookup read */
-	struct rc_stamp st[]; /* nvis of the parent's, then obj->ninst own */
+	un_id id, parent, fileid;
+	uint64_t epoch;	    /* node table epoch read before its walk */
+	mode_t type;	    /* S_IFMT */
+	struct un_obj *obj; /* a directory's, read only (rc invariant 4); NULL */
+	uint16_t namelen;
+	char *name;  /* its name in PARENT, NUL-ended, after st[] */
+	size_t nvis; /* instances of the parent the lookup read */
+	/* nvis of the parent's, then its own: obj->ninst, or one for a
+	 * non-directory (ctime RC_UNSETTLED if it was not settled) */
+	struct rc_stamp st[];
 };
+
+#define RC_UNSETTLED LLONG_MIN /* equals no ctime */
+#define RC_CHAIN_MAX 16	       /* hops of a path the cache may give */
 
 /* One remembered opaque flag (design notes). */
 struct opq_slot {
@@ -378,6 +428,8 @@ static int lookup_layer(struct lookup *lk, size_t i)
 	if (err < 0)
 		goto out;
 	err = 0;
+	if (seen == UN_SEEN_WHITEOUT && S_ISREG(st.st_mode))
+		lk->wh_file = true;
 	if (!un_merge_step(&lk->m, (enum un_seen)seen))
 		goto out;
 	lookup_keep(lk, fd, pi->layer, &st);
@@ -444,10 +496,11 @@ static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len,
 }
 
 /* un_lookup of a name other than "." and "..", which un_name_check
- * passed (LEN), with the engine's identity already taken.  With STAMPS, also how many of
- * DIR's instances it read
- * (*NVIS) and the identity and ctime of each instance of the result
- * (STAMPS, room for DIR->ninst), for the resolve cache. */
+ * passed (LEN), with the engine's identity already taken.  With STAMPS, also
+ * how many of DIR's instances it read (*NVIS; for -ENOENT, 0 when the
+ * absence rests on more than their entries: rc invariant 9) and the
+ * identity and ctime of each instance of the result (STAMPS, room for
+ * DIR->ninst), for the resolve cache. */
 static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char *name,
 		     size_t len, struct un_obj **out, size_t *nvis,
 		     struct rc_stamp *stamps)
@@ -479,35 +532,11 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 					      .layer = lk->found[k].layer};
 	if (!err)
 		err = lookup_obj(lk, out);
-	if (nvis)
-		*nvis = i;
+	if (nvis) /* an absence that rests on a white-out file's xattr: none */
+		*nvis = err == -ENOENT && lk->wh_file ? 0 : i;
 	for (unsigned k = 0; k < lk->m.nfound; k++) /* left only on failure */
 		un_sys_close(lk->found[k].fd);
 	free(lk);
-	return err;
-}
-
-int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
-	      struct un_obj **out)
-{
-	struct un_creds saved;
-	size_t len;
-	int err;
-
-	if (!S_ISDIR(dir->type))
-		return -ENOTDIR;
-	err = un_name_check(name, &len);
-	if (err)
-		return err;
-	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
-		return lookup_dots(ex, dir, len, out);
-	/* As overlayfs: the caller's right to search DIR is judged on the
-	 * merged directory (the server's LOOKUP check), the layers are searched
-	 * with the engine's identity, since a lower instance may carry other
-	 * modes than the merged one. */
-	un_sys_creds_override(&saved);
-	err = lookup_in(ex, dir, name, len, out, NULL, NULL);
-	un_sys_creds_revert(&saved);
 	return err;
 }
 
@@ -535,8 +564,10 @@ static void rc_put(struct un_rc_entry *e)
 {
 	if (!e || atomic_fetch_sub(&e->ref, 1) != 1)
 		return;
-	atomic_fetch_sub(&rc_nfds, e->obj->ninst);
-	un_obj_put(e->obj);
+	if (e->obj) {
+		atomic_fetch_sub(&rc_nfds, e->obj->ninst);
+		un_obj_put(e->obj);
+	}
 	free(e);
 }
 
@@ -579,6 +610,62 @@ static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
 	rc_put(gone);
 }
 
+/* The name index (rc invariant 7): entries by (parent, name), for
+ * un_lookup, which has no node id to go by; also the negative ones. */
+static uint64_t rn_hash(un_id parent, const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ parent;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
+	return h ^ h >> 29;
+}
+
+static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const char *name,
+				     size_t len)
+{
+	uint64_t h = rn_hash(parent, name, len);
+
+	return &ex->rn[(h * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_SLOTS - 1)];
+}
+
+/* The entry of NAME in directory PARENT with a reference of the caller's,
+ * or NULL. */
+static struct un_rc_entry *rn_get(struct un_export *ex, un_id parent, const char *name,
+				  size_t len)
+{
+	struct un_rc_slot *s = rn_slot_of(ex, parent, name, len);
+	struct un_rc_entry *e = NULL;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return NULL;
+	if (s->e && s->e->parent == parent && s->e->namelen == len &&
+	    !memcmp(s->e->name, name, len)) {
+		e = s->e;
+		atomic_fetch_add(&e->ref, 1);
+	}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	return e;
+}
+
+/* As rc_swap, in E's (or OLD's) slot of the name index. */
+static void rn_swap(struct un_export *ex, struct un_rc_entry *e,
+		    const struct un_rc_entry *old)
+{
+	const struct un_rc_entry *k = e ? e : old;
+	struct un_rc_slot *s = rn_slot_of(ex, k->parent, k->name, k->namelen);
+	struct un_rc_entry *gone = e;
+
+	if (!atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
+		if (!old || s->e == old) {
+			gone = s->e;
+			s->e = e;
+		}
+		atomic_store_explicit(&s->busy, false, memory_order_release);
+	}
+	rc_put(gone);
+}
+
 void un_rc_clear(struct un_export *ex)
 {
 	un_obj_put(atomic_load(&ex->rc_root));
@@ -586,7 +673,17 @@ void un_rc_clear(struct un_export *ex)
 	for (size_t i = 0; i < UN_RC_SLOTS; i++) {
 		rc_put(ex->rc[i].e);
 		ex->rc[i].e = NULL;
+		rc_put(ex->rn[i].e);
+		ex->rn[i].e = NULL;
 	}
+}
+
+static struct rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
+{
+	return (struct rc_stamp){.dev = st->st_dev,
+				 .ino = st->st_ino,
+				 .ctime = ts_ns(&st->st_ctim),
+				 .layer = layer};
 }
 
 static int rc_stamp_fd(int fd, uint16_t layer, struct rc_stamp *out)
@@ -595,10 +692,7 @@ static int rc_stamp_fd(int fd, uint16_t layer, struct rc_stamp *out)
 	int err = un_sys_fstat(fd, &st);
 
 	if (!err)
-		*out = (struct rc_stamp){.dev = st.st_dev,
-					 .ino = st.st_ino,
-					 .ctime = ts_ns(&st.st_ctim),
-					 .layer = layer};
+		*out = rc_stamp_of(&st, layer);
 	return err;
 }
 
@@ -619,36 +713,187 @@ struct walk {
 	size_t have;	      /* stamps of cur known: cst[0..have-1] */
 	struct rc_stamp *cst; /* cur's, nlayers + 1 long */
 	struct rc_stamp *nst; /* the next object's, as long */
+	void *buf;	      /* what cst and nst point into */
 };
+
+/* Sets W up to look names up in DIR (a reference of W's own): the epoch and
+ * the clock before anything is read, room for the stamps. */
+static int walk_init(struct walk *w, struct un_export *ex)
+{
+	*w = (struct walk){.ex = ex};
+	w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
+	if (!w->buf)
+		return -ENOMEM;
+	w->cst = w->buf;
+	w->nst = w->cst + ex->nlayers + 1;
+	w->epoch = atomic_load(&ex->st->node_epoch);
+	clock_gettime(CLOCK_REALTIME, &w->t0);
+	return 0;
+}
+
+static void walk_fini(struct walk *w)
+{
+	un_obj_put(w->cur);
+	free(w->buf);
+}
 
 /* Stamps of cur's first N instances, taking those not known yet. */
 static int walk_stamps(struct walk *w, size_t n)
 {
-	int err = 0;
+	int err;
 
-	for (; w->have < n && !err; w->have++)
+	for (; w->have < n; w->have++) {
 		err = rc_stamp_fd(w->cur->inst[w->have].fd, w->cur->inst[w->have].layer,
 				  &w->cst[w->have]);
-	return err;
+		if (err)
+			return err; /* that one stays unknown */
+	}
+	return 0;
 }
 
-/* Whether E is what looking up its name in cur would give now: the same
- * table epoch, the parent's instances it read and its own unchanged; its
- * own stamps, taken now, go to W->nst. */
-static bool rc_valid(struct walk *w, const struct un_rc_entry *e)
+/* Whether what E's lookup read of cur is unchanged: the same table epoch,
+ * the same parent and the stamps of the parent's instances it read. */
+static bool rc_valid_parent(struct walk *w, const struct un_rc_entry *e)
 {
-	const struct un_obj *o = e->obj;
-
-	if (e->epoch != w->epoch || e->parent != w->cur->id || e->nvis > w->cur->ninst ||
-	    walk_stamps(w, e->nvis))
+	if (e->epoch != w->epoch || e->parent != w->cur->id || e->nvis == 0 ||
+	    e->nvis > w->cur->ninst || walk_stamps(w, e->nvis))
 		return false;
 	for (size_t j = 0; j < e->nvis; j++)
 		if (!rc_stamp_eq(&w->cst[j], &e->st[j]))
 			return false;
+	return true;
+}
+
+/* Directory entry E (parent valid) is what a lookup would give if its own
+ * instances are unchanged; their stamps, taken now, go to W->nst. */
+static bool rc_hit_dir(struct walk *w, const struct un_rc_entry *e, struct un_obj **next)
+{
+	const struct un_obj *o = e->obj;
+
 	for (size_t j = 0; j < o->ninst; j++)
 		if (rc_stamp_fd(o->inst[j].fd, o->inst[j].layer, &w->nst[j]) ||
 		    !rc_stamp_eq(&w->nst[j], &e->st[e->nvis + j]))
 			return false;
+	*next = un_obj_get(e->obj);
+	return true;
+}
+
+/* Whether ST, the object under E's name in the layer E found it in, is the
+ * object E found and still no white-out (rc invariant 6). */
+static bool rc_same_file(const struct un_rc_entry *e, const struct stat *st)
+{
+	const struct rc_stamp *own = &e->st[e->nvis];
+
+	if (st->st_dev != own->dev || st->st_ino != own->ino ||
+	    (st->st_mode & S_IFMT) != e->type)
+		return false;
+	/* What un_whiteout_classify reads beyond the stat: the white-out
+	 * xattr of an empty regular file, which its ctime covers. */
+	if (S_ISREG(st->st_mode) && st->st_size == 0)
+		return ts_ns(&st->st_ctim) == own->ctime;
+	return !(S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0));
+}
+
+/* Non-directory entry E (parent valid): opens its name again in the
+ * parent's instance it was found in, and makes the object from that
+ * descriptor if it is E's object still. */
+static bool rc_hit_file(struct walk *w, const struct un_rc_entry *e, struct un_obj **next)
+{
+	const struct un_inst *pi = &w->cur->inst[e->nvis - 1];
+	struct un_obj *o = NULL;
+	struct stat st;
+	int fd;
+
+	if (pi->layer != e->st[e->nvis].layer)
+		return false;
+	fd = un_sys_open_beneath(pi->fd, e->name, O_PATH);
+	if (fd < 0)
+		return false;
+	if (!un_sys_fstat(fd, &st) && rc_same_file(e, &st))
+		o = obj_alloc(1);
+	if (!o) {
+		un_sys_close(fd);
+		return false;
+	}
+	o->id = e->id;
+	o->fileid = e->fileid;
+	o->parent = e->parent;
+	o->type = e->type;
+	o->namelen = e->namelen;
+	memcpy(o->name, e->name, e->namelen);
+	o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = pi->layer};
+	w->nst[0] = rc_stamp_of(&st, pi->layer);
+	*next = o;
+	return true;
+}
+
+/* What looking E's name up in cur would give now, from E, if E still
+ * holds: *NEXT (a reference of the caller's; *SHARED when it is the
+ * cache's object; NULL for a negative entry: absent) and its stamps in
+ * W->nst.  Any failure is a miss. */
+static bool rc_hit(struct walk *w, const struct un_rc_entry *e, struct un_obj **next,
+		   bool *shared)
+{
+	if (!rc_valid_parent(w, e))
+		return false;
+	*shared = e->obj != NULL;
+	if (e->id == UN_ID_NONE) {
+		*next = NULL; /* the name is absent (rc invariant 9) */
+		return true;
+	}
+	return e->obj ? rc_hit_dir(w, e, next) : rc_hit_file(w, e, next);
+}
+
+/* A new entry (one reference) for NAME in cur with NST stamps, the
+ * parent's NVIS first, copied from W; the rest is the caller's to fill. */
+static struct un_rc_entry *rc_entry_new(struct walk *w, const char *name, size_t len,
+					size_t nvis, size_t nst)
+{
+	struct un_rc_entry *e =
+	    un_sys_malloc(sizeof(*e) + nst * sizeof(e->st[0]) + len + 1);
+
+	if (!e)
+		return NULL;
+	*e = (struct un_rc_entry){.parent = w->cur->id, .epoch = w->epoch, .nvis = nvis};
+	atomic_init(&e->ref, 1);
+	e->name = (char *)(e->st + nst);
+	e->namelen = (uint16_t)len;
+	memcpy(e->name, name, len);
+	e->name[len] = '\0';
+	memcpy(e->st, w->cst, nvis * sizeof(e->st[0]));
+	return e;
+}
+
+/* Whether every stamp a new entry would hold is settled (rc invariant 3);
+ * a non-directory's own ctime only matters, and is kept, if it is. */
+static bool rc_settled(struct walk *w, const struct un_obj *next, size_t nvis)
+{
+	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
+
+	for (size_t j = 0; j < nvis; j++)
+		if (w->cst[j].ctime >= limit)
+			return false;
+	if (!S_ISDIR(next->type)) {
+		if (w->nst[0].ctime >= limit)
+			w->nst[0].ctime = RC_UNSETTLED;
+		return true;
+	}
+	for (size_t j = 0; j < next->ninst; j++)
+		if (w->nst[j].ctime >= limit)
+			return false;
+	return true;
+}
+
+/* Counts the descriptors a directory's entry will hold against the bound
+ * (rc invariant 5); false if they do not fit. */
+static bool rc_reserve(const struct un_obj *next)
+{
+	if (!S_ISDIR(next->type))
+		return true;
+	if (atomic_fetch_add(&rc_nfds, next->ninst) + next->ninst > rc_fds_max()) {
+		atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
 	return true;
 }
 
@@ -657,36 +902,45 @@ static bool rc_valid(struct walk *w, const struct un_rc_entry *e)
  * is now the cache's too. */
 static bool rc_remember(struct walk *w, struct un_obj *next, size_t nvis)
 {
+	bool dir = S_ISDIR(next->type);
+	size_t nown = dir ? next->ninst : 1;
+	struct un_rc_entry *e;
+
+	if (w->have < nvis || !rc_settled(w, next, nvis) || !rc_reserve(next))
+		return false;
+	e = rc_entry_new(w, next->name, next->namelen, nvis, nvis + nown);
+	if (!e) {
+		if (dir)
+			atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
+	e->id = next->id;
+	e->fileid = next->fileid;
+	e->type = next->type;
+	e->obj = dir ? un_obj_get(next) : NULL; /* rc invariant 6 */
+	memcpy(e->st + nvis, w->nst, nown * sizeof(e->st[0]));
+	atomic_fetch_add(&e->ref, 1);
+	rn_swap(w->ex, e, NULL);
+	rc_swap(w->ex, e->id, e, NULL);
+	return dir;
+}
+
+/* Remembers that NAME is absent from cur, by a lookup that read NVIS of
+ * its instances (0: one it may not remember; rc invariant 9). */
+static void rc_remember_absent(struct walk *w, const char *name, size_t len, size_t nvis)
+{
 	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
 	struct un_rc_entry *e;
 
-	if (w->have < nvis || !S_ISDIR(next->type))
-		return false; /* rc invariant 5: directories only */
+	if (w->have < nvis)
+		return;
 	for (size_t j = 0; j < nvis; j++)
 		if (w->cst[j].ctime >= limit)
-			return false;
-	for (size_t j = 0; j < next->ninst; j++)
-		if (w->nst[j].ctime >= limit)
-			return false;
-	if (atomic_fetch_add(&rc_nfds, next->ninst) + next->ninst > rc_fds_max()) {
-		atomic_fetch_sub(&rc_nfds, next->ninst);
-		return false;
-	}
-	e = un_sys_malloc(sizeof(*e) + (nvis + next->ninst) * sizeof(e->st[0]));
-	if (!e) {
-		atomic_fetch_sub(&rc_nfds, next->ninst);
-		return false;
-	}
-	atomic_init(&e->ref, 1);
-	e->id = next->id;
-	e->parent = w->cur->id;
-	e->epoch = w->epoch;
-	e->obj = un_obj_get(next);
-	e->nvis = nvis;
-	memcpy(e->st, w->cst, nvis * sizeof(e->st[0]));
-	memcpy(e->st + nvis, w->nst, next->ninst * sizeof(e->st[0]));
-	rc_swap(w->ex, e->id, e, NULL);
-	return true;
+			return;
+	e = rc_entry_new(w, name, len, nvis, nvis);
+	if (!e)
+		return;
+	rn_swap(w->ex, e, NULL);
 }
 
 /* Moves W on to NEXT (reference moves), whose stamps are in W->nst. */
@@ -697,46 +951,73 @@ static void walk_advance(struct walk *w, struct un_obj *next, bool shared)
 	un_obj_put(w->cur);
 	w->cur = next;
 	w->shared = shared;
-	w->have = next->ninst;
+	w->have = S_ISDIR(next->type) ? next->ninst : 1;
 	w->cst = w->nst;
 	w->nst = t;
+}
+
+/* Looks NAME (checked: LEN) up in cur, the parent's stamps taken first
+ * (rc invariant 2), and remembers the result if it may; W moves on to it. */
+static int walk_lookup(struct walk *w, const char *name, size_t len)
+{
+	struct un_obj *next;
+	size_t nvis = 0;
+	int err;
+
+	err = walk_stamps(w, w->cur->ninst);
+	if (!err)
+		err = lookup_in(w->ex, w->cur, name, len, &next, &nvis, w->nst);
+	if (err == -ENOENT && nvis)
+		rc_remember_absent(w, name, len, nvis);
+	if (err)
+		return err;
+	walk_advance(w, next, rc_remember(w, next, nvis));
+	return 0;
+}
+
+/* Moves W on from the cache's entry E if it holds (a reference of the
+ * caller's, which this drops): 1, or -ENOENT from a negative entry; 0 for
+ * a miss, and a stale entry leaves its slots. */
+static int walk_cached(struct walk *w, struct un_rc_entry *e)
+{
+	struct un_obj *next = NULL;
+	bool shared = false;
+	int r = 0;
+
+	if (!e)
+		return 0;
+	if (!rc_hit(w, e, &next, &shared)) {
+		rn_swap(w->ex, NULL, e); /* stale: its descriptors go */
+		if (e->id != UN_ID_NONE)
+			rc_swap(w->ex, e->id, NULL, e);
+	} else if (next) {
+		walk_advance(w, next, shared);
+		r = 1;
+	} else {
+		r = -ENOENT;
+	}
+	rc_put(e);
+	return r;
 }
 
 /* One hop: from the cache where its entry holds, else by a lookup. */
 static int walk_hop(struct walk *w, const struct un_node_hop *hop)
 {
-	struct un_rc_entry *e = rc_get(w->ex, hop->id);
-	struct un_obj *next;
-	size_t nvis = 0, len;
-	bool stamped;
+	size_t len;
 	int err;
 
-	if (e && rc_valid(w, e)) {
-		walk_advance(w, un_obj_get(e->obj), true);
-		rc_put(e);
-		return 0;
-	}
-	if (e) {
-		rc_swap(w->ex, hop->id, NULL, e); /* stale: its descriptors go */
-		rc_put(e);
-	}
-	/* The parent's stamps before its names are read (rc invariant 2). */
-	stamped = !walk_stamps(w, w->cur->ninst);
+	if (walk_cached(w, rc_get(w->ex, hop->id)) == 1)
+		return 0; /* (only the name index holds negative entries) */
 	if (!S_ISDIR(w->cur->type) || un_name_check(hop->name, &len) ||
 	    len != hop->namelen ||
 	    (hop->name[0] == '.' && (len == 1 || (len == 2 && hop->name[1] == '.'))))
 		return -ESTALE; /* the table names no such hop */
-	err = lookup_in(w->ex, w->cur, hop->name, len, &next, &nvis, w->nst);
+	err = walk_lookup(w, hop->name, len);
 	if (err == -ENOENT || err == -ENOTDIR || err == -EINVAL || err == -ENAMETOOLONG)
 		err = -ESTALE;
-	if (err)
-		return err;
-	if (next->id != hop->id) {
-		un_obj_put(next);
-		return -ESTALE; /* replaced: that name is another node now */
-	}
-	walk_advance(w, next, stamped && rc_remember(w, next, nvis));
-	return 0;
+	if (!err && w->cur->id != hop->id)
+		err = -ESTALE; /* replaced: that name is another node now */
+	return err;
 }
 
 /* A copy of O with descriptors of its own, for a caller that may change
@@ -767,91 +1048,191 @@ static int obj_copy(const struct un_obj *o, struct un_obj **out)
 	return 0;
 }
 
-/* Starts W at the export's root object, which walks share (its instances
- * are the layer roots, fixed for the export's life): no descriptors to dup
- * and close per walk. */
-static int walk_root(struct walk *w)
+/* The export's root object, which walks share (its instances are the
+ * layer roots, fixed for the export's life): no descriptors to dup and
+ * close per walk.  A reference of the caller's. */
+static int shared_root(struct un_export *ex, struct un_obj **out)
 {
-	struct un_obj *root = atomic_load(&w->ex->rc_root), *none = NULL;
+	struct un_obj *root = atomic_load(&ex->rc_root), *none = NULL;
 	int err;
 
 	if (!root) {
-		err = un_root(w->ex, &root);
+		err = un_root(ex, &root);
 		if (err)
 			return err;
-		if (!atomic_compare_exchange_strong(&w->ex->rc_root, &none, root)) {
+		if (!atomic_compare_exchange_strong(&ex->rc_root, &none, root)) {
 			un_obj_put(root); /* another walk's came first */
 			root = none;
 		}
 	}
-	w->cur = un_obj_get(root);
-	w->shared = true;
+	*out = un_obj_get(root);
+	return 0;
+}
+
+/* Hands W's object out: a copy when it is the cache's, unless VIEW (the
+ * caller only reads it: rc invariant 4). */
+static int walk_out(struct walk *w, bool view, struct un_obj **out)
+{
+	if (w->shared && !view)
+		return obj_copy(w->cur, out);
+	*out = un_obj_get(w->cur);
 	return 0;
 }
 
 /* Walks HOPS[1..n-1] down from the root; any hop that is gone or names
  * another node makes the whole handle stale. */
 static int resolve_walk(struct walk *w, const struct un_node_hop *hops, size_t n,
-			struct un_obj **out)
+			bool view, struct un_obj **out)
 {
 	int err;
 
-	err = walk_root(w);
+	w->have = 0;
+	w->shared = true;
+	err = shared_root(w->ex, &w->cur);
 	for (size_t i = 1; i < n && !err; i++)
 		err = walk_hop(w, &hops[i]);
-	if (!err && w->shared)
-		err = obj_copy(w->cur, out); /* the cache's is never handed out */
-	else if (!err)
-		*out = un_obj_get(w->cur);
+	if (!err)
+		err = walk_out(w, view, out);
 	un_obj_put(w->cur);
 	w->cur = NULL;
 	return err;
 }
 
-static int resolve_once(struct walk *w, un_id id, struct un_obj **out)
+/* The path of ID from the cache's entries alone (rc invariant 8): HOPS
+ * gets at most RC_CHAIN_MAX of them, root first; false if any entry on the
+ * way is missing or of another epoch than W's. */
+static bool rc_path(struct walk *w, un_id id, struct un_node_hop *hops, size_t *n)
 {
-	struct un_node_hop *hops = NULL;
+	struct un_rc_entry *e;
+	size_t k = RC_CHAIN_MAX;
+
+	while (id != w->ex->root_id) {
+		if (k == 1)
+			return false;
+		e = rc_get(w->ex, id);
+		if (!e || e->epoch != w->epoch) {
+			rc_put(e);
+			return false;
+		}
+		k--;
+		hops[k] = (struct un_node_hop){.id = id,
+					       .parent = e->parent,
+					       .type = e->type,
+					       .namelen = e->namelen};
+		memcpy(hops[k].name, e->name, e->namelen);
+		hops[k].name[e->namelen] = '\0';
+		id = e->parent;
+		rc_put(e);
+	}
+	hops[--k] = (struct un_node_hop){.id = id};
+	*n = RC_CHAIN_MAX - k;
+	memmove(hops, hops + k, *n * sizeof(hops[0]));
+	return true;
+}
+
+/* One walk to ID: the path from the cache when it has every hop (only on
+ * a first try: a later one reads the table), else from the table. */
+static int resolve_once(struct walk *w, un_id id, bool first, bool view,
+			struct un_obj **out)
+{
+	struct un_node_hop *hops = NULL, chain[RC_CHAIN_MAX];
 	size_t n;
 	int err;
 
 	w->epoch = atomic_load(&w->ex->st->node_epoch); /* before the table */
-	w->have = 0;
-	w->shared = false;
+	if (first && rc_path(w, id, chain, &n))
+		return resolve_walk(w, chain, n, view, out);
 	err = un_node_path(w->ex->st, id, &hops, &n);
 	if (err)
 		return err;
 	err = -ESTALE; /* a node of another export */
 	if (n >= 2 && hops[0].id == w->ex->root_id)
-		err = resolve_walk(w, hops, n, out);
+		err = resolve_walk(w, hops, n, view, out);
 	free(hops);
 	return err;
 }
 
-int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+static int resolve(struct un_export *ex, un_id id, bool view, struct un_obj **out)
 {
-	struct walk w = {.ex = ex};
-	struct rc_stamp *stamps; /* cst and nst, which trade places */
 	struct un_creds saved;
-	int err = -ESTALE;
+	struct walk w;
+	int err;
 
 	if (id == ex->root_id)
-		return un_root(ex, out);
-	stamps = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(stamps[0]));
-	if (!stamps)
-		return -ENOMEM;
-	w.cst = stamps;
-	w.nst = stamps + ex->nlayers + 1;
-	clock_gettime(CLOCK_REALTIME, &w.t0);
+		return view ? shared_root(ex, out) : un_root(ex, out);
+	err = walk_init(&w, ex);
+	if (err)
+		return err;
 	/* A handle names its object whatever the caller may search on the way
 	 * (as knfsd): the walk runs with the engine's identity. */
 	un_sys_creds_override(&saved);
 	/* A rename (dir.c) changes the layer first and the table after it:
 	 * a walk in between finds the old name gone.  The path read again
 	 * names the new place; a node really gone stays -ESTALE. */
+	err = -ESTALE;
 	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
-		err = resolve_once(&w, id, out);
+		err = resolve_once(&w, id, tries == 0, view, out);
 	un_sys_creds_revert(&saved);
-	free(stamps);
+	walk_fini(&w);
+	return err;
+}
+
+int un_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+{
+	return resolve(ex, id, false, out);
+}
+
+int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out)
+{
+	return resolve(ex, id, true, out);
+}
+
+/* un_lookup of NAME (checked: LEN) in DIR through the cache: an entry
+ * found by the name index (rc invariant 7) when it holds, else a lookup
+ * whose result the cache may remember. */
+static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *name,
+			 size_t len, struct un_obj **out)
+{
+	struct walk w;
+	int err;
+
+	err = walk_init(&w, ex);
+	if (err)
+		return err;
+	w.cur = un_obj_get(dir);
+	w.shared = false;
+	err = walk_cached(&w, rn_get(ex, dir->id, name, len));
+	if (err == 0)
+		err = walk_lookup(&w, name, len);
+	else if (err == 1)
+		err = 0;
+	if (!err)
+		err = walk_out(&w, false, out);
+	walk_fini(&w);
+	return err;
+}
+
+int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
+	      struct un_obj **out)
+{
+	struct un_creds saved;
+	size_t len;
+	int err;
+
+	if (!S_ISDIR(dir->type))
+		return -ENOTDIR;
+	err = un_name_check(name, &len);
+	if (err)
+		return err;
+	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
+		return lookup_dots(ex, dir, len, out);
+	/* As overlayfs: the caller's right to search DIR is judged on the
+	 * merged directory (the server's LOOKUP check), the layers are searched
+	 * with the engine's identity, since a lower instance may carry other
+	 * modes than the merged one. */
+	un_sys_creds_override(&saved);
+	err = lookup_cached(ex, dir, name, len, out);
+	un_sys_creds_revert(&saved);
 	return err;
 }
 

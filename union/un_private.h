@@ -50,7 +50,10 @@
 /* The same bound for lookup.c's memo of opaque flags and its resolve
  * cache, both keyed by ctime. */
 #define UN_OPAQUE_SETTLE_NS 1000000000ll
-#define UN_RC_SLOTS	    512	 /* resolve cache entries per export (lookup.c) */
+/* Resolve cache slots per export and table (lookup.c): a working set of
+ * tens of thousands of files fits; 1 MiB of slots per table, touched as
+ * used (the export is calloc'd), entries ~100-200 bytes each. */
+#define UN_RC_SLOTS	    65536
 #define UN_RC_FDS_MAX	    4096 /* descriptors they hold, all exports together */
 
 /* ---- sys.c: the syscall seam ----
@@ -343,12 +346,13 @@ struct un_export {
 	pthread_mutex_t ns_locks[UN_LOCK_STRIPES];
 	pthread_mutex_t rename_lock; /* cross-directory renames, as the VFS's */
 	/* The root object walks share, and objects a walk resolved, by node
-	 * id (lookup.c, the resolve cache). */
+	 * id and by (parent, name), the latter with names found absent too
+	 * (lookup.c, the resolve cache). */
 	_Atomic(struct un_obj *) rc_root;
 	struct un_rc_slot {
 		_Atomic bool busy; /* try-lock */
 		struct un_rc_entry *e;
-	} rc[UN_RC_SLOTS];
+	} rc[UN_RC_SLOTS], rn[UN_RC_SLOTS];
 };
 
 /* ---- whiteout.c: on-disk markers and the merge rule ---- */

@@ -481,6 +481,76 @@ static void test_resolve_cache_follows_changes(void **state)
 	assert_int_equal(resolve_ninst(fx, t_id(fx, "a/b")), 1);
 }
 
+/* How many opens resolving ID (0 expected) takes. */
+static unsigned long resolve_opens(struct fx *fx, un_id id)
+{
+	unsigned long before = un_sys_calls(UN_SYS_OPEN);
+
+	assert_int_equal(resolve_ninst(fx, id), 1);
+	return un_sys_calls(UN_SYS_OPEN) - before;
+}
+
+/* The resolve cache's entries of non-directories, the name index and the
+ * names remembered absent (lookup.c, rc invariants 6 to 9) follow changes
+ * made directly in the layers, at the next call: a file replaced by
+ * another inode, a white-out made over it (an OCI one in a layer above, the
+ * xattr form on an empty file), a rename in its layer, a name that appears
+ * in a layer below (settle time 0; each change waits out a tick). */
+static void test_file_cache_follows_changes(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long cold;
+	un_id f, e;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/a/x", "x");
+	t_file(fx, "l2/a/f", "f");
+	t_file(fx, "l2/a/e", "");
+	t_mkdir(fx, "l3/a");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	f = t_id(fx, "a/f");
+	e = t_id(fx, "a/e");
+	usleep(20000);
+	cold = resolve_opens(fx, f);		  /* remembers a and a/f */
+	assert_true(resolve_opens(fx, f) < cold); /* one open: the cache's */
+	assert_int_equal(t_lookup_rc(fx, "a/f"), 0);
+	assert_int_equal(t_lookup_rc(fx, "a/nope"), -ENOENT); /* remembered absent */
+	assert_int_equal(resolve_ninst(fx, e), 1);
+	/* the xattr white-out on the empty file: its ctime, not its parent's */
+	usleep(20000);
+	t_xattr(fx, "l2/a/e", "trusted.overlay.whiteout", "");
+	assert_int_equal(resolve_ninst(fx, e), -ESTALE);
+	assert_int_equal(t_lookup_rc(fx, "a/e"), -ENOENT);
+	/* an OCI white-out in the layer above */
+	usleep(20000);
+	t_file(fx, "l1/a/.wh.f", "");
+	assert_int_equal(resolve_ninst(fx, f), -ESTALE);
+	assert_int_equal(t_lookup_rc(fx, "a/f"), -ENOENT);
+	usleep(20000);
+	t_rm(fx, "l1/a/.wh.f");
+	assert_int_equal(resolve_ninst(fx, f), 1);
+	assert_int_equal(t_lookup_rc(fx, "a/f"), 0);
+	/* replaced by another inode in its layer: the old node is stale */
+	usleep(20000);
+	t_file(fx, "l2/a/f.new", "new");
+	assert_int_equal(rename(t_path(fx, "l2/a/f.new"), t_path(fx, "l2/a/f")), 0);
+	assert_int_equal(resolve_ninst(fx, f), -ESTALE);
+	f = t_id(fx, "a/f");
+	usleep(20000);
+	assert_int_equal(resolve_ninst(fx, f), 1);
+	assert_int_equal(resolve_ninst(fx, f), 1);
+	/* renamed in its layer */
+	usleep(20000);
+	assert_int_equal(rename(t_path(fx, "l2/a/f"), t_path(fx, "l2/a/g")), 0);
+	assert_int_equal(resolve_ninst(fx, f), -ESTALE);
+	assert_int_equal(t_lookup_rc(fx, "a/f"), -ENOENT);
+	assert_int_equal(t_lookup_rc(fx, "a/g"), 0);
+	/* a name remembered absent appears in the bottom layer */
+	t_file(fx, "l3/a/nope", "n");
+	assert_int_equal(t_lookup_rc(fx, "a/nope"), 0);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* Runs a lookup, a getattr, a read and a readlink of a merged tree. */
 static int exercise(struct fx *fx)
 {
@@ -601,6 +671,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_export_errors, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_follows_changes, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_file_cache_follows_changes, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_export_open_faults, t_setup, t_teardown),
