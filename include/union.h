@@ -125,6 +125,13 @@ int un_readlink(struct un_export *ex, struct un_obj *o, char *buf, size_t size,
  * read reached the end of the file. -EISDIR, -EINVAL for non-regular files. */
 ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
 		uint64_t off, bool *eof);
+/* As un_read, but the bytes go into the pipe whose write end is PIPEFD, by
+ * splice: the pipe takes references to the file's pages instead of a copy.
+ * Fewer than COUNT bytes when the pipe fills up; *eof is true when the read
+ * reached the end of the file.  -EINVAL (nothing read) when the layer's
+ * filesystem cannot splice: un_read can. */
+ssize_t un_read_pipe(struct un_export *ex, struct un_obj *o, int pipefd, size_t count,
+		     uint64_t off, bool *eof);
 
 struct un_statfs {
 	uint64_t tbytes, fbytes, abytes;

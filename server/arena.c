@@ -17,13 +17,18 @@
  * which the arena owns until the dispatcher takes it into the reply and the
  * transport gives it back after sending.  The list keeps at most
  * PAYLOAD_KEEP buffers; more in use at once (many connections with many
- * READs each) are allocated and freed as needed.
+ * READs each) are allocated and freed as needed.  A payload's pipe (for data
+ * spliced from a file) is made on first use and kept with its buffer, unless
+ * it still holds bytes (a reply dropped half sent): then it is closed.
  */
+#define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "srv.h"
 
@@ -159,7 +164,33 @@ static struct srv_payload *payload_new(void)
 		return NULL;
 	}
 	p->cap = PAYLOAD_SIZE;
+	p->pipe[0] = p->pipe[1] = -1;
 	return p;
+}
+
+static void payload_pipe_close(struct srv_payload *p)
+{
+	if (p->pipe[0] < 0)
+		return;
+	close(p->pipe[0]);
+	close(p->pipe[1]);
+	p->pipe[0] = p->pipe[1] = -1;
+}
+
+int srv_payload_pipe(struct srv_payload *p)
+{
+	if (p->pipe[1] >= 0)
+		return p->pipe[1];
+	if (pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+		p->pipe[0] = p->pipe[1] = -1;
+		return -1;
+	}
+	/* The default 64 KiB would split a READ into many short ones. */
+	if (fcntl(p->pipe[1], F_SETPIPE_SZ, PAYLOAD_SIZE) < PAYLOAD_SIZE) {
+		payload_pipe_close(p);
+		return -1;
+	}
+	return p->pipe[1];
 }
 
 struct srv_payload *srv_arena_payload(struct srv_arena *a, size_t size)
@@ -179,7 +210,7 @@ struct srv_payload *srv_arena_payload(struct srv_arena *a, size_t size)
 		p = payload_new();
 	if (!p)
 		return NULL;
-	p->len = 0;
+	p->len = p->piped = p->in_pipe = 0;
 	p->next = a->payloads;
 	a->payloads = p;
 	return p;
@@ -200,6 +231,9 @@ void srv_payload_put(struct srv_payload *p)
 {
 	if (!p)
 		return;
+	/* A pipe holding bytes of a reply never sent is of no use again. */
+	if (p->in_pipe)
+		payload_pipe_close(p);
 	pthread_mutex_lock(&payloads.lock);
 	if (payloads.nfree < PAYLOAD_KEEP) {
 		p->next = payloads.free;
@@ -209,6 +243,7 @@ void srv_payload_put(struct srv_payload *p)
 	}
 	pthread_mutex_unlock(&payloads.lock);
 	if (p) {
+		payload_pipe_close(p);
 		free(p->data);
 		free(p);
 	}

@@ -44,7 +44,7 @@
  *  7. A record longer than SRV_MAX_RECORD closes the connection (srv_rm_feed
  *     says so before allocating); a UDP datagram is one record.
  */
-#define _GNU_SOURCE /* accept4 */
+#define _GNU_SOURCE /* accept4, splice */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -318,9 +318,12 @@ static void note_conn(struct srv_conn *c)
 		srv_log(SRV_LOG_ERR, "cannot wake the event loop: %s", strerror(errno));
 }
 
-/* The unsent part of OB (record mark, reply bytes, payload) as iovecs, so
- * that one sendmsg writes a whole reply without joining its parts. */
-static int outbuf_iov(const struct outbuf *ob, struct iovec iov[OUTBUF_IOV])
+/* The unsent bytes of OB that are in memory, as iovecs: record mark, reply
+ * bytes and payload buffer, so that one sendmsg writes them without joining
+ * them.  A payload with bytes in a pipe (sent by outbuf_write) splits them:
+ * before the pipe's bytes the iovecs end there and *MORE says more follows;
+ * past them only the payload buffer is left. */
+static int outbuf_iov(const struct outbuf *ob, struct iovec iov[OUTBUF_IOV], bool *more)
 {
 	const struct srv_payload *p = ob->body.payload;
 	const struct iovec part[OUTBUF_IOV] = {
@@ -328,10 +331,18 @@ static int outbuf_iov(const struct outbuf *ob, struct iovec iov[OUTBUF_IOV])
 	    {ob->body.data, ob->body.len},
 	    {p ? p->data : NULL, p ? p->len : 0},
 	};
-	size_t skip = ob->off;
-	int n = 0;
+	size_t skip = ob->off, head = 4 + ob->body.len, piped = p ? p->piped : 0;
+	int first = 0, end = OUTBUF_IOV, n = 0;
 
-	for (int i = 0; i < OUTBUF_IOV; i++) {
+	*more = false;
+	if (piped && skip >= head) {
+		skip -= head + piped;
+		first = 2;
+	} else if (piped) {
+		end = 2;
+		*more = true;
+	}
+	for (int i = first; i < end; i++) {
 		if (skip >= part[i].iov_len) {
 			skip -= part[i].iov_len;
 			continue;
@@ -343,20 +354,44 @@ static int outbuf_iov(const struct outbuf *ob, struct iovec iov[OUTBUF_IOV])
 	return n;
 }
 
+/* Writes the next unsent bytes of OB to socket FD: those in memory with one
+ * sendmsg, those in the payload's pipe with splice (the socket takes the
+ * page references the pipe holds: no copy).  splice has no MSG_NOSIGNAL: the
+ * program ignores SIGPIPE (main.c).  Returns the bytes written or -errno. */
+static ssize_t outbuf_write(int fd, struct outbuf *ob)
+{
+	struct srv_payload *p = ob->body.payload;
+	size_t head = 4 + ob->body.len;
+	struct iovec iov[OUTBUF_IOV];
+	struct msghdr msg = {.msg_iov = iov};
+	bool more;
+	ssize_t n;
+
+	if (p && p->piped && ob->off >= head && ob->off < head + p->piped) {
+		n = splice(p->pipe[0], NULL, fd, NULL, p->in_pipe,
+			   SPLICE_F_NONBLOCK | (p->len ? SPLICE_F_MORE : 0));
+		if (n == 0)
+			return -EPIPE; /* the pipe cannot be empty: give up */
+		if (n > 0)
+			p->in_pipe -= (size_t)n;
+		return n < 0 ? -errno : n;
+	}
+	msg.msg_iovlen = (size_t)outbuf_iov(ob, iov, &more);
+	n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+	return n < 0 ? -errno : n;
+}
+
 /* Writes queued replies until the queue is empty or the socket is full.
  * Under c->lock.  Returns 0, or a negative errno when the socket is broken. */
 static int flush_outq(struct srv_conn *c)
 {
-	struct iovec iov[OUTBUF_IOV];
-	struct msghdr msg = {.msg_iov = iov};
 	struct outbuf *ob;
 	ssize_t n;
 
 	while ((ob = c->out_head) != NULL) {
-		msg.msg_iovlen = (size_t)outbuf_iov(ob, iov);
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = outbuf_write(c->fd, ob);
 		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+			return n == -EAGAIN || n == -EINTR ? 0 : (int)n;
 		ob->off += (size_t)n;
 		if (ob->off < 4 + srv_buf_wire_len(&ob->body))
 			continue;

@@ -161,18 +161,40 @@ static nfsstat3 nfs3_read_check(const struct nfs3_file *f)
 	return NFS3_OK;
 }
 
-/* un_read as the caller, or as the server where the owner override of
- * nfs3_owner_override applies. */
-static ssize_t nfs3_read_as(const struct srv_req *req, struct nfs3_file *f, char *buf,
-			    size_t count, uint64_t off, bool *eof)
+/* Reads into payload P: spliced into its pipe where the reply may carry one
+ * (the server then copies no byte), else into its buffer.  Returns the byte
+ * count or a negative errno. */
+static ssize_t nfs3_read_into(const struct srv_req *req, struct nfs3_file *f,
+			      struct srv_payload *p, size_t count, uint64_t off,
+			      bool *eof)
+{
+	int pfd = req->payload_pipe ? srv_payload_pipe(p) : -1;
+	ssize_t n;
+
+	if (pfd >= 0) {
+		n = un_read_pipe(f->ex->ux, f->obj, pfd, count, off, eof);
+		if (n != -EINVAL) { /* -EINVAL: a layer that cannot splice */
+			p->piped = p->in_pipe = n > 0 ? (size_t)n : 0;
+			return n;
+		}
+	}
+	n = un_read(f->ex->ux, f->obj, p->data, count, off, eof);
+	p->len = n > 0 ? (size_t)n : 0;
+	return n;
+}
+
+/* nfs3_read_into as the caller, or as the server where the owner override
+ * of nfs3_owner_override applies. */
+static ssize_t nfs3_read_as(const struct srv_req *req, struct nfs3_file *f,
+			    struct srv_payload *p, size_t count, uint64_t off, bool *eof)
 {
 	struct srv_ident saved;
-	ssize_t n = un_read(f->ex->ux, f->obj, buf, count, off, eof);
+	ssize_t n = nfs3_read_into(req, f, p, count, off, eof);
 
 	if (n != -EACCES || !nfs3_owner_override(req, f))
 		return n;
 	srv_ident_server(&saved);
-	n = un_read(f->ex->ux, f->obj, buf, count, off, eof);
+	n = nfs3_read_into(req, f, p, count, off, eof);
 	srv_ident_leave(&saved);
 	return n;
 }
@@ -191,15 +213,15 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 
 	if (!p)
 		return nfs3_status_from_errno(-ENOMEM);
-	n = nfs3_read_as(req, f, (char *)p->data, count, args->offset, &eof);
+	n = nfs3_read_as(req, f, p, count, args->offset, &eof);
 	if (n < 0)
 		return nfs3_status_from_errno((int)n);
-	p->len = (size_t)n;
 	req->payload = p;
 	ok->count = (count3)n;
 	ok->eof = eof;
 	ok->data.data_len = (u_int)n;
-	ok->data.data_val = (char *)p->data;
+	/* Bytes in the pipe have no address; the encoder needs none. */
+	ok->data.data_val = p->piped ? NULL : (char *)p->data;
 	return NFS3_OK;
 }
 

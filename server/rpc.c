@@ -29,7 +29,8 @@
  *     results were encoded, by an encoder that wrote the opaque's length
  *     and left its bytes to the payload; XDR padding is added here.  A reply
  *     of a non-idempotent call, which the duplicate request cache keeps, is
- *     one flat buffer (add_payload).
+ *     one flat buffer (add_payload), and only an idempotent call over TCP
+ *     may have its payload in a pipe (run_call sets req.payload_pipe).
  */
 #include <assert.h>
 #include <errno.h>
@@ -301,6 +302,7 @@ static bool run_call(struct call *c, struct verdict *v)
 {
 	const struct srv_proc *p = c->proc;
 
+	c->req.payload_pipe = c->req.proto == IPPROTO_TCP && p->idempotent;
 	c->args = srv_arena_alloc(c->req.arena, p->args_size);
 	c->res = srv_arena_alloc(c->req.arena, p->res_size);
 	if (!c->args || !c->res) {
@@ -372,7 +374,7 @@ static bool encode_header(XDR *x, uint32_t xid, const struct verdict *v)
 static bool add_payload(const struct call *c, struct srv_buf *out)
 {
 	struct srv_payload *p = srv_arena_payload_take(c->req.arena, c->req.payload);
-	size_t pad = (4 - (p->len & 3)) & 3;
+	size_t pad = (4 - ((p->piped + p->len) & 3)) & 3;
 	bool ok = true;
 
 	assert(p->len + pad <= p->cap);
@@ -382,6 +384,7 @@ static bool add_payload(const struct call *c, struct srv_buf *out)
 		out->payload = p;
 		return true;
 	}
+	assert(!p->piped); /* such a call gets no payload_pipe */
 	ok = buf_reserve(out, out->len + p->len);
 	if (ok) {
 		memcpy(out->data + out->len, p->data, p->len);

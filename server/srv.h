@@ -34,18 +34,26 @@ char *srv_arena_strndup(struct srv_arena *a, const char *s, size_t n);
 /* A reply's bulk data (READ's): bytes the transport sends after the encoded
  * reply without their being copied into it.  The buffers are reused from a
  * free list, so a call costs no fresh mapping, no page faults and no zeroing
- * of a megabyte.  LEN is set by whoever fills DATA; CAP is at least the size
- * asked for, rounded up to XDR's 4 bytes. */
+ * of a megabyte.  On the wire: PIPED bytes from the pipe (spliced there from
+ * a file, so never copied by the server), then DATA[0..LEN).  LEN is set by
+ * whoever fills DATA; CAP is at least the size asked for, rounded up to XDR's
+ * 4 bytes. */
 struct srv_payload {
 	struct srv_payload *next; /* on the free list */
 	size_t len, cap;
 	uint8_t *data;
+	int pipe[2];	/* read and write end; -1 until srv_payload_pipe */
+	size_t piped;	/* bytes of the payload put into the pipe */
+	size_t in_pipe; /* of those, bytes not yet sent out of it */
 };
 /* A buffer of at least SIZE (<= SRV_MAX_IO) bytes owned by A (given back when
  * A is freed) until srv_arena_payload_take; NULL when out of memory. */
 struct srv_payload *srv_arena_payload(struct srv_arena *a, size_t size);
 /* Moves P, one of A's payloads, out to the caller; returns P. */
 struct srv_payload *srv_arena_payload_take(struct srv_arena *a, struct srv_payload *p);
+/* The write end of P's empty pipe of SRV_MAX_IO bytes (made on first use,
+ * kept with the buffer), or -1 when none can be had. */
+int srv_payload_pipe(struct srv_payload *p);
 /* Gives P (NULL: nothing) back to the free list.  Any thread. */
 void srv_payload_put(struct srv_payload *p);
 
@@ -218,6 +226,10 @@ struct srv_req {
 	 * opaque, out but for its length (READ): the bytes, in the arena's
 	 * payload, that the reply carries after the encoded results. */
 	struct srv_payload *payload;
+	/* Set by the dispatcher when the reply's payload may be in a pipe:
+	 * a TCP transport (UDP sends from memory) and a call the duplicate
+	 * request cache does not keep (it keeps flat bytes). */
+	bool payload_pipe;
 	/* The handle the NFS call is about (its first), as srv_access_nfs
 	 * decoded and checked it, so the handler does not check its MAC again
 	 * (nfs3_file_get).  DATA NULL: not decoded. */
@@ -256,7 +268,7 @@ struct srv_program {
 
 /* A growable byte buffer (transport and reply encoding).  A reply may end in
  * a payload that follows DATA[0..LEN) on the wire, padding included; it is
- * sent from its own buffer (a second iovec) rather than copied in. */
+ * sent from its own buffer or pipe rather than copied in. */
 struct srv_buf {
 	uint8_t *data;
 	size_t len, cap;
@@ -267,7 +279,7 @@ void srv_buf_free(struct srv_buf *b);
 /* The bytes B puts on the wire: LEN, and the payload's. */
 static inline size_t srv_buf_wire_len(const struct srv_buf *b)
 {
-	return b->len + (b->payload ? b->payload->len : 0);
+	return b->len + (b->payload ? b->payload->piped + b->payload->len : 0);
 }
 
 /* Turns one RPC call record (without record mark) into its reply record in

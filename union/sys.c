@@ -223,6 +223,16 @@ ssize_t un_sys_pread(int fd, void *buf, size_t n, off_t off)
 	return ret(pread(fd, buf, n, off));
 }
 
+ssize_t un_sys_splice_read(int fd, off_t off, int pipefd, size_t n)
+{
+	loff_t from = off;
+	int err = un_sys_fault(UN_SYS_READ);
+
+	if (err)
+		return -err;
+	return ret(splice(fd, &from, pipefd, NULL, n, SPLICE_F_NONBLOCK));
+}
+
 ssize_t un_sys_readlinkat(int dirfd, const char *name, char *buf, size_t size)
 {
 	int err = un_sys_fault(UN_SYS_READLINK);

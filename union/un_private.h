@@ -53,8 +53,8 @@
 /* Resolve cache slots per export and table (lookup.c): a working set of
  * tens of thousands of files fits; 1 MiB of slots per table, touched as
  * used (the export is calloc'd), entries ~100-200 bytes each. */
-#define UN_RC_SLOTS	    65536
-#define UN_RC_FDS_MAX	    4096 /* descriptors they hold, all exports together */
+#define UN_RC_SLOTS   65536
+#define UN_RC_FDS_MAX 4096 /* descriptors they hold, all exports together */
 
 /* ---- sys.c: the syscall seam ----
  *
@@ -68,7 +68,7 @@ enum un_sys_op {
 	UN_SYS_STAT,	  /* fstatat, fstat */
 	UN_SYS_XATTR,	  /* getxattr */
 	UN_SYS_GETDENTS,  /* getdents64 */
-	UN_SYS_READ,	  /* pread */
+	UN_SYS_READ,	  /* pread, splice */
 	UN_SYS_READLINK,  /* readlinkat */
 	UN_SYS_STATFS,	  /* fstatvfs */
 	UN_SYS_WRITE,	  /* write */
@@ -110,6 +110,9 @@ ssize_t un_sys_getxattrat(int dirfd, const char *name, const char *attr, void *b
 			  size_t size);
 ssize_t un_sys_getdents(int fd, void *buf, size_t size);
 ssize_t un_sys_pread(int fd, void *buf, size_t n, off_t off);
+/* splice(2) of up to N bytes at OFF of FD into pipe PIPEFD without waiting
+ * for room in it (-EAGAIN when full); counted as a read (UN_SYS_READ). */
+ssize_t un_sys_splice_read(int fd, off_t off, int pipefd, size_t n);
 ssize_t un_sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
 int un_sys_fstatvfs(int fd, struct statvfs *out);
 /* The filesystem type (statfs's f_type) of FD. */

@@ -26,6 +26,7 @@
 #include <rpc/xdr.h>
 
 #include "test_nfs3.h"
+#include "un_private.h" /* un_sys_inject: a layer that cannot splice */
 
 #define BIG_SIZE    (100 * 1024)
 #define SPARSE_SIZE (1536 * 1024)
@@ -448,6 +449,54 @@ static void test_read(void **state)
 	assert_int_equal(r.status, NFS3ERR_ISDIR);
 	r = read_at(lookup_fh(root_fh, "link"), 0, 10);
 	assert_int_equal(r.status, NFS3ERR_INVAL);
+}
+
+/* A READ of BIG_SIZE's bytes at OFF..OFF+COUNT over a transport that takes
+ * its payload from a pipe; returns the payload the handler left. */
+static struct srv_payload *read_piped(nfs_fh3 fh, uint64_t off, uint32_t count)
+{
+	struct srv_req req = req_as(0, 0);
+	READ3args a = {.file = fh, .offset = off, .count = count};
+	READ3res r;
+
+	req.payload_pipe = true;
+	call_as(&req, NFSPROC3_READ, &a, &r);
+	assert_int_equal(r.status, NFS3_OK);
+	assert_int_equal(r.READ3res_u.resok.count, count);
+	assert_non_null(req.payload);
+	return req.payload;
+}
+
+static void assert_big_bytes(const uint8_t *p, uint64_t off, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (uint8_t)((off + i) * 7 + 3))
+			fail_msg("byte %zu of the READ at %llu differs", i,
+				 (unsigned long long)off);
+}
+
+/* Over TCP the data is spliced into the payload's pipe (no copy in the
+ * server); a layer that cannot splice (EINVAL) is read into memory. */
+static void test_read_pipe(void **state)
+{
+	nfs_fh3 big = lookup_fh(root_fh, "big");
+	static uint8_t got[BIG_SIZE];
+	struct srv_payload *p;
+
+	(void)state;
+	p = read_piped(big, 3, 1001);
+	assert_int_equal(p->piped, 1001);
+	assert_int_equal(p->len, 0);
+	assert_int_equal(read(p->pipe[0], got, sizeof(got)), 1001);
+	assert_big_bytes(got, 3, 1001);
+	p->in_pipe = 0; /* drained by hand: the pipe may be reused */
+
+	un_sys_inject(UN_SYS_READ, 1, EINVAL); /* the first splice */
+	p = read_piped(big, 5, 999);
+	un_sys_inject_reset();
+	assert_int_equal(p->piped, 0);
+	assert_int_equal(p->len, 999);
+	assert_big_bytes(p->data, 5, 999);
 }
 
 static void test_readlink(void **state)
@@ -1009,6 +1058,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_handles, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_access, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_read, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_read_pipe, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_readlink, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_readdir_toosmall, test_setup,
 					    test_teardown),

@@ -1,0 +1,79 @@
+/* read.c - READ's data spliced into a pipe (un_read_pipe).
+ *
+ * un_read (lookup.c) copies a file's bytes into the caller's buffer, which
+ * the server then copies again into the socket.  Over TCP the server can do
+ * without both copies: splice(2) moves references to the file's page-cache
+ * pages into a pipe, and a second splice moves them from the pipe into the
+ * socket, so the only copy left is the receiver's.  The pipe is the caller's
+ * (it outlives the call while the socket drains it); this file fills it.
+ *
+ * Decisions:
+ *  1. The pipe is never waited on: a splice that finds it full ends the read
+ *     short (un_sys_splice_read is non-blocking on the pipe side), which
+ *     NFSv3 allows; a client asks again for the rest.  A pipe of SRV_MAX_IO
+ *     bytes holds a page-aligned READ of that size whole.
+ *  2. eof comes from the size after the read (fstat of the descriptor read),
+ *     never from a short count, since a full pipe also makes one.
+ *  3. A filesystem without splice support answers -EINVAL before a byte
+ *     moved, so the caller can read the plain way; an error after some bytes
+ *     moved ends the read short with what is in the pipe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+/* Splices up to COUNT bytes at OFF of FD into PIPEFD (decisions 1, 3). */
+static ssize_t splice_full(int fd, int pipefd, size_t count, uint64_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < count) {
+		n = un_sys_splice_read(fd, (off_t)(off + got), pipefd, count - got);
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN || n == 0)
+			break;
+		if (n < 0)
+			return got ? (ssize_t)got : n;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t un_read_pipe(struct un_export *ex, struct un_obj *o, int pipefd, size_t count,
+		     uint64_t off, bool *eof)
+{
+	struct stat st;
+	ssize_t n;
+	int fd, err;
+
+	(void)ex;
+	if (S_ISDIR(o->type))
+		return -EISDIR;
+	if (!S_ISREG(o->type))
+		return -EINVAL;
+	if (count > SSIZE_MAX)
+		count = SSIZE_MAX;
+	if (off >= (uint64_t)INT64_MAX - count)
+		count = 0; /* nothing can live past off_t's range */
+	/* The O_PATH descriptor pins the inode the lookup found (as un_read). */
+	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+	if (fd < 0)
+		return fd;
+	n = splice_full(fd, pipefd, count, off);
+	if (n >= 0) {
+		err = un_sys_fstat(fd, &st);
+		if (err)
+			n = n ? n : err; /* bytes in the pipe must be answered */
+		else
+			*eof = off + (uint64_t)n >= (uint64_t)st.st_size;
+	}
+	un_sys_close(fd);
+	return n;
+}
