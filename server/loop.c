@@ -1,16 +1,30 @@
-/* loop.c - the transport: one epoll thread, TCP and UDP listeners, record
- * marking, and the hand-off of calls to the worker pool.
+/* loop.c - the transport: TCP and UDP listeners, record marking, reading
+ * connections on the workers, and the loop thread for everything else.
  *
  * Design notes
  *
- * Threads.  The loop thread (srv_loop_run) accepts connections, reads bytes and
- * datagrams, and cuts TCP streams into records.  Each complete call record
- * becomes a call_job for the pool.  A worker decodes and answers it
- * (srv_rpc_handle) and sends the reply itself: UDP with sendto, TCP with a
- * nonblocking sendmsg under the connection's lock.  What a socket will not take
- * now waits in the connection's out queue, which the loop flushes on EPOLLOUT,
- * so a slow client never holds a worker.  Replies leave in completion order;
- * xids pair them with calls.
+ * Threads.  The workers (pool.c) read TCP connections themselves: each
+ * connection is registered in the readers' epoll instance (rdfd) with
+ * EPOLLIN | EPOLLONESHOT, and a worker with nothing queued waits there
+ * (worker_wait).  The worker the kernel hands a readable connection to holds
+ * its read turn: it reads once, cuts records, re-arms the connection (so the
+ * next bytes go to another worker while this one is busy), answers the first
+ * call itself and queues the rest for the pool, which wakes another worker
+ * only when none is on its way (pool.c).  So the common call costs no
+ * hand-off between threads and no wake-up paid by the server, and a slow call
+ * holds up only its own thread: the connection's next bytes, other
+ * connections and the queued calls are taken by other workers.  A worker
+ * answers a call and sends the reply itself: UDP with one sendmsg, TCP with a
+ * nonblocking sendmsg under the connection's lock.
+ *
+ * The loop thread (srv_loop_run) accepts connections, reads datagrams (each a
+ * job for the pool), writes what waits in a connection's out queue on
+ * EPOLLOUT, notices hang-ups and closes connections.  Its instance (epfd)
+ * holds each connection with no EPOLLIN: the mask is EPOLLOUT while the out
+ * queue has bytes, else empty (errors and hang-ups are always reported).
+ * What a socket will not take now waits in the out queue, so a slow client
+ * never holds a worker.  Replies leave in completion order; xids pair them
+ * with calls.
  *
  * A connection's life:
  *
@@ -20,27 +34,43 @@
  *                                                     (close_conn)       |
  *                                  last conn_put (any thread) --> freed <+
  *
+ * Its read turn (c->turn, under c->lock):
+ *
+ *     ARMED --(epoll hands it to a worker: read_turn)--> HELD
+ *     HELD --(release_turn: may read on)--> ARMED
+ *     HELD --(release_turn: closed, broken, EOF, inflight limit)--> PARKED
+ *     PARKED --(update_events: may read again)--> ARMED
+ *
  * Invariants:
- *  1. Only the loop thread reads a socket, touches conn->rm, the conns list,
- *     or closes a connection (close_conn).  Workers that find a connection
- *     should close ask the loop with note_conn.
+ *  1. Only the loop thread touches the conns list or closes a connection
+ *     (close_conn); a worker that finds a connection should close asks the
+ *     loop with note_conn.  Only the holder of a connection's read turn reads
+ *     its socket or touches conn->rm; EPOLLONESHOT makes the holder unique.
  *  2. A connection holds one reference for the loop (from accept_conns until
- *     reap_dead) and one per job that names it (read_conn to run_call_job).
- *     The fd is closed and the memory freed by whoever drops the last one
+ *     reap_dead), one for its read turn unless PARKED (the armed registration
+ *     owns it, and passes it to the worker epoll hands it to, who passes it
+ *     back by re-arming or drops it by parking), and one per job that names
+ *     it.  The fd is closed and the memory freed by whoever drops the last one
  *     (conn_put), never earlier, so a worker may reply after a hang-up: its
  *     write fails harmlessly or is dropped because conn->closed is set.
  *  3. close_conn does not drop the loop's reference: it moves the connection
  *     to l->dead, and reap_dead drops it before the next epoll_wait (the safe
  *     point), so no event of the current batch can name freed memory.
- *  4. conn->lock guards closed, rd_eof, broken, inflight, the out queue and
- *     the epoll mask; every EPOLL_CTL_MOD of a connection happens under it
- *     (update_events), so the mask in the kernel is the one in conn->events.
+ *     close_conn shuts the socket down, which makes an ARMED read turn fire:
+ *     the worker that gets it sees closed and parks, dropping the turn's
+ *     reference.  Nobody but the holder changes rdfd's registration of an
+ *     ARMED or HELD connection (epoll may hand an armed one over at any
+ *     moment); update_events arms only a PARKED one.
+ *  4. conn->lock guards closed, rd_eof, broken, inflight, the out queue, the
+ *     turn and epfd's mask; every EPOLL_CTL_MOD of a connection happens under
+ *     it (update_events, release_turn), so the masks in the kernel are the
+ *     ones conn->events and conn->turn say.
  *  5. Bytes of one reply are never interleaved with another's: a reply is
  *     written directly only when the out queue is empty, else appended.
  *  6. inflight counts calls read and not yet fully answered (queued, running,
- *     or in the out queue).  At SRV_CONN_MAX_INFLIGHT the loop stops reading
- *     the connection (EPOLLIN off), which bounds the memory one client can
- *     make us hold; it is switched back on when a reply completes.
+ *     or in the out queue).  At SRV_CONN_MAX_INFLIGHT the read turn parks,
+ *     which bounds the memory one client can make us hold; the reply that
+ *     brings inflight under the limit arms it again.
  *  7. A record longer than SRV_MAX_RECORD closes the connection (srv_rm_feed
  *     says so before allocating); a UDP datagram is one record.
  */
@@ -67,7 +97,10 @@
 #define BIND_RETRIES	      8 /* tries for a TCP+UDP pair on one ephemeral port */
 #define UDP_SOCKBUF	      (4 * 1024 * 1024)
 
-enum src_kind { SRC_WAKE, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
+enum src_kind { SRC_WAKE, SRC_JOBS, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
+
+/* A connection's read turn (design notes). */
+enum turn { TURN_ARMED, TURN_HELD, TURN_PARKED };
 
 /* First member of everything registered with epoll: what data.ptr points to. */
 struct ev_source {
@@ -97,7 +130,8 @@ struct srv_conn {
 	struct srv_loop *loop;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
-	struct srv_rm rm;	      /* loop thread only */
+	struct srv_rm rm;	      /* the read turn's holder only */
+	atomic_uint turns;	      /* read turns ended: orders rm between holders */
 	struct srv_conn *prev, *next; /* l->conns or l->dead; loop thread only */
 	struct srv_conn *note_next;   /* l->noted; under l->note_lock */
 	bool noted;		      /* on l->noted; under l->note_lock */
@@ -107,15 +141,18 @@ struct srv_conn {
 	bool rd_eof;	      /* the client sent FIN: close when inflight is 0 */
 	bool broken;	      /* a send failed: close */
 	unsigned inflight;
-	uint32_t events; /* the epoll mask registered */
+	enum turn turn;
+	uint32_t events; /* the mask registered in epfd */
 	struct outbuf *out_head, *out_tail;
 };
 
 struct srv_loop {
 	struct srv *srv;
-	int epfd;
-	struct ev_source wake_src;
+	int epfd; /* the loop thread's */
+	int rdfd; /* the readers': connections, jobfd */
+	struct ev_source wake_src, jobs_src;
 	int wakefd; /* eventfd: srv_loop_stop and note_conn */
+	int jobfd;  /* semaphore eventfd in rdfd: the pool's wakes */
 	atomic_int stop;
 	struct listener lis[4];
 	size_t nlis;
@@ -275,18 +312,49 @@ static void conn_put(struct srv_conn *c)
 	free(c);
 }
 
-/* Sets the epoll mask from the state (invariants 4, 6).  Under c->lock. */
+/* Under c->lock: whether C's read turn may be armed (invariant 6). */
+static bool may_read(const struct srv_conn *c)
+{
+	return !c->closed && !c->broken && !c->rd_eof &&
+	       c->inflight < SRV_CONN_MAX_INFLIGHT;
+}
+
+static void note_conn(struct srv_conn *c);
+
+/* Arms C's read turn in rdfd: by the holder (HELD) or from PARKED; the caller
+ * gives it the turn's reference (invariant 2).  A connection that cannot be
+ * armed could never be read again: it is marked broken and the loop asked to
+ * close it.  Under c->lock. */
+static bool arm_turn(struct srv_conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = &c->src};
+
+	if (epoll_ctl(c->loop->rdfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
+		c->turn = TURN_ARMED;
+		return true;
+	}
+	srv_log(SRV_LOG_ERR, "cannot re-arm a connection: %s", strerror(errno));
+	c->turn = TURN_PARKED;
+	c->broken = true;
+	note_conn(c);
+	return false;
+}
+
+/* Sets epfd's mask from the state, and arms a PARKED read turn that may read
+ * again (invariants 3, 4, 6).  Under c->lock; any thread. */
 static void update_events(struct srv_conn *c)
 {
-	uint32_t want = 0;
+	uint32_t want = c->out_head ? EPOLLOUT : 0;
 	struct epoll_event ev;
 
 	if (c->closed)
 		return;
-	if (!c->rd_eof && c->inflight < SRV_CONN_MAX_INFLIGHT)
-		want |= EPOLLIN;
-	if (c->out_head)
-		want |= EPOLLOUT;
+	if (c->turn == TURN_PARKED && may_read(c)) {
+		conn_get(c); /* the armed turn's */
+		if (!arm_turn(c))
+			atomic_fetch_sub(&c->refs,
+					 1); /* never the last: the caller has one */
+	}
 	if (want == c->events)
 		return;
 	ev.events = want;
@@ -523,19 +591,23 @@ static void run_call_job(struct srv_job *job)
 	free(j);
 }
 
-/* Hands RECORD (taken) to the pool; false (record freed) when out of memory. */
-static bool submit_call(struct srv_loop *l, struct srv_conn *c, int udp_fd,
-			const struct sockaddr_storage *peer, socklen_t peerlen,
-			struct srv_buf *record)
+/* Calls cut from one read, or one burst of datagrams, in arrival order. */
+struct batch {
+	struct srv_job *head, **tailp;
+	unsigned n;
+};
+
+/* A job for RECORD (taken); NULL (record freed) when out of memory. */
+static struct call_job *new_call_job(struct srv_loop *l, struct srv_conn *c, int udp_fd,
+				     const struct sockaddr_storage *peer,
+				     socklen_t peerlen, struct srv_buf *record)
 {
 	struct call_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
 		srv_log(SRV_LOG_ERR, "out of memory: call dropped");
 		srv_buf_free(record);
-		if (c)
-			conn_call_done(c);
-		return false;
+		return NULL;
 	}
 	j->job.run = run_call_job;
 	j->loop = l;
@@ -545,8 +617,141 @@ static bool submit_call(struct srv_loop *l, struct srv_conn *c, int udp_fd,
 	j->peerlen = peerlen;
 	j->call = *record;
 	*record = (struct srv_buf){0};
-	srv_pool_submit(l->pool, &j->job);
+	return j;
+}
+
+static void batch_add(struct batch *b, struct call_job *j)
+{
+	*b->tailp = &j->job;
+	b->tailp = &j->job.next;
+	b->n++;
+}
+
+/* ---- workers: the read turn ---- */
+
+/* Cuts BUF into records, each a job on B; false when C must close. */
+static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf,
+		      size_t n, struct batch *b)
+{
+	struct srv_buf record;
+	struct call_job *j;
+	enum srv_rm_status st;
+	char peer[INET6_ADDRSTRLEN + 16];
+	size_t used;
+
+	while (n > 0) {
+		used = srv_rm_feed(&c->rm, buf, n, &st);
+		buf += used;
+		n -= used;
+		if (st == SRV_RM_TOOBIG) {
+			srv_log(SRV_LOG_WARN,
+				"closing connection from %s: record over %u bytes",
+				srv_addr_str(&c->peer, true, peer, sizeof(peer)),
+				SRV_MAX_RECORD);
+			return false;
+		}
+		if (st != SRV_RM_RECORD)
+			continue;
+		srv_rm_take(&c->rm, &record);
+		j = new_call_job(l, c, -1, &c->peer, c->peerlen, &record);
+		if (j)
+			batch_add(b, j);
+	}
 	return true;
+}
+
+/* Ends the holder's read turn (invariant 3): re-armed when C may read on,
+ * else parked.  True when parked: the caller drops the turn's reference once
+ * it has unlocked.  Under c->lock. */
+static bool release_turn(struct srv_conn *c)
+{
+	/* The next holder reads this before touching rm (read_turn): epoll
+	 * orders the two threads too, but not in a way the C memory model or a
+	 * race detector can see. */
+	atomic_fetch_add_explicit(&c->turns, 1, memory_order_release);
+	if (may_read(c) && arm_turn(c))
+		return false;
+	c->turn = TURN_PARKED;
+	return true;
+}
+
+/* The worker that epoll handed C to holds its read turn: reads once, gives
+ * the turn back (re-armed, so the next bytes go to another worker, or
+ * parked), queues every call read but the first, and returns that one for
+ * the worker to answer itself. */
+static struct srv_job *read_turn(struct srv_loop *l, struct srv_conn *c, uint8_t *rx)
+{
+	struct batch b = {.tailp = &b.head};
+	struct srv_job *first;
+	bool ok = true, parked;
+	ssize_t n;
+
+	atomic_load_explicit(&c->turns, memory_order_acquire);
+	n = read(c->fd, rx, RX_BUF_SIZE);
+	if (n > 0)
+		ok = feed_conn(l, c, rx, (size_t)n, &b);
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+		ok = false;
+	pthread_mutex_lock(&c->lock);
+	c->inflight += b.n;
+	if (n == 0)
+		c->rd_eof = true; /* answer what was asked, then close */
+	if (!ok)
+		c->broken = true;
+	parked = release_turn(c);
+	if (conn_should_close(c))
+		note_conn(c);
+	pthread_mutex_unlock(&c->lock);
+	if (parked)
+		conn_put(c); /* the turn's: C may be gone now */
+	first = b.head;
+	if (first) {
+		srv_pool_submit(l->pool, first->next);
+		first->next = NULL;
+	}
+	return first;
+}
+
+/* The pool's wake arrived: take it, and arm jobfd again, so a wake still
+ * counted (srv_pool_free sends one per worker) goes to the next waiter. */
+static void take_wake(struct srv_loop *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
+				 .data.ptr = &l->jobs_src};
+	uint64_t one;
+
+	if (read(l->jobfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		srv_log(SRV_LOG_ERR, "worker wake-up: %s", strerror(errno));
+	if (epoll_ctl(l->rdfd, EPOLL_CTL_MOD, l->jobfd, &ev) < 0)
+		srv_log(SRV_LOG_ERR, "cannot re-arm the worker wake-up: %s",
+			strerror(errno));
+}
+
+/* srv_pool_ops.wait: one event of rdfd. */
+static struct srv_job *worker_wait(void *arg, void *scratch, bool *woken)
+{
+	struct srv_loop *l = arg;
+	struct epoll_event ev;
+	struct ev_source *src;
+
+	if (epoll_wait(l->rdfd, &ev, 1, -1) != 1)
+		return NULL; /* EINTR: the worker looks at the FIFO and comes back */
+	src = ev.data.ptr;
+	if (src->kind == SRC_CONN)
+		return read_turn(l, (struct srv_conn *)src, scratch);
+	take_wake(l);
+	*woken = true;
+	return NULL;
+}
+
+/* srv_pool_ops.wake: one waiter of rdfd returns (jobfd counts wakes). */
+static void worker_wake(void *arg)
+{
+	struct srv_loop *l = arg;
+	uint64_t one = 1;
+
+	if (write(l->jobfd, &one, sizeof(one)) < 0)
+		srv_log(SRV_LOG_ERR, "cannot wake a worker: %s", strerror(errno));
 }
 
 /* ---- the loop thread: connections ---- */
@@ -607,24 +812,29 @@ static void add_conn(struct srv_loop *l, int fd, const struct sockaddr_storage *
 		     socklen_t peerlen)
 {
 	struct srv_conn *c = calloc(1, sizeof(*c));
-	struct epoll_event ev = {.events = EPOLLIN};
+	struct epoll_event ev = {.events = 0};
 	char peername[INET6_ADDRSTRLEN + 16];
 
 	if (!c)
 		goto fail;
 	c->src.kind = SRC_CONN;
-	atomic_init(&c->refs, 1); /* the loop's */
+	atomic_init(&c->refs, 2); /* the loop's and the armed read turn's */
 	c->fd = fd;
 	c->loop = l;
 	memcpy(&c->peer, peer, peerlen);
 	c->peerlen = peerlen;
 	srv_rm_init(&c->rm, SRV_MAX_RECORD);
 	pthread_mutex_init(&c->lock, NULL);
-	c->events = EPOLLIN;
+	c->events = 0;
+	c->turn = TURN_ARMED;
+	tune_tcp(fd);
 	ev.data.ptr = &c->src;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		goto fail_conn;
-	tune_tcp(fd);
+	/* Last: from here a worker may read C. */
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	if (epoll_ctl(l->rdfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		goto fail_epoll;
 	c->next = l->conns;
 	if (l->conns)
 		l->conns->prev = c;
@@ -632,6 +842,8 @@ static void add_conn(struct srv_loop *l, int fd, const struct sockaddr_storage *
 	srv_log(SRV_LOG_DEBUG, "connection from %s",
 		srv_addr_str(peer, true, peername, sizeof(peername)));
 	return;
+fail_epoll:
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 fail_conn:
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -660,60 +872,6 @@ static void accept_conns(struct srv_loop *l, struct listener *lis)
 	}
 }
 
-/* Cuts BUF into records and submits each; false when C must close. */
-static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf,
-		      size_t n)
-{
-	struct srv_buf record;
-	enum srv_rm_status st;
-	char peer[INET6_ADDRSTRLEN + 16];
-	size_t used;
-
-	while (n > 0) {
-		used = srv_rm_feed(&c->rm, buf, n, &st);
-		buf += used;
-		n -= used;
-		if (st == SRV_RM_TOOBIG) {
-			srv_log(SRV_LOG_WARN,
-				"closing connection from %s: record over %u bytes",
-				srv_addr_str(&c->peer, true, peer, sizeof(peer)),
-				SRV_MAX_RECORD);
-			return false;
-		}
-		if (st != SRV_RM_RECORD)
-			continue;
-		srv_rm_take(&c->rm, &record);
-		pthread_mutex_lock(&c->lock);
-		c->inflight++;
-		pthread_mutex_unlock(&c->lock);
-		submit_call(l, c, -1, &c->peer, c->peerlen, &record);
-	}
-	return true;
-}
-
-/* One read per readiness event: level-triggered epoll calls again, and other
- * connections get their turn in between. */
-static void read_conn(struct srv_loop *l, struct srv_conn *c)
-{
-	ssize_t n = read(c->fd, l->rx, sizeof(l->rx));
-	bool close_now;
-
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n < 0 || (n > 0 && !feed_conn(l, c, l->rx, (size_t)n))) {
-		close_conn(l, c);
-		return;
-	}
-	pthread_mutex_lock(&c->lock);
-	if (n == 0)
-		c->rd_eof = true; /* answer what was asked, then close */
-	close_now = conn_should_close(c);
-	update_events(c);
-	pthread_mutex_unlock(&c->lock);
-	if (close_now)
-		close_conn(l, c);
-}
-
 static void write_conn(struct srv_loop *l, struct srv_conn *c)
 {
 	bool close_now;
@@ -738,8 +896,6 @@ static void conn_event(struct srv_loop *l, struct srv_conn *c, uint32_t events)
 	}
 	if (events & EPOLLOUT)
 		write_conn(l, c);
-	if ((events & EPOLLIN) && !c->closed) /* closed only changes on this thread */
-		read_conn(l, c);
 }
 
 /* Looks at every connection a worker noted (note_conn). */
@@ -775,8 +931,10 @@ static void take_notes(struct srv_loop *l)
 
 static void read_udp(struct srv_loop *l, struct listener *lis)
 {
+	struct batch b = {.tailp = &b.head};
 	struct sockaddr_storage peer;
 	struct srv_buf record;
+	struct call_job *j;
 	socklen_t len;
 	ssize_t n;
 
@@ -785,7 +943,7 @@ static void read_udp(struct srv_loop *l, struct listener *lis)
 		n = recvfrom(lis->fd, l->rx, sizeof(l->rx), MSG_TRUNC,
 			     (struct sockaddr *)&peer, &len);
 		if (n < 0)
-			return;
+			break;
 		if ((size_t)n > sizeof(l->rx))
 			continue; /* larger than any call we take: drop */
 		if (atomic_load(&l->udp_queued) >= SRV_UDP_MAX_QUEUED)
@@ -795,10 +953,13 @@ static void read_udp(struct srv_loop *l, struct listener *lis)
 			continue;
 		memcpy(record.data, l->rx, (size_t)n);
 		record.len = record.cap = (size_t)n;
+		j = new_call_job(l, NULL, lis->fd, &peer, len, &record);
+		if (!j)
+			continue;
 		atomic_fetch_add(&l->udp_queued, 1);
-		if (!submit_call(l, NULL, lis->fd, &peer, len, &record))
-			atomic_fetch_sub(&l->udp_queued, 1);
+		batch_add(&b, j);
 	}
+	srv_pool_submit(l->pool, b.head); /* one lock, at most one wake */
 }
 
 /* ---- listeners ---- */
@@ -969,17 +1130,24 @@ static int bind_listeners(struct srv_loop *l, char *err, size_t errlen)
 
 /* ---- the loop object ---- */
 
-/* The epoll instance and the wake-up eventfd; srv_loop_free closes them. */
+/* The two epoll instances and their wake-up eventfds; srv_loop_free closes
+ * them.  jobfd counts wakes (EFD_SEMAPHORE): each waiter takes one. */
 static int loop_fds(struct srv_loop *l, char *err, size_t errlen)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->wake_src};
+	struct epoll_event jev = {.events = EPOLLIN | EPOLLONESHOT,
+				  .data.ptr = &l->jobs_src};
 	int rc = 0;
 
 	l->wake_src.kind = SRC_WAKE;
+	l->jobs_src.kind = SRC_JOBS;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->rdfd = epoll_create1(EPOLL_CLOEXEC);
 	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (l->epfd < 0 || l->wakefd < 0 ||
-	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0) {
+	l->jobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (l->epfd < 0 || l->rdfd < 0 || l->wakefd < 0 || l->jobfd < 0 ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0 ||
+	    epoll_ctl(l->rdfd, EPOLL_CTL_ADD, l->jobfd, &jev) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "epoll: %s", strerror(-rc));
 	}
@@ -989,6 +1157,10 @@ static int loop_fds(struct srv_loop *l, char *err, size_t errlen)
 int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 {
 	struct srv_loop *l = calloc(1, sizeof(*l));
+	const struct srv_pool_ops ops = {.wait = worker_wait,
+					 .wake = worker_wake,
+					 .arg = l,
+					 .scratch_size = RX_BUF_SIZE};
 	int rc = -ENOMEM;
 
 	if (!l) {
@@ -996,7 +1168,7 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 		return rc;
 	}
 	l->srv = s;
-	l->epfd = l->wakefd = -1;
+	l->epfd = l->rdfd = l->wakefd = l->jobfd = -1;
 	pthread_mutex_init(&l->note_lock, NULL);
 	rc = loop_fds(l, err, errlen);
 	if (rc < 0)
@@ -1004,7 +1176,7 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 	rc = bind_listeners(l, err, errlen);
 	if (rc < 0)
 		goto fail;
-	rc = srv_pool_new(s->cfg.nthreads, &l->pool);
+	rc = srv_pool_new(s->cfg.nthreads, &ops, &l->pool);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot start worker threads: %s", strerror(-rc));
 		goto fail;
@@ -1029,6 +1201,8 @@ static void dispatch(struct srv_loop *l, const struct epoll_event *ev)
 	switch (src->kind) {
 	case SRC_WAKE:
 		take_notes(l);
+		break;
+	case SRC_JOBS: /* rdfd's, never epfd's */
 		break;
 	case SRC_TCP_LISTEN:
 		accept_conns(l, (struct listener *)src);
@@ -1075,6 +1249,20 @@ void srv_loop_stop(struct srv_loop *l)
 	errno = saved;
 }
 
+/* With no worker left, nobody takes an armed read turn: its reference is
+ * dropped here (invariant 2). */
+static void drop_armed_turn(struct srv_conn *c)
+{
+	bool armed;
+
+	pthread_mutex_lock(&c->lock);
+	armed = c->turn == TURN_ARMED;
+	c->turn = TURN_PARKED;
+	pthread_mutex_unlock(&c->lock);
+	if (armed)
+		conn_put(c); /* never the last: the loop holds one */
+}
+
 /* Order matters: the workers first finish every queued call (their UDP
  * replies need the listener fds, their TCP replies the connections), then the
  * connections close, then the listeners. */
@@ -1086,6 +1274,8 @@ void srv_loop_free(struct srv_loop *l)
 	l->pool = NULL;
 	if (l->wakefd >= 0)
 		take_notes(l); /* drops the references notes hold */
+	for (struct srv_conn *c = l->conns; c; c = c->next)
+		drop_armed_turn(c);
 	while (l->conns)
 		close_conn(l, l->conns);
 	reap_dead(l);
@@ -1093,6 +1283,10 @@ void srv_loop_free(struct srv_loop *l)
 		close(l->lis[i].fd);
 	if (l->wakefd >= 0)
 		close(l->wakefd);
+	if (l->jobfd >= 0)
+		close(l->jobfd);
+	if (l->rdfd >= 0)
+		close(l->rdfd);
 	if (l->epfd >= 0)
 		close(l->epfd);
 	pthread_mutex_destroy(&l->note_lock);

@@ -1,55 +1,118 @@
-/* pool.c - a fixed set of worker threads draining one FIFO of jobs.
+/* pool.c - worker threads, and the FIFO of calls they share.
  *
- * The event loop must never wait on a handler (a READ of a cold file, an LMDB
- * write), so every decoded call becomes a job here.  One queue, one lock, one
- * condition variable: handlers take microseconds to milliseconds, so a lock per
- * job is not what limits us, and a single FIFO keeps calls roughly in arrival
- * order.  Workers run with every signal blocked, so SIGINT/SIGTERM land on the
- * main thread, whose handler stops the loop.
+ * Design notes
+ *
+ * A worker has two sources of work: the FIFO of jobs (calls that a thread cut
+ * from a connection or a datagram and did not run itself), and its owner's
+ * wait function (loop.c: epoll_wait on the readers' instance), which blocks
+ * until a connection is readable or the pool wakes the thread, does what
+ * cannot block, and may hand back one job for the worker to run itself.  So
+ * the thread that read a call usually answers it: no hand-off, no wake.
+ *
+ * A worker looks at the FIFO before every wait, so a job queued while
+ * workers run is taken by the first that finishes.  A wake costs a system
+ * call here and a context switch in the woken thread, so one is spent only
+ * when a sleeping worker is needed and none is already on its way.
+ *
+ * Invariants:
+ *  1. When the FIFO holds a job and a worker is idle (in its wait), a wake is
+ *     pending (wake_pending): submit and take ask for one whenever they leave
+ *     jobs behind, so no job waits on a thread that sleeps while another could
+ *     run it.  A worker counts itself idle under the lock in the same step
+ *     that finds the FIFO empty (take), so a job queued after that step sees
+ *     it idle and wakes it.
+ *  2. At most one wake is pending.  The woken thread clears it (take) and, once it has
+ * taken a job, wakes the next if jobs remain, so N queued jobs wake at most N threads,
+ * one after another, and fewer when running workers come back to the FIFO first.  A slow
+ * job delays the jobs behind it by at most one wake, never until it ends.
+ *  3. A worker leaves only when stopping is set and the FIFO is empty, and it
+ *     looks at the FIFO after every job: every job queued runs, also one a
+ *     worker queues while the pool stops.
+ *
+ * Workers run with every signal blocked, so SIGINT/SIGTERM land on the main
+ * thread, whose handler stops the loop.
  */
-#include <assert.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "srv.h"
 
-struct srv_pool {
-	pthread_mutex_t lock;
-	pthread_cond_t ready; /* a job was queued, or stopping was set */
-	struct srv_job *head, *tail;
-	bool stopping;
-	unsigned nthreads; /* started, to be joined */
-	pthread_t *threads;
+struct worker {
+	struct srv_pool *pool;
+	pthread_t thread;
+	void *scratch; /* ops.scratch_size bytes for ops.wait */
 };
 
-/* Takes the next job, waiting for one; NULL once stopping and the queue is
- * empty, so every job queued before srv_pool_free still runs. */
-static struct srv_job *next_job(struct srv_pool *p)
+struct srv_pool {
+	struct srv_pool_ops ops;
+	pthread_mutex_t lock; /* guards the fields up to stopping */
+	struct srv_job *head, *tail;
+	bool wake_pending; /* invariant 2 */
+	bool stopping;
+	atomic_uint idle;  /* workers in ops.wait; raised under lock (invariant 1) */
+	unsigned nthreads; /* started, to be joined */
+	struct worker *workers;
+};
+
+/* Under p->lock: true when a wake must be sent now (invariant 1). */
+static bool need_wake(struct srv_pool *p)
+{
+	if (!p->head || p->wake_pending || atomic_load(&p->idle) == 0)
+		return false;
+	p->wake_pending = true;
+	return true;
+}
+
+/* Takes the next job.  With none left the caller counts as idle from here
+ * (until it returns from its wait) and gets NULL.  WOKEN: the caller's wait
+ * ended with the pending wake (invariant 2). */
+static struct srv_job *take(struct srv_pool *p, bool woken, bool *stop)
 {
 	struct srv_job *job;
+	bool wake;
 
 	pthread_mutex_lock(&p->lock);
-	while (!p->head && !p->stopping)
-		pthread_cond_wait(&p->ready, &p->lock);
+	if (woken)
+		p->wake_pending = false;
 	job = p->head;
 	if (job) {
 		p->head = job->next;
 		if (!p->head)
 			p->tail = NULL;
 		job->next = NULL;
+	} else {
+		atomic_fetch_add(&p->idle, 1);
 	}
+	wake = need_wake(p);
+	*stop = p->stopping;
 	pthread_mutex_unlock(&p->lock);
+	if (wake)
+		p->ops.wake(p->ops.arg);
 	return job;
 }
 
 static void *worker_main(void *arg)
 {
-	struct srv_pool *p = arg;
+	struct worker *w = arg;
+	struct srv_pool *p = w->pool;
 	struct srv_job *job;
+	bool stop, woken = false;
 
-	while ((job = next_job(p)) != NULL)
-		job->run(job); /* the job is RUN's now */
+	for (;;) {
+		job = take(p, woken, &stop);
+		woken = false;
+		if (!job) {
+			if (stop)
+				break;
+			job = p->ops.wait(p->ops.arg, w->scratch, &woken);
+			atomic_fetch_sub(&p->idle, 1);
+		}
+		if (job)
+			job->run(job); /* the job is RUN's now */
+	}
+	atomic_fetch_sub(&p->idle, 1);
 	return NULL;
 }
 
@@ -62,15 +125,25 @@ static int start_workers(struct srv_pool *p, unsigned n)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (p->nthreads = 0; p->nthreads < n; p->nthreads++) {
-		rc = -pthread_create(&p->threads[p->nthreads], NULL, worker_main, p);
-		if (rc < 0)
+		struct worker *w = &p->workers[p->nthreads];
+
+		w->pool = p;
+		w->scratch = malloc(p->ops.scratch_size ? p->ops.scratch_size : 1);
+		if (!w->scratch) {
+			rc = -ENOMEM;
 			break;
+		}
+		rc = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (rc < 0) {
+			free(w->scratch);
+			break;
+		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
-int srv_pool_new(unsigned nthreads, struct srv_pool **out)
+int srv_pool_new(unsigned nthreads, const struct srv_pool_ops *ops, struct srv_pool **out)
 {
 	struct srv_pool *p;
 	int rc = -ENOMEM;
@@ -80,11 +153,12 @@ int srv_pool_new(unsigned nthreads, struct srv_pool **out)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		goto out;
-	p->threads = calloc(nthreads, sizeof(*p->threads));
-	if (!p->threads)
+	p->workers = calloc(nthreads, sizeof(*p->workers));
+	if (!p->workers)
 		goto out_pool;
+	p->ops = *ops;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->ready, NULL);
+	atomic_init(&p->idle, 0);
 	rc = start_workers(p, nthreads);
 	if (rc < 0)
 		goto out_workers;
@@ -99,32 +173,43 @@ out:
 	return rc;
 }
 
-void srv_pool_submit(struct srv_pool *p, struct srv_job *job)
+void srv_pool_submit(struct srv_pool *p, struct srv_job *head)
 {
-	job->next = NULL;
+	struct srv_job *tail = head;
+	bool wake;
+
+	if (!head)
+		return;
+	while (tail->next)
+		tail = tail->next;
 	pthread_mutex_lock(&p->lock);
-	assert(!p->stopping); /* nothing submits after srv_pool_free */
 	if (p->tail)
-		p->tail->next = job;
+		p->tail->next = head;
 	else
-		p->head = job;
-	p->tail = job;
-	pthread_cond_signal(&p->ready);
+		p->head = head;
+	p->tail = tail;
+	wake = need_wake(p);
 	pthread_mutex_unlock(&p->lock);
+	if (wake)
+		p->ops.wake(p->ops.arg);
 }
 
+/* Every worker in its wait gets a wake of its own: each returns, finds
+ * stopping set and, once the FIFO is empty, leaves (invariant 3). */
 void srv_pool_free(struct srv_pool *p)
 {
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->stopping = true;
-	pthread_cond_broadcast(&p->ready);
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
-	pthread_cond_destroy(&p->ready);
+		p->ops.wake(p->ops.arg);
+	for (unsigned i = 0; i < p->nthreads; i++) {
+		pthread_join(p->workers[i].thread, NULL);
+		free(p->workers[i].scratch);
+	}
 	pthread_mutex_destroy(&p->lock);
-	free(p->threads);
+	free(p->workers);
 	free(p);
 }

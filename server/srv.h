@@ -466,11 +466,24 @@ struct srv_job {
 	struct srv_job *next;
 	void (*run)(struct srv_job *job);
 };
+/* What a worker does when the FIFO is empty (the pool's owner: loop.c). */
+struct srv_pool_ops {
+	/* Blocks until there is work and does the part that cannot block;
+	 * returns a job for the calling worker to run, or NULL.  SCRATCH is
+	 * the worker's own SCRATCH_SIZE bytes.  *WOKEN: what ended the wait was
+	 * a WAKE. */
+	struct srv_job *(*wait)(void *arg, void *scratch, bool *woken);
+	/* Makes one thread in WAIT return soon; any thread. */
+	void (*wake)(void *arg);
+	void *arg;
+	size_t scratch_size;
+};
 struct srv_pool;
 /* Starts NTHREADS workers with every signal blocked. */
-int srv_pool_new(unsigned nthreads, struct srv_pool **out);
-/* Queues JOB (ownership passes to the pool).  Never blocks on a worker. */
-void srv_pool_submit(struct srv_pool *p, struct srv_job *job);
+int srv_pool_new(unsigned nthreads, const struct srv_pool_ops *ops, struct srv_pool **out);
+/* Queues the jobs linked from HEAD by next (ownership passes to the pool),
+ * waking a worker only when none is on its way.  Never blocks on a worker. */
+void srv_pool_submit(struct srv_pool *p, struct srv_job *head);
 /* Runs every queued job to its end, joins the workers, frees P. */
 void srv_pool_free(struct srv_pool *p);
 

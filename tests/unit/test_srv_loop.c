@@ -1,7 +1,8 @@
 /* test_srv_loop.c - the transport: the record-marking state machine fed from
- * buffers, then a live loop on loopback (ephemeral ports) driven over TCP and
- * UDP: fragments, pipelining past the per-connection limit, MOUNT on the NFS
- * port, an oversize record, a half-closed connection.
+ * buffers, the worker pool with a stand-in wait, then a live loop on loopback
+ * (ephemeral ports) driven over TCP and UDP: fragments, pipelining past the
+ * per-connection limit on one and on many connections, MOUNT on the NFS port,
+ * an oversize record, a half-closed connection.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -124,6 +125,138 @@ static void test_rm_oversize(void **state)
 	assert_int_equal(st, SRV_RM_TOOBIG);
 	assert_null(r.rec.data);
 	srv_rm_free(&r);
+}
+
+/* ---- the worker pool, with a condition variable for its wait ---- */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned wakes; /* asked for by the pool, not yet taken */
+	bool gate_open; /* lets slow jobs end */
+	unsigned ran, slow_running;
+	unsigned waiting; /* workers in tp_wait */
+} tp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+struct test_job {
+	struct srv_job job;
+	bool slow; /* runs until the gate opens */
+};
+
+static struct srv_job *tp_wait(void *arg, void *scratch, bool *woken)
+{
+	(void)arg;
+	(void)scratch;
+	pthread_mutex_lock(&tp.lock);
+	tp.waiting++;
+	pthread_cond_broadcast(&tp.cond);
+	while (tp.wakes == 0)
+		pthread_cond_wait(&tp.cond, &tp.lock);
+	tp.wakes--;
+	tp.waiting--;
+	*woken = true;
+	pthread_mutex_unlock(&tp.lock);
+	return NULL;
+}
+
+static void tp_wake(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&tp.lock);
+	tp.wakes++;
+	pthread_cond_broadcast(&tp.cond);
+	pthread_mutex_unlock(&tp.lock);
+}
+
+static void tp_run(struct srv_job *job)
+{
+	struct test_job *j = (struct test_job *)job;
+
+	pthread_mutex_lock(&tp.lock);
+	if (j->slow) {
+		tp.slow_running++;
+		pthread_cond_broadcast(&tp.cond);
+		while (!tp.gate_open)
+			pthread_cond_wait(&tp.cond, &tp.lock);
+	}
+	tp.ran++;
+	pthread_cond_broadcast(&tp.cond);
+	pthread_mutex_unlock(&tp.lock);
+	free(j);
+}
+
+static struct srv_job *tp_jobs(unsigned n, unsigned nslow)
+{
+	struct srv_job *head = NULL, **tail = &head;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct test_job *j = calloc(1, sizeof(*j));
+
+		assert_non_null(j);
+		j->job.run = tp_run;
+		j->slow = i < nslow;
+		*tail = &j->job;
+		tail = &j->job.next;
+	}
+	return head;
+}
+
+/* Waits up to 5 s for tp.ran to reach N; under tp.lock. */
+static bool tp_ran(unsigned n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	while (tp.ran < n)
+		if (pthread_cond_timedwait(&tp.cond, &tp.lock, &until) != 0)
+			break;
+	return tp.ran >= n;
+}
+
+/* Calls queued behind slow ones in one batch (one read) are taken by idle
+ * workers while the slow ones run: the pool wakes the next worker whenever
+ * one takes a job and jobs remain, not only when jobs are queued. */
+static void test_pool_slow_job(void **state)
+{
+	const struct srv_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
+	struct srv_pool *p;
+	bool fast_done;
+
+	(void)state;
+	tp.wakes = tp.ran = tp.slow_running = tp.waiting = 0;
+	tp.gate_open = false;
+	assert_int_equal(srv_pool_new(4, &ops, &p), 0);
+	pthread_mutex_lock(&tp.lock);
+	while (tp.waiting < 4) /* all idle: only wakes can bring them */
+		pthread_cond_wait(&tp.cond, &tp.lock);
+	pthread_mutex_unlock(&tp.lock);
+	srv_pool_submit(p, tp_jobs(12, 2)); /* 2 slow ones first, then 10 */
+	pthread_mutex_lock(&tp.lock);
+	fast_done = tp_ran(10);
+	assert_int_equal(tp.slow_running, 2);
+	tp.gate_open = true;
+	pthread_cond_broadcast(&tp.cond);
+	pthread_mutex_unlock(&tp.lock);
+	assert_true(fast_done);
+	srv_pool_free(p);
+	assert_int_equal(tp.ran, 12);
+}
+
+/* srv_pool_free runs every job queued before it, also with workers busy. */
+static void test_pool_free_runs_all(void **state)
+{
+	const struct srv_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
+	struct srv_pool *p;
+
+	(void)state;
+	tp.wakes = tp.ran = tp.slow_running = tp.waiting = 0;
+	tp.gate_open = true;
+	assert_int_equal(srv_pool_new(3, &ops, &p), 0);
+	for (int i = 0; i < 50; i++)
+		srv_pool_submit(p, tp_jobs(4, 0));
+	srv_pool_free(p);
+	assert_int_equal(tp.ran, 200);
 }
 
 /* ---- a live loop ---- */
@@ -328,6 +461,42 @@ static void test_tcp_pipelined(void **state)
 		seen[xid - 1000] = true;
 	}
 	close(fd);
+}
+
+/* Many connections at once, each with calls pipelined past the in-flight
+ * limit and written in pieces: read turns move between workers (and park
+ * at the limit) while replies go out; every call gets its one reply. */
+static void test_tcp_many_conns(void **state)
+{
+	enum { CONNS = 6, N = 200 };
+	static uint8_t stream[N * 48];
+	uint8_t call[64], reply[256];
+	static bool seen[CONNS][N];
+	int fd[CONNS];
+	size_t len = 0, clen, rlen, off;
+	uint32_t xid;
+
+	(void)state;
+	memset(seen, 0, sizeof(seen));
+	for (uint32_t i = 0; i < N; i++) {
+		clen = build_call(call, 5000 + i, NFS_PROGRAM, 3, 0, NULL, 0);
+		len += put_frag(stream + len, call, (uint32_t)clen, true);
+	}
+	for (int c = 0; c < CONNS; c++)
+		fd[c] = connect_to(SOCK_STREAM, nfs_port);
+	for (off = 0; off < len; off += 1000)
+		for (int c = 0; c < CONNS; c++)
+			write_all(fd[c], stream + off,
+				  len - off < 1000 ? len - off : 1000);
+	for (int c = 0; c < CONNS; c++) {
+		for (int i = 0; i < N; i++) {
+			xid = read_reply(fd[c], reply, sizeof(reply), &rlen);
+			assert_true(xid >= 5000 && xid < 5000 + N);
+			assert_false(seen[c][xid - 5000]);
+			seen[c][xid - 5000] = true;
+		}
+		close(fd[c]);
+	}
 }
 
 /* MNT over TCP on the NFS port: MOUNT answers there too. */
@@ -588,10 +757,13 @@ int main(void)
 	const struct CMUnitTest rm_tests[] = {
 	    cmocka_unit_test(test_rm_fragments),
 	    cmocka_unit_test(test_rm_oversize),
+	    cmocka_unit_test(test_pool_slow_job),
+	    cmocka_unit_test(test_pool_free_runs_all),
 	};
 	const struct CMUnitTest loop_tests[] = {
 	    cmocka_unit_test(test_tcp_fragments),
 	    cmocka_unit_test(test_tcp_pipelined),
+	    cmocka_unit_test(test_tcp_many_conns),
 	    cmocka_unit_test(test_mount_on_nfs_port),
 	    cmocka_unit_test(test_udp),
 	    cmocka_unit_test(test_tcp_oversize_closes),
