@@ -12,18 +12,14 @@
  *
  * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb) makes
  * durable every transaction committed before it began, so callers share
- * them.  Flushes are numbered and run one at a time; un_state_sync waits for
- * the first flush that begins after it was called (flush_after_now): when
- * one is running, it waits for that one to end and then for the next, which
- * the first waiter to find none running starts on behalf of all.  Under
- * load, N concurrent callers cost two flushes instead of N, and a lone
- * caller still costs exactly one.  The changes of sync exports gather
- * into batches before they get here (sync.c), so one flush serves a batch.
- *  1. A caller returns success only after a flush numbered at least the one
- *     it waited for ended, and that flush began after the caller's commit.
- *  2. A failed flush fails every caller whose flush number it is or
- *     precedes (flush_failed >= want): no caller sees success from a flush
- *     that began before its commit.
+ * them: the flushes are a run series (struct un_seq, sync.c's design notes
+ * and invariants), and un_state_sync waits for the first flush that begins
+ * after it was called, running it on its own thread when none is under way.
+ * Under load, N concurrent callers cost two flushes instead of N, and a lone
+ * caller still costs exactly one.  A change of a sync export takes its
+ * ticket before it fsyncs the upper layer (un_state_sync_ticket, then
+ * un_state_sync_wait), so a flush another change begins meanwhile serves it.
+ * The syncer thread flushes through the same series once a second.
  *
  * Known risk, not closed: MDB_NOSYNC keeps the table intact across an OS
  * crash only if the filesystem writes the file in the order LMDB wrote it
@@ -251,44 +247,19 @@ static int tables_init(struct un_state *st)
 	return err;
 }
 
-/* Runs the next flush (sync_lock held on entry and return, not during the
- * fdatasync) and wakes everyone waiting for one to end. */
-static void flush_run(struct un_state *st)
+/* The job of the table's flushes (un_seq): one mdb_env_sync. */
+static int flush_job(void *arg)
 {
-	uint64_t n = ++st->flush_started;
-	int err;
+	struct un_state *st = arg;
 
-	st->flushing = true;
-	pthread_mutex_unlock(&st->sync_lock);
-	err = test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
-	pthread_mutex_lock(&st->sync_lock);
-	st->flushing = false;
-	st->flush_ended = n;
-	if (err) {
-		st->flush_failed = n;
-		st->flush_err = err;
-	}
-	pthread_cond_broadcast(&st->flush_done);
-}
-
-/* Returns once flush number WANT or a later one has ended, with the result
- * (invariant 2); runs it when no one else is flushing.  sync_lock held. */
-static int flush_wait(struct un_state *st, uint64_t want)
-{
-	while (st->flush_ended < want) {
-		if (st->flushing)
-			pthread_cond_wait(&st->flush_done, &st->sync_lock);
-		else
-			flush_run(st);
-	}
-	return st->flush_failed >= want ? st->flush_err : 0;
+	return test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 }
 
 /* Returns once a flush that began after the call has ended (design notes,
- * group commit).  sync_lock held. */
+ * group commit). */
 static int flush_after_now(struct un_state *st)
 {
-	return flush_wait(st, st->flush_started + 1);
+	return un_seq_wait(&st->flushes, un_seq_ticket(&st->flushes), flush_job, st);
 }
 
 static void *syncer_main(void *arg)
@@ -306,7 +277,9 @@ static void *syncer_main(void *arg)
 			;
 		if (st->stopping)
 			break;
+		pthread_mutex_unlock(&st->sync_lock);
 		flush_after_now(st); /* a failure is retried next period */
+		pthread_mutex_lock(&st->sync_lock);
 	}
 	pthread_mutex_unlock(&st->sync_lock);
 	return NULL;
@@ -321,11 +294,11 @@ static int syncer_start(struct un_state *st)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&st->sync_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pthread_cond_init(&st->flush_done, NULL);
+	un_seq_init(&st->flushes);
 	pthread_mutex_init(&st->sync_lock, NULL);
 	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
 	if (rc) {
-		pthread_cond_destroy(&st->flush_done);
+		un_seq_destroy(&st->flushes);
 		pthread_cond_destroy(&st->sync_cond);
 		pthread_mutex_destroy(&st->sync_lock);
 		return -rc;
@@ -340,7 +313,7 @@ static void syncer_stop(struct un_state *st)
 	pthread_cond_signal(&st->sync_cond);
 	pthread_mutex_unlock(&st->sync_lock);
 	pthread_join(st->syncer, NULL);
-	pthread_cond_destroy(&st->flush_done);
+	un_seq_destroy(&st->flushes);
 	pthread_cond_destroy(&st->sync_cond);
 	pthread_mutex_destroy(&st->sync_lock);
 }
@@ -350,7 +323,7 @@ static void state_free(struct un_state *st)
 {
 	if (st->cache)
 		un_listing_cache_free(st->cache);
-	un_syncq_free(st->syncq);
+	un_fsyncs_free(st->fsyncs);
 	if (st->env)
 		mdb_env_close(st->env);
 	sodium_memzero(st, sizeof(*st));
@@ -383,7 +356,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	err = un_listing_cache_new(&st->cache);
 	if (err)
 		goto fail;
-	err = un_syncq_new(&st->syncq);
+	err = un_fsyncs_new(&st->fsyncs);
 	if (err)
 		goto fail;
 	err = syncer_start(st);
@@ -407,12 +380,23 @@ void un_state_close(struct un_state *st)
 
 int un_state_sync(struct un_state *st)
 {
+	uint64_t ticket;
+	int err = un_state_sync_ticket(st, &ticket);
+
+	return err ? err : un_state_sync_wait(st, ticket);
+}
+
+int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
+{
 	int err = un_sys_fault(UN_SYS_SYNC);
 
 	if (err)
 		return -err;
-	pthread_mutex_lock(&st->sync_lock);
-	err = flush_after_now(st);
-	pthread_mutex_unlock(&st->sync_lock);
-	return err;
+	*ticket = un_seq_ticket(&st->flushes);
+	return 0;
+}
+
+int un_state_sync_wait(struct un_state *st, uint64_t ticket)
+{
+	return un_seq_wait(&st->flushes, ticket, flush_job, st);
 }

@@ -191,6 +191,27 @@ void un_sys_creds_current(struct un_creds *out);
 /* True if the calling thread's fsgid or a supplementary group is GID. */
 bool un_sys_in_group(gid_t gid);
 
+/* ---- sync.c: run series (group commit) ---- */
+
+/* Numbered runs of one job (an fsync, a flush), one at a time, shared by
+ * the callers that wait for them: sync.c's design notes. */
+struct un_seq {
+	pthread_mutex_t lock;	 /* taken to start a run */
+	_Atomic uint64_t started; /* runs begun so far */
+	atomic_bool running;	 /* a run is under way */
+	_Atomic uint32_t ended;	 /* runs ended (mod 2^32): a futex word */
+	_Atomic uint64_t failed; /* number of the last run that failed, or 0 */
+	atomic_int err;		 /* its error */
+};
+void un_seq_init(struct un_seq *s);
+void un_seq_destroy(struct un_seq *s);
+/* The number of the first run to begin after now. */
+uint64_t un_seq_ticket(struct un_seq *s);
+/* Returns once run TICKET or a later one has ended, with 0 or the error of
+ * a failed run numbered at least TICKET; runs the next run (RUN(ARG)) on the
+ * calling thread when none is under way. */
+int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg);
+
 /* ---- state.c: the state dir ---- */
 
 struct un_listing_cache; /* readdir.c */
@@ -211,17 +232,11 @@ struct un_state {
 	_Atomic uint64_t node_epoch;
 
 	pthread_t syncer;
-	pthread_mutex_t sync_lock; /* guards the fields below */
+	pthread_mutex_t sync_lock; /* guards stopping */
 	pthread_cond_t sync_cond;  /* wakes the syncer: stopping */
 	bool stopping;
-	/* group commit (state.c): flushes of the table, one at a time */
-	pthread_cond_t flush_done; /* a flush ended */
-	uint64_t flush_started;	   /* flushes begun so far */
-	uint64_t flush_ended;	   /* flushes ended so far (<= flush_started) */
-	uint64_t flush_failed;	   /* number of the last flush that failed, or 0 */
-	int flush_err;		   /* its error */
-	bool flushing;		   /* a flush is running */
-	struct un_syncq *syncq;	   /* sync.c: batches of changes' syncs */
+	struct un_seq flushes;	  /* the table's flushes (group commit) */
+	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
 };
 
 /* Maps an LMDB return code to 0 or -errno. */
@@ -478,17 +493,21 @@ void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 
 /* Makes a change durable before its reply: syncs the upper instances of A
  * and B (either may be NULL; a lower one has nothing pending), then the node
- * table, in a batch shared with concurrent changes.  dir.c's changes
+ * table; concurrent changes share these syncs.  dir.c's changes
  * of names and un_setattr end with it.  Does nothing on a thread that serves
  * an `async` client (un_thread_sync). */
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* un_sync_change whatever the thread's setting: un_commit. */
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
-/* The batches a state runs (un_state_open). */
-int un_syncq_new(struct un_syncq **out);
-void un_syncq_free(struct un_syncq *q);
-/* Test hook: how many changes wait for (or run) a batch now. */
-unsigned un_syncq_test_users(struct un_state *st);
+/* The shared fsyncs of a state (un_state_open). */
+int un_fsyncs_new(struct un_fsyncs **out);
+void un_fsyncs_free(struct un_fsyncs *t);
+/* Test hook: how many changes wait for (or run) a shared fsync now. */
+unsigned un_fsyncs_test_users(struct un_state *st);
+/* un_state_sync in two halves (state.c): a ticket taken after the commit to
+ * make durable, and the wait for a flush that began after it. */
+int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);
+int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* (state.c) */
 
 /* ---- write.c: attributes and data ----

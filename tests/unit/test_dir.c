@@ -622,7 +622,7 @@ static bool sh_made(struct fx *fx)
 
 static bool sh_all_wait(struct fx *fx)
 {
-	return un_syncq_test_users(fx->st) == 3;
+	return un_fsyncs_test_users(fx->st) == 3;
 }
 
 /* Concurrent changes of one directory share its fsyncs, and none is
@@ -669,7 +669,7 @@ static void test_sync_shared(void **state)
 	assert_int_equal(b.ended_after_mark, 1);
 	assert_int_equal(c.ended_after_mark, 1);
 	assert_int_equal(sh.begun, 2); /* A's, then one for B and C */
-	assert_int_equal(un_syncq_test_users(fx->st), 0);
+	assert_int_equal(un_fsyncs_test_users(fx->st), 0);
 	un_obj_put(a.dir);
 	t_list_eq(fx, "d", "a,b,c,x");
 }
