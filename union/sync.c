@@ -27,14 +27,18 @@
  * mutex is taken to start a run, never to learn that one ended, so the end
  * of a run wakes no herd onto the mutex.
  *
- * A change syncs its inodes (fsync_shared) after taking its ticket of the
- * table's flush, so a flush begun meanwhile by another change serves it
- * too.  Inodes meet in a table of SLOTS series the state owns (one table
- * for every export: dev and ino name an inode on the machine); a slot
- * serves one inode at a time, bound to it while changes use it, and a change
- * whose slot is bound to another inode runs an fsync of its own, unshared.
- * An fsync runs on a descriptor opened for the run, from the O_PATH
- * instance of the change that runs it.
+ * A change takes its ticket of the table's flush first, then syncs its
+ * inodes (fsync_shared), then waits for the flush: a flush begun meanwhile
+ * by another change serves it too.  The run that fsyncs a change's last
+ * inode flushes the table after its fsync (fsync_run): the changes waiting
+ * for that run then find their flush done when they wake, and sleep once
+ * instead of twice (once for the fsync, once for the flush).  Inodes meet
+ * in a table of SLOTS series the state owns (one table for every export:
+ * dev and ino name an inode on the machine); a slot serves one inode at a
+ * time, bound to it while changes use it, and a change whose slot is bound
+ * to another inode runs its own fsync, unshared.  An fsync runs on a
+ * descriptor opened for the run, from the O_PATH instance of the change
+ * that runs it.
  *
  * Invariants
  *  1. A change returns success only once a run numbered at least its ticket
@@ -185,17 +189,33 @@ unsigned un_fsyncs_test_users(struct un_state *st)
 	return n;
 }
 
-/* Opens FD (an O_PATH descriptor, passed as a pointer) for reading and
- * fsyncs it: the job of a slot's runs. */
-static int fsync_fd(void *arg)
+/* The job of a slot's runs: an fsync of FD's inode (FD: O_PATH), then, when
+ * FLUSH, a flush of ST's table that began after the run did. */
+struct fsync_job {
+	int fd;
+	struct un_state *st;
+	bool flush;
+};
+
+/* Opens FD for reading and fsyncs it. */
+static int fsync_fd(int fd)
 {
-	int rfd = un_sys_reopen(*(const int *)arg, O_RDONLY | O_NOCTTY), err;
+	int rfd = un_sys_reopen(fd, O_RDONLY | O_NOCTTY), err;
 
 	if (rfd < 0)
 		return rfd;
 	err = un_sys_fsync(rfd);
 	un_sys_close(rfd);
 	return err;
+}
+
+static int fsync_run(void *arg)
+{
+	const struct fsync_job *j = arg;
+	uint64_t ticket = un_seq_ticket(&j->st->flushes);
+	int err = fsync_fd(j->fd);
+
+	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }
 
 /* The slot of the inode ST names (Fibonacci hashing: the top bits). */
@@ -224,35 +244,39 @@ static bool slot_bind(struct slot *s, const struct stat *st)
 	return ok;
 }
 
-/* Returns once an fsync of the inode that FD (O_PATH) names, begun after the
- * call, has ended (design notes), with its result. */
-static int fsync_shared(struct un_fsyncs *t, int fd)
+/* Returns once an fsync of the inode that J->fd (O_PATH) names, begun after
+ * the call, has ended (design notes), with its result; runs J when its turn
+ * comes. */
+static int fsync_shared(const struct fsync_job *j)
 {
 	struct stat st;
 	struct slot *s;
 	uint64_t ticket;
 	int err;
 
-	err = un_sys_fstat(fd, &st);
+	err = un_sys_fstat(j->fd, &st);
 	if (err)
 		return err;
-	s = slot_of(t, &st);
+	s = slot_of(j->st->fsyncs, &st);
 	if (!slot_bind(s, &st))
-		return fsync_fd(&fd); /* another inode's: not shared */
+		return fsync_run((void *)j); /* another inode's: not shared */
 	ticket = un_seq_ticket(&s->seq);
-	err = un_seq_wait(&s->seq, ticket, fsync_fd, &fd);
+	err = un_seq_wait(&s->seq, ticket, fsync_run, (void *)j);
 	atomic_fetch_sub(&s->users, 1);
 	return err;
 }
 
-/* Flushes the upper instance of O, if it has one.  Only regular files and
- * directories can be opened for it; the sync of its parent carries any other
- * object's inode. */
-static int sync_upper(struct un_export *ex, struct un_obj *o)
+/* Flushes the upper instance of O, if it has one, and the table after it
+ * when FLUSH.  Only regular files and directories can be opened for it; the
+ * sync of its parent carries any other object's inode. */
+static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush)
 {
+	struct fsync_job j = {.st = ex->st, .flush = flush};
+
 	if (!o || !un_obj_upper(ex, o) || !(S_ISREG(o->type) || S_ISDIR(o->type)))
 		return 0;
-	return fsync_shared(ex->st->fsyncs, o->inst[0].fd);
+	j.fd = o->inst[0].fd;
+	return fsync_shared(&j);
 }
 
 /* Whether this thread's changes wait for stable storage (un_thread_sync). */
@@ -282,9 +306,11 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 	/* A sync is no access of the caller's, and needs a descriptor the
 	 * caller may not be allowed to open (a file of mode 0200). */
 	un_sys_creds_override(&saved);
-	err = sync_upper(ex, a);
-	if (!err && b != a)
-		err = sync_upper(ex, b);
+	if (b == a)
+		b = NULL;
+	err = sync_upper(ex, a, !b);
+	if (!err)
+		err = sync_upper(ex, b, true);
 	un_sys_creds_revert(&saved);
 	return err ? err : un_state_sync_wait(ex->st, ticket);
 }
