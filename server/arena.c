@@ -19,23 +19,29 @@
  * PAYLOAD_KEEP buffers; more in use at once (many connections with many
  * READs each) are allocated and freed as needed.  A payload's pipe (for data
  * spliced from a file) is made on first use and kept with its buffer, unless
- * it still holds bytes (a reply dropped half sent): then it is closed.
+ * it still holds bytes (a reply dropped half sent): then it is closed.  At
+ * most PIPES_MAX pipes are open, their descriptors no more than an 8th of
+ * RLIMIT_NOFILE: past that a READ is read into memory, as over UDP.
  */
 #define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "srv.h"
 
-#define ARENA_CHUNK  (16 * 1024)
-#define PAYLOAD_KEEP 32		/* free payload buffers kept for reuse */
-#define PAYLOAD_SIZE SRV_MAX_IO /* a multiple of 4: room for XDR padding */
-#define PAGE_ALIGN   4096
+#define ARENA_CHUNK   (16 * 1024)
+#define PAYLOAD_KEEP  32	 /* free payload buffers kept for reuse */
+#define PAYLOAD_SIZE  SRV_MAX_IO /* a multiple of 4: room for XDR padding */
+#define PAGE_ALIGN    4096
+#define PIPES_MAX     1024 /* payload pipes open at once, at most */
+#define PIPES_FD_PART 8	   /* and their descriptors 1/8 of RLIMIT_NOFILE */
 
 struct arena_chunk {
 	struct arena_chunk *next;
@@ -168,6 +174,23 @@ static struct srv_payload *payload_new(void)
 	return p;
 }
 
+/* The most pipes open at once (two descriptors each): replies waiting for
+ * slow clients must not take the descriptors the engine opens files with. */
+static unsigned pipes_max;
+static atomic_uint pipes_open;
+static pthread_once_t pipes_once = PTHREAD_ONCE_INIT;
+
+static void pipes_limit(void)
+{
+	struct rlimit rl;
+	rlim_t fds = 1024; /* the usual soft limit, when it cannot be read */
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		fds = rl.rlim_cur;
+	fds /= PIPES_FD_PART * 2;
+	pipes_max = fds < PIPES_MAX ? (unsigned)fds : PIPES_MAX;
+}
+
 static void payload_pipe_close(struct srv_payload *p)
 {
 	if (p->pipe[0] < 0)
@@ -175,13 +198,17 @@ static void payload_pipe_close(struct srv_payload *p)
 	close(p->pipe[0]);
 	close(p->pipe[1]);
 	p->pipe[0] = p->pipe[1] = -1;
+	atomic_fetch_sub(&pipes_open, 1);
 }
 
 int srv_payload_pipe(struct srv_payload *p)
 {
 	if (p->pipe[1] >= 0)
 		return p->pipe[1];
-	if (pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+	pthread_once(&pipes_once, pipes_limit);
+	if (atomic_fetch_add(&pipes_open, 1) >= pipes_max ||
+	    pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+		atomic_fetch_sub(&pipes_open, 1);
 		p->pipe[0] = p->pipe[1] = -1;
 		return -1;
 	}
