@@ -77,9 +77,11 @@ int un_root(struct un_export *ex, struct un_obj **out);
  * or was replaced.  Caller owns *out. */
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
 /* As un_resolve, for a caller that only reads *out (un_getattr, un_lookup
- * in it, its id): *out may be the object the engine's cache holds, which
- * nothing may change (no copy-up, no change of a name in it), and saves the
- * copy of its descriptors.  Caller owns a reference (un_obj_put). */
+ * in it, its id) within one call (a request): *out is a view that shares
+ * the descriptors of the engine's cache (no copy of them) and carries what
+ * the resolve read (un_getattr gives the attributes the resolve saw).
+ * Nothing may change it (no copy-up, no change of a name in it).  Caller
+ * owns a reference (un_obj_put). */
 int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out);
 /* Looks NAME up in DIR, top layer to bottom, stopping at a white-out, a
  * non-directory or an opaque directory.  "." and ".." are understood (".." of
@@ -88,6 +90,10 @@ int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out);
  * of the result.  Caller owns *out. */
 int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 	      struct un_obj **out);
+/* As un_lookup, with *out a view (see un_resolve_view): read only, used
+ * within the caller's call. */
+int un_lookup_view(struct un_export *ex, struct un_obj *dir, const char *name,
+		   struct un_obj **out);
 struct un_obj *un_obj_get(struct un_obj *o);
 void un_obj_put(struct un_obj *o);
 un_id un_obj_id(const struct un_obj *o);

@@ -69,7 +69,7 @@ static nfsstat3 nfs3_lookup_obj(struct srv_req *req, struct nfs3_file *dir,
 	struct un_attr a;
 	nfsstat3 st;
 
-	st = nfs3_status_from_errno(un_lookup(dir->ex->ux, dir->obj, fname, &obj));
+	st = nfs3_status_from_errno(un_lookup_view(dir->ex->ux, dir->obj, fname, &obj));
 	if (st)
 		return st;
 	st = nfs3_status_from_errno(un_getattr(dir->ex->ux, obj, &a));

@@ -131,6 +131,18 @@
  *     become anything else).  An absence ended by a white-out file (the
  *     xattr form, which only its own ctime covers) is not remembered.  A
  *     hit is -ENOENT with no name opened at all.
+ * 10. A view (un_resolve_view, un_lookup_view) is a private object that
+ *     borrows the descriptors of the object its walk ended at (an entry's,
+ *     which stays open while the view holds it) and keeps what the walk
+ *     read of its instances: inst[0]'s stat and the stamps of every
+ *     instance, taken (or checked equal to an entry's) during the walk.
+ *     It serves the one call that made it: un_getattr of it gives that
+ *     stat, and un_lookup in it compares entries with those stamps instead
+ *     of taking them again, both as they were a few microseconds earlier
+ *     in the same call; a change racing with the call may or may not show,
+ *     as with any lookup, and the next call sees it.  Nothing changes a
+ *     view (un_obj_push_top asserts it), so the stat cannot be older than
+ *     a change made through it.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -287,6 +299,7 @@ bool un_obj_upper(const struct un_export *ex, const struct un_obj *o)
 
 void un_obj_push_top(struct un_obj *o, int fd)
 {
+	assert(!o->owner); /* a view is never changed */
 	if (!S_ISDIR(o->type)) {
 		un_sys_close(o->inst[0].fd);
 		o->inst[0] = (struct un_inst){.fd = fd, .layer = 0};
@@ -308,8 +321,11 @@ void un_obj_put(struct un_obj *o)
 {
 	if (!o || atomic_fetch_sub(&o->ref, 1) != 1)
 		return;
-	for (size_t i = 0; i < o->ninst; i++)
-		un_sys_close(o->inst[i].fd);
+	if (o->owner) /* a view: the descriptors are the owner's */
+		un_obj_put(o->owner);
+	else
+		for (size_t i = 0; i < o->ninst; i++)
+			un_sys_close(o->inst[i].fd);
 	free(o);
 }
 
@@ -483,16 +499,16 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 }
 
 /* "." and "..": ".." of the root is the root. */
-static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len,
+static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len, bool view,
 		       struct un_obj **out)
 {
+	un_id id = dir->id == ex->root_id ? dir->id : dir->parent;
+
 	if (len == 1) {
 		*out = un_obj_get(dir);
 		return 0;
 	}
-	if (dir->id == ex->root_id)
-		return un_root(ex, out);
-	return un_resolve(ex, dir->parent, out);
+	return view ? un_resolve_view(ex, id, out) : un_resolve(ex, id, out);
 }
 
 /* un_lookup of a name other than "." and "..", which un_name_check
@@ -571,62 +587,104 @@ static void rc_put(struct un_rc_entry *e)
 	free(e);
 }
 
+/* Slots come in buckets of UN_RC_WAYS (one try-lock each, one cache line
+ * or so): a key may sit in any way of its bucket, so a few keys that hash
+ * alike do not evict each other on every use. */
+static bool rc_is_id(const struct un_rc_entry *e, un_id id, const char *name, size_t len)
+{
+	(void)name;
+	(void)len;
+	return e->id == id;
+}
+
+static bool rc_is_name(const struct un_rc_entry *e, un_id parent, const char *name,
+		       size_t len)
+{
+	return e->parent == parent && e->namelen == len && !memcmp(e->name, name, len);
+}
+
+typedef bool rc_match_fn(const struct un_rc_entry *e, un_id k, const char *name,
+			 size_t len);
+
 static struct un_rc_slot *rc_slot_of(struct un_export *ex, un_id id)
 {
-	return &ex->rc[(id * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_SLOTS - 1)];
-}
-
-/* The entry of ID with a reference of the caller's, or NULL. */
-static struct un_rc_entry *rc_get(struct un_export *ex, un_id id)
-{
-	struct un_rc_slot *s = rc_slot_of(ex, id);
-	struct un_rc_entry *e = NULL;
-
-	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
-		return NULL;
-	if (s->e && s->e->id == id) {
-		e = s->e;
-		atomic_fetch_add(&e->ref, 1);
-	}
-	atomic_store_explicit(&s->busy, false, memory_order_release);
-	return e;
-}
-
-/* Puts E (the caller's reference moves) in its slot, or, when OLD is
- * given, takes OLD's place only if it is still there (NULL stays). */
-static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
-		    const struct un_rc_entry *old)
-{
-	struct un_rc_slot *s = rc_slot_of(ex, id);
-	struct un_rc_entry *gone = e;
-
-	if (!atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
-		if (!old || s->e == old) {
-			gone = s->e;
-			s->e = e;
-		}
-		atomic_store_explicit(&s->busy, false, memory_order_release);
-	}
-	rc_put(gone);
+	return &ex->rc[(id * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
 }
 
 /* The name index (rc invariant 7): entries by (parent, name), for
  * un_lookup, which has no node id to go by; also the negative ones. */
-static uint64_t rn_hash(un_id parent, const char *name, size_t len)
+static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const char *name,
+				     size_t len)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ parent;
 
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
-	return h ^ h >> 29;
+	h ^= h >> 29;
+	return &ex->rn[(h * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
 }
 
-static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const char *name,
-				     size_t len)
+/* The entry of bucket S that MATCH says is (K, NAME), with a reference of
+ * the caller's, or NULL. */
+static struct un_rc_entry *bucket_get(struct un_rc_slot *s, rc_match_fn *match, un_id k,
+				      const char *name, size_t len)
 {
-	uint64_t h = rn_hash(parent, name, len);
+	struct un_rc_entry *e = NULL;
 
-	return &ex->rn[(h * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_SLOTS - 1)];
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return NULL;
+	for (unsigned i = 0; i < UN_RC_WAYS && !e; i++)
+		if (s->e[i] && match(s->e[i], k, name, len)) {
+			e = s->e[i];
+			atomic_fetch_add(&e->ref, 1);
+		}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	return e;
+}
+
+/* Puts E (the caller's reference moves) in bucket S: in place of the entry
+ * of its own key (K, NAME), else in an empty way, else in place of the
+ * next in turn.  With OLD: takes OLD's place only if it is still there
+ * (NULL stays).  A busy bucket changes nothing. */
+static void bucket_swap(struct un_rc_slot *s, rc_match_fn *match, un_id k,
+			const char *name, size_t len, struct un_rc_entry *e,
+			const struct un_rc_entry *old)
+{
+	struct un_rc_entry *gone = e;
+	unsigned w = UN_RC_WAYS;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
+		rc_put(gone);
+		return;
+	}
+	for (unsigned i = 0; i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
+		if (old ? s->e[i] == old : s->e[i] && match(s->e[i], k, name, len))
+			w = i;
+	for (unsigned i = 0; !old && i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
+		if (!s->e[i])
+			w = i;
+	if (!old && w == UN_RC_WAYS)
+		w = s->next++ % UN_RC_WAYS;
+	if (w < UN_RC_WAYS) {
+		gone = s->e[w];
+		s->e[w] = e;
+	}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	rc_put(gone);
+}
+
+/* The entry of ID with a reference of the caller's, or NULL. */
+static struct un_rc_entry *rc_get(struct un_export *ex, un_id id)
+{
+	return bucket_get(rc_slot_of(ex, id), rc_is_id, id, NULL, 0);
+}
+
+/* Puts E (the caller's reference moves) in the slot of ID, or, when OLD is
+ * given, takes OLD's place only if it is still there (NULL stays). */
+static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
+		    const struct un_rc_entry *old)
+{
+	bucket_swap(rc_slot_of(ex, id), rc_is_id, id, NULL, 0, e, old);
 }
 
 /* The entry of NAME in directory PARENT with a reference of the caller's,
@@ -634,18 +692,8 @@ static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const c
 static struct un_rc_entry *rn_get(struct un_export *ex, un_id parent, const char *name,
 				  size_t len)
 {
-	struct un_rc_slot *s = rn_slot_of(ex, parent, name, len);
-	struct un_rc_entry *e = NULL;
-
-	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
-		return NULL;
-	if (s->e && s->e->parent == parent && s->e->namelen == len &&
-	    !memcmp(s->e->name, name, len)) {
-		e = s->e;
-		atomic_fetch_add(&e->ref, 1);
-	}
-	atomic_store_explicit(&s->busy, false, memory_order_release);
-	return e;
+	return bucket_get(rn_slot_of(ex, parent, name, len), rc_is_name, parent, name,
+			  len);
 }
 
 /* As rc_swap, in E's (or OLD's) slot of the name index. */
@@ -653,29 +701,22 @@ static void rn_swap(struct un_export *ex, struct un_rc_entry *e,
 		    const struct un_rc_entry *old)
 {
 	const struct un_rc_entry *k = e ? e : old;
-	struct un_rc_slot *s = rn_slot_of(ex, k->parent, k->name, k->namelen);
-	struct un_rc_entry *gone = e;
 
-	if (!atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
-		if (!old || s->e == old) {
-			gone = s->e;
-			s->e = e;
-		}
-		atomic_store_explicit(&s->busy, false, memory_order_release);
-	}
-	rc_put(gone);
+	bucket_swap(rn_slot_of(ex, k->parent, k->name, k->namelen), rc_is_name, k->parent,
+		    k->name, k->namelen, e, old);
 }
 
 void un_rc_clear(struct un_export *ex)
 {
 	un_obj_put(atomic_load(&ex->rc_root));
 	atomic_store(&ex->rc_root, NULL);
-	for (size_t i = 0; i < UN_RC_SLOTS; i++) {
-		rc_put(ex->rc[i].e);
-		ex->rc[i].e = NULL;
-		rc_put(ex->rn[i].e);
-		ex->rn[i].e = NULL;
-	}
+	for (size_t i = 0; i < UN_RC_BUCKETS; i++)
+		for (unsigned w = 0; w < UN_RC_WAYS; w++) {
+			rc_put(ex->rc[i].e[w]);
+			ex->rc[i].e[w] = NULL;
+			rc_put(ex->rn[i].e[w]);
+			ex->rn[i].e[w] = NULL;
+		}
 }
 
 static struct rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
@@ -686,13 +727,17 @@ static struct rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
 				 .layer = layer};
 }
 
-static int rc_stamp_fd(int fd, uint16_t layer, struct rc_stamp *out)
+/* The stamp of FD; its stat to *KEEP too when KEEP. */
+static int rc_stamp_fd(int fd, uint16_t layer, struct rc_stamp *out, struct stat *keep)
 {
 	struct stat st;
 	int err = un_sys_fstat(fd, &st);
 
-	if (!err)
+	if (!err) {
 		*out = rc_stamp_of(&st, layer);
+		if (keep)
+			*keep = st;
+	}
 	return err;
 }
 
@@ -714,6 +759,9 @@ struct walk {
 	struct rc_stamp *cst; /* cur's, nlayers + 1 long */
 	struct rc_stamp *nst; /* the next object's, as long */
 	void *buf;	      /* what cst and nst point into */
+	/* inst[0]'s stat, of cur and of the next object, when read */
+	bool ctop_ok, ntop_ok;
+	struct stat ctop, ntop;
 };
 
 /* Sets W up to look names up in DIR (a reference of W's own): the epoch and
@@ -744,9 +792,10 @@ static int walk_stamps(struct walk *w, size_t n)
 
 	for (; w->have < n; w->have++) {
 		err = rc_stamp_fd(w->cur->inst[w->have].fd, w->cur->inst[w->have].layer,
-				  &w->cst[w->have]);
+				  &w->cst[w->have], w->have ? NULL : &w->ctop);
 		if (err)
 			return err; /* that one stays unknown */
+		w->ctop_ok |= w->have == 0;
 	}
 	return 0;
 }
@@ -771,9 +820,11 @@ static bool rc_hit_dir(struct walk *w, const struct un_rc_entry *e, struct un_ob
 	const struct un_obj *o = e->obj;
 
 	for (size_t j = 0; j < o->ninst; j++)
-		if (rc_stamp_fd(o->inst[j].fd, o->inst[j].layer, &w->nst[j]) ||
+		if (rc_stamp_fd(o->inst[j].fd, o->inst[j].layer, &w->nst[j],
+				j ? NULL : &w->ntop) ||
 		    !rc_stamp_eq(&w->nst[j], &e->st[e->nvis + j]))
 			return false;
+	w->ntop_ok = true;
 	*next = un_obj_get(e->obj);
 	return true;
 }
@@ -823,6 +874,8 @@ static bool rc_hit_file(struct walk *w, const struct un_rc_entry *e, struct un_o
 	memcpy(o->name, e->name, e->namelen);
 	o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = pi->layer};
 	w->nst[0] = rc_stamp_of(&st, pi->layer);
+	w->ntop = st;
+	w->ntop_ok = true;
 	*next = o;
 	return true;
 }
@@ -954,6 +1007,9 @@ static void walk_advance(struct walk *w, struct un_obj *next, bool shared)
 	w->have = S_ISDIR(next->type) ? next->ninst : 1;
 	w->cst = w->nst;
 	w->nst = t;
+	w->ctop = w->ntop;
+	w->ctop_ok = w->ntop_ok;
+	w->ntop_ok = false;
 }
 
 /* Looks NAME (checked: LEN) up in cur, the parent's stamps taken first
@@ -964,6 +1020,7 @@ static int walk_lookup(struct walk *w, const char *name, size_t len)
 	size_t nvis = 0;
 	int err;
 
+	w->ntop_ok = false;
 	err = walk_stamps(w, w->cur->ninst);
 	if (!err)
 		err = lookup_in(w->ex, w->cur, name, len, &next, &nvis, w->nst);
@@ -1069,11 +1126,40 @@ static int shared_root(struct un_export *ex, struct un_obj **out)
 	return 0;
 }
 
-/* Hands W's object out: a copy when it is the cache's, unless VIEW (the
- * caller only reads it: rc invariant 4). */
+/* A view of cur (rc invariant 10): its descriptors stay cur's, and what
+ * W read of it (inst[0]'s stat, its stamps) goes with it. */
+static int view_of(struct walk *w, struct un_obj **out)
+{
+	const struct un_obj *c = w->cur;
+	size_t off = (sizeof(*c) + c->ninst * sizeof(c->inst[0]) + 7) & ~(size_t)7;
+	struct un_obj *v = un_sys_malloc(off + c->ninst * sizeof(w->cst[0]));
+
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, c, sizeof(*c) + c->ninst * sizeof(c->inst[0]));
+	atomic_init(&v->ref, 1);
+	v->cap = c->ninst;
+	v->owner = un_obj_get(w->cur);
+	v->have_top = w->ctop_ok;
+	if (w->ctop_ok)
+		v->top = w->ctop;
+	v->nstamps = 0;
+	v->stamps = (struct rc_stamp *)((char *)v + off);
+	if (w->have >= c->ninst) {
+		memcpy(v->stamps, w->cst, c->ninst * sizeof(w->cst[0]));
+		v->nstamps = c->ninst;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Hands W's object out: a view when VIEW, else the object, or a copy of
+ * it when it is the cache's (rc invariant 4). */
 static int walk_out(struct walk *w, bool view, struct un_obj **out)
 {
-	if (w->shared && !view)
+	if (view)
+		return view_of(w, out);
+	if (w->shared)
 		return obj_copy(w->cur, out);
 	*out = un_obj_get(w->cur);
 	return 0;
@@ -1088,6 +1174,7 @@ static int resolve_walk(struct walk *w, const struct un_node_hop *hops, size_t n
 
 	w->have = 0;
 	w->shared = true;
+	w->ctop_ok = w->ntop_ok = false;
 	err = shared_root(w->ex, &w->cur);
 	for (size_t i = 1; i < n && !err; i++)
 		err = walk_hop(w, &hops[i]);
@@ -1191,7 +1278,7 @@ int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out)
  * found by the name index (rc invariant 7) when it holds, else a lookup
  * whose result the cache may remember. */
 static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *name,
-			 size_t len, struct un_obj **out)
+			 size_t len, bool view, struct un_obj **out)
 {
 	struct walk w;
 	int err;
@@ -1201,19 +1288,23 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 		return err;
 	w.cur = un_obj_get(dir);
 	w.shared = false;
+	if (dir->nstamps == dir->ninst) { /* a view: its walk's (rc inv. 10) */
+		memcpy(w.cst, dir->stamps, dir->ninst * sizeof(w.cst[0]));
+		w.have = dir->ninst;
+	}
 	err = walk_cached(&w, rn_get(ex, dir->id, name, len));
 	if (err == 0)
 		err = walk_lookup(&w, name, len);
 	else if (err == 1)
 		err = 0;
 	if (!err)
-		err = walk_out(&w, false, out);
+		err = walk_out(&w, view, out);
 	walk_fini(&w);
 	return err;
 }
 
-int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
-	      struct un_obj **out)
+static int lookup(struct un_export *ex, struct un_obj *dir, const char *name, bool view,
+		  struct un_obj **out)
 {
 	struct un_creds saved;
 	size_t len;
@@ -1225,15 +1316,27 @@ int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
 	if (err)
 		return err;
 	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
-		return lookup_dots(ex, dir, len, out);
+		return lookup_dots(ex, dir, len, view, out);
 	/* As overlayfs: the caller's right to search DIR is judged on the
 	 * merged directory (the server's LOOKUP check), the layers are searched
 	 * with the engine's identity, since a lower instance may carry other
 	 * modes than the merged one. */
 	un_sys_creds_override(&saved);
-	err = lookup_cached(ex, dir, name, len, out);
+	err = lookup_cached(ex, dir, name, len, view, out);
 	un_sys_creds_revert(&saved);
 	return err;
+}
+
+int un_lookup(struct un_export *ex, struct un_obj *dir, const char *name,
+	      struct un_obj **out)
+{
+	return lookup(ex, dir, name, false, out);
+}
+
+int un_lookup_view(struct un_export *ex, struct un_obj *dir, const char *name,
+		   struct un_obj **out)
+{
+	return lookup(ex, dir, name, true, out);
 }
 
 static void attr_time(struct timespec *out, const struct timespec *in)
@@ -1246,9 +1349,13 @@ int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out)
 	struct stat st;
 	int err;
 
-	err = un_sys_fstat(o->inst[0].fd, &st);
-	if (err)
-		return err;
+	if (o->have_top) { /* a view's: what its walk read (rc invariant 10) */
+		st = o->top;
+	} else {
+		err = un_sys_fstat(o->inst[0].fd, &st);
+		if (err)
+			return err;
+	}
 	*out = (struct un_attr){
 	    .mode = st.st_mode,
 	    /* A merged directory's link count is no count of its subdirs. */

@@ -50,10 +50,13 @@
 /* The same bound for lookup.c's memo of opaque flags and its resolve
  * cache, both keyed by ctime. */
 #define UN_OPAQUE_SETTLE_NS 1000000000ll
-/* Resolve cache slots per export and table (lookup.c): a working set of
- * tens of thousands of files fits; 1 MiB of slots per table, touched as
- * used (the export is calloc'd), entries ~100-200 bytes each. */
+/* Resolve cache slots per export and table (lookup.c), in buckets of
+ * UN_RC_WAYS: a working set of tens of thousands of files fits; 640 KiB of
+ * buckets per table, touched as used (the export is calloc'd), entries
+ * ~100-200 bytes each. */
 #define UN_RC_SLOTS   65536
+#define UN_RC_WAYS    4
+#define UN_RC_BUCKETS (UN_RC_SLOTS / UN_RC_WAYS)
 #define UN_RC_FDS_MAX 4096 /* descriptors they hold, all exports together */
 
 /* ---- sys.c: the syscall seam ----
@@ -368,9 +371,10 @@ struct un_export {
 	 * (lookup.c, the resolve cache). */
 	_Atomic(struct un_obj *) rc_root;
 	struct un_rc_slot {
-		_Atomic bool busy; /* try-lock */
-		struct un_rc_entry *e;
-	} rc[UN_RC_SLOTS], rn[UN_RC_SLOTS];
+		_Atomic bool busy; /* try-lock of the bucket */
+		uint8_t next;	   /* the way the next new key replaces */
+		struct un_rc_entry *e[UN_RC_WAYS];
+	} rc[UN_RC_BUCKETS], rn[UN_RC_BUCKETS];
 };
 
 /* ---- whiteout.c: on-disk markers and the merge rule ---- */
@@ -438,6 +442,16 @@ struct un_obj {
 	char name[UN_NAME_MAX + 1]; /* its name in PARENT; "" for the root */
 	size_t ninst;		    /* 1 for a non-directory */
 	size_t cap;		    /* room in inst[]: one more than found, for copy-up */
+	/* A view's (un_resolve_view, un_lookup_view; never changed): OWNER
+	 * holds the descriptors inst[] names, and what the view's walk read
+	 * serves the same call: inst[0]'s stat (TOP, if HAVE_TOP) for
+	 * un_getattr, the stamps of its NSTAMPS instances for un_lookup in it
+	 * (lookup.c, rc invariant 10).  NULL, false, 0 for any other object. */
+	struct un_obj *owner;
+	bool have_top;
+	struct stat top;
+	size_t nstamps;
+	struct rc_stamp *stamps;
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 

@@ -551,6 +551,69 @@ static void test_file_cache_follows_changes(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* The size un_getattr gives of NAME in the view of directory DIR (or
+ * -errno), looked up as the server's LOOKUP does: views both. */
+static long long view_size(struct fx *fx, un_id dir, const char *name)
+{
+	struct un_obj *d, *o;
+	struct un_attr a;
+	int rc;
+
+	rc = un_resolve_view(fx->ex, dir, &d);
+	if (rc)
+		return rc;
+	rc = un_lookup_view(fx->ex, d, name, &o);
+	un_obj_put(d);
+	if (rc)
+		return rc;
+	rc = un_getattr(fx->ex, o, &a);
+	un_obj_put(o);
+	return rc ? rc : (long long)a.size;
+}
+
+/* Views (rc invariant 10) borrow the cache's descriptors (none left open
+ * when they go) and show a change made in a layer at the next call: a
+ * file's new size, a white-out, a name that appears. */
+static void test_views_follow_changes(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	struct un_attr a;
+	un_id d, f;
+	int fds;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/d/x", "x");
+	t_file(fx, "l2/d/f", "ff");
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = t_id(fx, "d");
+	f = t_id(fx, "d/f");
+	usleep(20000);
+	for (int i = 0; i < 3; i++) /* cold, then from the cache */
+		assert_int_equal(view_size(fx, d, "f"), 2);
+	fds = t_nfds();
+	assert_int_equal(un_resolve_view(fx->ex, f, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.size, 2);
+	un_obj_put(o);
+	t_file(fx, "l2/d/f", "fff"); /* same inode, new size */
+	assert_int_equal(view_size(fx, d, "f"), 3);
+	assert_int_equal(un_resolve_view(fx->ex, f, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.size, 3);
+	un_obj_put(o);
+	assert_int_equal(view_size(fx, d, "new"), -ENOENT);
+	usleep(20000);
+	t_file(fx, "l2/d/new", "n");
+	t_chr0(fx, "l1/d/f");
+	assert_int_equal(view_size(fx, d, "new"), 1);
+	assert_int_equal(view_size(fx, d, "f"), -ENOENT);
+	assert_int_equal(un_resolve_view(fx->ex, f, &o), -ESTALE);
+	assert_int_equal(view_size(fx, d, "new"), 1);
+	assert_int_equal(t_nfds(), fds); /* the cache's d, made again */
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* Runs a lookup, a getattr, a read and a readlink of a merged tree. */
 static int exercise(struct fx *fx)
 {
@@ -673,6 +736,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_follows_changes, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_file_cache_follows_changes, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_views_follow_changes, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_injected_failures, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_export_open_faults, t_setup, t_teardown),
