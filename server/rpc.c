@@ -27,10 +27,10 @@
  *     (srv_call_handler in cred.c).
  *  7. A reply carries a payload (req.payload, READ's data) only when its
  *     results were encoded, by an encoder that wrote the opaque's length
- *     and left its bytes to the payload; XDR padding is added here.  A reply
- *     of a non-idempotent call, which the duplicate request cache keeps, is
- *     one flat buffer (add_payload), and only an idempotent call over TCP
- *     may have its payload in a pipe (run_call sets req.payload_pipe).
+ *     and left its bytes to the payload; XDR padding is added here
+ *     (add_payload).  Only idempotent procedures set one, so a reply the
+ *     duplicate request cache keeps is one flat buffer, and only over TCP
+ *     may the payload be in a pipe (run_call sets req.payload_pipe).
  */
 #include <assert.h>
 #include <errno.h>
@@ -368,30 +368,19 @@ static bool encode_header(XDR *x, uint32_t xid, const struct verdict *v)
 }
 
 /* Puts the payload C's handler left (invariant 7) behind the results encoded
- * in OUT, zero-padded to XDR's 4 bytes: as OUT's own payload, or copied into
- * OUT's bytes for a call the duplicate request cache may keep.  False when
- * out of memory. */
-static bool add_payload(const struct call *c, struct srv_buf *out)
+ * in OUT, zero-padded to XDR's 4 bytes, as OUT's own payload. */
+static void add_payload(const struct call *c, struct srv_buf *out)
 {
 	struct srv_payload *p = srv_arena_payload_take(c->req.arena, c->req.payload);
 	size_t pad = (4 - ((p->piped + p->len) & 3)) & 3;
-	bool ok = true;
 
+	/* The duplicate request cache copies a reply's bytes, not its payload:
+	 * only idempotent procedures, which it never keeps, may set one. */
+	assert(c->proc->idempotent);
 	assert(p->len + pad <= p->cap);
 	memset(p->data + p->len, 0, pad);
 	p->len += pad;
-	if (c->proc->idempotent) {
-		out->payload = p;
-		return true;
-	}
-	assert(!p->piped); /* such a call gets no payload_pipe */
-	ok = buf_reserve(out, out->len + p->len);
-	if (ok) {
-		memcpy(out->data + out->len, p->data, p->len);
-		out->len += p->len;
-	}
-	srv_payload_put(p);
-	return ok;
+	out->payload = p;
 }
 
 /* Encodes the reply for V (with the results when it is SUCCESS) into OUT.  An
@@ -416,7 +405,7 @@ static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf
 	out->len = xdr_getpos(&x);
 	xdr_destroy(&x);
 	if (ok && enc && c->req.payload)
-		return add_payload(c, out);
+		add_payload(c, out);
 	if (ok)
 		return true;
 	srv_log(SRV_LOG_ERR, "xid %#x %s: results do not encode", c->req.xid,

@@ -17,6 +17,10 @@
  *  3. A filesystem without splice support answers -EINVAL before a byte
  *     moved, so the caller can read the plain way; an error after some bytes
  *     moved ends the read short with what is in the pipe.
+ *  4. The pipe holds the pages, not a copy of them, until the socket has
+ *     taken them: a write to the range in between shows in the reply (as a
+ *     READ racing a WRITE may show either), while a truncation does not take
+ *     the pages away (Linux 6.18: the bytes go out as they were read).
  */
 #define _GNU_SOURCE
 #include <errno.h>
