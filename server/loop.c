@@ -94,7 +94,8 @@
 #define SRV_UDP_MAX_QUEUED    1024  /* datagrams waiting for a worker, all listeners */
 #define RX_BUF_SIZE	      65536 /* one read(2); also the largest UDP datagram */
 #define MAX_EVENTS	      64
-#define BIND_RETRIES	      8 /* tries for a TCP+UDP pair on one ephemeral port */
+#define RM_FIRST_CAP	      512 /* bytes: a record buffer's first size */
+#define BIND_RETRIES	      8	  /* tries for a TCP+UDP pair on one ephemeral port */
 #define UDP_SOCKBUF	      (4 * 1024 * 1024)
 
 enum src_kind { SRC_WAKE, SRC_JOBS, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
@@ -200,10 +201,12 @@ void srv_rm_take(struct srv_rm *r, struct srv_buf *out)
 }
 
 /* Grows the record buffer to hold NEED bytes, doubling so that a client that
- * announces a large fragment costs memory only as its bytes arrive. */
+ * announces a large fragment costs memory only as its bytes arrive.  The
+ * first size fits a metadata call, in a block malloc's per-thread cache
+ * serves. */
 static bool rm_grow(struct srv_rm *r, size_t need)
 {
-	size_t cap = r->rec.cap ? r->rec.cap : 4096;
+	size_t cap = r->rec.cap ? r->rec.cap : RM_FIRST_CAP;
 	uint8_t *p;
 
 	if (need <= r->rec.cap)

@@ -271,12 +271,13 @@ static void *syncer_main(void *arg)
 	while (!st->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
 		deadline.tv_sec += UN_SYNC_PERIOD_S;
-		while (!st->stopping &&
+		while (!st->kicked && !st->stopping &&
 		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
 					      &deadline) != ETIMEDOUT)
 			;
 		if (st->stopping)
 			break;
+		st->kicked = false;
 		pthread_mutex_unlock(&st->sync_lock);
 		flush_after_now(st); /* a failure is retried next period */
 		pthread_mutex_lock(&st->sync_lock);
@@ -394,6 +395,16 @@ int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
 		return -err;
 	*ticket = un_seq_ticket(&st->flushes);
 	return 0;
+}
+
+void un_state_sync_kick(struct un_state *st)
+{
+	if (atomic_load(&st->flushes.running))
+		return;
+	pthread_mutex_lock(&st->sync_lock);
+	st->kicked = true;
+	pthread_cond_signal(&st->sync_cond);
+	pthread_mutex_unlock(&st->sync_lock);
 }
 
 int un_state_sync_wait(struct un_state *st, uint64_t ticket)

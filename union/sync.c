@@ -30,9 +30,14 @@
  * A change takes its ticket of the table's flush first, then syncs its
  * inodes (fsync_shared), then waits for the flush: a flush begun meanwhile
  * by another change serves it too.  The run that fsyncs a change's last
- * inode flushes the table after its fsync (fsync_run): the changes waiting
- * for that run then find their flush done when they wake, and sleep once
- * instead of twice (once for the fsync, once for the flush).  Inodes meet
+ * inode also waits for a flush of the table begun after the run began
+ * (fsync_run): the changes waiting for that run then find their flush done
+ * when they wake, and sleep once instead of twice (once for the fsync, once
+ * for the flush).  The run first kicks the syncer thread into that flush
+ * (unless one is under way), so that it runs beside the fsync: a change's
+ * wait is the longer of the two, not their sum, which is what a COMMIT of a
+ * file no other change shares waits for; it costs a wake-up per run, not
+ * per change.  Inodes meet
  * in a table of SLOTS series the state owns (one table for every export:
  * dev and ino name an inode on the machine); a slot serves one inode at a
  * time, bound to it while changes use it, and a change whose slot is bound
@@ -79,6 +84,7 @@ void un_seq_init(struct un_seq *s)
 	atomic_init(&s->ended, 0);
 	atomic_init(&s->failed, 0);
 	atomic_init(&s->err, 0);
+	atomic_init(&s->sleepers, 0);
 }
 
 void un_seq_destroy(struct un_seq *s)
@@ -114,7 +120,26 @@ static void seq_run(struct un_seq *s, int (*run)(void *), void *arg)
 		atomic_store(&s->failed, n);
 	}
 	atomic_store(&s->running, false);
-	atomic_store_explicit(&s->ended, (uint32_t)n, memory_order_release);
+	atomic_store(&s->ended, (uint32_t)n); /* seq_cst: seq_sleep */
+}
+
+/* Sleeps while S's count of ended runs is SEEN.  The count of sleepers
+ * goes up before the futex reads the word, and seq_wake reads it after the
+ * count moved (both sequentially consistent): either the waker sees the
+ * sleeper, or the sleeper's futex sees the new count and returns at once. */
+static void seq_sleep(struct un_seq *s, uint32_t seen)
+{
+	atomic_fetch_add(&s->sleepers, 1);
+	syscall(SYS_futex, &s->ended, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+	atomic_fetch_sub(&s->sleepers, 1);
+}
+
+/* Wakes everyone sleeping on S (after its count of ended runs moved): no
+ * system call when no one sleeps. */
+static void seq_wake(struct un_seq *s)
+{
+	if (atomic_load(&s->sleepers))
+		syscall(SYS_futex, &s->ended, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg)
@@ -138,11 +163,9 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 			pthread_mutex_unlock(&s->lock);
 		}
 		if (ran)
-			syscall(SYS_futex, &s->ended, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-				NULL, 0);
+			seq_wake(s);
 		else
-			syscall(SYS_futex, &s->ended, FUTEX_WAIT_PRIVATE, seen, NULL,
-				NULL, 0);
+			seq_sleep(s, seen);
 	}
 	return atomic_load(&s->failed) >= ticket ? atomic_load(&s->err) : 0;
 }
@@ -213,7 +236,11 @@ static int fsync_run(void *arg)
 {
 	const struct fsync_job *j = arg;
 	uint64_t ticket = un_seq_ticket(&j->st->flushes);
-	int err = fsync_fd(j->fd);
+	int err;
+
+	if (j->flush)
+		un_state_sync_kick(j->st);
+	err = fsync_fd(j->fd);
 
 	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }

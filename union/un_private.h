@@ -205,6 +205,7 @@ struct un_seq {
 	_Atomic uint32_t ended;	 /* runs ended (mod 2^32): a futex word */
 	_Atomic uint64_t failed; /* number of the last run that failed, or 0 */
 	atomic_int err;		 /* its error */
+	atomic_uint sleepers;	 /* waiters in (or entering) a futex wait */
 };
 void un_seq_init(struct un_seq *s);
 void un_seq_destroy(struct un_seq *s);
@@ -235,9 +236,10 @@ struct un_state {
 	_Atomic uint64_t node_epoch;
 
 	pthread_t syncer;
-	pthread_mutex_t sync_lock; /* guards stopping */
-	pthread_cond_t sync_cond;  /* wakes the syncer: stopping */
+	pthread_mutex_t sync_lock; /* guards stopping and kicked */
+	pthread_cond_t sync_cond;  /* wakes the syncer */
 	bool stopping;
+	bool kicked; /* flush now (un_state_sync_kick) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
 };
@@ -522,6 +524,9 @@ unsigned un_fsyncs_test_users(struct un_state *st);
  * make durable, and the wait for a flush that began after it. */
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);
 int un_state_sync_wait(struct un_state *st, uint64_t ticket);
+/* Has the syncer thread start a flush now, unless one is under way: a caller
+ * about to fsync other files lets the flush it will wait for run beside them. */
+void un_state_sync_kick(struct un_state *st);
 /* (state.c) */
 
 /* ---- write.c: attributes and data ----
