@@ -30,14 +30,16 @@
  *      on the way, and a new object whose only change after its creation
  *      is its entry (create, mkdir, symlink, mknod: one transaction on
  *      ext4 and xfs, and btrfs logs the inodes of new entries with a
- *      directory's fsync).  A new object whose attributes were set after
- *      it was made, an existing one an UNCHECKED create truncated or copied
- *      up, and the target of a link get their own fsync.  Concurrent
- *      changes share these fsyncs and one flush of the node table in
- *      batches (sync.c, group commit).  A thread
- *      serving an `async` client (exports(5)) skips step 7
- *      (un_thread_sync): the 1-second flush of the table and the
- *      filesystem's own writeback bound the loss, as on knfsd.
+ *      directory's fsync; not ext4 without a journal, whose fsync of a
+ *      directory writes the directory's blocks and inode but not the new
+ *      object's inode: a known gap there, not closed).  A new object whose
+ *      attributes were set after it was made, an existing one an UNCHECKED
+ *      create truncated or copied up, and the target of a link get their
+ *      own fsync.  Concurrent changes share these fsyncs and the flushes
+ *      of the node table (sync.c, group commit).  A thread serving an
+ *      `async` client (exports(5)) skips step 7 (un_thread_sync): the
+ *      1-second flush of the table and the filesystem's own writeback
+ *      bound the loss, as on knfsd.
  *
  * Markers are written as kernel overlayfs writes them, so that it can mount
  * the upper layer:
