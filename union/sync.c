@@ -51,7 +51,9 @@
  *     taken, which is after the change (un_seq_ticket, un_seq_wait).
  *  2. A failed run fails every waiter whose ticket it is or precedes
  *     (failed >= ticket): none sees success from a run that failed after
- *     its change was made.
+ *     its change was made.  (A waiter that slept may so see the failure of
+ *     a run later than the one that served it: a false alarm, never a false
+ *     success.  The one that ran its run takes that run's own result.)
  *  3. A slot's numbers are compared only between users of one binding: a
  *     slot takes another inode only when no change uses it (users == 0).
  */
@@ -105,7 +107,7 @@ static bool ended_since(uint32_t ended, uint64_t ticket)
 }
 
 /* Runs the next run of S (lock held on entry and return, not during RUN). */
-static void seq_run(struct un_seq *s, int (*run)(void *), void *arg)
+static int seq_run(struct un_seq *s, int (*run)(void *), void *arg)
 {
 	uint64_t n = atomic_load(&s->started) + 1;
 	int err;
@@ -121,6 +123,7 @@ static void seq_run(struct un_seq *s, int (*run)(void *), void *arg)
 	}
 	atomic_store(&s->running, false);
 	atomic_store(&s->ended, (uint32_t)n); /* seq_cst: seq_sleep */
+	return err;
 }
 
 /* Sleeps while S's count of ended runs is SEEN.  The count of sleepers
@@ -146,6 +149,7 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 {
 	uint32_t seen;
 	bool ran;
+	int err = 0;
 
 	for (;;) {
 		seen = atomic_load_explicit(&s->ended, memory_order_acquire);
@@ -159,13 +163,16 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 			ran = !atomic_load(&s->running) &&
 			      !ended_since(atomic_load(&s->ended), ticket);
 			if (ran)
-				seq_run(s, run, arg);
+				err = seq_run(s, run, arg);
 			pthread_mutex_unlock(&s->lock);
 		}
-		if (ran)
+		if (ran) {
+			/* The run was number TICKET (none had ended since the
+			 * ticket was taken): its own result is exact. */
 			seq_wake(s);
-		else
-			seq_sleep(s, seen);
+			return err;
+		}
+		seq_sleep(s, seen);
 	}
 	return atomic_load(&s->failed) >= ticket ? atomic_load(&s->err) : 0;
 }

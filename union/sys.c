@@ -327,22 +327,22 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 	return (ssize_t)done;
 }
 
-static _Atomic(void (*)(int, bool)) fsync_hook;
+static _Atomic(int (*)(int, bool)) fsync_hook;
 
-void un_sys_test_fsync_hook(void (*fn)(int fd, bool begin))
+void un_sys_test_fsync_hook(int (*fn)(int fd, bool begin))
 {
 	atomic_store(&fsync_hook, fn);
 }
 
 int un_sys_fsync(int fd)
 {
-	void (*hook)(int, bool) = atomic_load_explicit(&fsync_hook, memory_order_relaxed);
+	int (*hook)(int, bool) = atomic_load_explicit(&fsync_hook, memory_order_relaxed);
 	int err = un_sys_fault(UN_SYS_SYNC);
 
+	if (!err && hook)
+		err = hook(fd, true);
 	if (err)
 		return -err;
-	if (hook)
-		hook(fd, true);
 	err = (int)ret(fsync(fd));
 	if (hook)
 		hook(fd, false);

@@ -174,8 +174,9 @@ unsigned long un_sys_calls(enum un_sys_op op);
 void un_sys_test_no_openat2(bool on);
 /* Test hook: FN (NULL: none) is called on the calling thread just before
  * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
- * test can see which fsyncs began after a change, and hold one. */
-void un_sys_test_fsync_hook(void (*fn)(int fd, bool begin));
+ * test can see which fsyncs began after a change, and hold one; an errno
+ * it returns before an fsync fails that fsync instead (after: ignored). */
+void un_sys_test_fsync_hook(int (*fn)(int fd, bool begin));
 
 /* Filesystem identity of the calling thread.  Requests may run with a
  * client's fsuid/fsgid; the engine's own work (copy-up, white-outs, the work

@@ -559,14 +559,17 @@ static struct {
 	int begun, ended; /* fsyncs */
 	bool hold;	  /* the first fsync waits for release */
 	bool released;
+	int fail_second;      /* errno the second fsync fails with, or 0 */
 	bool marked;	      /* every change of the test was made */
 	int ended_after_mark; /* fsyncs that began after the mark and ended */
 } sh = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool sh_after_mark; /* this thread's fsync began after it */
 
-static void sh_hook(int fd, bool begin)
+static int sh_hook(int fd, bool begin)
 {
+	int err = 0;
+
 	(void)fd;
 	pthread_mutex_lock(&sh.lock);
 	if (begin) {
@@ -576,11 +579,14 @@ static void sh_hook(int fd, bool begin)
 			while (!sh.released)
 				pthread_cond_wait(&sh.cond, &sh.lock);
 		}
+		if (sh.begun == 2)
+			err = sh.fail_second;
 	} else {
 		sh.ended++;
 		sh.ended_after_mark += sh_after_mark;
 	}
 	pthread_mutex_unlock(&sh.lock);
+	return err;
 }
 
 struct sh_change {
@@ -625,31 +631,30 @@ static bool sh_all_wait(struct fx *fx)
 	return un_fsyncs_test_users(fx->st) == 3;
 }
 
-/* Concurrent changes of one directory share its fsyncs, and none is
- * answered on an fsync that began before it was made (sync.c, invariant 1):
- * A's fsync of d is held while B and C create in d; when it ends, B and C
- * must still wait for a second fsync, which they share. */
-static void test_sync_shared(void **state)
+/* A holds the first fsync of d while B and C create in d; then it is let go
+ * and the three creates end (the second fsync fails with FAIL, if not 0). */
+static void sh_scenario(struct fx *fx, int fail, struct sh_change *a, struct sh_change *b,
+			struct sh_change *c)
 {
-	struct fx *fx = *state;
-	struct sh_change a = {.fx = fx, .name = "a"}, b = {.fx = fx, .name = "b"},
-			 c = {.fx = fx, .name = "c"};
 	pthread_t ta, tb, tc;
 
 	t_file(fx, "u/d/x", "");
 	w_export(fx);
-	a.dir = b.dir = c.dir = walk(fx, "d");
+	*a = (struct sh_change){.fx = fx, .name = "a", .dir = walk(fx, "d")};
+	*b = (struct sh_change){.fx = fx, .name = "b", .dir = a->dir};
+	*c = (struct sh_change){.fx = fx, .name = "c", .dir = a->dir};
 	sh.begun = sh.ended = sh.ended_after_mark = 0;
 	sh.hold = true;
 	sh.released = sh.marked = false;
+	sh.fail_second = fail;
 	un_sys_test_fsync_hook(sh_hook);
-	assert_int_equal(pthread_create(&ta, NULL, sh_create, &a), 0);
+	assert_int_equal(pthread_create(&ta, NULL, sh_create, a), 0);
 	pthread_mutex_lock(&sh.lock);
 	while (sh.begun == 0)
 		pthread_cond_wait(&sh.cond, &sh.lock);
 	pthread_mutex_unlock(&sh.lock);
-	assert_int_equal(pthread_create(&tb, NULL, sh_create, &b), 0);
-	assert_int_equal(pthread_create(&tc, NULL, sh_create, &c), 0);
+	assert_int_equal(pthread_create(&tb, NULL, sh_create, b), 0);
+	assert_int_equal(pthread_create(&tc, NULL, sh_create, c), 0);
 	assert_true(sh_until(fx, sh_made));
 	pthread_mutex_lock(&sh.lock);
 	sh.marked = true;
@@ -663,15 +668,48 @@ static void test_sync_shared(void **state)
 	pthread_join(tb, NULL);
 	pthread_join(tc, NULL);
 	un_sys_test_fsync_hook(NULL);
+	assert_int_equal(un_fsyncs_test_users(fx->st), 0);
+}
+
+/* Concurrent changes of one directory share its fsyncs, and none is
+ * answered on an fsync that began before it was made (sync.c, invariant 1):
+ * when A's held fsync ends, B and C must still wait for a second fsync,
+ * which they share. */
+static void test_sync_shared(void **state)
+{
+	struct fx *fx = *state;
+	struct sh_change a, b, c;
+
+	sh_scenario(fx, 0, &a, &b, &c);
 	assert_int_equal(a.rc, 0);
 	assert_int_equal(b.rc, 0);
 	assert_int_equal(c.rc, 0);
 	assert_int_equal(b.ended_after_mark, 1);
 	assert_int_equal(c.ended_after_mark, 1);
 	assert_int_equal(sh.begun, 2); /* A's, then one for B and C */
-	assert_int_equal(un_fsyncs_test_users(fx->st), 0);
 	un_obj_put(a.dir);
 	t_list_eq(fx, "d", "a,b,c,x");
+}
+
+/* A failed shared fsync fails every change it served, not only the one
+ * that ran it (invariant 2), and the next change runs a new one. */
+static void test_sync_shared_error(void **state)
+{
+	struct fx *fx = *state;
+	struct sh_change a, b, c;
+	struct un_obj *o = NULL;
+
+	sh_scenario(fx, EIO, &a, &b, &c);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(b.rc, -EIO);
+	assert_int_equal(c.rc, -EIO);
+	assert_int_equal(sh.begun, 2);
+	un_sys_test_fsync_hook(sh_hook); /* counting only */
+	assert_int_equal(un_create(fx->ex, a.dir, "d", 0644, true, NULL, &o), 0);
+	un_sys_test_fsync_hook(NULL);
+	assert_int_equal(sh.begun, 3);
+	un_obj_put(o);
+	un_obj_put(a.dir);
 }
 
 static void test_create_verf(void **state)
@@ -1385,6 +1423,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_shared_error, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
