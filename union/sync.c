@@ -227,15 +227,21 @@ struct fsync_job {
 	bool flush;
 };
 
-/* Opens FD for reading and fsyncs it. */
+/* Opens FD for reading and fsyncs it.  With the engine's identity: a sync
+ * is no access of the caller's, and needs a descriptor the caller may not be
+ * allowed to open (a file of mode 0200).  Only the change that runs an fsync
+ * switches; those that wait for it do not. */
 static int fsync_fd(int fd)
 {
-	int rfd = un_sys_reopen(fd, O_RDONLY | O_NOCTTY), err;
+	struct un_creds saved;
+	int rfd, err;
 
-	if (rfd < 0)
-		return rfd;
-	err = un_sys_fsync(rfd);
-	un_sys_close(rfd);
+	un_sys_creds_override(&saved);
+	rfd = un_sys_reopen(fd, O_RDONLY | O_NOCTTY);
+	err = rfd < 0 ? rfd : un_sys_fsync(rfd);
+	if (rfd >= 0)
+		un_sys_close(rfd);
+	un_sys_creds_revert(&saved);
 	return err;
 }
 
@@ -328,7 +334,6 @@ int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
-	struct un_creds saved;
 	uint64_t ticket;
 	int err;
 
@@ -337,14 +342,10 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 	err = un_state_sync_ticket(ex->st, &ticket);
 	if (err)
 		return err;
-	/* A sync is no access of the caller's, and needs a descriptor the
-	 * caller may not be allowed to open (a file of mode 0200). */
-	un_sys_creds_override(&saved);
 	if (b == a)
 		b = NULL;
 	err = sync_upper(ex, a, !b);
 	if (!err)
 		err = sync_upper(ex, b, true);
-	un_sys_creds_revert(&saved);
 	return err ? err : un_state_sync_wait(ex->st, ticket);
 }
