@@ -200,8 +200,9 @@ struct un_rc_entry {
 	struct rc_stamp st[];
 };
 
-#define RC_UNSETTLED LLONG_MIN /* equals no ctime */
-#define RC_CHAIN_MAX 16	       /* hops of a path the cache may give */
+#define RC_UNSETTLED   LLONG_MIN /* equals no ctime */
+#define RC_CHAIN_MAX   16	 /* hops of a path the cache may give */
+#define RC_WALK_STAMPS 17	 /* a walk's stamps on its stack: 16 layers */
 
 /* One remembered opaque flag (design notes). */
 struct opq_slot {
@@ -758,18 +759,24 @@ struct walk {
 	size_t have;	      /* stamps of cur known: cst[0..have-1] */
 	struct rc_stamp *cst; /* cur's, nlayers + 1 long */
 	struct rc_stamp *nst; /* the next object's, as long */
-	void *buf;	      /* what cst and nst point into */
+	void *buf;	      /* what cst and nst point into: SBUF or malloc'd */
+	struct rc_stamp sbuf[2 * RC_WALK_STAMPS];
 	/* inst[0]'s stat, of cur and of the next object, when read */
 	bool ctop_ok, ntop_ok;
 	struct stat ctop, ntop;
 };
 
-/* Sets W up to look names up in DIR (a reference of W's own): the epoch and
- * the clock before anything is read, room for the stamps. */
+/* Sets W up for a walk in EX: the epoch and the clock read before anything
+ * else, room for the stamps (on W itself for up to 16 layers). */
 static int walk_init(struct walk *w, struct un_export *ex)
 {
-	*w = (struct walk){.ex = ex};
-	w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
+	w->ex = ex;
+	w->cur = NULL;
+	w->have = 0;
+	w->shared = w->ctop_ok = w->ntop_ok = false;
+	w->buf = w->sbuf;
+	if (ex->nlayers + 1 > RC_WALK_STAMPS)
+		w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
 	if (!w->buf)
 		return -ENOMEM;
 	w->cst = w->buf;
@@ -782,7 +789,8 @@ static int walk_init(struct walk *w, struct un_export *ex)
 static void walk_fini(struct walk *w)
 {
 	un_obj_put(w->cur);
-	free(w->buf);
+	if (w->buf != w->sbuf)
+		free(w->buf);
 }
 
 /* Stamps of cur's first N instances, taking those not known yet. */
