@@ -1259,7 +1259,9 @@ void srv_loop_stop(struct srv_loop *l)
 }
 
 /* With no worker left, nobody takes an armed read turn: its reference is
- * dropped here (invariant 2). */
+ * dropped here (invariant 2).  Drops the last one for a connection that is
+ * closed and reaped, whose turn fired (close_conn's shutdown) too late for a
+ * worker to take it. */
 static void drop_armed_turn(struct srv_conn *c)
 {
 	bool armed;
@@ -1269,7 +1271,23 @@ static void drop_armed_turn(struct srv_conn *c)
 	c->turn = TURN_PARKED;
 	pthread_mutex_unlock(&c->lock);
 	if (armed)
-		conn_put(c); /* never the last: the loop holds one */
+		conn_put(c);
+}
+
+/* The turns that fired and no worker took; the ones of open connections that
+ * did not fire are dropped through l->conns. */
+static void drain_turns(struct srv_loop *l)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	struct ev_source *src;
+	int n;
+
+	while ((n = epoll_wait(l->rdfd, ev, MAX_EVENTS, 0)) > 0)
+		for (int i = 0; i < n; i++) {
+			src = ev[i].data.ptr;
+			if (src->kind == SRC_CONN)
+				drop_armed_turn((struct srv_conn *)src);
+		}
 }
 
 /* Order matters: the workers first finish every queued call (their UDP
@@ -1283,6 +1301,8 @@ void srv_loop_free(struct srv_loop *l)
 	l->pool = NULL;
 	if (l->wakefd >= 0)
 		take_notes(l); /* drops the references notes hold */
+	if (l->rdfd >= 0)
+		drain_turns(l);
 	for (struct srv_conn *c = l->conns; c; c = c->next)
 		drop_armed_turn(c);
 	while (l->conns)
