@@ -43,6 +43,12 @@ struct inject {
 
 static struct inject injects[UN_SYS_NOPS];
 
+/* Set by the first un_sys_inject or un_sys_inject_reset (tests only): until
+ * then the seam neither counts nor checks, so a server's system calls do not
+ * all bounce the same counters' cache lines between CPUs (3% of a GETATTR's
+ * profile). */
+static atomic_bool seam_used;
+
 /* openat2 is tried first; once it is refused as unknown we stop asking. */
 static atomic_bool no_openat2;
 
@@ -55,12 +61,14 @@ void un_sys_inject(enum un_sys_op op, unsigned long nth, int err)
 {
 	struct inject *in = &injects[op];
 
+	atomic_store(&seam_used, true);
 	atomic_store(&in->err, err);
 	atomic_store(&in->target, nth ? atomic_load(&in->calls) + nth : 0);
 }
 
 void un_sys_inject_reset(void)
 {
+	atomic_store(&seam_used, true);
 	for (int i = 0; i < UN_SYS_NOPS; i++) {
 		atomic_store(&injects[i].target, 0);
 		atomic_store(&injects[i].calls, 0);
@@ -86,8 +94,11 @@ static int fault_one(struct inject *in)
 
 int un_sys_fault(enum un_sys_op op)
 {
-	int err = fault_one(&injects[UN_SYS_ANY]);
+	int err;
 
+	if (!atomic_load_explicit(&seam_used, memory_order_relaxed))
+		return 0;
+	err = fault_one(&injects[UN_SYS_ANY]);
 	return err ? err : fault_one(&injects[op]);
 }
 

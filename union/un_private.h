@@ -166,7 +166,8 @@ int un_sys_fault(enum un_sys_op op);
 
 /* Test hooks: the NTH call of OP from now on (1 = the next) fails with ERR;
  * NTH 0 disarms OP.  un_sys_calls counts the calls of OP since the last
- * un_sys_inject_reset. */
+ * un_sys_inject_reset.  The seam does nothing, and counts nothing, until
+ * the first un_sys_inject or un_sys_inject_reset of the process. */
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err);
 void un_sys_inject_reset(void);
 unsigned long un_sys_calls(enum un_sys_op op);
@@ -200,13 +201,13 @@ bool un_sys_in_group(gid_t gid);
 /* Numbered runs of one job (an fsync, a flush), one at a time, shared by
  * the callers that wait for them: sync.c's design notes. */
 struct un_seq {
-	pthread_mutex_t lock;	 /* taken to start a run */
+	pthread_mutex_t lock;	  /* taken to start a run */
 	_Atomic uint64_t started; /* runs begun so far */
-	atomic_bool running;	 /* a run is under way */
-	_Atomic uint32_t ended;	 /* runs ended (mod 2^32): a futex word */
-	_Atomic uint64_t failed; /* number of the last run that failed, or 0 */
-	atomic_int err;		 /* its error */
-	atomic_uint sleepers;	 /* waiters in (or entering) a futex wait */
+	atomic_bool running;	  /* a run is under way */
+	_Atomic uint32_t ended;	  /* runs ended (mod 2^32): a futex word */
+	_Atomic uint64_t failed;  /* number of the last run that failed, or 0 */
+	atomic_int err;		  /* its error */
+	atomic_uint sleepers;	  /* waiters in (or entering) a futex wait */
 };
 void un_seq_init(struct un_seq *s);
 void un_seq_destroy(struct un_seq *s);
@@ -240,7 +241,7 @@ struct un_state {
 	pthread_mutex_t sync_lock; /* guards stopping and kicked */
 	pthread_cond_t sync_cond;  /* wakes the syncer */
 	bool stopping;
-	bool kicked; /* flush now (un_state_sync_kick) */
+	bool kicked;		  /* flush now (un_state_sync_kick) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
 };
