@@ -29,6 +29,7 @@
 # ONLY_ROWS="getattr lookup" and ONLY_SERVERS="u4 gan" narrow a run;
 # PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
 # the server during each run: PERF_DIR/SERVER-ROW-rROUND.data.
+# UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
@@ -210,6 +211,7 @@ mount-port = 0
 bind = 127.0.0.1
 state-dir = $T/state-$n
 log-level = warn
+${UNION_THREADS:+threads = $UNION_THREADS}
 [export]
 path = /local
 lowerdir = $ll

@@ -247,13 +247,17 @@ void srv_opts_free(struct srv_opts *o)
 	memset(o, 0, sizeof(*o));
 }
 
-/* 2 threads per CPU, at least 8: handlers block on disk, not on the CPU. */
+/* 8 threads per CPU, at least 32: on a sync export a namespace change waits
+ * for an fsync, and the changes waiting at once share it (union/sync.c), so
+ * the threads, not the CPUs, bound how many calls one fsync serves (bench:
+ * durable CREATE+REMOVE with 32 threads 2.8x the pairs/s of 8, with less CPU
+ * per pair; a waiting thread costs only its stack). */
 static unsigned default_threads(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned t = n > 0 ? 2 * (unsigned)n : 8;
+	unsigned t = n > 0 ? 8 * (unsigned)n : 32;
 
-	return t < 8 ? 8 : (t > 64 ? 64 : t);
+	return t < 32 ? 32 : (t > 128 ? 128 : t);
 }
 
 static bool set_defaults(struct srv_opts *o)

@@ -59,7 +59,7 @@ static void test_minimal(void **state)
 	assert_int_equal(o.cfg.nfs_port, 2049);
 	assert_int_equal(o.cfg.mount_port, 20048);
 	assert_string_equal(o.state_dir, "/var/lib/union-nfsd");
-	assert_true(o.cfg.nthreads >= 8);
+	assert_true(o.cfg.nthreads >= 32 && o.cfg.nthreads <= 128);
 	assert_true(o.cfg.register_rpcbind);
 	assert_false(o.foreground);
 	assert_null(o.cfg.bind_addr);
