@@ -19,7 +19,8 @@
  * connection, and it measured slower for pipelined GETATTRs: 4.7 -> 5.5 us
  * of server CPU per call.)  A worker
  * answers a call and sends the reply itself: UDP with one sendmsg, TCP with a
- * nonblocking sendmsg under the connection's lock.
+ * nonblocking sendmsg under the connection's lock, followed for a READ whose
+ * data waits in a pipe by a splice from that pipe (outbuf_write).
  *
  * The loop thread (srv_loop_run) accepts connections, reads datagrams (each a
  * job for the pool), writes what waits in a connection's out queue on

@@ -480,7 +480,8 @@ struct srv_pool_ops {
 };
 struct srv_pool;
 /* Starts NTHREADS workers with every signal blocked. */
-int srv_pool_new(unsigned nthreads, const struct srv_pool_ops *ops, struct srv_pool **out);
+int srv_pool_new(unsigned nthreads, const struct srv_pool_ops *ops,
+		 struct srv_pool **out);
 /* Queues the jobs linked from HEAD by next (ownership passes to the pool),
  * waking a worker only when none is on its way.  Never blocks on a worker. */
 void srv_pool_submit(struct srv_pool *p, struct srv_job *head);

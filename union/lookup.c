@@ -1402,60 +1402,6 @@ int un_readlink(struct un_export *ex, struct un_obj *o, char *buf, size_t size,
 	return 0;
 }
 
-/* Reads up to COUNT bytes at OFF of FD, retrying short reads. */
-static ssize_t read_full(int fd, char *buf, size_t count, uint64_t off)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < count) {
-		n = un_sys_pread(fd, buf + got, count - got, (off_t)(off + got));
-		if (n == -EINTR)
-			continue;
-		if (n < 0)
-			return n;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
-ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
-		uint64_t off, bool *eof)
-{
-	struct stat st;
-	ssize_t n;
-	int fd;
-
-	(void)ex;
-	if (S_ISDIR(o->type))
-		return -EISDIR;
-	if (!S_ISREG(o->type))
-		return -EINVAL;
-	if (count > SSIZE_MAX)
-		count = SSIZE_MAX;
-	if (off >= (uint64_t)INT64_MAX - count)
-		count = 0; /* nothing can live past off_t's range */
-	/* The O_PATH descriptor pins the inode, so this opens the very file
-	 * the lookup found, whatever happened to its name since. */
-	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
-	if (fd < 0)
-		return fd;
-	n = read_full(fd, buf, count, off);
-	if (n >= 0) {
-		int err = un_sys_fstat(fd, &st);
-
-		if (err)
-			n = err;
-		else
-			*eof = (size_t)n < count ||
-			       off + (uint64_t)n >= (uint64_t)st.st_size;
-	}
-	un_sys_close(fd);
-	return n;
-}
-
 int un_statfs(struct un_export *ex, struct un_statfs *out)
 {
 	struct statvfs sv;

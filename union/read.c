@@ -1,7 +1,8 @@
-/* read.c - READ's data spliced into a pipe (un_read_pipe).
+/* read.c - READ's data: copied into a buffer (un_read) or spliced into a
+ * pipe (un_read_pipe).
  *
- * un_read (lookup.c) copies a file's bytes into the caller's buffer, which
- * the server then copies again into the socket.  Over TCP the server can do
+ * un_read copies a file's bytes into the caller's buffer, which the server
+ * then copies again into the socket.  Over TCP the server can do
  * without both copies: splice(2) moves references to the file's page-cache
  * pages into a pipe, and a second splice moves them from the pipe into the
  * socket, so the only copy left is the receiver's.  The pipe is the caller's
@@ -50,6 +51,67 @@ static ssize_t splice_full(int fd, int pipefd, size_t count, uint64_t off)
 	return (ssize_t)got;
 }
 
+/* Opens O's file for a read of *COUNT bytes at OFF, clamping *COUNT to
+ * what off_t can address.  Returns the descriptor (the caller closes it) or
+ * -errno. */
+static int open_for_read(const struct un_obj *o, size_t *count, uint64_t off)
+{
+	if (S_ISDIR(o->type))
+		return -EISDIR;
+	if (!S_ISREG(o->type))
+		return -EINVAL;
+	if (*count > SSIZE_MAX)
+		*count = SSIZE_MAX;
+	if (off >= (uint64_t)INT64_MAX - *count)
+		*count = 0; /* nothing can live past off_t's range */
+	/* The O_PATH descriptor pins the inode, so this opens the very file
+	 * the lookup found, whatever happened to its name since. */
+	return un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+}
+
+/* Reads up to COUNT bytes at OFF of FD, retrying short reads. */
+static ssize_t read_full(int fd, char *buf, size_t count, uint64_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < count) {
+		n = un_sys_pread(fd, buf + got, count - got, (off_t)(off + got));
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
+		uint64_t off, bool *eof)
+{
+	struct stat st;
+	ssize_t n;
+	int fd, err;
+
+	(void)ex;
+	fd = open_for_read(o, &count, off);
+	if (fd < 0)
+		return fd;
+	n = read_full(fd, buf, count, off);
+	if (n >= 0) {
+		err = un_sys_fstat(fd, &st);
+		if (err)
+			n = err;
+		else
+			*eof = (size_t)n < count ||
+			       off + (uint64_t)n >= (uint64_t)st.st_size;
+	}
+	un_sys_close(fd);
+	return n;
+}
+
 ssize_t un_read_pipe(struct un_export *ex, struct un_obj *o, int pipefd, size_t count,
 		     uint64_t off, bool *eof)
 {
@@ -58,16 +120,7 @@ ssize_t un_read_pipe(struct un_export *ex, struct un_obj *o, int pipefd, size_t 
 	int fd, err;
 
 	(void)ex;
-	if (S_ISDIR(o->type))
-		return -EISDIR;
-	if (!S_ISREG(o->type))
-		return -EINVAL;
-	if (count > SSIZE_MAX)
-		count = SSIZE_MAX;
-	if (off >= (uint64_t)INT64_MAX - count)
-		count = 0; /* nothing can live past off_t's range */
-	/* The O_PATH descriptor pins the inode the lookup found (as un_read). */
-	fd = un_sys_reopen(o->inst[0].fd, O_RDONLY | O_NOCTTY);
+	fd = open_for_read(o, &count, off);
 	if (fd < 0)
 		return fd;
 	n = splice_full(fd, pipefd, count, off);
