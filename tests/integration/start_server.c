@@ -178,3 +178,11 @@ int test_tree_remove(const char *dir)
 	/* children first (FTW_DEPTH), links as links (FTW_PHYS) */
 	return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+void test_tmp_remove(const char *dir, const char *prefix)
+{
+	if (!dir[0] || strncmp(dir, prefix, strlen(prefix)) != 0)
+		return;
+	if (test_tree_remove(dir) != 0)
+		fprintf(stderr, "could not remove %s: %s\n", dir, strerror(errno));
+}

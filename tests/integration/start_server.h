@@ -41,5 +41,8 @@ bool test_server_alive(const struct test_server *s);
 /* Removes DIR and everything below it, never following a symlink; stops at
  * the first entry it cannot remove.  Returns 0, or -1 (nftw's result). */
 int test_tree_remove(const char *dir);
+/* test_tree_remove of a test's temp dir DIR, only when DIR starts with
+ * PREFIX (a guard against removing anything else); a failure is printed. */
+void test_tmp_remove(const char *dir, const char *prefix);
 
 #endif

@@ -642,16 +642,6 @@ static void kill_restart(void)
 	assert_int_equal(start(), 0);
 }
 
-static void rm_tree(const char *dir)
-{
-	char cmd[PATH_MAX + 32];
-	if (strncmp(dir, "/tmp/union-nfsd-handles.", 24))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
@@ -667,7 +657,7 @@ static int group_teardown(void **state)
 	(void)state;
 	disconnect();
 	test_server_stop(&g.srv);
-	rm_tree(g.tmp);
+	test_tmp_remove(g.tmp, "/tmp/union-nfsd-handles.");
 	return 0;
 }
 
@@ -1030,7 +1020,6 @@ static void test_cross_export(void **state)
 /* (e) a state dir that was wiped: a new secret, a new table. */
 static void test_wiped_state(void **state)
 {
-	char cmd[2 * PATH_MAX];
 	int st;
 	const struct saved *objs[] = {&g.rootdir, &g.lowerf, &g.upperf,
 				      &g.merged,  &g.deep,   &g.fresh};
@@ -1039,8 +1028,7 @@ static void test_wiped_state(void **state)
 	disconnect();
 	st = test_server_stop(&g.srv);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g.state);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(test_tree_remove(g.state), 0);
 	assert_int_equal(start(), 0);
 	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
 		check_gone(&objs[i]->fh, objs[i]->what, true);

@@ -454,16 +454,6 @@ static int connect_nfs(void)
 	return g.nfs ? 0 : -1;
 }
 
-static void rm_tree(const char *dir)
-{
-	char cmd[PATH_MAX + 32];
-	if (!dir[0] || strncmp(dir, "/tmp/union-nfsd-protocol.", 25))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-}
-
 static int group_setup(void **state)
 {
 	const char *attach = getenv("PROTO_ATTACH");
@@ -495,7 +485,7 @@ static int group_teardown(void **state)
 	g.nfs = NULL;
 	if (!g.attached)
 		test_server_stop(&g.srv);
-	rm_tree(g.tmp);
+	test_tmp_remove(g.tmp, "/tmp/union-nfsd-protocol.");
 	return 0;
 }
 

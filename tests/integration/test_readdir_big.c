@@ -227,16 +227,6 @@ static void restart(bool hard)
 	assert_int_equal(start(), 0);
 }
 
-static void rm_tree(const char *dir)
-{
-	char cmd[PATH_MAX + 32];
-	if (strncmp(dir, TMP_PREFIX, strlen(TMP_PREFIX)))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-}
-
 /* ---- a listing, page by page ---- */
 
 /* The index of NAME in g.want, or -1 for a name the test never made visible. */
@@ -642,7 +632,7 @@ static int group_teardown(void **state)
 		rpc_destroy_context(other);
 	disconnect();
 	test_server_stop(&g.srv);
-	rm_tree(g.tmp);
+	test_tmp_remove(g.tmp, TMP_PREFIX);
 	return 0;
 }
 

@@ -383,16 +383,6 @@ static void disconnect(void)
 	g.nfs = NULL;
 }
 
-static void rm_tree(const char *dir)
-{
-	char cmd[PATH_MAX + 32];
-	if (strncmp(dir, "/tmp/union-nfsd-stable.", 23))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
@@ -408,7 +398,7 @@ static int group_teardown(void **state)
 	(void)state;
 	disconnect();
 	test_server_stop(&g.srv);
-	rm_tree(g.tmp);
+	test_tmp_remove(g.tmp, "/tmp/union-nfsd-stable.");
 	free(g.newf.want);
 	free(g.lowerf.want);
 	free(g.syncf.want);
