@@ -20,7 +20,12 @@
  *              never reach the disk before the bytes it shows (a journal
  *              orders a file's metadata with the rename, not its data: after
  *              an OS crash the upper copy would shadow the lower file with
- *              holes); overlayfs syncs its copy-ups too, unless volatile
+ *              holes); overlayfs syncs its copy-ups too, unless volatile.
+ *              Other files and directories: a shared fsync of the temp,
+ *              as a filesystem without a journal writes no inode before its
+ *              own fsync (dir.c, step 7), and no entry may name an inode
+ *              not on disk; symlinks and devices, which no fsync reaches,
+ *              leave a note for the change's syncfs (sync.c)
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
  *              lower one as its origin; a lower file with several links is
  *              one file per name after copy-up (as in overlayfs without its
@@ -63,8 +68,13 @@
  *
  * The rename is the commit point of the tree, and what it shows is on disk
  * before it (cu_sync): a crash leaves no file or the whole temp in the work
- * dir, or the whole copy.  The rename itself is not synced here: the change
- * that caused the copy-up makes itself durable (write.c, un_sync_change).
+ * dir, or the whole copy.  After the commit the parent is fsynced
+ * (copyup_locked), so the entry is durable before the change goes on: a
+ * copy-up of a path makes each directory durable and then the entry naming
+ * it, top-down, and the change's own sync covers only the directory it
+ * changes.  These fsyncs are shared (sync.c), also on an `async` thread (a
+ * COMMIT there promises the entry too); the change that caused the copy-up
+ * then makes itself durable (write.c, un_sync_change).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -368,7 +378,12 @@ static int cu_make(struct copyup *c)
 
 static int cu_sync(struct copyup *c)
 {
-	return c->st.st_size ? un_sys_fsync(c->datafd) : 0;
+	if (S_ISREG(c->st.st_mode) && c->st.st_size)
+		return un_sys_fsync(c->datafd); /* also when async: the order */
+	if (S_ISREG(c->st.st_mode) || S_ISDIR(c->st.st_mode))
+		return un_sync_inode(c->ex, c->tmpfd);
+	un_sync_note_fs(); /* no fsync reaches it: the change's syncfs */
+	return 0;
 }
 
 static int cu_attrs(struct copyup *c)
@@ -439,7 +454,7 @@ static int cu_run(struct copyup *c)
 		err = cu_data(c);
 	if (!err)
 		err = cu_attrs(c);
-	if (!err && S_ISREG(c->st.st_mode))
+	if (!err)
 		err = cu_sync(c);
 	if (!err)
 		err = cu_node(c);
@@ -508,7 +523,8 @@ static int copyup_locked(struct un_export *ex, struct un_obj *parent, struct un_
 	if (err == 0)
 		err = cu_run(&c);
 	pthread_mutex_unlock(lock);
-	return err < 0 ? err : 0;
+	/* The entry, ours or the one a racing copy-up just made. */
+	return err < 0 ? err : un_sync_inode(ex, c.pdir);
 }
 
 /* Walks HOPS[1..n-1] from the root, copying up every directory on the way

@@ -19,27 +19,31 @@
  *      white-out) is built in the work dir first;
  *   6. tell the node table (un_node_remove, un_node_rename, un_node_link);
  *   7. after the locks are dropped, make the change durable before the
- *      reply (un_sync_change): the upper instances of the changed
- *      directories and of a linked or reused object, then the node table.
- *      NFS has its procedures synchronous (RFC 1094 section 2; NFSv3
- *      relaxed only WRITE, with UNSTABLE and COMMIT), and knfsd commits the
- *      same metadata on a sync export.  Only what changed last needs its
- *      own fsync: ext4 (jbd2) and xfs commit their journal in order, so
- *      the fsync of a directory commits the transaction of its last change
- *      and every one before it.  So are covered: directories a copy-up made
- *      on the way, and a new object whose only change after its creation
- *      is its entry (create, mkdir, symlink, mknod: one transaction on
- *      ext4 and xfs, and btrfs logs the inodes of new entries with a
- *      directory's fsync; not ext4 without a journal, whose fsync of a
- *      directory writes the directory's blocks and inode but not the new
- *      object's inode: a known gap there, not closed).  A new object whose
- *      attributes were set after it was made, an existing one an UNCHECKED
- *      create truncated or copied up, and the target of a link get their
- *      own fsync.  Concurrent changes share these fsyncs and the flushes
- *      of the node table (sync.c, group commit).  A thread serving an
- *      `async` client (exports(5)) skips step 7 (un_thread_sync): the
- *      1-second flush of the table and the filesystem's own writeback
- *      bound the loss, as on knfsd.
+ *      reply (un_sync_change): the upper instances of the objects it made
+ *      or changed, each before the directory whose entry names it, then the
+ *      changed directories, then the node table.  NFS has its procedures
+ *      synchronous (RFC 1094 section 2; NFSv3 relaxed only WRITE, with
+ *      UNSTABLE and COMMIT), and knfsd commits the metadata of the parent
+ *      and of the new child on a sync export.  A journal (ext4's jbd2, xfs)
+ *      commits in order, so there the fsync of a directory alone would
+ *      carry a new child; ext4 without a journal writes at an fsync only
+ *      that inode and its blocks, and a new file's inode would be lost
+ *      while its entry survives.  So: create, mkdir and an UNCHECKED create
+ *      of an existing file fsync the object and then the directory; link
+ *      the object (its link count) and then the directory; rename both
+ *      directories (the moved inode is not new; a directory's ".." and a
+ *      replaced target's link count are left to the fsck such a filesystem
+ *      needs after a crash anyway, which loses no name).  What no fsync can reach (a
+ * symlink, a device, a white-out that remove, rmdir or rename leaves: un_sync_note_fs)
+ * makes the sync a syncfs of the upper filesystem instead.  Directories a copy-up makes
+ * on the way are durable, each before its entry, when the copy-up returns (copyup.c).
+ * Fsyncing the child first keeps any entry from reaching the disk before the inode it
+ * names; on a journal the second fsync finds its transaction committed already.
+ *      Concurrent changes share these fsyncs and the flushes of the node
+ *      table (sync.c, group commit).  A thread serving an `async` client
+ *      (exports(5)) skips step 7 (un_thread_sync): the 1-second flush of
+ *      the table and the filesystem's own writeback bound the loss, as on
+ *      knfsd.
  *
  * Markers are written as kernel overlayfs writes them, so that it can mount
  * the upper layer:
@@ -401,8 +405,10 @@ static int whiteout_put(struct un_export *ex, int udir, const char *name, bool p
 	if (present && !atomic_load(&ex->wh_xattr)) {
 		un_work_tmpname(tmp);
 		err = un_sys_renameat2(udir, name, ex->tmpfd, tmp, RENAME_WHITEOUT);
-		if (!err)
+		if (!err) {
 			un_work_remove(ex->tmpfd, tmp, 2);
+			un_sync_note_fs(); /* a new white-out: step 7 */
+		}
 		if (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP)
 			return err;
 	}
@@ -417,6 +423,8 @@ static int whiteout_put(struct un_export *ex, int udir, const char *name, bool p
 	/* The white-out on failure, the old entry after an exchange. */
 	if (err || present)
 		un_work_remove(ex->tmpfd, tmp, 2);
+	if (!err)
+		un_sync_note_fs(); /* a new white-out: step 7 */
 	return err;
 }
 
@@ -665,7 +673,6 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 {
 	struct un_obj *c = NULL, *o = NULL;
 	struct nslocks l;
-	bool dir_only = false;
 	size_t len;
 	int err;
 
@@ -686,14 +693,12 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 			err = un_lookup(ex, dir, name, &o);
 		if (!err && sa)
 			err = un_setattr_nosync(ex, o, sa);
-		dir_only = !sa || !un_sattr_any(sa);
 	}
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	/* A new object changed after its creation by nothing but its entry:
-	 * the directory's sync carries it (design notes, step 7). */
+	/* The object before the entry that names it (design notes, step 7). */
 	if (!err)
-		err = un_sync_change(ex, dir, dir_only ? NULL : o);
+		err = un_sync_change(ex, o, dir);
 	if (!err && out)
 		*out = o;
 	else
@@ -936,6 +941,8 @@ static int rename_move(struct rn *r, unsigned flags)
 
 	if (!(flags & RENAME_WHITEOUT) || !atomic_load(&r->ex->wh_xattr))
 		err = un_sys_renameat2(fu, r->fname, tu, r->tname, flags);
+	if (!err && (flags & RENAME_WHITEOUT))
+		un_sync_note_fs(); /* a new white-out: step 7 */
 	if (!(flags & RENAME_WHITEOUT) ||
 	    (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP))
 		return err;
@@ -1127,5 +1134,6 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	return err ? err : un_sync_change(ex, dir, o);
+	/* The link count before the entry that adds to it (step 7). */
+	return err ? err : un_sync_change(ex, o, dir);
 }

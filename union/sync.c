@@ -45,6 +45,13 @@
  * descriptor opened for the run, from the O_PATH instance of the change
  * that runs it.
  *
+ * An inode no fsync can reach (a symlink, a device, a white-out: dir.c,
+ * step 7) is made durable by a syncfs of the upper filesystem, run from the
+ * work dir; those runs are the series of a slot bound to the filesystem's
+ * dev with inode number 0, which no inode has, so concurrent such changes
+ * share them too.  Copy-ups fsync what they make through the same slots
+ * (un_sync_inode), without the table.
+ *
  * Invariants
  *  1. A change returns success only once a run numbered at least its ticket
  *     has ended without error, and that run began after the ticket was
@@ -219,26 +226,27 @@ unsigned un_fsyncs_test_users(struct un_state *st)
 	return n;
 }
 
-/* The job of a slot's runs: an fsync of FD's inode (FD: O_PATH), then, when
- * FLUSH, a flush of ST's table that began after the run did. */
+/* The job of a slot's runs: an fsync of FD's inode (FD: O_PATH), or when FS
+ * a syncfs of its filesystem, then, when FLUSH, a flush of ST's table that
+ * began after the run did. */
 struct fsync_job {
 	int fd;
 	struct un_state *st;
-	bool flush;
+	bool flush, fs;
 };
 
 /* Opens FD for reading and fsyncs it.  With the engine's identity: a sync
  * is no access of the caller's, and needs a descriptor the caller may not be
  * allowed to open (a file of mode 0200).  Only the change that runs an fsync
  * switches; those that wait for it do not. */
-static int fsync_fd(int fd)
+static int fsync_fd(int fd, bool fs)
 {
 	struct un_creds saved;
 	int rfd, err;
 
 	un_sys_creds_override(&saved);
 	rfd = un_sys_reopen(fd, O_RDONLY | O_NOCTTY);
-	err = rfd < 0 ? rfd : un_sys_fsync(rfd);
+	err = rfd < 0 ? rfd : fs ? un_sys_syncfs(rfd) : un_sys_fsync(rfd);
 	if (rfd >= 0)
 		un_sys_close(rfd);
 	un_sys_creds_revert(&saved);
@@ -253,7 +261,7 @@ static int fsync_run(void *arg)
 
 	if (j->flush)
 		un_state_sync_kick(j->st);
-	err = fsync_fd(j->fd);
+	err = fsync_fd(j->fd, j->fs);
 
 	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }
@@ -297,6 +305,8 @@ static int fsync_shared(const struct fsync_job *j)
 	err = un_sys_fstat(j->fd, &st);
 	if (err)
 		return err;
+	if (j->fs)
+		st.st_ino = 0; /* the filesystem's series: no inode has number 0 */
 	s = slot_of(j->st->fsyncs, &st);
 	if (!slot_bind(s, &st))
 		return fsync_run((void *)j); /* another inode's: not shared */
@@ -306,14 +316,28 @@ static int fsync_shared(const struct fsync_job *j)
 	return err;
 }
 
+/* Whether O's inode can be fsynced: only regular files and directories can
+ * be opened for it without side effects. */
+static bool syncable(const struct un_obj *o)
+{
+	return S_ISREG(o->type) || S_ISDIR(o->type);
+}
+
+/* Whether O has an upper inode no fsync can reach: a symlink or a device
+ * takes a syncfs of the upper filesystem, as without a journal no fsync of
+ * another inode writes its inode (dir.c, step 7). */
+static bool needs_fs(struct un_export *ex, struct un_obj *o)
+{
+	return o && un_obj_upper(ex, o) && !syncable(o);
+}
+
 /* Flushes the upper instance of O, if it has one, and the table after it
- * when FLUSH.  Only regular files and directories can be opened for it; the
- * sync of its parent carries any other object's inode. */
+ * when FLUSH. */
 static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush)
 {
 	struct fsync_job j = {.st = ex->st, .flush = flush};
 
-	if (!o || !un_obj_upper(ex, o) || !(S_ISREG(o->type) || S_ISDIR(o->type)))
+	if (!o || !un_obj_upper(ex, o) || !syncable(o))
 		return 0;
 	j.fd = o->inst[0].fd;
 	return fsync_shared(&j);
@@ -321,15 +345,42 @@ static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush)
 
 /* Whether this thread's changes wait for stable storage (un_thread_sync). */
 static _Thread_local bool thread_async;
+/* The thread's change made an inode only a syncfs reaches (un_sync_note_fs). */
+static _Thread_local bool thread_fs;
 
 void un_thread_sync(bool sync)
 {
 	thread_async = !sync;
 }
 
+void un_sync_note_fs(void)
+{
+	thread_fs = true;
+}
+
+int un_sync_inode(struct un_export *ex, int fd)
+{
+	struct fsync_job j = {.fd = fd, .st = ex->st};
+
+	return fsync_shared(&j);
+}
+
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
+	if (thread_async)
+		thread_fs = false;
 	return thread_async ? 0 : un_sync_now(ex, a, b);
+}
+
+/* The syncfs a change takes instead of its fsyncs when one cannot reach
+ * an inode it made or changed: it writes every inode and block of the upper
+ * filesystem (the work dir's), A's and B's among them. */
+static int sync_fs(struct un_export *ex)
+{
+	struct fsync_job j = {.fd = ex->tmpfd, .st = ex->st, .flush = true, .fs = true};
+
+	thread_fs = false;
+	return fsync_shared(&j);
 }
 
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
@@ -344,8 +395,12 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 		return err;
 	if (b == a)
 		b = NULL;
-	err = sync_upper(ex, a, !b);
-	if (!err)
-		err = sync_upper(ex, b, true);
+	if (thread_fs || needs_fs(ex, a) || needs_fs(ex, b))
+		err = sync_fs(ex);
+	else {
+		err = sync_upper(ex, a, !b);
+		if (!err)
+			err = sync_upper(ex, b, true);
+	}
 	return err ? err : un_state_sync_wait(ex->st, ticket);
 }

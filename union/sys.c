@@ -338,6 +338,14 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 	return (ssize_t)done;
 }
 
+/* No test hook: a syncfs is no fsync of one inode that a test could hold. */
+int un_sys_syncfs(int fd)
+{
+	int err = un_sys_fault(UN_SYS_SYNC);
+
+	return err ? -err : (int)ret(syncfs(fd));
+}
+
 static _Atomic(int (*)(int, bool)) fsync_hook;
 
 void un_sys_test_fsync_hook(int (*fn)(int fd, bool begin))

@@ -131,6 +131,7 @@ int un_sys_mkdirat(int dirfd, const char *name, mode_t mode);
 /* Writes all N bytes (retrying short writes). */
 ssize_t un_sys_write(int fd, const void *buf, size_t n);
 int un_sys_fsync(int fd);
+int un_sys_syncfs(int fd); /* the filesystem FD is on (not O_PATH) */
 int un_sys_fdatasync(int fd);
 /* Writes all N bytes at OFF (retrying short writes). */
 ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off);
@@ -510,13 +511,25 @@ void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 /* ---- sync.c: changes durable before the reply ---- */
 
 /* Makes a change durable before its reply: syncs the upper instances of A
- * and B (either may be NULL; a lower one has nothing pending), then the node
- * table; concurrent changes share these syncs.  dir.c's changes
- * of names and un_setattr end with it.  Does nothing on a thread that serves
- * an `async` client (un_thread_sync). */
+ * and then B (either may be NULL; a lower one has nothing pending; A first:
+ * pass a new object before the directory that names it), then the node
+ * table; concurrent changes share these syncs.  An upper A or B that cannot
+ * be opened (symlink, device), or a note of un_sync_note_fs, makes it a
+ * syncfs of the upper filesystem instead.  dir.c's changes of names and
+ * un_setattr end with it.  Does nothing on a thread that serves an `async`
+ * client (un_thread_sync). */
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* un_sync_change whatever the thread's setting: un_commit. */
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* Notes that the calling thread's change made an inode no fsync can reach
+ * (a white-out, a copied-up symlink or device): its un_sync_change is a
+ * syncfs of the upper filesystem. */
+void un_sync_note_fs(void);
+/* A shared fsync of the inode FD (O_PATH, regular file or directory) names,
+ * begun after the call, without the node table, on any thread (a COMMIT on
+ * an `async` thread promises a copied-up file's entry too): copy-ups make
+ * what they create durable (copyup.c). */
+int un_sync_inode(struct un_export *ex, int fd);
 /* The shared fsyncs of a state (un_state_open). */
 int un_fsyncs_new(struct un_fsyncs **out);
 void un_fsyncs_free(struct un_fsyncs *t);

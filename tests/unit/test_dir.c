@@ -566,11 +566,15 @@ static struct {
 
 static _Thread_local bool sh_after_mark; /* this thread's fsync began after it */
 
+/* Counts and holds the fsyncs of directories only: a create fsyncs its new
+ * file first, unshared, and then the directory, whose fsync is shared. */
 static int sh_hook(int fd, bool begin)
 {
+	struct stat st;
 	int err = 0;
 
-	(void)fd;
+	if (fstat(fd, &st) || !S_ISDIR(st.st_mode))
+		return 0;
 	pthread_mutex_lock(&sh.lock);
 	if (begin) {
 		sh_after_mark = sh.marked;
