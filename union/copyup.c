@@ -181,6 +181,8 @@ int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t er
 		    un_sys_open_beneath(ex->workfd, WORK_NAME, O_PATH | O_DIRECTORY);
 	if (rc >= 0) /* what a crash left: temps never named in the tree */
 		rc = work_empty(ex->workfd, WORK_NAME, WORK_CLEAN_DEPTH);
+	if (rc >= 0)
+		rc = un_sync_probe_fs(ex);
 	if (rc < 0 && err && errlen)
 		snprintf(err, errlen, "workdir %s/%s: %s", workdir, WORK_NAME,
 			 strerror(-rc));

@@ -33,12 +33,18 @@
  *      the object (its link count) and then the directory; rename both
  *      directories (the moved inode is not new; a directory's ".." and a
  *      replaced target's link count are left to the fsck such a filesystem
- *      needs after a crash anyway, which loses no name).  What no fsync can reach (a
- * symlink, a device, a white-out that remove, rmdir or rename leaves: un_sync_note_fs)
- * makes the sync a syncfs of the upper filesystem instead.  Directories a copy-up makes
- * on the way are durable, each before its entry, when the copy-up returns (copyup.c).
- * Fsyncing the child first keeps any entry from reaching the disk before the inode it
- * names; on a journal the second fsync finds its transaction committed already.
+ *      needs after a crash anyway, which loses no name).  What no fsync
+ *      can reach (a symlink, a device, a white-out that remove, rmdir or
+ *      rename leaves: un_sync_note_fs) makes the sync a syncfs of the
+ *      upper filesystem instead, unless the export's probe found a
+ *      filesystem whose directory fsync carries it (ext4 with its journal,
+ *      xfs: un_sync_probe_fs); a syncfs writes every dirty page of the
+ *      filesystem, other clients' uppers' too, so it is kept for where it
+ *      is needed.  Directories a copy-up makes on the way are durable,
+ *      each before its entry, when the copy-up returns (copyup.c).
+ *      Fsyncing the child first keeps any entry from reaching the disk
+ *      before the inode it names; on a journal the second fsync finds its
+ *      transaction committed already.
  *      Concurrent changes share these fsyncs and the flushes of the node
  *      table (sync.c, group commit).  A thread serving an `async` client
  *      (exports(5)) skips step 7 (un_thread_sync): the 1-second flush of

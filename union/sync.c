@@ -47,10 +47,12 @@
  *
  * An inode no fsync can reach (a symlink, a device, a white-out: dir.c,
  * step 7) is made durable by a syncfs of the upper filesystem, run from the
- * work dir; those runs are the series of a slot bound to the filesystem's
- * dev with inode number 0, which no inode has, so concurrent such changes
- * share them too.  Copy-ups fsync what they make through the same slots
- * (un_sync_inode), without the table.
+ * work dir, except where the export's probe (un_sync_probe_fs, at open)
+ * found ext4 running its journal or xfs: there the directory's fsync
+ * commits the journal up to the change, and the inode with it; those runs are the series
+ * of a slot bound to the filesystem's dev with inode number 0, which no inode has, so
+ * concurrent such changes share them too.  Copy-ups fsync what they make through the same
+ * slots (un_sync_inode), without the table.
  *
  * Invariants
  *  1. A change returns success only once a run numbered at least its ticket
@@ -69,8 +71,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/magic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "un_private.h"
@@ -379,8 +386,68 @@ static int sync_fs(struct un_export *ex)
 {
 	struct fsync_job j = {.fd = ex->tmpfd, .st = ex->st, .flush = true, .fs = true};
 
-	thread_fs = false;
 	return fsync_shared(&j);
+}
+
+/* Whether the ext4 filesystem of device DEV runs its journal: jbd2 lists
+ * each journal it runs as /proc/fs/jbd2/NAME-8 (8: the journal's inode),
+ * NAME the block device's, which /sys/dev/block/MAJ:MIN links to.  1 yes,
+ * 0 no or unknown (an external journal, no /sys), or -errno. */
+static int ext4_journaled(dev_t dev)
+{
+	char link[PATH_MAX], path[PATH_MAX + 32];
+	const char *name;
+	struct stat st;
+	ssize_t n;
+	int err;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev), minor(dev));
+	n = un_sys_readlinkat(AT_FDCWD, path, link, sizeof(link) - 1);
+	if (n < 0)
+		return n == -ENOENT ? 0 : (int)n;
+	link[n] = '\0';
+	name = strrchr(link, '/');
+	name = name ? name + 1 : link;
+	snprintf(path, sizeof(path), "/proc/fs/jbd2/%s-8", name);
+	err = un_sys_fstatat(AT_FDCWD, path, &st, 0);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	return 1;
+}
+
+int un_sync_probe_fs(struct un_export *ex)
+{
+	struct stat st;
+	long type;
+	int err;
+
+	ex->dirsync_orders = false;
+	err = un_sys_fstype(ex->tmpfd, &type);
+	if (err)
+		return err;
+	if (type == XFS_SUPER_MAGIC) {
+		ex->dirsync_orders = true;
+		return 0;
+	}
+	if (type != EXT4_SUPER_MAGIC)
+		return 0;
+	err = un_sys_fstat(ex->tmpfd, &st);
+	if (!err)
+		err = ext4_journaled(st.st_dev);
+	if (err < 0)
+		return err;
+	ex->dirsync_orders = err == 1;
+	return 0;
+}
+
+/* Whether the change needs the syncfs: it made an inode no fsync reaches,
+ * on a filesystem where a directory's fsync does not carry it. */
+static bool change_needs_fs(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+{
+	bool made = thread_fs || needs_fs(ex, a) || needs_fs(ex, b);
+
+	thread_fs = false;
+	return made && !ex->dirsync_orders;
 }
 
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
@@ -395,7 +462,7 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 		return err;
 	if (b == a)
 		b = NULL;
-	if (thread_fs || needs_fs(ex, a) || needs_fs(ex, b))
+	if (change_needs_fs(ex, a, b))
 		err = sync_fs(ex);
 	else {
 		err = sync_upper(ex, a, !b);

@@ -361,6 +361,7 @@ struct un_export {
 	const char *xattr_prefix; /* namespace our own markers are written in */
 	int workfd;		  /* -1 when read-only */
 	int tmpfd;		  /* O_PATH of WORKDIR/work: temps live here (copyup.c) */
+	bool dirsync_orders;	  /* a dir's fsync carries new inodes (sync.c) */
 	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
 	size_t nlayers;
 	struct un_layer
@@ -525,6 +526,10 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
  * (a white-out, a copied-up symlink or device): its un_sync_change is a
  * syncfs of the upper filesystem. */
 void un_sync_note_fs(void);
+/* Learns whether a directory's fsync on EX's upper filesystem also makes
+ * durable every inode made before it (ext4 with its journal, xfs), so that
+ * a change needs no syncfs for an inode no fsync reaches.  0 or -errno. */
+int un_sync_probe_fs(struct un_export *ex);
 /* A shared fsync of the inode FD (O_PATH, regular file or directory) names,
  * begun after the call, without the node table, on any thread (a COMMIT on
  * an `async` thread promises a copied-up file's entry too): copy-ups make
