@@ -233,6 +233,15 @@ unsigned un_fsyncs_test_users(struct un_state *st)
 	return n;
 }
 
+unsigned un_fsyncs_test_sleepers(struct un_state *st)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < SLOTS; i++)
+		n += atomic_load(&st->fsyncs->slot[i].seq.sleepers);
+	return n;
+}
+
 /* The job of a slot's runs: an fsync of FD's inode (FD: O_PATH), or when FS
  * a syncfs of its filesystem, then, when FLUSH, a flush of ST's table that
  * began after the run did. */

@@ -540,6 +540,8 @@ int un_fsyncs_new(struct un_fsyncs **out);
 void un_fsyncs_free(struct un_fsyncs *t);
 /* Test hook: how many changes wait for (or run) a shared fsync now. */
 unsigned un_fsyncs_test_users(struct un_state *st);
+/* Threads asleep in the fsync slots' waits: each took its ticket first. */
+unsigned un_fsyncs_test_sleepers(struct un_state *st);
 /* un_state_sync in two halves (state.c): a ticket taken after the commit to
  * make durable, and the wait for a flush that began after it. */
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);
