@@ -330,7 +330,10 @@ bench() {
 	copyup-local) args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	copyup-xfs) exp=${EXP_XFS[$s]} args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	esac
-	case $w in copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;; esac
+	case $w in
+	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
+	read) warm "$(read_file_of "$s")" ;;
+	esac
 	local prof=()
 	# PERF_DIR: a cpu-clock profile of the server while nfs_bench runs
 	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e cpu-clock --call-graph dwarf,32768
@@ -355,6 +358,21 @@ lower_of() {
 	u4 | u4a) echo "$top/u4/l3/cu/f$3" ;;
 	gan) echo "$top/plain/cu/f$3" ;;
 	*) echo "$top/plain-unfs/cu/f$3" ;;
+	esac
+}
+
+# read_file_of SERVER: the file the READ row reads, as it lies on disk.  Each
+# server's READ starts with it in the page cache and no writeback under way,
+# so the row measures the server and the network, not the disk: the 4-layer
+# servers share one file, and whichever read it first in a round paid for the
+# cache the write and copy-up rows had taken (u4 1,000-1,200 MB/s, u4a after it
+# on the same file 2,100-2,300).
+read_file_of() {
+	case $1 in
+	u1) echo "$T/u1/lower/seq/data" ;;
+	u4 | u4a) echo "$T/u4/l2/seq/data" ;;
+	gan) echo "$T/plain/seq/data" ;;
+	*) echo "$T/plain-unfs/seq/data" ;;
 	esac
 }
 

@@ -290,6 +290,9 @@ static inline size_t srv_buf_wire_len(const struct srv_buf *b)
 bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 		    const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
 		    struct srv_buf *reply);
+/* Test hook: READ data is spliced to loopback peers too (rpc.c, invariant 8),
+ * so that tests on loopback reach the splice path. */
+void srv_rpc_test_splice_loopback(bool on);
 
 /* ---- cred.c: the caller's identity on the worker thread ---- */
 

@@ -711,6 +711,15 @@ static void test_read_data(void **state)
 	close(fd);
 }
 
+/* The same over the splice path, which loopback peers do not take unless a
+ * test asks (rpc.c, invariant 8). */
+static void test_read_data_spliced(void **state)
+{
+	srv_rpc_test_splice_loopback(true);
+	test_read_data(state);
+	srv_rpc_test_splice_loopback(false);
+}
+
 /* A client that asks for 40 MiB and reads nothing for a while: the replies
  * wait in the out queue (workers never block), reading stops at the
  * in-flight limit, and everything arrives once the client reads. */
@@ -766,6 +775,7 @@ int main(void)
 	    cmocka_unit_test(test_tcp_abandon),
 	    cmocka_unit_test(test_tcp_slow_reader),
 	    cmocka_unit_test(test_read_data),
+	    cmocka_unit_test(test_read_data_spliced),
 	};
 	int fails = cmocka_run_group_tests_name("srv_rm", rm_tests, NULL, NULL);
 
