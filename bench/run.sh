@@ -28,7 +28,9 @@
 # SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
 # ONLY_ROWS="getattr lookup" and ONLY_SERVERS="u4 gan" narrow a run;
 # PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
-# the server during each run: PERF_DIR/SERVER-ROW-rROUND.data.
+# the server during each run: PERF_DIR/SERVER-ROW-rROUND.data (PERF_EVENT=
+# another event); TRACE_DIR=/abs/dir counts its system calls (strace -c) in
+# TRACE_DIR/SERVER-ROW-rROUND.txt (slows the server: rates mean nothing then).
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
@@ -334,16 +336,25 @@ bench() {
 	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
 	read) warm "$(read_file_of "$s")" ;;
 	esac
-	local prof=()
-	# PERF_DIR: a cpu-clock profile of the server while nfs_bench runs
-	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e cpu-clock --call-graph dwarf,32768
-		-p "${SPID[$s]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
+	local prof=() tracer=
+	# PERF_DIR: a profile of the server while nfs_bench runs (PERF_EVENT,
+	# default cpu-clock)
+	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e "${PERF_EVENT:-cpu-clock}"
+		--call-graph dwarf,32768 -p "${SPID[$s]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
+	# TRACE_DIR: the server's system calls counted (strace -c) meanwhile
+	if [ -n "${TRACE_DIR:-}" ]; then
+		strace -c -f -q -p "${SPID[$s]}" -o "$TRACE_DIR/$s-$w-r$r.txt" &
+		tracer=$!
+		sleep 1 # attached to every thread before the first call
+	fi
 	if ! out=$("${prof[@]}" "$NFS_BENCH" --nfs-port="${NFS_PORT[$s]}" --mount-port="${MOUNT_PORT[$s]}" \
 		--export="$exp" --conns="$CONNS" --pid="${SPID[$s]}" "${args[@]}" 2>"$T/bench.err"); then
+		[ -n "$tracer" ] && { kill -INT "$tracer"; wait "$tracer" || true; }
 		log "FAILED: $s $w round $r: $(cat "$T/bench.err")"
 		FAILED=$((FAILED + 1))
 		return 0
 	fi
+	[ -n "$tracer" ] && { kill -INT "$tracer"; wait "$tracer" || true; }
 	echo "$out" | sed -n "s/^RESULT /server=$s round=$r row=$w /p" >>"$T/results"
 	log "   $s $w: $(echo "$out" | sed -n 's/.* rate=\([^ ]*\) unit=\([^ ]*\) .*/\1 \2/p') ($((SECONDS - t0)) s)"
 	drop_written "$s" "$w" "$r"
