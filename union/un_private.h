@@ -174,6 +174,8 @@ void un_sys_inject_reset(void);
 unsigned long un_sys_calls(enum un_sys_op op);
 /* Test hook: use plain openat with O_NOFOLLOW as on kernels without openat2. */
 void un_sys_test_no_openat2(bool on);
+/* Test hook: read xattrs through /proc only, as on kernels without getxattrat. */
+void un_sys_test_no_getxattrat(bool on);
 /* Test hook: FN (NULL: none) is called on the calling thread just before
  * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
  * test can see which fsyncs began after a change, and hold one; an errno

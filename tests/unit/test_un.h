@@ -155,6 +155,7 @@ static inline int t_setup(void **state)
 	un_lookup_test_settle_ns(LLONG_MAX);
 	un_sys_inject_reset();
 	un_sys_test_no_openat2(false);
+	un_sys_test_no_getxattrat(false);
 	*state = fx;
 	return 0;
 }

@@ -154,6 +154,19 @@ static void test_opaque_other_values(void **state)
 	opaque(state, "user.overlay.opaque", "yes", false);
 }
 
+/* The same markers read through /proc/self/fd, as on kernels without
+ * getxattrat (sys.c), and the fallback from getxattrat to it. */
+static void test_markers_through_proc(void **state)
+{
+	un_sys_test_no_getxattrat(true);
+	xattr_whiteout(state, "trusted.overlay.whiteout");
+	t_teardown(state);
+	t_setup(state);
+	un_sys_test_no_getxattrat(true);
+	opaque(state, "user.overlay.opaque", "y", true);
+	un_sys_test_no_getxattrat(false);
+}
+
 static void test_opaque_upper_over_lowers(void **state)
 {
 	struct fx *fx = *state;
@@ -206,6 +219,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_opaque_x_is_not_opaque, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_opaque_other_values, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_markers_through_proc, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_opaque_upper_over_lowers, t_setup,
 					    t_teardown),
