@@ -289,4 +289,34 @@ size_t un_handle_encode(const struct un_export *ex, un_id id, uint8_t out[UN_FH_
 int un_handle_decode(const struct un_state *st, const uint8_t *fh, size_t len,
 		     uint32_t *export_id, un_id *id);
 
+/* ---- the calling thread's filesystem identity (sys.c) ----
+ * Requests run with their caller's fsuid, fsgid and groups, per thread.  Each
+ * thread keeps a record of what it holds, kept by these calls, which are the
+ * only ones that change it (sys.c, "the identity record"): reading it costs
+ * no system call, and a switch to what the thread holds makes none. */
+
+#define UN_IDENT_GROUPS_MAX 256
+struct un_ident {
+	uid_t fsuid;
+	gid_t fsgid;
+	int ngroups;			   /* -1: more than UN_IDENT_GROUPS_MAX */
+	gid_t groups[UN_IDENT_GROUPS_MAX]; /* ascending */
+};
+/* What the calling thread holds (read from the kernel at its first use);
+ * the thread's own, to be read before its next switch. */
+const struct un_ident *un_ident_now(void);
+/* Gives the calling thread GROUPS (NGROUPS of them, any order), fsgid GID
+ * and fsuid UID, in that order, each only where it differs; reads back what
+ * it changed.  True if the thread holds all three afterwards (a server that
+ * is not root cannot switch). */
+bool un_ident_take(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups);
+/* Gives the calling thread back ids it held before, or the process's
+ * effective ids: fsuid first (back to 0 gives the filesystem capabilities
+ * back), then fsgid, then GROUPS unless NGROUPS is -1.  Such a switch
+ * cannot fail. */
+void un_ident_resume(uid_t uid, gid_t gid, int ngroups, const gid_t *groups);
+/* For code that changed the calling thread's ids by other means (raw calls
+ * of a test): the next use reads them from the kernel again. */
+void un_ident_forget(void);
+
 #endif

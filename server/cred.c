@@ -12,12 +12,12 @@
  * Invariants:
  *  1. Per thread only: raw system calls, since glibc's setgroups (and setfsuid
  *     on some versions) broadcast the change to every thread of the process
- *     (srv_ident_set).
+ *     (un_ident_take and un_ident_resume in union/sys.c make them).
  *  2. Taking an identity sets groups and fsgid before fsuid; leaving one
  *     sets fsuid first.  A thread whose fsuid is not 0 has lost the
  *     filesystem capabilities (CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_FOWNER,
  *     CAP_FSETID...) but keeps CAP_SETUID and CAP_SETGID; going back to fsuid
- *     0 gives the filesystem ones back (srv_ident_set, srv_ident_leave).
+ *     0 gives the filesystem ones back (srv_ident_take, srv_ident_leave).
  *  3. A server running as root never runs a handler with more than the
  *     caller's identity: when a switch did not take, the handler does not run
  *     (srv_call_handler).  A server that is not root cannot switch; it acts as
@@ -27,51 +27,31 @@
  *  5. An id no process can have, (uid_t)-1 or (gid_t)-1, becomes the caller's
  *     anonymous id (srv_cred_valid): a client sending it is answered as
  *     nobody, not refused and not served as the server.
- *  6. A switch changes only what differs from what the thread holds, read
- *     back first (reads are free: setfsuid(-1), getgroups).  Every change
- *     makes the kernel build a new credential, and even setfsuid to the id
- *     it already has allocates and frees one; a caller who is the server,
- *     or whose groups equal the thread's, costs no switch at all.  Nothing
- *     is remembered between calls, so nothing can go stale.
+ *  6. Reads are free: the thread's fsuid, fsgid and groups come from its
+ *     identity record (include/union.h, un_ident_now), which the only calls
+ *     that change them keep (union/sys.c, "the identity record": each
+ *     raw per-thread call updates it, a switch that may fail is read back,
+ *     a thread reads the kernel once at its first use, and the process's
+ *     own ids never change, so nothing else moves them).  A switch changes
+ *     only what differs from the record: every change makes the kernel
+ *     build a new credential, even setfsuid to the id the thread already
+ *     has, so a caller who is the server, or whose groups equal the
+ *     thread's, costs no system call at all.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "srv.h"
 
 #define SRV_NOBODY 65534 /* the anonymous id when no client rule names one */
 
-/* On 32-bit targets the 32-bit-id calls have their own numbers. */
-#ifdef SYS_setgroups32
-#define SRV_SYS_SETGROUPS SYS_setgroups32
-#define SRV_SYS_GETGROUPS SYS_getgroups32
-#define SRV_SYS_SETFSUID  SYS_setfsuid32
-#define SRV_SYS_SETFSGID  SYS_setfsgid32
-#else
-#define SRV_SYS_SETGROUPS SYS_setgroups
-#define SRV_SYS_GETGROUPS SYS_getgroups
-#define SRV_SYS_SETFSUID  SYS_setfsuid
-#define SRV_SYS_SETFSGID  SYS_setfsgid
-#endif
+_Static_assert(SRV_IDENT_GROUPS_MAX >= UN_IDENT_GROUPS_MAX,
+	       "a saved identity holds every group the record does");
 
-/* setfsuid and setfsgid return the previous id whether or not they changed
- * it; an invalid id (-1) changes nothing, so it reads the current one. */
-static uid_t fsuid_now(void)
-{
-	return (uid_t)syscall(SRV_SYS_SETFSUID, (uid_t)-1);
-}
-
-static gid_t fsgid_now(void)
-{
-	return (gid_t)syscall(SRV_SYS_SETFSGID, (gid_t)-1);
-}
-
-/* Whether the thread's groups, as getgroups returned them (HAVE, N_HAVE;
- * the kernel keeps them sorted), are the multiset WANT of N_WANT, in any
- * order (invariant 6). */
+/* Whether the thread's groups, as its record has them (HAVE, N_HAVE;
+ * ascending), are the multiset WANT of N_WANT, in any order (invariant 6). */
 static bool srv_groups_same(const gid_t *have, int n_have, const gid_t *want,
 			    size_t n_want)
 {
@@ -89,29 +69,16 @@ static bool srv_groups_same(const gid_t *have, int n_have, const gid_t *want,
 	return n_want == 0 || !memcmp(sorted, have, n_want * sizeof(*have));
 }
 
+/* Copies what the thread holds now into SAVED: no system call (invariant 6). */
 static void srv_ident_save(struct srv_ident *saved)
 {
-	saved->fsuid = fsuid_now();
-	saved->fsgid = fsgid_now();
-	saved->ngroups =
-	    (int)syscall(SRV_SYS_GETGROUPS, SRV_IDENT_GROUPS_MAX, saved->groups);
-}
+	const struct un_ident *now = un_ident_now();
 
-/* Gives this thread groups LIST, fsgid GID and fsuid UID, in the order of
- * invariant 2, each only where it differs from CUR, the thread's identity
- * now (invariant 6); true if all three hold afterwards. */
-static bool srv_ident_set(const struct srv_ident *cur, uid_t uid, gid_t gid,
-			  size_t ngroups, const gid_t *list)
-{
-	bool ok = true;
-
-	if (!srv_groups_same(cur->groups, cur->ngroups, list, ngroups))
-		ok = syscall(SRV_SYS_SETGROUPS, ngroups, list) == 0;
-	if (cur->fsgid != gid)
-		syscall(SRV_SYS_SETFSGID, gid);
-	if (cur->fsuid != uid)
-		syscall(SRV_SYS_SETFSUID, uid);
-	return ok && fsgid_now() == gid && fsuid_now() == uid;
+	saved->fsuid = now->fsuid;
+	saved->fsgid = now->fsgid;
+	saved->ngroups = now->ngroups;
+	if (now->ngroups > 0)
+		memcpy(saved->groups, now->groups, (size_t)now->ngroups * sizeof(gid_t));
 }
 
 static size_t srv_cred_ngroups(const struct srv_cred *c)
@@ -121,47 +88,41 @@ static size_t srv_cred_ngroups(const struct srv_cred *c)
 	return c->ngroups < max ? c->ngroups : max;
 }
 
-/* Whether the thread, whose identity CUR holds, already is C's. */
-static bool srv_ident_holds(const struct srv_ident *cur, const struct srv_cred *c)
+/* Whether the thread already is C's (invariant 6). */
+static bool srv_ident_holds(const struct srv_cred *c)
 {
-	return cur->fsuid == c->uid && cur->fsgid == c->gid &&
-	       srv_groups_same(cur->groups, cur->ngroups, c->groups, srv_cred_ngroups(c));
+	const struct un_ident *now = un_ident_now();
+
+	return now->fsuid == c->uid && now->fsgid == c->gid &&
+	       srv_groups_same(now->groups, now->ngroups, c->groups, srv_cred_ngroups(c));
+}
+
+/* Gives this thread C's groups, fsgid and fsuid, in the order of invariant 2;
+ * true if all three hold afterwards. */
+static bool srv_ident_take(const struct srv_cred *c)
+{
+	return un_ident_take(c->uid, c->gid, srv_cred_ngroups(c), c->groups);
 }
 
 bool srv_ident_enter(const struct srv_cred *c, struct srv_ident *saved)
 {
 	srv_ident_save(saved);
-	return srv_ident_set(saved, c->uid, c->gid, srv_cred_ngroups(c), c->groups);
+	return srv_ident_take(c);
 }
 
 void srv_ident_server(struct srv_ident *saved)
 {
-	uid_t uid = geteuid();
-	gid_t gid = getegid();
-
 	srv_ident_save(saved);
-	/* fsuid first (invariant 2): back to 0 gives the capabilities back. */
-	if (saved->fsuid != uid)
-		syscall(SRV_SYS_SETFSUID, uid);
-	if (saved->fsgid != gid)
-		syscall(SRV_SYS_SETFSGID, gid);
+	/* the groups stay the caller's, as before these calls switched */
+	un_ident_resume(geteuid(), getegid(), -1, NULL);
 }
 
 void srv_ident_leave(const struct srv_ident *saved)
 {
-	struct srv_ident cur;
-
-	srv_ident_save(&cur); /* reads only: no new credentials */
-	if (cur.fsuid != saved->fsuid)
-		syscall(SRV_SYS_SETFSUID, saved->fsuid);
-	if (cur.fsgid != saved->fsgid)
-		syscall(SRV_SYS_SETFSGID, saved->fsgid);
-	/* -1: the thread had more groups than we keep; they were never
-	 * changed by a caller's then, since enter would have saved them. */
-	if (saved->ngroups >= 0 &&
-	    !srv_groups_same(cur.groups, cur.ngroups, saved->groups,
-			     (size_t)saved->ngroups))
-		syscall(SRV_SYS_SETGROUPS, (size_t)saved->ngroups, saved->groups);
+	/* fsuid first (invariant 2).  ngroups -1: the thread had more groups
+	 * than we keep; they were never changed by a caller's then, since
+	 * enter would have saved them. */
+	un_ident_resume(saved->fsuid, saved->fsgid, saved->ngroups, saved->groups);
 }
 
 /* C with every id the kernel cannot hold ((uid_t)-1 and (gid_t)-1, which
@@ -211,12 +172,10 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 	req->cred = srv_cred_valid(req);
 	/* A thread that already is the caller switches nothing and so has
 	 * nothing to restore (invariant 6). */
-	srv_ident_save(&saved);
-	same = srv_ident_holds(&saved, &req->cred);
-	if (!same &&
-	    !srv_ident_set(&saved, req->cred.uid, req->cred.gid,
-			   srv_cred_ngroups(&req->cred), req->cred.groups) &&
-	    srv_ident_unsafe(&req->cred)) {
+	same = srv_ident_holds(&req->cred);
+	if (!same)
+		srv_ident_save(&saved);
+	if (!same && !srv_ident_take(&req->cred) && srv_ident_unsafe(&req->cred)) {
 		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
 			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;

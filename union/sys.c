@@ -12,6 +12,7 @@
  * an operation in turn.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -617,7 +618,208 @@ ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size)
 	return un_sys_getxattrat(fd, "", attr, buf, size);
 }
 
-/* ---- credentials ---- */
+/* ---- credentials ----
+ *
+ * Design notes: the identity record
+ *
+ * A thread's filesystem identity (fsuid, fsgid, supplementary groups) is
+ * per thread in the kernel and changes per request: the server gives each
+ * call its caller's (server/cred.c), the engine takes the server's for its
+ * own steps (un_sys_creds_override).  Asking the kernel what the thread
+ * holds costs a system call per id, several per NFS call, so each thread
+ * keeps a record of what it holds and reads that instead.
+ *
+ * Invariants:
+ *  1. The record is thread-local and starts unknown: a new thread inherits
+ *     its creator's identity, whatever that is at the clone, so it reads
+ *     the kernel once at its first use (ident_get).  fork keeps the calling
+ *     thread's record and its credentials alike; exec starts afresh.
+ *  2. Only ident_set_groups, ident_set_fsgid and ident_set_fsuid change a
+ *     thread's identity, by raw per-thread calls, and each updates the
+ *     record with the call.  Every other way to change it is outside the
+ *     record's knowledge: glibc's set*id and setgroups, which broadcast to
+ *     every thread, and which the server never calls (main.c and args.c
+ *     change no ids; the engine's read-once effective ids rest on the same
+ *     fact); or raw calls of a test's own, which must come before the
+ *     thread's first use or be followed by un_ident_forget.
+ *  3. A change to an id the record already shows makes no call (the kernel
+ *     would still build a new credential for it).
+ *  4. A switch that may fail is read back: a caller's ids
+ *     (un_ident_take).  setgroups says whether it took; setfsuid and
+ *     setfsgid return the previous id either way, so the record takes what
+ *     setfsuid(-1) and setfsgid(-1) then read.  The other switches cannot
+ *     fail and are recorded as made: the process's own effective ids are
+ *     always allowed, and an id the thread held before is allowed again,
+ *     since whoever could leave it kept CAP_SETUID/CAP_SETGID (fsuid
+ *     changes drop only the filesystem capabilities) or never left it.
+ *  5. Each call that changes an id returns the id it replaced; in a build
+ *     with assertions that must be what the record showed, so any path
+ *     that leaves the record stale shows up at the thread's next change.
+ */
+
+/* On 32-bit targets the 32-bit-id calls have their own numbers. */
+#ifdef SYS_setgroups32
+#define SYS_ID_SETGROUPS SYS_setgroups32
+#define SYS_ID_GETGROUPS SYS_getgroups32
+#define SYS_ID_SETFSUID	 SYS_setfsuid32
+#define SYS_ID_SETFSGID	 SYS_setfsgid32
+#else
+#define SYS_ID_SETGROUPS SYS_setgroups
+#define SYS_ID_GETGROUPS SYS_getgroups
+#define SYS_ID_SETFSUID	 SYS_setfsuid
+#define SYS_ID_SETFSGID	 SYS_setfsgid
+#endif
+
+struct ident_rec {
+	bool known; /* false: read the kernel at the next use (invariant 1) */
+	struct un_ident id;
+};
+
+static _Thread_local struct ident_rec ident;
+
+/* setfsuid and setfsgid return the current id whether or not they change
+ * it; an invalid id (-1) changes nothing, so it only reads. */
+static uid_t fsuid_read(void)
+{
+	return (uid_t)syscall(SYS_ID_SETFSUID, (uid_t)-1);
+}
+
+static gid_t fsgid_read(void)
+{
+	return (gid_t)syscall(SYS_ID_SETFSGID, (gid_t)-1);
+}
+
+/* Sorts LIST of N ids in place: a few ids, insertion sort. */
+static void gids_sort(gid_t *list, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		gid_t g = list[i];
+		size_t j = i;
+
+		for (; j > 0 && list[j - 1] > g; j--)
+			list[j] = list[j - 1];
+		list[j] = g;
+	}
+}
+
+static struct un_ident *ident_get(void)
+{
+	if (!ident.known) {
+		ident.id.fsuid = fsuid_read();
+		ident.id.fsgid = fsgid_read();
+		/* -1 (EINVAL) when the thread has more groups than we keep */
+		ident.id.ngroups =
+		    (int)syscall(SYS_ID_GETGROUPS, UN_IDENT_GROUPS_MAX, ident.id.groups);
+		if (ident.id.ngroups > 0)
+			gids_sort(ident.id.groups, (size_t)ident.id.ngroups);
+		ident.known = true;
+	}
+	return &ident.id;
+}
+
+const struct un_ident *un_ident_now(void)
+{
+	return ident_get();
+}
+
+void un_ident_forget(void)
+{
+	ident.known = false;
+}
+
+/* Whether the thread's groups as ID records them are the multiset LIST of N
+ * ids, in any order. */
+static bool ident_groups_same(const struct un_ident *id, const gid_t *list, size_t n)
+{
+	gid_t sorted[UN_IDENT_GROUPS_MAX];
+
+	if (id->ngroups < 0 || (size_t)id->ngroups != n || n > UN_IDENT_GROUPS_MAX)
+		return false;
+	memcpy(sorted, list, n * sizeof(*list));
+	gids_sort(sorted, n);
+	return !memcmp(sorted, id->groups, n * sizeof(*list));
+}
+
+/* Gives the thread groups LIST of N ids unless it has them (invariant 3);
+ * true if it has them afterwards.  setgroups changes nothing when it fails,
+ * so the record is kept then. */
+static bool ident_set_groups(const gid_t *list, size_t n)
+{
+	struct un_ident *id = ident_get();
+
+	if (ident_groups_same(id, list, n))
+		return true;
+	if (syscall(SYS_ID_SETGROUPS, n, list) != 0)
+		return false;
+	if (n > UN_IDENT_GROUPS_MAX) {
+		id->ngroups = -1;
+		return true;
+	}
+	memcpy(id->groups, list, n * sizeof(*list));
+	gids_sort(id->groups, n);
+	id->ngroups = (int)n;
+	return true;
+}
+
+/* Gives the thread fsuid UID unless it has it (invariant 3), and records
+ * it as held (invariant 4); true if a call was made. */
+static bool ident_set_fsuid(uid_t uid)
+{
+	struct un_ident *id = ident_get();
+	uid_t old;
+
+	if (id->fsuid == uid)
+		return false;
+	old = (uid_t)syscall(SYS_ID_SETFSUID, uid);
+	assert(old == id->fsuid); /* invariant 5 */
+	(void)old;
+	id->fsuid = uid;
+	return true;
+}
+
+static bool ident_set_fsgid(gid_t gid)
+{
+	struct un_ident *id = ident_get();
+	gid_t old;
+
+	if (id->fsgid == gid)
+		return false;
+	old = (gid_t)syscall(SYS_ID_SETFSGID, gid);
+	assert(old == id->fsgid); /* invariant 5 */
+	(void)old;
+	id->fsgid = gid;
+	return true;
+}
+
+bool un_ident_take(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
+{
+	bool ok = ident_set_groups(groups, ngroups);
+	struct un_ident *id;
+
+	/* groups and fsgid before fsuid: a thread whose fsuid is no longer 0
+	 * has lost the capabilities a later step might need */
+	if (ident_set_fsgid(gid)) {
+		id = ident_get();
+		id->fsgid = fsgid_read(); /* invariant 4 */
+		ok = ok && id->fsgid == gid;
+	}
+	if (ident_set_fsuid(uid)) {
+		id = ident_get();
+		id->fsuid = fsuid_read();
+		ok = ok && id->fsuid == uid;
+	}
+	return ok;
+}
+
+void un_ident_resume(uid_t uid, gid_t gid, int ngroups, const gid_t *groups)
+{
+	/* fsuid first: back to 0 gives the filesystem capabilities back */
+	ident_set_fsuid(uid);
+	ident_set_fsgid(gid);
+	/* -1: the groups were not known, so they are not restored */
+	if (ngroups >= 0)
+		ident_set_groups(groups, (size_t)ngroups);
+}
 
 /* The engine's identity is the process's effective ids, which the server
  * never changes: read once (two system calls less per switch). */
@@ -631,65 +833,52 @@ static void engine_ids_read(void)
 	engine_gid = getegid();
 }
 
-static uid_t sys_euid(void)
-{
-	pthread_once(&engine_ids_once, engine_ids_read);
-	return engine_uid;
-}
-
-static gid_t sys_egid(void)
-{
-	pthread_once(&engine_ids_once, engine_ids_read);
-	return engine_gid;
-}
-
-/* setfsuid/setfsgid of an id the thread already has still make the kernel
- * allocate and free a credential: they are called only for a change, after
- * reading the current ids (an invalid id reads without allocating). */
 void un_sys_creds_override(struct un_creds *saved)
 {
-	uid_t uid = sys_euid();
-	gid_t gid = sys_egid();
-
+	pthread_once(&engine_ids_once, engine_ids_read);
 	un_sys_creds_current(saved);
-	if (saved->fsuid != uid)
-		syscall(SYS_setfsuid, uid);
-	if (saved->fsgid != gid)
-		syscall(SYS_setfsgid, gid);
+	un_ident_resume(engine_uid, engine_gid, -1, NULL);
 }
 
-/* Between override and revert the thread holds the engine's ids (engine
- * code never switches to another identity inside; nested pairs restore
- * them), so only a SAVED id other than those needs a call. */
 void un_sys_creds_revert(const struct un_creds *saved)
 {
-	if (saved->fsuid != sys_euid())
-		syscall(SYS_setfsuid, saved->fsuid);
-	if (saved->fsgid != sys_egid())
-		syscall(SYS_setfsgid, saved->fsgid);
+	un_ident_resume(saved->fsuid, saved->fsgid, -1, NULL);
 }
 
 void un_sys_creds_current(struct un_creds *out)
 {
-	/* An invalid id changes nothing and still returns the current one. */
-	out->fsuid = (uid_t)syscall(SYS_setfsuid, (uid_t)-1);
-	out->fsgid = (gid_t)syscall(SYS_setfsgid, (gid_t)-1);
+	const struct un_ident *id = ident_get();
+
+	out->fsuid = id->fsuid;
+	out->fsgid = id->fsgid;
+}
+
+/* Whether GID is among the thread's groups when it has more than the record
+ * keeps: read from the kernel (a thread of a server never has so many). */
+static bool in_many_groups(gid_t gid)
+{
+	long n = syscall(SYS_ID_GETGROUPS, 0, NULL);
+	gid_t *list = n > 0 ? un_sys_calloc((size_t)n, sizeof(*list)) : NULL;
+	bool in = false;
+
+	if (list)
+		n = syscall(SYS_ID_GETGROUPS, n, list);
+	for (long i = 0; list && i < n; i++)
+		in = in || list[i] == gid;
+	free(list);
+	return in;
 }
 
 bool un_sys_in_group(gid_t gid)
 {
-	gid_t groups[256];
-	struct un_creds c;
-	long n;
+	const struct un_ident *id = ident_get();
 
-	un_sys_creds_current(&c);
-	if (c.fsgid == gid)
+	if (id->fsgid == gid)
 		return true;
-	/* The raw call: the calling thread's groups, which a server may set
-	 * per thread. */
-	n = syscall(SYS_getgroups, 256, groups);
-	for (long i = 0; i < n; i++)
-		if (groups[i] == gid)
+	if (id->ngroups < 0)
+		return in_many_groups(gid);
+	for (int i = 0; i < id->ngroups; i++)
+		if (id->groups[i] == gid)
 			return true;
 	return false;
 }

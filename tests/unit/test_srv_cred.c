@@ -4,7 +4,10 @@
  * srv_ident_enter gives the calling thread, and only it, the caller's fsuid,
  * fsgid and groups; that the kernel then holds it to them; that
  * srv_ident_server and srv_ident_leave restore; and that srv_call_handler
- * runs a handler with the caller's identity exactly when its program asks.
+ * runs a handler with the caller's identity exactly when its program asks;
+ * and that the thread's identity record (un_ident_now), which every switch
+ * reads instead of the kernel, says what the kernel says after any sequence
+ * of switches, failed ones included, in new threads and forked children.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,11 +21,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "srv.h"
+#include "un_private.h"
 
 static char tmp[64];
 
@@ -219,6 +224,149 @@ static void test_invalid_ids(void **state)
 	assert_int_equal(seen_fsuid, 4321);
 }
 
+/* Whether the calling thread's record is what the kernel holds, read
+ * directly (the kernel keeps groups sorted; sorted here all the same). */
+static bool record_true(void)
+{
+	const struct un_ident *rec = un_ident_now();
+	struct ids k = ids_now();
+
+	for (int i = 1; i < k.ngroups; i++)
+		for (int j = i; j > 0 && k.groups[j - 1] > k.groups[j]; j--) {
+			gid_t g = k.groups[j];
+
+			k.groups[j] = k.groups[j - 1];
+			k.groups[j - 1] = g;
+		}
+	if (rec->fsuid != k.fsuid || rec->fsgid != k.fsgid || rec->ngroups != k.ngroups)
+		return false;
+	return k.ngroups <= 0 ||
+	       !memcmp(rec->groups, k.groups, (size_t)k.ngroups * sizeof(gid_t));
+}
+
+static const struct srv_cred other = {
+    .flavor = 1, .uid = 2000, .gid = 2002, .ngroups = 1, .groups = {3000}};
+
+static bool handler_record_true;
+
+/* Inside a call: the engine's switch to the server's ids and back. */
+static void engine_handler(struct srv_req *req, void *args, void *res)
+{
+	struct un_creds a, b;
+
+	(void)req;
+	(void)args;
+	(void)res;
+	handler_record_true = record_true();
+	un_sys_creds_override(&a);
+	handler_record_true = handler_record_true && record_true();
+	un_sys_creds_override(&b); /* nested */
+	un_sys_creds_revert(&b);
+	handler_record_true = handler_record_true && record_true();
+	un_sys_creds_revert(&a);
+	handler_record_true =
+	    handler_record_true && record_true() && ids_now().fsuid == req->cred.uid;
+}
+
+static void *record_thread(void *arg)
+{
+	*(bool *)arg = record_true() && un_ident_now()->fsuid == user.uid;
+	return NULL;
+}
+
+/* A new thread and a forked child each start with their creator's ids,
+ * which their records must show. */
+static void check_new_thread_and_child(void)
+{
+	bool thread_ok = false;
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	assert_int_equal(pthread_create(&t, NULL, record_thread, &thread_ok), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(thread_ok);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(record_true() && un_ident_now()->fsuid == user.uid ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_record_follows_kernel(void **state)
+{
+	const struct srv_proc proc = {.name = "ENG", .handler = engine_handler};
+	const struct srv_program prog = {
+	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
+	struct srv_cred shuffled = user, nobody = user;
+	struct srv_ident a, b, c;
+	struct un_creds e;
+	struct srv_req req = {.cred = other};
+	size_t many = 70000; /* more than setgroups takes */
+	gid_t *lots = calloc(many, sizeof(gid_t));
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(lots);
+	assert_true(record_true());
+	assert_true(srv_ident_enter(&user, &a));
+	assert_true(record_true());
+	check_new_thread_and_child();
+	/* the same groups in another order: nothing to change */
+	shuffled.groups[0] = user.groups[1];
+	shuffled.groups[1] = user.groups[0];
+	assert_true(srv_ident_enter(&shuffled, &b));
+	assert_true(record_true());
+	/* the engine's own identity inside the caller's */
+	un_sys_creds_override(&e);
+	assert_true(record_true());
+	assert_int_equal(e.fsuid, user.uid);
+	assert_true(un_sys_in_group(2001));
+	un_sys_creds_revert(&e);
+	assert_true(record_true());
+	/* the server's identity, the engine's switch inside it a no-op */
+	srv_ident_server(&c);
+	assert_true(record_true());
+	un_sys_creds_override(&e);
+	un_sys_creds_revert(&e);
+	assert_true(record_true());
+	srv_ident_leave(&c);
+	assert_true(record_true());
+	/* switches that fail: setfsuid(-1) and setfsgid(-1) change nothing,
+	 * setgroups refuses that many */
+	nobody.uid = (uid_t)-1;
+	nobody.gid = (gid_t)-1;
+	assert_false(srv_ident_enter(&nobody, &c));
+	assert_true(record_true());
+	srv_ident_leave(&c);
+	assert_true(record_true());
+	assert_false(un_ident_take(user.uid, user.gid, many, lots));
+	assert_true(record_true());
+	srv_ident_leave(&b);
+	assert_true(record_true());
+	srv_ident_leave(&a);
+	assert_true(record_true());
+	/* whole calls: another caller, then one who is what the thread is */
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(handler_record_true);
+	assert_true(record_true());
+	req.cred.uid = un_ident_now()->fsuid;
+	req.cred.gid = un_ident_now()->fsgid;
+	req.cred.ngroups = 0;
+	if (un_ident_now()->ngroups >= 0 && un_ident_now()->ngroups <= 16) {
+		req.cred.ngroups = (uint32_t)un_ident_now()->ngroups;
+		memcpy(req.cred.groups, un_ident_now()->groups,
+		       req.cred.ngroups * sizeof(gid_t));
+	}
+	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(handler_record_true);
+	assert_true(record_true());
+	free(lots);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -226,6 +374,7 @@ int main(void)
 	    cmocka_unit_test(test_kernel_checks),
 	    cmocka_unit_test(test_call_handler),
 	    cmocka_unit_test(test_invalid_ids),
+	    cmocka_unit_test(test_record_follows_kernel),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
