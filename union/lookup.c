@@ -64,7 +64,8 @@
  *     entry (node.c invariant 10): no rename, removal or relink since, so
  *     the node still has that parent and name.  A new node (un_node_assign
  *     moves no epoch) needs a change in a layer dir, which rule 2 sees.
- *  2. Every stamp is equal now.  A lookup of a name in a directory reads
+ *  2. Every stamp is equal now (a directory's own ones: or the flags they
+ *     cover read again, rule 11).  A lookup of a name in a directory reads
  *     only the parent instances it visited (their entries: the name, its
  *     ".wh.NAME"; adding, removing or renaming either changes that
  *     instance's ctime) and the found instances (type, white-out xattr and
@@ -74,11 +75,18 @@
  *     down the path mean every lookup of the walk would find what it found.
  *     Parent stamps are taken before the names in it are read (walk_hop),
  *     so a change racing with the lookup leaves an older ctime in the entry
- *     and fails the next check.  What ctime does not cover is the memo's
- *     invariant 1 (a filesystem without it, a clock set back).
- *  3. Every stamp was settled when the entry was made: its ctime at least
- *     UN_OPAQUE_SETTLE_NS older than the clock read before the walk, so no
- *     later change can leave the same ctime (memo invariant 2).
+ *     and fails the next check.  A lookup that read every instance of the
+ *     parent without a stop (the entry's OPEN) would read one more of a
+ *     parent that has more now (a layer below gained the parent's name):
+ *     such an entry holds only while the parent has exactly NVIS
+ *     instances.  What ctime does not cover is the memo's invariant 1 (a
+ *     filesystem without it, a clock set back).
+ *  3. Every parent stamp was settled when the entry was made: its ctime at
+ *     least UN_OPAQUE_SETTLE_NS older than the clock read before the walk,
+ *     so no later change can leave the same ctime (memo invariant 2).  An
+ *     own stamp that was not settled is kept as RC_UNSETTLED, which equals
+ *     no ctime: a file's then always opens again (rule 6), a directory's
+ *     always reads its flag again (rule 11).
  *  4. An entry's object is shared by the cache and walks in progress and is
  *     never changed: the object un_resolve returns is a copy with its own
  *     descriptors when the cache shares it, since callers may change theirs
@@ -143,6 +151,40 @@
  *     as with any lookup, and the next call sees it.  Nothing changes a
  *     view (un_obj_push_top asserts it), so the stat cannot be older than
  *     a change made through it.
+ * 11. A directory entry whose parent holds (rules 1, 2) but one of whose
+ *     own instances shows another ctime with the same (dev, ino, layer),
+ *     or kept RC_UNSETTLED (rule 3), is checked by reading again what that
+ *     ctime covers and a lookup reads: the instance's own opaque flag (the
+ *     opaque xattrs; in a lower layer, ".wh..wh..opq" inside it).  A
+ *     directory a client makes and removes names in moves its ctime with
+ *     every call, and rule 2 alone would walk its path through every layer
+ *     each time.  Why this is enough: with the parent's stamps equal, the
+ *     lookup opens the same inodes under the name in the same parent
+ *     instances (their entries are unchanged; the entry's descriptors pin
+ *     its inodes, so their (dev, ino) cannot name another); a directory's
+ *     type classifies it without reading more; the OCI ".wh.NAME" beside it
+ *     is its parent's entry.  What lookup_in reads of a kept directory
+ *     instance beyond its stat is its opaque flag, and only when the parent
+ *     has an instance below it; it keeps instances down to the first opaque
+ *     one.  So it keeps the same list when every instance but the last is
+ *     still not opaque (it read each and went on), and the last one's own
+ *     flag is what that lookup read (the entry's OPQ), or was not read (-1:
+ *     the parent had no instance below it, and has none now, rule 2's
+ *     count).  Same instances and the same epoch give the same node id
+ *     (rule 6's reason).  The flag is read after the fstat that took the
+ *     new stamp, so a change after that read moves the ctime again.  What
+ *     is not covered: what rule 2 leaves out, for the parent's stamps; the
+ *     directory's own entries, which no lookup of its name reads (lookups
+ *     in it check their entries against the stamps taken now, and a walk
+ *     never remembers anything under an unsettled parent stamp).  The
+ *     walk goes on with the stamps and inst[0]'s stat taken now (W->nst,
+ *     W->ntop): a view's stat and stamps (rule 10) are fresh, never the
+ *     entry's.  Entries are never changed (rule 4): when every own ctime
+ *     taken now is settled, rc_refresh puts a new entry with them in the
+ *     old one's slots, so the next hop reads no flag; otherwise the entry
+ *     stays, and since no ctime read later equals an unsettled one it
+ *     keeps (RC_UNSETTLED) or an older settled one it kept, every hop reads
+ *     the flag again until the directory settles.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -167,6 +209,7 @@ struct lookup {
 	size_t len;
 	bool private;	    /* a ".wh." name: absent from every lower layer */
 	bool wh_file;	    /* ended by an xattr white-out: its ctime matters */
+	int8_t opq;	    /* the last kept one's own opaque flag; -1: not read */
 	struct timespec t0; /* clock before any layer was read (memo inv. 2) */
 	struct un_merge m;
 	struct un_inst *found; /* kept instances, descriptors owned */
@@ -195,6 +238,9 @@ struct un_rc_entry {
 	uint16_t namelen;
 	char *name;  /* its name in PARENT, NUL-ended, after st[] */
 	size_t nvis; /* instances of the parent the lookup read */
+	bool open;   /* it read them all with no stop: more would be read too */
+	int8_t opq;  /* a directory's last instance's own opaque flag as read;
+		      * -1: not read (rc invariant 11) */
 	/* nvis of the parent's, then its own: obj->ninst, or one for a
 	 * non-directory (ctime RC_UNSETTLED if it was not settled) */
 	struct rc_stamp st[];
@@ -388,6 +434,7 @@ static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct 
 	lk->found[n] = (struct un_inst){.fd = fd, .layer = layer};
 	lk->di[n] = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
 	lk->ct[n] = ts_ns(&st->st_ctim);
+	lk->opq = -1;
 	if (n == 0)
 		lk->top = *st;
 }
@@ -405,19 +452,31 @@ static int lookup_absent(struct lookup *lk, const struct un_inst *pi, bool lower
 	return 0;
 }
 
-/* un_dir_opaque of the kept directory FD (stat ST) named LK->name in PFD,
- * its own part from the memo where it holds (design notes). */
-static int lookup_opaque(const struct lookup *lk, int fd, int pfd, const struct stat *st,
-			 bool lower)
+/* un_dir_opaque_own of the directory FD whose stat ST was taken after the
+ * clock read T0: from the memo where it holds, else read and remembered
+ * if settled (design notes). */
+static int opq_own(int fd, const struct stat *st, bool lower, const struct timespec *t0)
 {
 	int r = opq_recall(st, lower);
 
 	if (r < 0) {
 		r = un_dir_opaque_own(fd, lower);
-		if (r < 0)
-			return r;
-		opq_remember(st, lower, r == 1, &lk->t0);
+		if (r >= 0)
+			opq_remember(st, lower, r == 1, t0);
 	}
+	return r;
+}
+
+/* un_dir_opaque of the kept directory FD (stat ST) named LK->name in PFD;
+ * its own part goes to LK->opq (rc invariant 11). */
+static int lookup_opaque(struct lookup *lk, int fd, int pfd, const struct stat *st,
+			 bool lower)
+{
+	int r = opq_own(fd, st, lower, &lk->t0);
+
+	if (r < 0)
+		return r;
+	lk->opq = (int8_t)r;
 	if (r || !lower)
 		return r;
 	return un_oci_whiteout_exists(pfd, lk->name, lk->len);
@@ -512,15 +571,22 @@ static int lookup_dots(struct un_export *ex, struct un_obj *dir, size_t len, boo
 	return view ? un_resolve_view(ex, id, out) : un_resolve(ex, id, out);
 }
 
+/* What a lookup read, for the resolve cache. */
+struct lookup_read {
+	size_t nvis; /* DIR's instances read; for -ENOENT, 0 when the absence
+		      * rests on more than their entries (rc invariant 9) */
+	bool open;   /* no stop: a DIR with more instances would have more read */
+	int8_t opq;  /* the own opaque flag of the result's last instance as
+		      * read; -1: not read (rc invariant 11) */
+	struct rc_stamp *stamps; /* the result's instances'; room for
+				  * DIR->ninst */
+};
+
 /* un_lookup of a name other than "." and "..", which un_name_check
- * passed (LEN), with the engine's identity already taken.  With STAMPS, also
- * how many of DIR's instances it read (*NVIS; for -ENOENT, 0 when the
- * absence rests on more than their entries: rc invariant 9) and the
- * identity and ctime of each instance of the result (STAMPS, room for
- * DIR->ninst), for the resolve cache. */
+ * passed (LEN), with the engine's identity already taken; with RD, what it
+ * read, for the resolve cache. */
 static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char *name,
-		     size_t len, struct un_obj **out, size_t *nvis,
-		     struct rc_stamp *stamps)
+		     size_t len, struct un_obj **out, struct lookup_read *rd)
 {
 	struct lookup *lk;
 	size_t i;
@@ -532,7 +598,7 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 	    dir->ninst * (sizeof(lk->found[0]) + sizeof(lk->di[0]) + sizeof(lk->ct[0])));
 	if (!lk)
 		return -ENOMEM;
-	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len};
+	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len, .opq = -1};
 	lk->di = (struct un_devino *)(lk + 1);
 	lk->ct = (long long *)(lk->di + dir->ninst);
 	lk->found = (struct un_inst *)(lk->ct + dir->ninst);
@@ -542,15 +608,19 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 		err = lookup_layer(lk, i);
 	if (!err && lk->m.nfound == 0)
 		err = -ENOENT;
-	for (unsigned k = 0; !err && stamps && k < lk->m.nfound; k++)
-		stamps[k] = (struct rc_stamp){.dev = lk->di[k].dev,
-					      .ino = lk->di[k].ino,
-					      .ctime = lk->ct[k],
-					      .layer = lk->found[k].layer};
+	for (unsigned k = 0; !err && rd && k < lk->m.nfound; k++)
+		rd->stamps[k] = (struct rc_stamp){.dev = lk->di[k].dev,
+						  .ino = lk->di[k].ino,
+						  .ctime = lk->ct[k],
+						  .layer = lk->found[k].layer};
 	if (!err)
 		err = lookup_obj(lk, out);
-	if (nvis) /* an absence that rests on a white-out file's xattr: none */
-		*nvis = err == -ENOENT && lk->wh_file ? 0 : i;
+	if (rd) {
+		/* an absence that rests on a white-out file's xattr: none */
+		rd->nvis = err == -ENOENT && lk->wh_file ? 0 : i;
+		rd->open = !lk->m.stop;
+		rd->opq = lk->opq;
+	}
 	for (unsigned k = 0; k < lk->m.nfound; k++) /* left only on failure */
 		un_sys_close(lk->found[k].fd);
 	free(lk);
@@ -813,7 +883,8 @@ static int walk_stamps(struct walk *w, size_t n)
 static bool rc_valid_parent(struct walk *w, const struct un_rc_entry *e)
 {
 	if (e->epoch != w->epoch || e->parent != w->cur->id || e->nvis == 0 ||
-	    e->nvis > w->cur->ninst || walk_stamps(w, e->nvis))
+	    e->nvis > w->cur->ninst || (e->open && e->nvis != w->cur->ninst) ||
+	    walk_stamps(w, e->nvis))
 		return false;
 	for (size_t j = 0; j < e->nvis; j++)
 		if (!rc_stamp_eq(&w->cst[j], &e->st[j]))
@@ -821,18 +892,63 @@ static bool rc_valid_parent(struct walk *w, const struct un_rc_entry *e)
 	return true;
 }
 
+/* Whether own instance J of directory entry E, whose stat ST was just
+ * taken, reads as it did for the lookup that made E (rc invariant 11): the
+ * same (dev, ino, layer) and ctime, or, when only the ctime differs, the
+ * same own opaque flag read again now if a lookup reads it (*READ set). */
+static bool rc_same_dir_inst(struct walk *w, const struct un_rc_entry *e, size_t j,
+			     const struct stat *st, bool *read)
+{
+	const struct rc_stamp *was = &e->st[e->nvis + j];
+	const struct un_inst *in = &e->obj->inst[j];
+	/* kept below: not opaque; the last: as the entry says */
+	int want = j + 1 < e->obj->ninst ? 0 : e->opq;
+
+	if (st->st_dev != was->dev || st->st_ino != was->ino || in->layer != was->layer)
+		return false;
+	if (ts_ns(&st->st_ctim) == was->ctime || want < 0)
+		return true;
+	*read = true;
+	return opq_own(in->fd, st, w->ex->layers[in->layer].lower, &w->t0) == want;
+}
+
+static bool rc_remember(struct walk *w, struct un_obj *next, const struct lookup_read *rd,
+			const struct un_rc_entry *old);
+
+/* After a hop that read flags again (rc invariant 11): E is made again
+ * with the ctimes W->nst took, if all are settled, so that the next hop
+ * reads none; else E stays, its stamps equal to none of them. */
+static void rc_refresh(struct walk *w, const struct un_rc_entry *e)
+{
+	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
+	struct lookup_read rd = {.nvis = e->nvis, .open = e->open, .opq = e->opq};
+
+	for (size_t j = 0; j < e->obj->ninst; j++)
+		if (w->nst[j].ctime >= limit)
+			return;
+	rc_remember(w, e->obj, &rd, e);
+}
+
 /* Directory entry E (parent valid) is what a lookup would give if its own
- * instances are unchanged; their stamps, taken now, go to W->nst. */
+ * instances read as they did (rc invariant 11); their stamps, taken now,
+ * go to W->nst, and inst[0]'s stat to W->ntop. */
 static bool rc_hit_dir(struct walk *w, const struct un_rc_entry *e, struct un_obj **next)
 {
 	const struct un_obj *o = e->obj;
+	bool read = false;
+	struct stat st;
 
-	for (size_t j = 0; j < o->ninst; j++)
-		if (rc_stamp_fd(o->inst[j].fd, o->inst[j].layer, &w->nst[j],
-				j ? NULL : &w->ntop) ||
-		    !rc_stamp_eq(&w->nst[j], &e->st[e->nvis + j]))
+	for (size_t j = 0; j < o->ninst; j++) {
+		if (un_sys_fstat(o->inst[j].fd, &st) ||
+		    !rc_same_dir_inst(w, e, j, &st, &read))
 			return false;
+		w->nst[j] = rc_stamp_of(&st, o->inst[j].layer);
+		if (j == 0)
+			w->ntop = st;
+	}
 	w->ntop_ok = true;
+	if (read)
+		rc_refresh(w, e);
 	*next = un_obj_get(e->obj);
 	return true;
 }
@@ -925,24 +1041,27 @@ static struct un_rc_entry *rc_entry_new(struct walk *w, const char *name, size_t
 	return e;
 }
 
-/* Whether every stamp a new entry would hold is settled (rc invariant 3);
- * a non-directory's own ctime only matters, and is kept, if it is. */
-static bool rc_settled(struct walk *w, const struct un_obj *next, size_t nvis)
+/* Whether the stamps of the first NVIS instances of cur, which a new
+ * entry would hold, are settled (rc invariant 3). */
+static bool rc_parent_settled(const struct walk *w, size_t nvis)
 {
 	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
 
 	for (size_t j = 0; j < nvis; j++)
 		if (w->cst[j].ctime >= limit)
 			return false;
-	if (!S_ISDIR(next->type)) {
-		if (w->nst[0].ctime >= limit)
-			w->nst[0].ctime = RC_UNSETTLED;
-		return true;
-	}
-	for (size_t j = 0; j < next->ninst; j++)
-		if (w->nst[j].ctime >= limit)
-			return false;
 	return true;
+}
+
+/* The stamp an entry keeps of its own instance S: an unsettled ctime as
+ * RC_UNSETTLED, which no hop takes for unchanged (rc invariants 6, 11). */
+static struct rc_stamp rc_own_kept(const struct walk *w, const struct rc_stamp *s)
+{
+	struct rc_stamp k = *s;
+
+	if (k.ctime >= ts_ns(&w->t0) - atomic_load(&opq_settle_ns))
+		k.ctime = RC_UNSETTLED;
+	return k;
 }
 
 /* Counts the descriptors a directory's entry will hold against the bound
@@ -958,18 +1077,20 @@ static bool rc_reserve(const struct un_obj *next)
 	return true;
 }
 
-/* Remembers NEXT, found by a lookup in cur that read NVIS of its instances
- * (stamps in W), if every stamp is settled (rc invariant 3).  True if NEXT
- * is now the cache's too. */
-static bool rc_remember(struct walk *w, struct un_obj *next, size_t nvis)
+/* Remembers NEXT, found by a lookup in cur that read what RD says (its
+ * stamps in W), if the parent's stamps are settled (rc invariant 3); with
+ * OLD, in OLD's place only, if it is still there (rc_refresh).  True if
+ * NEXT is now the cache's too. */
+static bool rc_remember(struct walk *w, struct un_obj *next, const struct lookup_read *rd,
+			const struct un_rc_entry *old)
 {
 	bool dir = S_ISDIR(next->type);
 	size_t nown = dir ? next->ninst : 1;
 	struct un_rc_entry *e;
 
-	if (w->have < nvis || !rc_settled(w, next, nvis) || !rc_reserve(next))
+	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis) || !rc_reserve(next))
 		return false;
-	e = rc_entry_new(w, next->name, next->namelen, nvis, nvis + nown);
+	e = rc_entry_new(w, next->name, next->namelen, rd->nvis, rd->nvis + nown);
 	if (!e) {
 		if (dir)
 			atomic_fetch_sub(&rc_nfds, next->ninst);
@@ -978,29 +1099,30 @@ static bool rc_remember(struct walk *w, struct un_obj *next, size_t nvis)
 	e->id = next->id;
 	e->fileid = next->fileid;
 	e->type = next->type;
+	e->open = rd->open;
+	e->opq = rd->opq;
 	e->obj = dir ? un_obj_get(next) : NULL; /* rc invariant 6 */
-	memcpy(e->st + nvis, w->nst, nown * sizeof(e->st[0]));
+	for (size_t j = 0; j < nown; j++)
+		e->st[rd->nvis + j] = rc_own_kept(w, &w->nst[j]);
 	atomic_fetch_add(&e->ref, 1);
-	rn_swap(w->ex, e, NULL);
-	rc_swap(w->ex, e->id, e, NULL);
+	rn_swap(w->ex, e, old);
+	rc_swap(w->ex, e->id, e, old);
 	return dir;
 }
 
-/* Remembers that NAME is absent from cur, by a lookup that read NVIS of
- * its instances (0: one it may not remember; rc invariant 9). */
-static void rc_remember_absent(struct walk *w, const char *name, size_t len, size_t nvis)
+/* Remembers that NAME is absent from cur, by a lookup that read what RD
+ * says (nvis 0: one it may not remember; rc invariant 9). */
+static void rc_remember_absent(struct walk *w, const char *name, size_t len,
+			       const struct lookup_read *rd)
 {
-	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
 	struct un_rc_entry *e;
 
-	if (w->have < nvis)
+	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis))
 		return;
-	for (size_t j = 0; j < nvis; j++)
-		if (w->cst[j].ctime >= limit)
-			return;
-	e = rc_entry_new(w, name, len, nvis, nvis);
+	e = rc_entry_new(w, name, len, rd->nvis, rd->nvis);
 	if (!e)
 		return;
+	e->open = rd->open;
 	rn_swap(w->ex, e, NULL);
 }
 
@@ -1024,19 +1146,19 @@ static void walk_advance(struct walk *w, struct un_obj *next, bool shared)
  * (rc invariant 2), and remembers the result if it may; W moves on to it. */
 static int walk_lookup(struct walk *w, const char *name, size_t len)
 {
+	struct lookup_read rd = {.stamps = w->nst};
 	struct un_obj *next;
-	size_t nvis = 0;
 	int err;
 
 	w->ntop_ok = false;
 	err = walk_stamps(w, w->cur->ninst);
 	if (!err)
-		err = lookup_in(w->ex, w->cur, name, len, &next, &nvis, w->nst);
-	if (err == -ENOENT && nvis)
-		rc_remember_absent(w, name, len, nvis);
+		err = lookup_in(w->ex, w->cur, name, len, &next, &rd);
+	if (err == -ENOENT && rd.nvis)
+		rc_remember_absent(w, name, len, &rd);
 	if (err)
 		return err;
-	walk_advance(w, next, rc_remember(w, next, nvis));
+	walk_advance(w, next, rc_remember(w, next, &rd, NULL));
 	return 0;
 }
 

@@ -481,6 +481,223 @@ static void test_resolve_cache_follows_changes(void **state)
 	assert_int_equal(resolve_ninst(fx, t_id(fx, "a/b")), 1);
 }
 
+/* A directory's entry whose lookup read every instance of its parent
+ * (rc invariant 2) misses once the parent has an instance more below
+ * them, which that lookup would read too: a/b gains l3's instance, and a
+ * name remembered absent in a/b appears in it (settle time 0; each change
+ * waits out a tick). */
+static void test_resolve_cache_parent_gains_layer(void **state)
+{
+	struct fx *fx = *state;
+	un_id b;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/a/b/x", "x");
+	t_file(fx, "l2/a/b/y", "y");
+	t_mkdir(fx, "l3");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	b = t_id(fx, "a/b");
+	usleep(20000);
+	assert_int_equal(resolve_ninst(fx, b), 2); /* remembers a and a/b */
+	assert_int_equal(resolve_ninst(fx, b), 2);
+	assert_int_equal(t_lookup_rc(fx, "a/b/z"), -ENOENT); /* remembered absent */
+	usleep(20000);
+	t_file(fx, "l3/a/b/z", "z");
+	assert_int_equal(resolve_ninst(fx, b), 3);
+	assert_int_equal(t_lookup_rc(fx, "a/b/z"), 0);
+	t_list_eq(fx, "a/b", "x,y,z");
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
+/* Opens and getxattr calls of one resolve of ID to a view (no dup of the
+ * cache's descriptors), which gives NINST instances. */
+static void resolve_calls(struct fx *fx, un_id id, int ninst, unsigned long *opens,
+			  unsigned long *xattrs)
+{
+	unsigned long o = un_sys_calls(UN_SYS_OPEN), x = un_sys_calls(UN_SYS_XATTR);
+	struct un_obj *v;
+
+	assert_int_equal(un_resolve_view(fx->ex, id, &v), 0);
+	assert_int_equal(v->ninst, ninst);
+	un_obj_put(v);
+	*opens = un_sys_calls(UN_SYS_OPEN) - o;
+	*xattrs = un_sys_calls(UN_SYS_XATTR) - x;
+}
+
+#define SETTLE_TEST_NS 100000000ll /* 100 ms */
+#define SETTLE_WAIT_US 150000
+
+/* A directory whose own instance's ctime moves (entries made and removed
+ * in it) stays in the resolve cache (rc invariant 11): a hop re-reads
+ * only the instance's opaque flag (the two getxattr of an upper instance)
+ * and opens nothing, whether the entry was made settled or not; once the
+ * ctime has settled the entry is replaced and a hop reads nothing again.
+ * A view of the directory gives its fresh stat. */
+static void test_resolve_cache_dir_ctime_moves(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	struct un_obj *o, *f;
+	struct un_attr a;
+	struct stat st;
+	un_id d;
+
+	un_lookup_test_settle_ns(SETTLE_TEST_NS);
+	t_file(fx, "u/d/x", "x");
+	t_file(fx, "l1/d/y", "y");
+	t_mkdir(fx, "l2");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1:l2", "u", "w");
+	d = t_id(fx, "d");
+	usleep(SETTLE_WAIT_US);
+	resolve_calls(fx, d, 2, &opens, &xattrs); /* remembers d, settled */
+	assert_true(opens > 0);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 0);
+	/* a name made in d's upper instance: only its flag is read again */
+	t_file(fx, "u/d/new", "n");
+	for (int i = 0; i < 2; i++) {
+		resolve_calls(fx, d, 2, &opens, &xattrs);
+		assert_int_equal(opens, 0);
+		assert_int_equal(xattrs, 2);
+	}
+	/* settled: the entry is made again with the new ctime */
+	usleep(SETTLE_WAIT_US);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(xattrs, 2);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 0);
+	/* an entry first made while d's ctime moves (RC_UNSETTLED) */
+	t_export(fx, "l1:l2", "u", "w");
+	t_rm(fx, "u/d/new");
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_true(opens > 0);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 2);
+	/* a create and a remove through the engine: the view's stat is the
+	 * upper instance's as it is after them */
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	assert_int_equal(un_create(fx->ex, o, "c", 0644, true, NULL, &f), 0);
+	un_obj_put(f);
+	un_obj_put(o);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	assert_int_equal(un_remove(fx->ex, o, "c"), 0);
+	un_obj_put(o);
+	assert_int_equal(un_resolve_view(fx->ex, d, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	un_obj_put(o);
+	assert_int_equal(stat(t_path(fx, "u/d"), &st), 0);
+	assert_int_equal(a.ctime.tv_sec, st.st_ctim.tv_sec);
+	assert_int_equal(a.ctime.tv_nsec, st.st_ctim.tv_nsec);
+	assert_int_equal(a.mtime.tv_nsec, st.st_mtim.tv_nsec);
+	t_list_eq(fx, "d", "x,y");
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
+/* Directory DIR (instances u/DIR, l1/DIR) gets the opaque xattr on its
+ * upper instance, set on the layer with no other change: the next resolve
+ * and lookup see the lower entries gone, with SETTLE as the settle time.
+ * TOUCH: a name is made in u/DIR just before the cache remembers it, so
+ * the entry is made with its ctime unsettled and the xattr comes within
+ * the same timestamp tick. */
+static void opaque_set_on_upper(struct fx *fx, const char *dir, long long settle,
+				bool touch)
+{
+	char p[64], want[64];
+	un_id d;
+
+	un_lookup_test_settle_ns(settle);
+	d = t_id(fx, dir);
+	if (touch) {
+		snprintf(p, sizeof(p), "u/%s/t", dir);
+		t_file(fx, p, "t");
+	}
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	snprintf(p, sizeof(p), "%s/y", dir);
+	assert_int_equal(t_lookup_rc(fx, p), 0);
+	if (!touch)
+		usleep(20000); /* a settled ctime: the change waits out a tick */
+	snprintf(p, sizeof(p), "u/%s", dir);
+	t_xattr(fx, p, "trusted.overlay.opaque", "y");
+	assert_int_equal(resolve_ninst(fx, d), 1);
+	snprintf(p, sizeof(p), "%s/y", dir);
+	assert_int_equal(t_lookup_rc(fx, p), -ENOENT);
+	snprintf(want, sizeof(want), "%sx", touch ? "t," : "");
+	t_list_eq(fx, dir, want);
+}
+
+static void test_resolve_cache_opaque_on_upper(void **state)
+{
+	struct fx *fx = *state;
+	static const char *const dirs[] = {"d0", "d1", "d2", "d3"};
+	char p[64];
+
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "u/%s/x", dirs[i]);
+		t_file(fx, p, "x");
+		snprintf(p, sizeof(p), "l1/%s/y", dirs[i]);
+		t_file(fx, p, "y");
+	}
+	t_mkdir(fx, "l2");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1:l2", "u", "w");
+	usleep(SETTLE_WAIT_US);
+	opaque_set_on_upper(fx, "d0", 0, false);
+	opaque_set_on_upper(fx, "d1", LLONG_MAX, false);
+	opaque_set_on_upper(fx, "d2", SETTLE_TEST_NS, true);
+	opaque_set_on_upper(fx, "d3", 0, true);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
+/* The opaque flags of lower instances, re-read when only their ctime
+ * moved: an OCI ".wh..wh..opq" made in a middle instance cuts the stack
+ * there; the flag of the last instance, which no lookup reads (no layer of
+ * the parent below it), changes nothing; removing the flag that cut the
+ * stack brings the instances below back (settle time 0; each change
+ * waits out a tick). */
+static void test_resolve_cache_lower_opaque(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	un_id d;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "l1/d/x", "x");
+	t_file(fx, "l2/d/y", "y");
+	t_file(fx, "l3/d/z", "z");
+	t_export(fx, "l1:l2:l3", NULL, NULL);
+	d = t_id(fx, "d");
+	usleep(20000);
+	assert_int_equal(resolve_ninst(fx, d), 3);
+	usleep(20000);
+	t_file(fx, "l2/d/.wh..wh..opq", "");
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	t_list_eq(fx, "d", "x,y");
+	usleep(20000);
+	t_rm(fx, "l2/d/.wh..wh..opq");
+	assert_int_equal(resolve_ninst(fx, d), 3);
+	usleep(20000);
+	t_xattr(fx, "l3/d", "trusted.overlay.opaque", "y");
+	resolve_calls(fx, d, 3, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 0); /* nothing read of the last */
+	usleep(20000);
+	t_xattr(fx, "l2/d", "trusted.overlay.opaque", "y");
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	usleep(20000);
+	assert_int_equal(lremovexattr(t_path(fx, "l2/d"), "trusted.overlay.opaque"), 0);
+	assert_int_equal(resolve_ninst(fx, d), 3);
+	t_list_eq(fx, "d", "x,y,z");
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* How many opens resolving ID (0 expected) takes. */
 static unsigned long resolve_opens(struct fx *fx, un_id id)
 {
@@ -736,6 +953,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_follows_changes, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_file_cache_follows_changes, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_parent_gains_layer,
+					    t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_dir_ctime_moves, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_opaque_on_upper, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_lower_opaque, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_views_follow_changes, t_setup,
 					    t_teardown),
