@@ -364,6 +364,14 @@ static void test_record_follows_kernel(void **state)
 	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
 	assert_true(handler_record_true);
 	assert_true(record_true());
+	/* a raw change is beyond the record until un_ident_forget */
+	syscall(SYS_setfsgid, 4242);
+	assert_false(record_true());
+	un_ident_forget();
+	assert_true(record_true());
+	syscall(SYS_setfsgid, req.cred.gid);
+	un_ident_forget();
+	assert_true(record_true());
 	free(lots);
 }
 
