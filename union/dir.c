@@ -9,7 +9,8 @@
  *      by node id; a cross-directory rename first takes ex->rename_lock, as
  *      the VFS serialises those, so its loop check stays true);
  *   3. look the names up in the merged view and decide as the same system
- *      call on an overlayfs mount would: same errno, same order of checks;
+ *      call on an overlayfs mount would: same errno, same order of checks
+ *      (in a directory that merges nothing, its upper decides: invariant 6);
  *   4. copy up what must be in the upper: the parent directories, a
  *      non-directory that is linked or moved, and an existing file that an
  *      UNCHECKED create opens (create_existing);
@@ -82,6 +83,42 @@
  *     caller, and the kernel checks them.
  *  5. The node table learns of a change after it succeeded on disk, under
  *     the same directory locks.
+ *  6. A directory whose only instance is its upper one (upper_only: it is
+ *     in the upper and merges nothing below) shows exactly the names of
+ *     that instance less its white-outs, since un_lookup in it reads that
+ *     instance and no other (lookup.c walks DIR's own instances).  There
+ *     CREATE and REMOVE of one name decide from the upper alone, without
+ *     the merged lookup (step 3):
+ *     - upper_kind read with the engine's identity (upper_probe), as the
+ *       lookup reads layers, says what the lookup would: absent or a
+ *       white-out is absent from the merged view, anything else present.
+ *       A probe that fails goes the merged way, so errors stay the
+ *       lookup's; so does a CREATE that finds the name present (an
+ *       existing object's checks need its object).
+ *       (create_in reads the kind as the caller: the two differ only on a
+ *       user.* white-out xattr the caller may not read, which the caller's
+ *       read took for an entry, failing a create with -EEXIST where the
+ *       merged view shows nothing.)
+ *     - REMOVE of a present non-directory is a plain unlinkat, as
+ *       remove_nondir decides: no lower instance can show through
+ *       (un_lower_has finds none) and the entry is the upper's.
+ *     - CREATE without a verifier first makes the object as the caller
+ *       (nb_make): that succeeds only where the upper holds nothing, which
+ *       is where create_in would make the same object after reading the
+ *       kind; any failure reads the kind and goes on as create_in, with
+ *       the failure as the answer where the name was absent after all.
+ *     - The new object is built from what this call made (made_obj) under
+ *       the directory's lock, instead of a lookup: the name is opened and
+ *       read once as the lookup opens it, and the table gets the lookup's
+ *       observation (one instance, in the upper: un_links_of).  The
+ *       lookup's white-out probes are left out: the object is a fresh
+ *       mknod, mkdir, symlink or device, or a rename of one from the work
+ *       dir, carrying no overlay xattr, and no other request changes the
+ *       names of the directory while its lock is held (a change made to
+ *       the upper behind the server's back races with any lookup alike).
+ *       That lookup could not have filled the resolve cache: the
+ *       directory's ctime had just changed, so it was never settled
+ *       (lookup.c, rc invariant 3).
  *
  * EXCLUSIVE create keeps the client's verifier in the new file's atime and
  * mtime seconds, as knfsd does: it lives exactly as long as the client needs
@@ -276,6 +313,27 @@ static int upper_kind(int udir, const char *name)
 	return err == UN_SEEN_WHITEOUT ? UP_WHITEOUT
 	       : err == UN_SEEN_DIR    ? UP_DIR
 				       : UP_OTHER;
+}
+
+/* Whether DIR's names are those of its upper instance alone, less its
+ * white-outs (invariant 6): DIR is in the upper and merges nothing below.
+ * The dots are left to un_lookup. */
+static bool upper_only(const struct un_export *ex, const struct un_obj *dir,
+		       const char *name)
+{
+	return dir->ninst == 1 && un_obj_upper(ex, dir) && !is_dots(name);
+}
+
+/* upper_kind read with the engine's identity, as un_lookup reads layers. */
+static int upper_probe(int udir, const char *name)
+{
+	struct un_creds saved;
+	int kind;
+
+	un_sys_creds_override(&saved);
+	kind = upper_kind(udir, name);
+	un_sys_creds_revert(&saved);
+	return kind;
 }
 
 /* What one lower layer holds under a name. */
@@ -497,6 +555,13 @@ static int nb_make(int dirfd, const char *name, const struct newobj *nb)
 		return un_sys_link_fd(nb->linkfd, dirfd, name);
 	switch (nb->mode & S_IFMT) {
 	case S_IFREG:
+		/* mknod(2) of a regular file is the filesystem's create, as
+		 * open(O_CREAT|O_EXCL) is (and as knfsd and overlayfs call it),
+		 * without a descriptor to close.  Where it is refused (a seccomp
+		 * filter), the open gives the answer. */
+		fd = un_sys_mknodat(dirfd, name, S_IFREG | (nb->mode & 07777), 0);
+		if (fd != -EPERM && fd != -ENOSYS)
+			return fd;
 		fd = un_sys_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
 				   nb->mode & 07777);
 		un_sys_close(fd);
@@ -511,7 +576,17 @@ static int nb_make(int dirfd, const char *name, const struct newobj *nb)
 }
 
 /* The process umask may have dropped permission bits the caller asked for:
- * NFS has no umask (the client applied its own), so the mode is exact. */
+ * NFS has no umask (the client applied its own), so the mode is exact.  FD
+ * (O_PATH) is the new object, ST its stat. */
+static int nb_fix_mode_fd(int fd, const struct stat *st, const struct newobj *nb)
+{
+	if (nb->linkfd >= 0 || S_ISLNK(nb->mode) ||
+	    (st->st_mode & 0777) == (nb->mode & 0777))
+		return 0;
+	return un_sys_chmod_fd(fd, (st->st_mode & 07000) | (nb->mode & 0777));
+}
+
+/* The same for the new object NAME of UDIR. */
 static int nb_fix_mode(int udir, const char *name, const struct newobj *nb)
 {
 	struct stat st;
@@ -525,7 +600,7 @@ static int nb_fix_mode(int udir, const char *name, const struct newobj *nb)
 	fd = un_sys_open_beneath(udir, name, O_PATH);
 	if (fd < 0)
 		return fd;
-	err = un_sys_chmod_fd(fd, (st.st_mode & 07000) | (nb->mode & 0777));
+	err = nb_fix_mode_fd(fd, &st, nb);
 	un_sys_close(fd);
 	return err;
 }
@@ -671,14 +746,131 @@ static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist
 	return err;
 }
 
+/* An object of one instance, FD (ownership moves to it on success), the
+ * entry NAME (LEN) of DIR's upper instance that stat ST describes; its node
+ * from the table as a lookup's observation of it gives it (lookup_obj). */
+static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *name,
+		    size_t len, int fd, const struct stat *st, struct un_obj **out)
+{
+	uint16_t layer = dir->inst[0].layer;
+	struct un_devino di = {.dev = st->st_dev, .ino = st->st_ino};
+	struct un_node_obs obs = {
+	    .root = ex->root_id,
+	    .parent = dir->id,
+	    .name = name,
+	    .namelen = len,
+	    .type = st->st_mode & S_IFMT,
+	    .inst = &di,
+	    .ninst = 1,
+	    .links = un_links_of(ex, layer, st),
+	};
+	struct un_obj *o;
+	un_id id, fileid;
+	int err = un_node_assign(ex->st, &obs, 1, &id, &fileid);
+
+	if (err)
+		return err;
+	/* Room for one instance more, as lookup.c's objects (a copy-up's). */
+	o = un_sys_calloc(1, sizeof(*o) + 2 * sizeof(o->inst[0]));
+	if (!o)
+		return -ENOMEM;
+	atomic_init(&o->ref, 1);
+	o->cap = 2;
+	o->id = id;
+	o->fileid = fileid;
+	o->parent = dir->id;
+	o->type = obs.type;
+	o->namelen = (uint16_t)len;
+	memcpy(o->name, name, len);
+	o->inst[0] = (struct un_inst){.fd = fd, .layer = layer};
+	o->ninst = 1;
+	*out = o;
+	return 0;
+}
+
+/* The object NB became at NAME (LEN) of upper-only DIR, made by this call
+ * under DIR's lock: opened and read once as un_lookup would, without its
+ * white-out probes (invariant 6); its mode made exact when FIX. */
+static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
+		    size_t len, const struct newobj *nb, bool fix, struct un_obj **out)
+{
+	struct stat st;
+	int fd, err;
+
+	fd = un_sys_open_beneath(dir->inst[0].fd, name, O_PATH);
+	if (fd < 0)
+		return fd;
+	err = un_sys_fstat(fd, &st);
+	if (!err && fix)
+		err = nb_fix_mode_fd(fd, &st, nb);
+	if (!err)
+		err = obj_made(ex, dir, name, len, fd, &st, out);
+	if (err)
+		un_sys_close(fd);
+	return err;
+}
+
+/* Creates NB at NAME (LEN) of DIR where DIR's upper instance alone decides
+ * (invariant 6); *out gets the new object.  1 when the merged way must
+ * decide: DIR merges lower instances, or NAME holds an entry (the checks
+ * of an existing object need its object) or could not be read (the lookup
+ * gives its own answer). */
+static int create_fast(struct un_export *ex, struct un_obj *dir, const char *name,
+		       size_t len, const struct newobj *nb, struct un_obj **out)
+{
+	int udir = dir->inst[0].fd, kind, err = 0;
+
+	if (!upper_only(ex, dir, name))
+		return 1;
+	/* Made where the upper holds nothing, as create_in would make it after
+	 * reading the kind; it fails wherever anything is there, and then the
+	 * kind decides as before. */
+	if (!nb->verf) {
+		err = nb_make(udir, name, nb);
+		if (!err)
+			return made_obj(ex, dir, name, len, nb, true, out);
+	}
+	kind = upper_probe(udir, name);
+	if (kind != UP_ABSENT && kind != UP_WHITEOUT)
+		return 1;
+	if (kind == UP_ABSENT && !nb->verf)
+		return err; /* what making it answered */
+	err = create_over(ex, dir, name, nb, kind == UP_WHITEOUT);
+	return err ? err : made_obj(ex, dir, name, len, nb, false, out);
+}
+
+/* create_obj's decision in the merged view: *out gets the existing object
+ * (create_existing) or the new one (*made set). */
+static int create_merged(struct un_export *ex, struct un_obj *dir, const char *name,
+			 const struct newobj *nb, enum on_exist how,
+			 const struct un_sattr *sa, struct un_obj **out, bool *made)
+{
+	struct un_obj *c = NULL;
+	int err = lookup_opt(ex, dir, name, &c);
+
+	if (!err && c) {
+		err = create_existing(ex, c, how, nb, sa, out);
+	} else if (!err) {
+		*made = true;
+		err = un_copyup(ex, dir);
+		if (!err)
+			err = create_in(ex, dir, name, nb);
+		if (!err)
+			err = un_lookup(ex, dir, name, out);
+	}
+	un_obj_put(c);
+	return err;
+}
+
 /* Creates NB at NAME in DIR (see un_create for HOW and SA); *out (may be
  * NULL) gets the object. */
 static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name,
 		      const struct newobj *nb, enum on_exist how,
 		      const struct un_sattr *sa, struct un_obj **out)
 {
-	struct un_obj *c = NULL, *o = NULL;
+	struct un_obj *o = NULL;
 	struct nslocks l;
+	bool made = true;
 	size_t len;
 	int err;
 
@@ -688,20 +880,14 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
-	err = lookup_opt(ex, dir, name, &c);
-	if (!err && c)
-		err = create_existing(ex, c, how, nb, sa, &o);
-	else if (!err) {
-		err = un_copyup(ex, dir);
-		if (!err)
-			err = create_in(ex, dir, name, nb);
-		if (!err)
-			err = un_lookup(ex, dir, name, &o);
-		if (!err && sa)
-			err = un_setattr_nosync(ex, o, sa);
+	err = create_fast(ex, dir, name, len, nb, &o);
+	if (err == 1) {
+		made = false;
+		err = create_merged(ex, dir, name, nb, how, sa, &o, &made);
 	}
+	if (!err && made && sa)
+		err = un_setattr_nosync(ex, o, sa);
 	ns_unlock(ex, &l);
-	un_obj_put(c);
 	/* The object before the entry that names it (design notes, step 7). */
 	if (!err)
 		err = un_sync_change(ex, o, dir);
@@ -795,9 +981,50 @@ static int remove_nondir(struct un_export *ex, struct un_obj *dir, struct un_obj
 	return err;
 }
 
-int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
+/* Removes the non-directory NAME of DIR where DIR's upper instance alone
+ * decides (invariant 6), as remove_nondir would: nothing below can show
+ * through, and the entry is in the upper.  1 when the merged way must
+ * decide (NAME could not be read: the lookup gives its own answer). */
+static int remove_fast(struct un_export *ex, struct un_obj *dir, const char *name)
+{
+	int udir, kind;
+
+	if (!upper_only(ex, dir, name))
+		return 1;
+	udir = dir->inst[0].fd;
+	kind = upper_probe(udir, name);
+	switch (kind) {
+	case UP_ABSENT:
+	case UP_WHITEOUT:
+		return -ENOENT;
+	case UP_DIR:
+		return -EISDIR;
+	case UP_OTHER:
+		return un_sys_unlinkat(udir, name, 0);
+	default:
+		return 1;
+	}
+}
+
+/* un_remove's decision in the merged view, and the removal. */
+static int remove_merged(struct un_export *ex, struct un_obj *dir, const char *name,
+			 size_t len)
 {
 	struct un_obj *c = NULL;
+	int err = un_lookup(ex, dir, name, &c);
+
+	if (!err && S_ISDIR(c->type))
+		err = -EISDIR;
+	if (!err)
+		err = un_copyup(ex, dir);
+	if (!err)
+		err = remove_nondir(ex, dir, c, name, len);
+	un_obj_put(c);
+	return err;
+}
+
+int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
+{
 	struct nslocks l;
 	size_t len;
 	int err;
@@ -808,17 +1035,12 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
-	err = un_lookup(ex, dir, name, &c);
-	if (!err && S_ISDIR(c->type))
-		err = -EISDIR;
-	if (!err)
-		err = un_copyup(ex, dir);
-	if (!err)
-		err = remove_nondir(ex, dir, c, name, len);
+	err = remove_fast(ex, dir, name);
+	if (err == 1)
+		err = remove_merged(ex, dir, name, len);
 	if (!err)
 		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
 	ns_unlock(ex, &l);
-	un_obj_put(c);
 	return err ? err : un_sync_change(ex, dir, NULL);
 }
 

@@ -550,6 +550,137 @@ static void test_create(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* ---- directories that merge nothing (dir.c invariant 6) ---- */
+
+/* Node and fileid of REL, as a lookup from the root gives them, are O's. */
+static void same_as_lookup(struct fx *fx, struct un_obj *o, const char *rel)
+{
+	struct un_obj *l = walk(fx, rel);
+	struct un_attr a, b;
+
+	assert_int_equal(un_obj_id(o), un_obj_id(l));
+	assert_int_equal(un_obj_type(o), un_obj_type(l));
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(un_getattr(fx->ex, l, &b), 0);
+	assert_int_equal(a.fileid, b.fileid);
+	assert_int_equal(a.mode, b.mode);
+	un_obj_put(l);
+}
+
+/* In a directory whose only instance is the upper one, CREATE and REMOVE
+ * decide from the upper: white-outs (both forms) are absent, a created
+ * object is the one a lookup finds, with its mode exact. */
+static void test_upper_only(void **state)
+{
+	static const uint8_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct fx *fx = *state;
+	struct un_sattr sa = {.set_size = true, .size = 0};
+	struct un_obj *d, *o = NULL, *o2 = NULL;
+	struct stat st;
+	un_id id;
+
+	t_file(fx, "u/p/old", "data");
+	t_chr0(fx, "u/p/wh");
+	t_file(fx, "u/p/xwh", "");
+	t_xattr(fx, "u/p/xwh", "trusted.overlay.whiteout", "y");
+	t_mkdir(fx, "u/p/sub");
+	w_export(fx);
+	d = walk(fx, "p");
+	t_list_eq(fx, "p", "old,sub");
+	umask(022); /* a mode the umask cut is made exact */
+	assert_int_equal(un_create(fx->ex, d, "f", 0666, true, NULL, &o), 0);
+	umask(0);
+	assert_int_equal(stat(t_path(fx, "u/p/f"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0666);
+	same_as_lookup(fx, o, "p/f");
+	id = un_obj_id(o);
+	un_obj_put(o);
+	/* present: GUARDED fails, UNCHECKED opens (truncating) */
+	assert_int_equal(un_create(fx->ex, d, "old", 0600, true, NULL, &o), -EEXIST);
+	assert_int_equal(un_create(fx->ex, d, "sub", 0600, true, NULL, &o), -EEXIST);
+	assert_int_equal(un_create(fx->ex, d, ".", 0600, true, NULL, &o), -EEXIST);
+	assert_int_equal(un_create(fx->ex, d, "old", 0600, false, &sa, &o), 0);
+	same_as_lookup(fx, o, "p/old");
+	un_obj_put(o);
+	assert_int_equal(stat(t_path(fx, "u/p/old"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	/* white-outs are absent: removing one leaves it */
+	assert_int_equal(un_remove(fx->ex, d, "wh"), -ENOENT);
+	assert_int_equal(un_remove(fx->ex, d, "xwh"), -ENOENT);
+	assert_int_equal(un_remove(fx->ex, d, "none"), -ENOENT);
+	assert_true(w_is_whiteout(fx, "u/p/wh"));
+	assert_string_equal(w_xattr(fx, "u/p/xwh", "trusted.overlay.whiteout"), "y");
+	assert_int_equal(un_remove(fx->ex, d, "sub"), -EISDIR);
+	assert_int_equal(un_remove(fx->ex, d, "."), -EISDIR);
+	/* and making a name over one replaces it */
+	assert_int_equal(un_create(fx->ex, d, "wh", 0640, true, NULL, &o), 0);
+	same_as_lookup(fx, o, "p/wh");
+	un_obj_put(o);
+	assert_int_equal(lstat(t_path(fx, "u/p/wh"), &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(un_mkdir(fx->ex, d, "xwh", 0750, &o), 0);
+	same_as_lookup(fx, o, "p/xwh");
+	un_obj_put(o);
+	assert_string_equal(w_xattr(fx, "u/p/xwh", "trusted.overlay.opaque"), "y");
+	/* an exclusive create and its retransmission */
+	assert_int_equal(un_create_verf(fx->ex, d, "v", v, &o), 0);
+	same_as_lookup(fx, o, "p/v");
+	assert_int_equal(un_create_verf(fx->ex, d, "v", v, &o2), 0);
+	assert_int_equal(un_obj_id(o2), un_obj_id(o));
+	un_obj_put(o);
+	un_obj_put(o2);
+	assert_int_equal(un_symlink(fx->ex, d, "sl", "old", &o), 0);
+	same_as_lookup(fx, o, "p/sl");
+	un_obj_put(o);
+	assert_int_equal(un_mkdir(fx->ex, d, "nd", 0700, &o), 0);
+	same_as_lookup(fx, o, "p/nd");
+	un_obj_put(o);
+	/* a removed name's node is forgotten */
+	assert_int_equal(un_remove(fx->ex, d, "f"), 0);
+	assert_false(w_exists(fx, "u/p/f"));
+	stale(fx, id);
+	assert_int_equal(un_remove(fx->ex, d, "sl"), 0);
+	un_obj_put(d);
+	t_list_eq(fx, "p", "nd,old,sub,v,wh,xwh");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+/* w_teardown, and the thread synchronous again after a test that failed
+ * while it was not. */
+static int w_teardown_sync(void **state)
+{
+	un_thread_sync(true);
+	return w_teardown(state);
+}
+
+/* What they cost there: a create makes the file and reads it once (no
+ * white-out probes of a file it made), a remove reads the name once. */
+static void test_upper_only_cost(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *d, *o = NULL;
+
+	t_mkdir(fx, "u/p");
+	w_export(fx);
+	d = walk(fx, "p");
+	un_thread_sync(false); /* no fsyncs counted */
+	un_sys_inject_reset();
+	assert_int_equal(un_create(fx->ex, d, "f", 0644, true, NULL, &o), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_MKNOD), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_OPEN), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_STAT), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_XATTR), 0);
+	un_obj_put(o);
+	un_sys_inject_reset();
+	assert_int_equal(un_remove(fx->ex, d, "f"), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_OPEN), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_STAT), 1);
+	assert_int_equal(un_sys_calls(UN_SYS_XATTR), 2); /* an empty file */
+	assert_int_equal(un_sys_calls(UN_SYS_UNLINK), 1);
+	un_obj_put(d);
+}
+
 /* ---- durability: shared fsyncs ---- */
 
 /* What the fsync hook of test_sync_shared saw. */
@@ -1004,6 +1135,40 @@ static int sweep_link(struct fx *fx)
 	return rc;
 }
 
+/* A directory of the upper alone (invariant 6 of dir.c). */
+static void sweep_upper(struct fx *fx)
+{
+	t_file(fx, "u/p/a", "a");
+	t_chr0(fx, "u/p/gone");
+}
+
+static int sweep_create_in(struct fx *fx, const char *name)
+{
+	struct un_obj *d = NULL, *o = NULL;
+	int rc = t_walk(fx, "p", &d);
+
+	if (!rc)
+		rc = un_create(fx->ex, d, name, 0644, true, NULL, &o);
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static int sweep_create_upper(struct fx *fx)
+{
+	return sweep_create_in(fx, "new");
+}
+
+static int sweep_create_upper_over(struct fx *fx)
+{
+	return sweep_create_in(fx, "gone");
+}
+
+static int sweep_remove_upper(struct fx *fx)
+{
+	return rm(fx, "p", "a");
+}
+
 static int sweep_verf(struct fx *fx)
 {
 	static const uint8_t v[8] = {9, 8, 7, 6, 5, 4, 3, 2};
@@ -1085,6 +1250,9 @@ static void test_fault_sweeps(void **state)
 	     "both,gone,lower,pure,sub"},
 	    {sweep_layers, sweep_verf, "d", "both,lower,pure,sub",
 	     "both,gone,lower,pure,sub"},
+	    {sweep_upper, sweep_create_upper, "p", "a", "a,new"},
+	    {sweep_upper, sweep_create_upper_over, "p", "a", "a,gone"},
+	    {sweep_upper, sweep_remove_upper, "p", "a", ""},
 	};
 
 	for (size_t i = 0; i < sizeof(sweeps) / sizeof(sweeps[0]); i++)
@@ -1430,6 +1598,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_link_rename_remove, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_upper_only, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_upper_only_cost, w_setup,
+					    w_teardown_sync),
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared_error, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
