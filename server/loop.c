@@ -118,8 +118,10 @@
 #define RX_BUF_SIZE	      65536 /* one read(2); also the largest UDP datagram */
 #define MAX_EVENTS	      64
 #define RM_FIRST_CAP	      512 /* bytes: a record buffer's first size */
-#define BIND_RETRIES	      8	  /* tries for a TCP+UDP pair on one ephemeral port */
-#define UDP_SOCKBUF	      (4 * 1024 * 1024)
+#define RM_DIRECT_MIN                                                                    \
+	16384	       /* fragment bytes to come worth a read straight into the record */
+#define BIND_RETRIES 8 /* tries for a TCP+UDP pair on one ephemeral port */
+#define UDP_SOCKBUF  (4 * 1024 * 1024)
 
 enum src_kind { SRC_WAKE, SRC_JOBS, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
 
@@ -306,6 +308,37 @@ size_t srv_rm_feed(struct srv_rm *r, const uint8_t *p, size_t n, enum srv_rm_sta
 		}
 	}
 	return used;
+}
+
+uint8_t *srv_rm_direct(struct srv_rm *r, size_t *room)
+{
+	size_t step;
+
+	if (!r->in_frag || r->frag_left < RM_DIRECT_MIN)
+		return NULL;
+	/* The fragment's whole rest once a reader's buffer of the record has
+	 * arrived, before that one buffer's worth: a client holds memory only
+	 * for bytes it sent, give or take one read (invariant 7 bounds it). */
+	step = r->rec.len >= RX_BUF_SIZE ? r->frag_left : RX_BUF_SIZE;
+	if (step > r->frag_left)
+		step = r->frag_left;
+	if (!rm_grow(r, r->rec.len + step))
+		return NULL; /* srv_rm_feed meets the ENOMEM and says so */
+	*room = r->rec.cap - r->rec.len < r->frag_left ? r->rec.cap - r->rec.len
+						       : r->frag_left;
+	return r->rec.data + r->rec.len;
+}
+
+void srv_rm_direct_done(struct srv_rm *r, size_t n, enum srv_rm_status *st)
+{
+	r->rec.len += n;
+	r->frag_left -= (uint32_t)n;
+	*st = SRV_RM_MORE;
+	if (r->frag_left > 0)
+		return;
+	r->in_frag = false;
+	if (r->last)
+		*st = SRV_RM_RECORD;
 }
 
 /* ---- connections: references and the out queue ---- */
@@ -792,6 +825,38 @@ static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf
 	return true;
 }
 
+/* One read(2) of C, its records jobs on B (*OK false when C must close):
+ * the rest of a large fragment (a WRITE's data) goes straight into the
+ * record, other bytes through RX, from which feed_conn cuts the records. */
+static ssize_t read_conn(struct srv_loop *l, struct srv_conn *c, uint8_t *rx,
+			 struct batch *b, bool *ok)
+{
+	enum srv_rm_status st;
+	struct srv_buf record;
+	struct call_job *j;
+	size_t room;
+	uint8_t *dst = srv_rm_direct(&c->rm, &room);
+	ssize_t n;
+
+	if (!dst) {
+		n = read(c->fd, rx, RX_BUF_SIZE);
+		if (n > 0)
+			*ok = feed_conn(l, c, rx, (size_t)n, b);
+		return n;
+	}
+	n = read(c->fd, dst, room);
+	if (n <= 0)
+		return n;
+	srv_rm_direct_done(&c->rm, (size_t)n, &st);
+	if (st == SRV_RM_RECORD) {
+		srv_rm_take(&c->rm, &record);
+		j = new_call_job(l, c, -1, &c->peer, c->peerlen, &record);
+		if (j)
+			batch_add(b, j);
+	}
+	return n;
+}
+
 /* Ends the holder's read turn (invariant 3): re-armed when C may read on,
  * else parked.  True when parked: the caller drops the turn's reference once
  * it has unlocked.  Under c->lock. */
@@ -819,10 +884,8 @@ static struct srv_job *read_turn(struct srv_loop *l, struct srv_conn *c, uint8_t
 	ssize_t n;
 
 	atomic_load_explicit(&c->turns, memory_order_acquire);
-	n = read(c->fd, rx, RX_BUF_SIZE);
-	if (n > 0)
-		ok = feed_conn(l, c, rx, (size_t)n, &b);
-	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+	n = read_conn(l, c, rx, &b, &ok);
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
 		ok = false;
 	pthread_mutex_lock(&c->lock);
 	c->inflight += b.n;

@@ -941,16 +941,18 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 
 /* ---- the table ---- */
 
-#define NFS3_PROC_ENC(NAME, handler_fn, idem, encoder)                                   \
+#define NFS3_PROC_XDR(NAME, handler_fn, idem, decoder, encoder)                          \
 	[NFSPROC3_##NAME] = {                                                            \
 	    .name = #NAME,                                                               \
-	    .decode_args = (xdrproc_t)xdr_##NAME##3args,                                 \
+	    .decode_args = (xdrproc_t)decoder,                                           \
 	    .args_size = sizeof(NAME##3args),                                            \
 	    .encode_res = (xdrproc_t)encoder,                                            \
 	    .res_size = sizeof(NAME##3res),                                              \
 	    .handler = handler_fn,                                                       \
 	    .idempotent = idem,                                                          \
 	}
+#define NFS3_PROC_ENC(NAME, handler_fn, idem, encoder)                                   \
+	NFS3_PROC_XDR(NAME, handler_fn, idem, xdr_##NAME##3args, encoder)
 #define NFS3_PROC(NAME, handler_fn, idem)                                                \
 	NFS3_PROC_ENC(NAME, handler_fn, idem, xdr_##NAME##3res)
 
@@ -971,7 +973,7 @@ static const struct srv_proc nfs3_procs[] = {
     NFS3_PROC(ACCESS, nfs3_access, true),
     NFS3_PROC(READLINK, nfs3_readlink, true),
     NFS3_PROC_ENC(READ, nfs3_read, true, nfs3_xdr_read_res),
-    NFS3_PROC(WRITE, nfs3_write, true),
+    NFS3_PROC_XDR(WRITE, nfs3_write, true, nfs3_xdr_write_args, xdr_WRITE3res),
     NFS3_PROC(CREATE, nfs3_create, false),
     NFS3_PROC(MKDIR, nfs3_mkdir, false),
     NFS3_PROC(SYMLINK, nfs3_symlink, false),

@@ -511,6 +511,14 @@ void srv_rm_init(struct srv_rm *r, size_t max);
  * with srv_rm_take), SRV_RM_TOOBIG when the record would exceed r->max (the
  * stream is unusable), else SRV_RM_MORE.  On ENOMEM it also says TOOBIG. */
 size_t srv_rm_feed(struct srv_rm *r, const uint8_t *p, size_t n, enum srv_rm_status *st);
+/* Where the rest of the current fragment may be read straight into the
+ * record (*ROOM bytes there; no more than the fragment holds), or NULL:
+ * no fragment of RM_DIRECT_MIN bytes or more under way, or no memory.  The
+ * buffer grows as srv_rm_feed's does: at most one reader's buffer ahead of
+ * what arrived until that much has. */
+uint8_t *srv_rm_direct(struct srv_rm *r, size_t *room);
+/* Counts N bytes read at srv_rm_direct's address; *ST as srv_rm_feed's. */
+void srv_rm_direct_done(struct srv_rm *r, size_t n, enum srv_rm_status *st);
 /* Moves the complete record out into *OUT and resets R for the next one. */
 void srv_rm_take(struct srv_rm *r, struct srv_buf *out);
 void srv_rm_free(struct srv_rm *r);

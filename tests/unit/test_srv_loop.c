@@ -91,6 +91,64 @@ static void test_rm_fragments(void **state)
 	}
 }
 
+/* A large fragment read straight into the record (srv_rm_direct), after
+ * its first bytes came through srv_rm_feed and until its last 16 KiB (those
+ * go through the reader's buffer again, with whatever follows them in the
+ * same read): the record is the bytes sent,
+ * no read may pass the fragment's end, and the buffer is never more than
+ * one reader's buffer (64 KiB) ahead of what arrived until 64 KiB have. */
+static void test_rm_direct(void **state)
+{
+	enum { SIZE = 300000, FIRST = 1000, CHUNK = 7000 };
+	uint8_t *data = malloc(SIZE), hdr[4];
+	uint32_t mark = htonl(0x80000000u | SIZE);
+	enum srv_rm_status st = SRV_RM_MORE;
+	struct srv_buf rec;
+	struct srv_rm r;
+	size_t sent = FIRST, room, n;
+	uint8_t *dst;
+
+	(void)state;
+	assert_non_null(data);
+	for (size_t i = 0; i < SIZE; i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	memcpy(hdr, &mark, 4);
+	srv_rm_init(&r, SRV_MAX_RECORD);
+	assert_int_equal(srv_rm_feed(&r, hdr, 4, &st), 4);
+	assert_int_equal(srv_rm_feed(&r, data, FIRST, &st), FIRST);
+	while (st != SRV_RM_RECORD) {
+		dst = srv_rm_direct(&r, &room);
+		if (!dst) { /* the fragment's last bytes: through the reader's buffer */
+			assert_true(SIZE - sent < 16384);
+			assert_int_equal(srv_rm_feed(&r, data + sent, SIZE - sent, &st),
+					 SIZE - sent);
+			sent = SIZE;
+			break;
+		}
+		assert_true(room > 0 && room <= SIZE - sent);
+		if (sent < 65536)
+			assert_true(r.rec.cap <= 2 * (sent + 65536));
+		n = room < CHUNK ? room : CHUNK;
+		memcpy(dst, data + sent, n);
+		srv_rm_direct_done(&r, n, &st);
+		sent += n;
+	}
+	assert_int_equal(sent, SIZE);
+	/* nothing of a next record is under way: the reader's buffer again */
+	assert_null(srv_rm_direct(&r, &room));
+	srv_rm_take(&r, &rec);
+	assert_int_equal(rec.len, SIZE);
+	assert_memory_equal(rec.data, data, SIZE);
+	srv_buf_free(&rec);
+	/* a small fragment goes through the reader's buffer */
+	mark = htonl(0x80000000u | 100);
+	memcpy(hdr, &mark, 4);
+	assert_int_equal(srv_rm_feed(&r, hdr, 4, &st), 4);
+	assert_null(srv_rm_direct(&r, &room));
+	srv_rm_free(&r);
+	free(data);
+}
+
 static void test_rm_oversize(void **state)
 {
 	uint8_t stream[64], data[40] = {0};
@@ -761,6 +819,7 @@ int main(void)
 	const struct CMUnitTest rm_tests[] = {
 	    cmocka_unit_test(test_rm_fragments),
 	    cmocka_unit_test(test_rm_oversize),
+	    cmocka_unit_test(test_rm_direct),
 	    cmocka_unit_test(test_pool_slow_job),
 	    cmocka_unit_test(test_pool_free_runs_all),
 	};
