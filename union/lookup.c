@@ -64,6 +64,23 @@
  *     entry (node.c invariant 10): no rename, removal or relink since, so
  *     the node still has that parent and name.  A new node (un_node_assign
  *     moves no epoch) needs a change in a layer dir, which rule 2 sees.
+ *     A directory's entry also holds for a hop of un_resolve's walk
+ *     (walk_hop) whose record of the node, read from the table after the
+ *     walk's epoch (or from entries of that epoch, rule 8), names the
+ *     entry's parent and name: every REMOVE moves the epoch, and a client
+ *     working in one directory would have its path walked through every
+ *     layer on every call.  The table says the node has that parent and
+ *     name now; a lookup of that name finding the same instances (rule 2)
+ *     is given that node, as un_node_assign keeps the node a name maps to
+ *     while its object is not replaced (node.c invariant 10), and a
+ *     directory has one name: no links, no groups, so no change of the
+ *     table alone gives its name another node or fileid (its copy-up keeps
+ *     the node and adds an entry to the parent's upper instance; a rename
+ *     or removal changes a layer before the table).  Not so for a
+ *     non-directory, whose name a copy-up of another name may give a new
+ *     node and fileid with no change in its directory (node.c invariant
+ *     9), nor for the name index (rule 7), which has no record to compare:
+ *     both keep the epoch.
  *  2. Every stamp is equal now (a directory's own ones: or the flags they
  *     cover read again, rule 11).  A lookup of a name in a directory reads
  *     only the parent instances it visited (their entries: the name, its
@@ -878,11 +895,25 @@ static int walk_stamps(struct walk *w, size_t n)
 	return 0;
 }
 
-/* Whether what E's lookup read of cur is unchanged: the same table epoch,
- * the same parent and the stamps of the parent's instances it read. */
-static bool rc_valid_parent(struct walk *w, const struct un_rc_entry *e)
+/* Whether the node table still gives E's node E's parent and name: the
+ * epoch is E's, or E is a directory's and HOP, the table's record of its
+ * node read after W's epoch, names E's parent and name (rc invariant 1). */
+static bool rc_same_name(const struct walk *w, const struct un_rc_entry *e,
+			 const struct un_node_hop *hop)
 {
-	if (e->epoch != w->epoch || e->parent != w->cur->id || e->nvis == 0 ||
+	if (e->epoch == w->epoch)
+		return true;
+	return hop && e->obj && hop->id == e->id && hop->parent == e->parent &&
+	       hop->namelen == e->namelen && !memcmp(hop->name, e->name, e->namelen);
+}
+
+/* Whether what E's lookup read of cur is unchanged: the node's name in the
+ * table (HOP: its record, or NULL), the same parent and the stamps of the
+ * parent's instances it read. */
+static bool rc_valid_parent(struct walk *w, const struct un_rc_entry *e,
+			    const struct un_node_hop *hop)
+{
+	if (!rc_same_name(w, e, hop) || e->parent != w->cur->id || e->nvis == 0 ||
 	    e->nvis > w->cur->ninst || (e->open && e->nvis != w->cur->ninst) ||
 	    walk_stamps(w, e->nvis))
 		return false;
@@ -1005,13 +1036,14 @@ static bool rc_hit_file(struct walk *w, const struct un_rc_entry *e, struct un_o
 }
 
 /* What looking E's name up in cur would give now, from E, if E still
- * holds: *NEXT (a reference of the caller's; *SHARED when it is the
- * cache's object; NULL for a negative entry: absent) and its stamps in
- * W->nst.  Any failure is a miss. */
-static bool rc_hit(struct walk *w, const struct un_rc_entry *e, struct un_obj **next,
-		   bool *shared)
+ * holds (HOP: the table's record of E's node, or NULL): *NEXT (a reference
+ * of the caller's; *SHARED when it is the cache's object; NULL for a
+ * negative entry: absent) and its stamps in W->nst.  Any failure is a
+ * miss. */
+static bool rc_hit(struct walk *w, const struct un_rc_entry *e,
+		   const struct un_node_hop *hop, struct un_obj **next, bool *shared)
 {
-	if (!rc_valid_parent(w, e))
+	if (!rc_valid_parent(w, e, hop))
 		return false;
 	*shared = e->obj != NULL;
 	if (e->id == UN_ID_NONE) {
@@ -1163,9 +1195,10 @@ static int walk_lookup(struct walk *w, const char *name, size_t len)
 }
 
 /* Moves W on from the cache's entry E if it holds (a reference of the
- * caller's, which this drops): 1, or -ENOENT from a negative entry; 0 for
- * a miss, and a stale entry leaves its slots. */
-static int walk_cached(struct walk *w, struct un_rc_entry *e)
+ * caller's, which this drops; HOP as rc_hit says): 1, or -ENOENT from a
+ * negative entry; 0 for a miss, and a stale entry leaves its slots. */
+static int walk_cached(struct walk *w, struct un_rc_entry *e,
+		       const struct un_node_hop *hop)
 {
 	struct un_obj *next = NULL;
 	bool shared = false;
@@ -1173,7 +1206,7 @@ static int walk_cached(struct walk *w, struct un_rc_entry *e)
 
 	if (!e)
 		return 0;
-	if (!rc_hit(w, e, &next, &shared)) {
+	if (!rc_hit(w, e, hop, &next, &shared)) {
 		rn_swap(w->ex, NULL, e); /* stale: its descriptors go */
 		if (e->id != UN_ID_NONE)
 			rc_swap(w->ex, e->id, NULL, e);
@@ -1193,7 +1226,7 @@ static int walk_hop(struct walk *w, const struct un_node_hop *hop)
 	size_t len;
 	int err;
 
-	if (walk_cached(w, rc_get(w->ex, hop->id)) == 1)
+	if (walk_cached(w, rc_get(w->ex, hop->id), hop) == 1)
 		return 0; /* (only the name index holds negative entries) */
 	if (!S_ISDIR(w->cur->type) || un_name_check(hop->name, &len) ||
 	    len != hop->namelen ||
@@ -1422,7 +1455,7 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 		memcpy(w.cst, dir->stamps, dir->ninst * sizeof(w.cst[0]));
 		w.have = dir->ninst;
 	}
-	err = walk_cached(&w, rn_get(ex, dir->id, name, len));
+	err = walk_cached(&w, rn_get(ex, dir->id, name, len), NULL);
 	if (err == 0)
 		err = walk_lookup(&w, name, len);
 	else if (err == 1)

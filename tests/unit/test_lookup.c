@@ -698,6 +698,56 @@ static void test_resolve_cache_lower_opaque(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* A directory's entry holds across changes of the node table elsewhere
+ * (every removal moves its epoch) while the table still gives its node the
+ * entry's parent and name (rc invariant 1): after a removal in another
+ * directory a resolve opens and reads nothing, after one in the directory
+ * itself it reads its upper instance's flag.  A rename in the table alone
+ * (no layer changes) is not taken: the node is looked for under its new
+ * name (settle time 0). */
+static void test_resolve_cache_table_changes(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	struct un_node_name from, to;
+	struct un_obj *o;
+	un_id d, e;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "u/d/x", "x");
+	t_file(fx, "u/d/z", "z");
+	t_file(fx, "l1/d/y", "y");
+	t_file(fx, "u/e/f", "f");
+	t_mkdir(fx, "l2");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1:l2", "u", "w");
+	d = t_id(fx, "d");
+	e = t_id(fx, "e");
+	usleep(20000);
+	resolve_calls(fx, d, 2, &opens, &xattrs); /* remembers d */
+	assert_int_equal(un_resolve(fx->ex, e, &o), 0);
+	assert_int_equal(un_remove(fx->ex, o, "f"), 0);
+	un_obj_put(o);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 0);
+	usleep(20000);
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	assert_int_equal(un_remove(fx->ex, o, "z"), 0);
+	un_obj_put(o);
+	resolve_calls(fx, d, 2, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(xattrs, 2);
+	t_list_eq(fx, "d", "x,y");
+	from = (struct un_node_name){fx->ex->root_id, "d", 1};
+	to = (struct un_node_name){fx->ex->root_id, "d2", 2};
+	assert_int_equal(un_node_rename(fx->st, d, &from, &to), 0);
+	assert_int_equal(resolve_ninst(fx, d), -ESTALE);
+	assert_int_equal(un_node_rename(fx->st, d, &to, &from), 0);
+	assert_int_equal(resolve_ninst(fx, d), 2);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* How many opens resolving ID (0 expected) takes. */
 static unsigned long resolve_opens(struct fx *fx, un_id id)
 {
@@ -961,6 +1011,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_opaque_on_upper, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_lower_opaque, t_setup,
+					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_table_changes, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_views_follow_changes, t_setup,
 					    t_teardown),
