@@ -187,8 +187,8 @@
  *     still not opaque (it read each and went on), and the last one's own
  *     flag is what that lookup read (the entry's OPQ), or was not read (-1:
  *     the parent had no instance below it, and has none now, rule 2's
- *     count).  Same instances and the same epoch give the same node id
- *     (rule 6's reason).  The flag is read after the fstat that took the
+ *     count).  The same instances give the same node id while rule 1
+ *     holds (rule 6's reason).  The flag is read after the fstat that took the
  *     new stamp, so a change after that read moves the ctime again.  What
  *     is not covered: what rule 2 leaves out, for the parent's stamps; the
  *     directory's own entries, which no lookup of its name reads (lookups
@@ -199,9 +199,9 @@
  *     entry's.  Entries are never changed (rule 4): when every own ctime
  *     taken now is settled, rc_refresh puts a new entry with them in the
  *     old one's slots, so the next hop reads no flag; otherwise the entry
- *     stays, and since no ctime read later equals an unsettled one it
- *     keeps (RC_UNSETTLED) or an older settled one it kept, every hop reads
- *     the flag again until the directory settles.
+ *     stays: its stamp is RC_UNSETTLED, or a settled ctime the instance
+ *     has since moved from, neither equal to any ctime read later, so every
+ *     hop reads the flag again until the directory settles.
  */
 #define _GNU_SOURCE
 #include <assert.h>
