@@ -65,24 +65,6 @@
  *     success.  The one that ran its run takes that run's own result.)
  *  3. A slot's numbers are compared only between users of one binding: a
  *     slot takes another inode only when no change uses it (users == 0).
- *  4. On a filesystem the probe found ordered (a journal: ext4's jbd2, xfs's
- *     log), a change of two inodes (un_sync_now's A, B: a new object and
- *     its directory, a linked object and its directory, the two
- *     directories of a rename) fsyncs A alone.  The filesystem made the
- *     change of both in one transaction (create, mkdir, link and rename
- *     are each one; a white-out that follows a rename in a second step
- *     changes A, the source directory, later still), and A's later
- *     changes (the attributes a create sets) come after it; an fsync of A
- *     commits the journal up to A's last transaction, and a journal
- *     commits in order, so B's change is on disk with it.  The fsync of B
- *     that would follow finds nothing to commit, but a create waited for
- *     the directory's run (its series serves every change of the
- *     directory, one run at a time) behind A's own: one wait of a journal
- *     commit less per CREATE, MKDIR and LINK, while the fsyncs of
- *     concurrent creates still share commits in the journal itself.  Not
- *     where A has no inode an fsync reaches (a symlink, a device: B's
- *     fsync then commits them), nor without a journal, where each fsync
- *     writes its own inode only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -477,19 +459,6 @@ static bool change_needs_fs(struct un_export *ex, struct un_obj *a, struct un_ob
 	return made && !ex->dirsync_orders;
 }
 
-/* Whether, on a filesystem whose probe found it ordered, the fsync of A
- * alone carries the change of B too (invariant 4): A has an upper inode an
- * fsync reaches. */
-static bool one_commit_carries(struct un_export *ex, struct un_obj *a, struct un_obj *b)
-{
-	return ex->dirsync_orders && b && a && un_obj_upper(ex, a) && syncable(a);
-}
-
-void un_sync_test_orders(struct un_export *ex, bool on)
-{
-	ex->dirsync_orders = on;
-}
-
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
 	uint64_t ticket;
@@ -504,8 +473,6 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 		b = NULL;
 	if (change_needs_fs(ex, a, b))
 		err = sync_fs(ex);
-	else if (one_commit_carries(ex, a, b))
-		err = sync_upper(ex, a, true);
 	else {
 		err = sync_upper(ex, a, !b);
 		if (!err)

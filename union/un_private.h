@@ -181,9 +181,6 @@ void un_sys_test_no_getxattrat(bool on);
  * test can see which fsyncs began after a change, and hold one; an errno
  * it returns before an fsync fails that fsync instead (after: ignored). */
 void un_sys_test_fsync_hook(int (*fn)(int fd, bool begin));
-/* Test hook: EX's upper taken for ordered (a journal) or not, as
- * un_sync_probe_fs would find it (sync.c invariant 4). */
-void un_sync_test_orders(struct un_export *ex, bool on);
 
 /* Filesystem identity of the calling thread.  Requests may run with a
  * client's fsuid/fsgid; the engine's own work (copy-up, white-outs, the work

@@ -5,7 +5,6 @@
 #include "test_wr.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <sys/syscall.h>
 
 /* Script lines leave trailing fields out on purpose. */
@@ -244,87 +243,6 @@ static void test_setattr_denied(void **state)
 }
 
 /* A fresh upper (the node table stays) and the walk to the lower file F. */
-/* fsyncs begun while counting (the fsync hook). */
-static atomic_int orders_fsyncs;
-
-static int orders_hook(int fd, bool begin)
-{
-	(void)fd;
-	if (begin)
-		atomic_fetch_add(&orders_fsyncs, 1);
-	return 0;
-}
-
-/* fsyncs CHANGE makes in an export whose upper is taken for ordered (ON)
- * or not. */
-static int fsyncs_of(struct fx *fx, bool on, int (*change)(struct fx *, struct un_obj *))
-{
-	struct un_obj *d = walk(fx, "d");
-	int n;
-
-	un_sync_test_orders(fx->ex, on);
-	atomic_store(&orders_fsyncs, 0);
-	un_sys_test_fsync_hook(orders_hook);
-	assert_int_equal(change(fx, d), 0);
-	un_sys_test_fsync_hook(NULL);
-	n = atomic_load(&orders_fsyncs);
-	un_obj_put(d);
-	return n;
-}
-
-static int create_in_d(struct fx *fx, struct un_obj *d)
-{
-	static int seq;
-	struct un_sattr sa = {.set_mode = true, .mode = 0640};
-	struct un_obj *o = NULL;
-	char name[16];
-	int err;
-
-	snprintf(name, sizeof(name), "c%d", seq++);
-	err = un_create(fx->ex, d, name, 0600, true, &sa, &o);
-	un_obj_put(o);
-	return err;
-}
-
-static int rename_d_to_e(struct fx *fx, struct un_obj *d)
-{
-	struct un_obj *e = walk(fx, "e");
-	int err = un_rename(fx->ex, d, "f", e, "f");
-
-	un_obj_put(e);
-	return err;
-}
-
-static int symlink_in_d(struct fx *fx, struct un_obj *d)
-{
-	struct un_obj *o = NULL;
-	int err = un_symlink(fx->ex, d, "s", "target", &o);
-
-	un_obj_put(o);
-	return err;
-}
-
-/* On a journaled upper a change of an object and its directory (or of two
- * directories) fsyncs the first alone: one journal commit carries both
- * (sync.c invariant 4); without a journal both are fsynced, object first.
- * A symlink, which no fsync reaches, still gets its directory's. */
-static void test_sync_one_commit(void **state)
-{
-	struct fx *fx = *state;
-
-	/* in the upper already: no copy-up's fsyncs in the counts */
-	t_file(fx, "l1/d/g", "x");
-	t_file(fx, "u/d/f", "x");
-	t_mkdir(fx, "u/e");
-	w_export(fx);
-	assert_int_equal(fsyncs_of(fx, false, create_in_d), 2);
-	assert_int_equal(fsyncs_of(fx, true, create_in_d), 1);
-	assert_int_equal(fsyncs_of(fx, true, rename_d_to_e), 1);
-	assert_int_equal(fsyncs_of(fx, true, symlink_in_d), 1);
-	assert_true(w_exists(fx, "u/e/f"));
-	assert_true(w_exists(fx, "u/d/s"));
-}
-
 static struct un_obj *truncate_setup(struct fx *fx)
 {
 	struct un_obj *o = NULL;
@@ -442,7 +360,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_setattr_denied, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_truncate_faults, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_oracle_data, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_sync_one_commit, w_setup, w_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
