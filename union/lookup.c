@@ -38,10 +38,12 @@
  *     filesystem that does not keep ctime (a network filesystem sees
  *     another client's change only when its attributes are refreshed), or a
  *     clock set back so that a later change gets exactly the old ctime.
- *  2. Only a settled flag is remembered: the directory's ctime is at least
- *     UN_OPAQUE_SETTLE_NS older than a clock read taken before its fstat.
- *     A change made after that read gets a ctime no older than the read
- *     minus one timestamp tick, so it cannot equal the remembered ctime; two
+ *  2. Only a settled flag is remembered: the directory's ctime is older,
+ *     by its settle time (settle_of: UN_SETTLE_FINE_NS for a ctime with
+ *     nanoseconds, UN_OPAQUE_SETTLE_NS for whole seconds), than a clock
+ *     read taken before its fstat.  A change made after that read gets a
+ *     ctime no older than the read minus one timestamp tick, which the
+ *     settle time exceeds, so it cannot equal the remembered ctime; two
  *     changes inside one tick, the second after our read, could.
  *  3. The stat that keys a recall is taken on every walk, after the
  *     directory was opened (the fstat lookup_layer makes anyway), so a change
@@ -98,9 +100,9 @@
  *     such an entry holds only while the parent has exactly NVIS
  *     instances.  What ctime does not cover is the memo's invariant 1 (a
  *     filesystem without it, a clock set back).
- *  3. Every parent stamp was settled when the entry was made: its ctime at
- *     least UN_OPAQUE_SETTLE_NS older than the clock read before the walk,
- *     so no later change can leave the same ctime (memo invariant 2).  An
+ *  3. Every parent stamp was settled when the entry was made: its ctime
+ *     older, by its settle time, than the clock read before the walk, so
+ *     no later change can leave the same ctime (memo invariant 2).  An
  *     own stamp that was not settled is kept as RC_UNSETTLED, which equals
  *     no ctime: a file's then always opens again (rule 6), a directory's
  *     always reads its flag again (rule 11).
@@ -277,7 +279,8 @@ struct opq_slot {
 };
 
 static struct opq_slot opq_memo[OPQ_SLOTS];
-static _Atomic long long opq_settle_ns = UN_OPAQUE_SETTLE_NS;
+/* The settle time tests set (un_lookup_test_settle_ns); -1: settle_of's. */
+static _Atomic long long opq_settle_ns = -1;
 
 void un_lookup_test_settle_ns(long long ns)
 {
@@ -314,13 +317,35 @@ static long long ts_ns(const struct timespec *t)
 	return (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
 }
 
+/* How long a ctime must be past before no later change can get it too
+ * (memo invariant 2): a tick of the clock it was taken from.  A filesystem
+ * that keeps sub-second times stamps them from the kernel's coarse clock,
+ * whose tick is at most 10 ms (HZ >= 100): a ctime with nanoseconds is
+ * settled after UN_SETTLE_FINE_NS.  A ctime of whole seconds may come from
+ * a filesystem that keeps no finer ones (ext4 with 128-byte inodes, FAT),
+ * whose next change can get the same second: UN_OPAQUE_SETTLE_NS. */
+static long long settle_of(long long ctime)
+{
+	long long t = atomic_load(&opq_settle_ns);
+
+	if (t >= 0)
+		return t;
+	return ctime % 1000000000ll ? UN_SETTLE_FINE_NS : UN_OPAQUE_SETTLE_NS;
+}
+
+/* Whether CTIME (ns) is settled at T0, the clock read before it was read. */
+static bool settled(long long ctime, const struct timespec *t0)
+{
+	return ctime < ts_ns(t0) - settle_of(ctime);
+}
+
 /* Remembers OPAQUE for directory ST if it is settled before T0 (inv. 2). */
 static void opq_remember(const struct stat *st, bool lower, bool opaque,
 			 const struct timespec *t0)
 {
 	struct opq_slot *s = opq_slot_of(st);
 
-	if (ts_ns(t0) - ts_ns(&st->st_ctim) < atomic_load(&opq_settle_ns))
+	if (!settled(ts_ns(&st->st_ctim), t0))
 		return;
 	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
 		return;
@@ -951,11 +976,10 @@ static bool rc_remember(struct walk *w, struct un_obj *next, const struct lookup
  * reads none; else E stays, its stamps equal to none of them. */
 static void rc_refresh(struct walk *w, const struct un_rc_entry *e)
 {
-	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
 	struct lookup_read rd = {.nvis = e->nvis, .open = e->open, .opq = e->opq};
 
 	for (size_t j = 0; j < e->obj->ninst; j++)
-		if (w->nst[j].ctime >= limit)
+		if (!settled(w->nst[j].ctime, &w->t0))
 			return;
 	rc_remember(w, e->obj, &rd, e);
 }
@@ -1077,10 +1101,8 @@ static struct un_rc_entry *rc_entry_new(struct walk *w, const char *name, size_t
  * entry would hold, are settled (rc invariant 3). */
 static bool rc_parent_settled(const struct walk *w, size_t nvis)
 {
-	long long limit = ts_ns(&w->t0) - atomic_load(&opq_settle_ns);
-
 	for (size_t j = 0; j < nvis; j++)
-		if (w->cst[j].ctime >= limit)
+		if (!settled(w->cst[j].ctime, &w->t0))
 			return false;
 	return true;
 }
@@ -1091,7 +1113,7 @@ static struct rc_stamp rc_own_kept(const struct walk *w, const struct rc_stamp *
 {
 	struct rc_stamp k = *s;
 
-	if (k.ctime >= ts_ns(&w->t0) - atomic_load(&opq_settle_ns))
+	if (!settled(k.ctime, &w->t0))
 		k.ctime = RC_UNSETTLED;
 	return k;
 }

@@ -50,6 +50,9 @@
 /* The same bound for lookup.c's memo of opaque flags and its resolve
  * cache, both keyed by ctime. */
 #define UN_OPAQUE_SETTLE_NS 1000000000ll
+/* ... for a ctime with nanoseconds: ten ticks of the coarsest kernel clock
+ * a filesystem stamps it from (lookup.c, settle_of) */
+#define UN_SETTLE_FINE_NS 100000000ll
 /* Resolve cache slots per export and table (lookup.c), in buckets of
  * UN_RC_WAYS: a working set of tens of thousands of files fits; 640 KiB of
  * buckets per table, touched as used (the export is calloc'd), entries
@@ -431,8 +434,8 @@ int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower)
  * lower layer the ".wh..wh..opq" inside): what DIR's ctime covers. */
 int un_dir_opaque_own(int dir, bool lower);
 /* Test hook: how long a directory must be unchanged before lookup.c
- * remembers its opaque flag or a resolved object (default
- * UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
+ * remembers its opaque flag or a resolved object (default, or -1: by its
+ * ctime, UN_SETTLE_FINE_NS or UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
 void un_lookup_test_settle_ns(long long ns);
 /* Drops the resolve cache of EX (un_export_close). */
 void un_rc_clear(struct un_export *ex);

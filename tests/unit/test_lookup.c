@@ -533,6 +533,38 @@ static void resolve_calls(struct fx *fx, un_id id, int ninst, unsigned long *ope
  * and opens nothing, whether the entry was made settled or not; once the
  * ctime has settled the entry is replaced and a hop reads nothing again.
  * A view of the directory gives its fresh stat. */
+/* The settle time by default (settle_of): a directory whose ctime has
+ * nanoseconds (this filesystem's) is remembered once UN_SETTLE_FINE_NS
+ * has passed since its last change, not a whole second. */
+static void test_resolve_cache_settle_by_ctime(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	struct stat st;
+	un_id d;
+
+	un_lookup_test_settle_ns(-1);
+	t_file(fx, "u/d/x", "x");
+	t_mkdir(fx, "l1");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1", "u", "w");
+	d = t_id(fx, "d");
+	assert_int_equal(stat(t_path(fx, "u"), &st), 0);
+	assert_true(st.st_ctim.tv_nsec != 0); /* (1 in 10^9 it is not) */
+	usleep(UN_SETTLE_FINE_NS / 1000 + 50000);
+	resolve_calls(fx, d, 1, &opens, &xattrs); /* remembers d */
+	resolve_calls(fx, d, 1, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	/* changed now: not settled, so not remembered anew */
+	t_rm(fx, "u/d/x");
+	t_export(fx, "l1", "u", "w");
+	t_file(fx, "u/y", "y"); /* the parent of d changes: d's hop misses */
+	resolve_calls(fx, d, 1, &opens, &xattrs);
+	resolve_calls(fx, d, 1, &opens, &xattrs);
+	assert_true(opens > 0);
+	un_lookup_test_settle_ns(LLONG_MAX);
+}
+
 static void test_resolve_cache_dir_ctime_moves(void **state)
 {
 	struct fx *fx = *state;
@@ -1006,6 +1038,8 @@ int main(void)
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_parent_gains_layer,
 					    t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_resolve_cache_settle_by_ctime, t_setup,
+					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_dir_ctime_moves, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_resolve_cache_opaque_on_upper, t_setup,
