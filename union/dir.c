@@ -102,22 +102,28 @@
  *     - REMOVE of a present non-directory is a plain unlinkat, as
  *       remove_nondir decides: no lower instance can show through
  *       (un_lower_has finds none) and the entry is the upper's.
- *     - CREATE without a verifier first makes the object as the caller
- *       (nb_make): that succeeds only where the upper holds nothing, which
- *       is where create_in would make the same object after reading the
- *       kind; any failure reads the kind and goes on as create_in, with
+ *  7. A create builds the object it made from what it made (made_obj),
+ *     instead of looking the name up again under the directory's lock:
+ *     - Without a verifier it first makes the object as the caller
+ *       (nb_make), which succeeds only where the upper holds nothing, and
+ *       that is where create_in would make the same object after reading
+ *       the kind; a failure reads the kind and goes on as create_in, with
  *       the failure as the answer where the name was absent after all.
- *     - The new object is built from what this call made (made_obj) under
- *       the directory's lock, instead of a lookup: the name is opened and
- *       read once as the lookup opens it, and the table gets the lookup's
- *       observation (one instance, in the upper: un_links_of).  The
- *       lookup's white-out probes are left out: the object is a fresh
- *       mknod, mkdir, symlink or device, or a rename of one from the work
- *       dir, carrying no overlay xattr, and no other request changes the
- *       names of the directory while its lock is held (a change made to
- *       the upper behind the server's back races with any lookup alike).
- *       That lookup could not have filled the resolve cache: the
- *       directory's ctime had just changed, so it was never settled
+ *     - The name is opened and read once, as the lookup opens it, and the
+ *       table gets the lookup's observation of it: one instance, in the
+ *       upper (un_links_of).  That is all the lookup would find: a fresh
+ *       non-directory ends a lookup's walk, and a fresh directory merges
+ *       nothing, since the merged view showed nothing at the name under
+ *       the lock (every layer below had nothing there, or the top-most
+ *       that had something had a white-out, which ends the walk; a
+ *       directory made over a white-out is opaque anyway).  The lookup's
+ *       white-out probes are left out: the object is a fresh mknod, mkdir,
+ *       symlink or device, or a rename of one from the work dir, carrying
+ *       no overlay xattr, and no other request changes the names of the
+ *       directory while its lock is held (a change made to the layers
+ *       behind the server's back races with any lookup alike).
+ *     - That lookup could not have filled the resolve cache: the
+ *       directory's upper ctime had just changed, so it was not settled
  *       (lookup.c, rc invariant 3).
  *
  * EXCLUSIVE create keeps the client's verifier in the new file's atime and
@@ -788,9 +794,9 @@ static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *
 	return 0;
 }
 
-/* The object NB became at NAME (LEN) of upper-only DIR, made by this call
+/* The object NB became at NAME (LEN) of DIR's upper, made by this call
  * under DIR's lock: opened and read once as un_lookup would, without its
- * white-out probes (invariant 6); its mode made exact when FIX. */
+ * white-out probes (invariant 7); its mode made exact when FIX. */
 static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
 		    size_t len, const struct newobj *nb, bool fix, struct un_obj **out)
 {
@@ -810,29 +816,27 @@ static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
 	return err;
 }
 
-/* Creates NB at NAME (LEN) of DIR where DIR's upper instance alone decides
- * (invariant 6); *out gets the new object.  1 when the merged way must
- * decide: DIR merges lower instances, or NAME holds an entry (the checks
- * of an existing object need its object) or could not be read (the lookup
- * gives its own answer). */
-static int create_fast(struct un_export *ex, struct un_obj *dir, const char *name,
-		       size_t len, const struct newobj *nb, struct un_obj **out)
+/* What create_in does, giving the new object (*out) as a lookup in DIR
+ * would find it (invariant 7): NB is made first where the upper holds
+ * nothing, then as the kind of NAME in DIR's upper says.  PROBE: DIR is
+ * upper-only and the kind decides whether NAME is present (invariant 6):
+ * 1 when it is, or could not be read (the merged way answers then);
+ * else the merged view showed nothing, and the kind is read as the
+ * caller, as create_in reads it. */
+static int create_made(struct un_export *ex, struct un_obj *dir, const char *name,
+		       size_t len, const struct newobj *nb, bool probe,
+		       struct un_obj **out)
 {
 	int udir = dir->inst[0].fd, kind, err = 0;
 
-	if (!upper_only(ex, dir, name))
-		return 1;
-	/* Made where the upper holds nothing, as create_in would make it after
-	 * reading the kind; it fails wherever anything is there, and then the
-	 * kind decides as before. */
 	if (!nb->verf) {
 		err = nb_make(udir, name, nb);
 		if (!err)
 			return made_obj(ex, dir, name, len, nb, true, out);
 	}
-	kind = upper_probe(udir, name);
+	kind = probe ? upper_probe(udir, name) : upper_kind(udir, name);
 	if (kind != UP_ABSENT && kind != UP_WHITEOUT)
-		return 1;
+		return probe ? 1 : kind < 0 ? kind : -EEXIST; /* changed under us */
 	if (kind == UP_ABSENT && !nb->verf)
 		return err; /* what making it answered */
 	err = create_over(ex, dir, name, nb, kind == UP_WHITEOUT);
@@ -842,7 +846,7 @@ static int create_fast(struct un_export *ex, struct un_obj *dir, const char *nam
 /* create_obj's decision in the merged view: *out gets the existing object
  * (create_existing) or the new one (*made set). */
 static int create_merged(struct un_export *ex, struct un_obj *dir, const char *name,
-			 const struct newobj *nb, enum on_exist how,
+			 size_t len, const struct newobj *nb, enum on_exist how,
 			 const struct un_sattr *sa, struct un_obj **out, bool *made)
 {
 	struct un_obj *c = NULL;
@@ -854,9 +858,7 @@ static int create_merged(struct un_export *ex, struct un_obj *dir, const char *n
 		*made = true;
 		err = un_copyup(ex, dir);
 		if (!err)
-			err = create_in(ex, dir, name, nb);
-		if (!err)
-			err = un_lookup(ex, dir, name, out);
+			err = create_made(ex, dir, name, len, nb, false, out);
 	}
 	un_obj_put(c);
 	return err;
@@ -880,10 +882,11 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
-	err = create_fast(ex, dir, name, len, nb, &o);
+	err =
+	    upper_only(ex, dir, name) ? create_made(ex, dir, name, len, nb, true, &o) : 1;
 	if (err == 1) {
 		made = false;
-		err = create_merged(ex, dir, name, nb, how, sa, &o, &made);
+		err = create_merged(ex, dir, name, len, nb, how, sa, &o, &made);
 	}
 	if (!err && made && sa)
 		err = un_setattr_nosync(ex, o, sa);

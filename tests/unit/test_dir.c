@@ -646,6 +646,41 @@ static void test_upper_only(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* In a merged directory too, a create's object is the one a lookup gives
+ * (dir.c invariant 7): a new directory where a lower white-out hides a
+ * lower directory merges nothing. */
+static void test_create_merged_objects(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *d, *o = NULL;
+	struct un_listing *l;
+
+	t_file(fx, "l2/d/gone", "g");
+	t_file(fx, "l2/d/hid/x", "x");
+	t_chr0(fx, "l1/d/hid");
+	t_file(fx, "l1/d/keep", "k");
+	w_export(fx);
+	d = walk(fx, "d");
+	assert_int_equal(un_create(fx->ex, d, "new", 0640, true, NULL, &o), 0);
+	same_as_lookup(fx, o, "d/new");
+	un_obj_put(o);
+	assert_int_equal(un_mkdir(fx->ex, d, "hid", 0750, &o), 0);
+	same_as_lookup(fx, o, "d/hid");
+	assert_int_equal(un_listing_get(fx->ex, o, &l), 0);
+	assert_int_equal(un_listing_count(l), 2); /* "." and ".." */
+	un_listing_put(l);
+	un_obj_put(o);
+	t_list_eq(fx, "d/hid", "");
+	assert_int_equal(un_remove(fx->ex, d, "gone"), 0);
+	assert_int_equal(un_symlink(fx->ex, d, "gone", "keep", &o), 0);
+	same_as_lookup(fx, o, "d/gone");
+	un_obj_put(o);
+	assert_int_equal(un_create(fx->ex, d, "keep", 0600, true, NULL, &o), -EEXIST);
+	un_obj_put(d);
+	t_list_eq(fx, "d", "gone,hid,keep,new");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
 /* w_teardown, and the thread synchronous again after a test that failed
  * while it was not. */
 static int w_teardown_sync(void **state)
@@ -1599,6 +1634,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_link_names, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_upper_only, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_create_merged_objects, w_setup,
+					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_upper_only_cost, w_setup,
 					    w_teardown_sync),
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
