@@ -79,9 +79,9 @@
  *    page can go to disk while a transaction is still storing into it (it
  *    is a free page, which the disk's older snapshot may still use - as
  *    with the pwrite of a reused page at commit), and a meta page can go
- *    out half stamped (new roots under the txnid it held before): opened,
- *    it points at pages that may not be on disk, which is the damage a
- *    whole new meta page sent ahead of its pages does in either mode.
+ *    out half stamped (new roots under the txnid of two commits ago; LMDB
+ *    ranks it below the other meta page, while pwrite could send a whole
+ *    new meta page ahead of its pages: no worse).
  *  - An OS crash on a filesystem that keeps a file's writes in order (ext4
  *    data=journal; btrfs's copy-on-write data), the README's remedy for
  *    the known risk: there pwrite keeps LMDB's integrity and the map would
@@ -102,8 +102,9 @@
  *    20 MiB of blocks beyond its pages, and on a full disk it stops growing
  *    that much earlier (by hand, on a 40 MiB tmpfs: -ENOSPC after 22,970
  *    nodes of 250-byte names with the map, 46,058 with pwrite; SIGBUS
- *    without the reserve).  A state dir where the file cannot be 64 GiB
- *    long or allocated ahead opens with pwrite (env_open_mode).
+ *    without the reserve).  A state
+ *    dir where the file cannot be 64 GiB long or allocated ahead opens with
+ *    pwrite (env_open_mode).
  *  - A stray store through a pointer into the map would reach the file
  *    instead of faulting; the engine only reads what LMDB hands it.
  * A state dir may move between filesystems and modes: the format is one;
