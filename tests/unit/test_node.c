@@ -473,26 +473,6 @@ static void test_map_modes(void **state)
 	map_mode_set(mode);
 }
 
-/* A state dir whose table cannot be written through the map (here: its
- * file cannot be allocated ahead) opens with pwrite. */
-static void test_map_fallback(void **state)
-{
-	struct fx *fx = *state;
-	const char *mode = getenv("UNION_NFSD_TEST_MAP");
-	struct un_state *st;
-	un_id root;
-
-	map_mode_set("write");
-	un_sys_inject(UN_SYS_MDB, 1, ENOSPC);
-	assert_int_equal(un_state_open(t_path(fx, "full"), &st), 0);
-	un_sys_inject_reset();
-	assert_false(map_writes(st));
-	root = root_id(st);
-	assert_int_equal(name_id(st, root, "f", 100), name_id(st, root, "f", 100));
-	un_state_close(st);
-	map_mode_set(mode);
-}
-
 /* Bytes of the file at PATH that have blocks. */
 static off_t allocated(const char *path)
 {
@@ -600,7 +580,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_concurrent_first_lookups, t_setup,
 					    t_teardown),
 	    cmocka_unit_test_setup_teardown(test_map_modes, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_map_fallback, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_map_reserve, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_map_probe, t_setup, t_teardown),
 	};
