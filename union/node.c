@@ -70,16 +70,7 @@
  * Durability: every id is in a committed transaction before the engine hands
  * it out (the write transaction of a miss commits before un_lookup returns),
  * so a process crash loses none; the environment's MDB_NOSYNC leaves the
- * flush to disk to state.c (once a second, and un_state_sync).  Where state.c
- * writes the table through its map, a commit is stores into the map, and
- * every write transaction begins with un_state_map_reserve (txn_begin).
- *
- * Writes per change: a CREATE commits one write transaction (the miss of
- * its new name), a REMOVE one (un_node_remove: the names entry, the record,
- * the links entry), a LOOKUP of a known name none (invariant 4); strace
- * counts two commits per CREATE+REMOVE pair.  No transaction rewrites a
- * record it leaves unchanged, and a read transaction decides before a
- * write one begins, so there is no pair of transactions to merge.
+ * flush to disk to state.c (once a second, and un_state_sync).
  *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
@@ -199,14 +190,7 @@ static int txn_begin(struct un_state *st, bool write, MDB_txn **txn)
 
 	if (err)
 		return -err;
-	err = un_mdb_err(mdb_txn_begin(st->env, NULL, write ? 0 : MDB_RDONLY, txn));
-	if (err || !write)
-		return err;
-	/* Under the writer lock: room for what this transaction adds. */
-	err = un_state_map_reserve(st);
-	if (err)
-		mdb_txn_abort(*txn);
-	return err;
+	return un_mdb_err(mdb_txn_begin(st->env, NULL, write ? 0 : MDB_RDONLY, txn));
 }
 
 static int txn_commit(MDB_txn *txn)

@@ -10,8 +10,7 @@
  * flushes it to disk once a second; un_state_sync flushes at once, for replies
  * that promise stable storage.
  *
- * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb, or the
- * msync of its map where the table is written through it, below) makes
+ * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb) makes
  * durable every transaction committed before it began, so callers share
  * them: the flushes are a run series (struct un_seq, sync.c's design notes
  * and invariants), and un_state_sync waits for the first flush that begins
@@ -43,10 +42,8 @@
  *    20,000-34,000/s at 23-27 us of server CPU each to 1,400-2,200/s at
  *    100 us; CREATE+REMOVE pairs on an `async` export from 2,300-4,600/s
  *    to 260-410/s.  Not cheap: not taken.
- *  - MDB_WRITEMAP: closes nothing (LMDB's documentation grants integrity
- *    under MDB_NOSYNC only without it); taken for its cost where it leaves
- *    the risk as it is (below).  MDB_MAPASYNC matters only without
- *    MDB_NOSYNC.
+ *  - MDB_WRITEMAP | MDB_MAPASYNC: the same unordered writeback (LMDB's
+ *    documentation says so), plus stray pointer writes reach the file.
  *  - Syncing only some commits with NOMETASYNC does not help: one unordered
  *    commit is enough to leave a meta page ahead of its data.
  * What would close it: libmdbx's MDBX_SAFE_NOSYNC (lazy flushes that keep
@@ -54,73 +51,6 @@
  * place of LMDB, or a state dir on a filesystem that keeps a file's writes
  * in order across a crash (btrfs with data copy-on-write, ext4
  * data=journal); the README says so.
- *
- * Writes through the map: a commit with pwrite costs five system calls here
- * (pwrite64 of single pages, lseek and writev of runs, pwrite64 of the meta
- * page), ten per CREATE+REMOVE pair, under the directory's name lock
- * (dir.c).  With MDB_WRITEMAP LMDB builds its pages in the shared map and
- * stamps the meta page there, txnid last: a commit makes no system call,
- * and a flush is msync(MS_SYNC) of the map, which Linux runs as an
- * fdatasync of the file's range.  It is taken only where that changes no
- * crash guarantee (map_write_fits):
- *  - A process crash: as before.  A commit's bytes are in the page cache
- *    when it returns, as its pwrites were; a process that dies mid-commit
- *    leaves at most a meta page without its new txnid, and LMDB opens the
- *    other one.
- *  - An OS crash on a filesystem that writes a file's pages back in no
- *    particular order (ext4 without data=journal, xfs; tmpfs keeps nothing
- *    anyway): the same states can reach the disk in both modes.  After a
- *    commit the page cache holds the same bytes either way, and a flush or
- *    the kernel's own writeback sends dirty pages in offset order, meta
- *    pages first, nothing ordering one page against another.  So the known
- *    risk above is neither closed nor widened: a crash during a flush (or
- *    during writeback) can still leave a meta page ahead of its pages, or
- *    on pages overwritten since.  Two differences, neither new in kind: a
- *    page can go to disk while a transaction is still storing into it (it
- *    is a free page, which the disk's older snapshot may still use - as
- *    with the pwrite of a reused page at commit), and a meta page can go
- *    out half stamped (new roots under the txnid of two commits ago; LMDB
- *    ranks it below the other meta page, while pwrite could send a whole
- *    new meta page ahead of its pages: no worse).
- *  - An OS crash on a filesystem that keeps a file's writes in order (ext4
- *    data=journal; btrfs's copy-on-write data), the README's remedy for
- *    the known risk: there pwrite keeps LMDB's integrity and the map would
- *    not (stores reach the filesystem at writeback, in offset order), so
- *    the table keeps pwrite there, and on any filesystem the probe does not
- *    know.  (A per-file data journal, chattr +j, is not detected.)
- *  - A full disk: the pwrite of a commit fails with ENOSPC and the commit
- *    with it; a store into a hole of the map raises SIGBUS and kills the
- *    server (LMDB sizes data.mdb to the map, 64 GiB, sparse).  So every
- *    write transaction first keeps the file allocated (fallocate) at least
- *    MAP_HEADROOM beyond the table's last page (un_state_map_reserve,
- *    under LMDB's writer lock), and fails with -ENOSPC when it cannot: more
- *    than one transaction adds.  The largest is a READDIR reply's batch of
- *    new names: at most 1 MiB of reply (srv_max_io), so at most ~37,500
- *    entries of at least 28 bytes, each adding at most ~150 bytes of
- *    records and keys (nodes, names, groups), in pages half full at worst
- *    after splits: under 12 MiB.  The cost: the table's file holds up to
- *    20 MiB of blocks beyond its pages, and on a full disk it stops growing
- *    that much earlier (by hand, on a 40 MiB tmpfs: -ENOSPC after 22,970
- *    nodes of 250-byte names with the map, 46,058 with pwrite; SIGBUS
- *    without the reserve).  A state
- *    dir where the file cannot be 64 GiB long or allocated ahead opens with
- *    pwrite (env_open_mode).
- *  - A stray store through a pointer into the map would reach the file
- *    instead of faulting; the engine only reads what LMDB hands it.
- * A state dir may move between filesystems and modes: the format is one;
- * a file the map made 64 GiB long stays so, sparse.
- * Measured (2026-12-03, bench/run.sh with TRACE_DIR, 2,000 pairs, state dir
- * on ext4 without a journal: taken): system calls per CREATE+REMOVE pair,
- * u4a 97.6 -> 87.9, u4 121.5 -> 104.9 (pwrite64 6.0, lseek 2.1, writev 2.1
- * -> none; fdatasync -> msync); small files (u4a) 157 -> 149 per file.  The
- * table alone (a loop of un_node_get_or_create + un_node_remove, 1 thread,
- * no flush): 8.3-8.6 -> 2.9-3.0 us of CPU per pair.  Each flush now
- * write-protects the pages it cleaned, so the next commit takes a minor
- * fault on each page it stores into (3-7 a pair on a sync export, where
- * changes flush; about none on an async one).
- *
- * TEST ONLY: UNION_NFSD_TEST_MAP=write or =pwrite picks the mode instead of
- * the probe (test_node runs every test in both).
  *
  * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
  * opened turns both flushes into no-ops (the commits still reach the page
@@ -136,13 +66,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/magic.h>
 #include <sodium.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -154,8 +80,6 @@
 #define KDF_CONTEXT  "unfsd-k1"
 #define MAX_DBS	     8
 #define MAX_READERS  512
-#define MAP_HEADROOM (16 << 20) /* allocated beyond the table's last page */
-#define MAP_STEP     (4 << 20)	/* fallocate's grain */
 
 /* Subkey ids: never renumber, or every handle and cookie issued changes. */
 enum {
@@ -167,9 +91,6 @@ enum {
 
 /* Set by un_state_open from UNION_NFSD_TEST_NO_SYNC (design notes). */
 static bool test_no_sync;
-/* Set by un_state_open from UNION_NFSD_TEST_MAP: 1 "write", 0 "pwrite",
- * -1 unset: the probe decides (design notes). */
-static int test_map;
 
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
@@ -270,72 +191,7 @@ static void keys_derive(struct un_state *st, const uint8_t secret[SECRET_BYTES])
 				   KEY_ID_VERSION, KDF_CONTEXT, secret);
 }
 
-/* Whether the ext4 filesystem on device DEV writes file data outside its
- * journal: ext4 lists its options in /proc/fs/ext4/NAME/options, NAME the
- * block device's, which /sys/dev/block/MAJ:MIN links to; data=journal among
- * them where the data goes through the journal (no data= line at all
- * without a journal).  1 yes, 0 no or unknown, or -errno. */
-static int ext4_data_unjournaled(dev_t dev)
-{
-	char link[PATH_MAX], path[PATH_MAX + 32], opts[4096];
-	const char *name;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev), minor(dev));
-	n = un_sys_readlinkat(AT_FDCWD, path, link, sizeof(link) - 1);
-	if (n < 0)
-		return n == -ENOENT ? 0 : (int)n;
-	link[n] = '\0';
-	name = strrchr(link, '/');
-	name = name ? name + 1 : link;
-	snprintf(path, sizeof(path), "/proc/fs/ext4/%s/options", name);
-	fd = un_sys_openat(AT_FDCWD, path, O_RDONLY, 0);
-	if (fd < 0)
-		return fd == -ENOENT ? 0 : fd;
-	n = un_sys_pread(fd, opts + 1, sizeof(opts) - 2, 0);
-	un_sys_close(fd);
-	if (n < 0)
-		return (int)n;
-	opts[0] = '\n';
-	opts[n + 1] = '\0';
-	return !strstr(opts, "\ndata=journal\n");
-}
-
-/* Whether the table of state dir DIRFD may be written through its map:
- * only where a flush writes data.mdb's pages in no particular order anyway
- * (design notes, writes through the map); false when unsure. */
-static int map_write_fits(int dirfd, bool *fits)
-{
-	struct stat sb;
-	long type;
-	int err;
-
-	*fits = false;
-	if (test_map >= 0) {
-		*fits = test_map == 1;
-		return 0;
-	}
-	err = un_sys_fstype(dirfd, &type);
-	if (err)
-		return err;
-	if (type == XFS_SUPER_MAGIC || type == TMPFS_MAGIC) {
-		*fits = true;
-		return 0;
-	}
-	if (type != EXT4_SUPER_MAGIC)
-		return 0;
-	err = un_sys_fstat(dirfd, &sb);
-	if (!err)
-		err = ext4_data_unjournaled(sb.st_dev);
-	if (err < 0)
-		return err;
-	*fits = err == 1;
-	return 0;
-}
-
-/* Opens (creating) DIR, derives ST's keys from its secret and decides
- * whether its table is written through the map (st->map_write). */
+/* Opens (creating) DIR and derives ST's keys from its secret. */
 static int state_dir_open(struct un_state *st, const char *dir)
 {
 	uint8_t secret[SECRET_BYTES];
@@ -351,16 +207,12 @@ static int state_dir_open(struct un_state *st, const char *dir)
 	if (!err)
 		keys_derive(st, secret);
 	sodium_memzero(secret, sizeof(secret));
-	if (!err)
-		err = map_write_fits(dirfd, &st->map_write);
 	un_sys_close(dirfd);
 	return err;
 }
 
-/* Opens the environment, through a writable map when st->map_write. */
 static int env_open(struct un_state *st, const char *dir)
 {
-	unsigned flags = MDB_NOSYNC | MDB_NOTLS | (st->map_write ? MDB_WRITEMAP : 0);
 	int dead, rc;
 
 	rc = mdb_env_create(&st->env);
@@ -372,59 +224,10 @@ static int env_open(struct un_state *st, const char *dir)
 		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
 	 * any worker may run any request. */
-	rc = mdb_env_open(st->env, dir, flags, 0600);
+	rc = mdb_env_open(st->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600);
 	if (!rc)
 		mdb_reader_check(st->env, &dead); /* slots of crashed processes */
 	return un_mdb_err(rc);
-}
-
-/* Opens the environment as state_dir_open decided; where the writable map
- * cannot be had (the file cannot be 64 GiB long, or allocated ahead), with
- * pwrite after all. */
-static int env_open_mode(struct un_state *st, const char *dir)
-{
-	int err;
-
-	if (st->map_write) {
-		err = env_open(st, dir);
-		if (!err)
-			err = un_state_map_reserve(st);
-		if (!err)
-			return 0;
-		mdb_env_close(st->env);
-		st->env = NULL;
-		st->map_write = false;
-		st->map_alloc = 0;
-	}
-	return env_open(st, dir);
-}
-
-int un_state_map_reserve(struct un_state *st)
-{
-	MDB_envinfo info;
-	MDB_stat ms;
-	off_t need, end;
-	int fd, err;
-
-	if (!st->map_write)
-		return 0;
-	mdb_env_info(st->env, &info);
-	mdb_env_stat(st->env, &ms);
-	need = (off_t)(info.me_last_pgno + 1) * ms.ms_psize + MAP_HEADROOM;
-	if (need <= st->map_alloc)
-		return 0;
-	end = (need + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
-	/* LMDB does the file's I/O itself, past the seam; its fault point
-	 * stands for this call too. */
-	err = un_sys_fault(UN_SYS_MDB);
-	if (!err && mdb_env_get_fd(st->env, &fd))
-		err = EIO;
-	if (!err && fallocate(fd, 0, st->map_alloc, end - st->map_alloc))
-		err = errno;
-	if (err)
-		return -err;
-	st->map_alloc = end;
-	return 0;
 }
 
 /* Creates or checks the node table's databases. */
@@ -530,7 +333,7 @@ static void state_free(struct un_state *st)
 
 int un_state_open(const char *dir, struct un_state **out)
 {
-	const char *nosync, *map;
+	const char *nosync;
 	struct un_state *st;
 	int err = -EIO;
 
@@ -538,11 +341,6 @@ int un_state_open(const char *dir, struct un_state **out)
 		return err;
 	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
 	test_no_sync = nosync && !strcmp(nosync, "1");
-	map = getenv("UNION_NFSD_TEST_MAP");
-	test_map = !map			    ? -1
-		   : !strcmp(map, "write")  ? 1
-		   : !strcmp(map, "pwrite") ? 0
-					    : -1;
 	err = -ENOMEM;
 	st = un_sys_calloc(1, sizeof(*st));
 	if (!st)
@@ -550,7 +348,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	err = state_dir_open(st, dir);
 	if (err)
 		goto fail;
-	err = env_open_mode(st, dir);
+	err = env_open(st, dir);
 	if (err)
 		goto fail;
 	err = tables_init(st);

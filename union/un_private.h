@@ -242,11 +242,6 @@ struct un_state {
 	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
 	 * listing remembers only while it stands still */
 	_Atomic uint64_t node_epoch;
-	/* state.c: the environment writes through its map (MDB_WRITEMAP), and
-	 * how much of data.mdb is allocated; map_alloc changes only under
-	 * LMDB's writer lock (un_state_map_reserve) */
-	bool map_write;
-	off_t map_alloc;
 
 	pthread_t syncer;
 	pthread_mutex_t sync_lock; /* guards stopping and kicked */
@@ -559,11 +554,6 @@ int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* Has the syncer thread start a flush now, unless one is under way: a caller
  * about to fsync other files lets the flush it will wait for run beside them. */
 void un_state_sync_kick(struct un_state *st);
-/* Called by every write transaction right after it begins: where the table
- * is written through its map, keeps data.mdb allocated well beyond its last
- * page, so that no store into the map meets a hole on a full disk (state.c's
- * design notes); 0, or -errno for the transaction to fail with. */
-int un_state_map_reserve(struct un_state *st);
 /* (state.c) */
 
 /* ---- write.c: attributes and data ----

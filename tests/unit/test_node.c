@@ -1,13 +1,9 @@
 /* test_node.c - the node table: ids stable across restarts, stale ids after
  * removal or replacement, ids unique across exports, hard links, the state
- * dir, injected table failures, concurrent first lookups, and the two ways
- * of writing the table (through the map, with pwrite), each test run in
- * both. */
+ * dir, injected table failures, and concurrent first lookups. */
 #include "test_un.h"
 
-#include <linux/magic.h>
 #include <pthread.h>
-#include <sys/vfs.h>
 
 static void reopen(struct fx *fx, const char *lowers)
 {
@@ -15,58 +11,6 @@ static void reopen(struct fx *fx, const char *lowers)
 	un_state_close(fx->st);
 	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
 	t_export(fx, lowers, NULL, NULL);
-}
-
-/* Sets how the next un_state_open writes its table: "write" (through the
- * map), "pwrite", or NULL (as its probe decides). */
-static void map_mode_set(const char *mode)
-{
-	if (mode)
-		assert_int_equal(setenv("UNION_NFSD_TEST_MAP", mode, 1), 0);
-	else
-		assert_int_equal(unsetenv("UNION_NFSD_TEST_MAP"), 0);
-}
-
-static bool map_writes(struct un_state *st)
-{
-	unsigned flags;
-
-	assert_int_equal(mdb_env_get_flags(st->env, &flags), 0);
-	assert_true(st->map_write == !!(flags & MDB_WRITEMAP));
-	return flags & MDB_WRITEMAP;
-}
-
-/* The node of file NAME (inode INO) in the root of export ROOT, made with
- * the table's own calls. */
-static un_id name_id(struct un_state *st, un_id root, const char *name, uint64_t ino)
-{
-	struct un_devino di = {1, ino};
-	struct un_node_obs o = {.root = root,
-				.parent = root,
-				.name = name,
-				.namelen = strlen(name),
-				.type = S_IFREG,
-				.inst = &di,
-				.ninst = 1};
-	un_id id;
-
-	assert_int_equal(un_node_get_or_create(st, &o, &id), 0);
-	return id;
-}
-
-static un_id root_id(struct un_state *st)
-{
-	struct un_devino di = {1, 2};
-	struct un_node_obs o = {.name = "export:1",
-				.namelen = 8,
-				.type = S_IFDIR,
-				.inst = &di,
-				.ninst = 1,
-				.pinned = true};
-	un_id id;
-
-	assert_int_equal(un_node_get_or_create(st, &o, &id), 0);
-	return id;
 }
 
 static void test_ids_stable_across_reopen(void **state)
@@ -351,13 +295,9 @@ static void test_state_open_faults(void **state)
 	static const enum un_sys_op ops[] = {UN_SYS_MKDIR, UN_SYS_OPEN,	  UN_SYS_WRITE,
 					     UN_SYS_SYNC,  UN_SYS_RENAME, UN_SYS_ALLOC};
 	struct fx *fx = *state;
-	const char *mode = getenv("UNION_NFSD_TEST_MAP");
 	struct un_state *st;
 	char dir[64], tmp[80];
 	int fds = t_nfds(), seq = 0;
-	unsigned long reads;
-
-	map_mode_set(NULL); /* the probe's calls fail too */
 
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
 		unsigned long calls;
@@ -380,17 +320,14 @@ static void test_state_open_faults(void **state)
 		}
 	}
 	un_sys_inject_reset();
-	/* An existing secret is read, not rewritten (the probe of the
-	 * filesystem may read too, as much each time). */
+	/* An existing secret is read, not rewritten. */
 	assert_int_equal(un_state_open(t_path(fx, "state2"), &st), 0);
-	reads = un_sys_calls(UN_SYS_READ);
 	un_state_close(st);
 	un_sys_inject_reset();
 	assert_int_equal(un_state_open(t_path(fx, "state2"), &st), 0);
 	assert_int_equal(un_sys_calls(UN_SYS_WRITE), 0);
-	assert_int_equal(un_sys_calls(UN_SYS_READ), reads + 1);
+	assert_int_equal(un_sys_calls(UN_SYS_READ), 1);
 	un_state_close(st);
-	map_mode_set(mode);
 }
 
 struct racer {
@@ -441,123 +378,6 @@ static void test_concurrent_first_lookups(void **state)
 	}
 }
 
-/* A state dir moves between the two ways of writing its table: the ids stay,
- * new ones still grow (invariant 1). */
-static void test_map_modes(void **state)
-{
-	static const char *const modes[] = {"write", "pwrite", "write"};
-	struct fx *fx = *state;
-	const char *mode = getenv("UNION_NFSD_TEST_MAP");
-	un_id ids[3], root = UN_ID_NONE, last = UN_ID_NONE;
-	struct un_state *st;
-	char name[16];
-
-	for (size_t m = 0; m < 3; m++) {
-		map_mode_set(modes[m]);
-		assert_int_equal(un_state_open(t_path(fx, "moving"), &st), 0);
-		assert_int_equal(map_writes(st), !strcmp(modes[m], "write"));
-		if (m == 0)
-			root = root_id(st);
-		assert_int_equal(root_id(st), root);
-		for (size_t i = 0; i < m; i++) {
-			snprintf(name, sizeof(name), "f%zu", i);
-			assert_int_equal(name_id(st, root, name, 100 + i), ids[i]);
-		}
-		snprintf(name, sizeof(name), "f%zu", m);
-		ids[m] = name_id(st, root, name, 100 + m);
-		assert_true(ids[m] > last);
-		last = ids[m];
-		assert_int_equal(un_state_sync(st), 0);
-		un_state_close(st);
-	}
-	map_mode_set(mode);
-}
-
-/* Bytes of the file at PATH that have blocks. */
-static off_t allocated(const char *path)
-{
-	struct stat sb;
-
-	assert_int_equal(stat(path, &sb), 0);
-	return (off_t)sb.st_blocks * 512;
-}
-
-/* The end of the table's last page in its file. */
-static off_t table_end(struct un_state *st)
-{
-	MDB_envinfo info;
-	MDB_stat ms;
-
-	mdb_env_info(st->env, &info);
-	mdb_env_stat(st->env, &ms);
-	return (off_t)(info.me_last_pgno + 1) * ms.ms_psize;
-}
-
-/* Written through the map, the table's file stays allocated well beyond
- * its last page as the table grows, so no store meets a hole (state.c). */
-static void test_map_reserve(void **state)
-{
-	struct fx *fx = *state;
-	static struct un_node_obs obs[1000];
-	static struct un_devino di[1000];
-	static char names[1000][201];
-	static un_id ids[1000];
-	const char *data = t_path(fx, "state/data.mdb");
-	off_t before, after, first = 0;
-	un_id root;
-
-	if (!map_writes(fx->st))
-		skip();
-	root = root_id(fx->st);
-	for (int round = 0; round < 40; round++) {
-		for (int i = 0; i < 1000; i++) {
-			memset(names[i], 'a' + round % 26, 200);
-			snprintf(names[i], 12, "%02d-%04d", round, i);
-			names[i][11] = 'x';
-			di[i] = (struct un_devino){1, 1000 + round * 1000 + i};
-			obs[i] = (struct un_node_obs){.root = root,
-						      .parent = root,
-						      .name = names[i],
-						      .namelen = 200,
-						      .type = S_IFREG,
-						      .inst = &di[i],
-						      .ninst = 1};
-		}
-		before = table_end(fx->st);
-		if (!first)
-			first = before;
-		assert_int_equal(un_node_ids_batch(fx->st, obs, 1000, ids), 0);
-		after = table_end(fx->st);
-		/* room made when the transaction began, and every page it wrote
-		 * has its blocks */
-		assert_true(allocated(data) >= before + (16 << 20));
-		assert_true(allocated(data) >= after);
-	}
-	/* the table did outgrow what was allocated at open */
-	assert_true(after > first + (16 << 20));
-}
-
-/* Where the probe knows the filesystem: tmpfs keeps no order among a file's
- * writes, so its tables are written through the map. */
-static void test_map_probe(void **state)
-{
-	const char *mode = getenv("UNION_NFSD_TEST_MAP");
-	char dir[] = "/dev/shm/un-test-XXXXXX", path[64];
-	struct un_state *st;
-	struct statfs sf;
-
-	(void)state;
-	if (statfs("/dev/shm", &sf) || sf.f_type != TMPFS_MAGIC || !mkdtemp(dir))
-		skip();
-	snprintf(path, sizeof(path), "%s/state", dir);
-	map_mode_set(NULL);
-	assert_int_equal(un_state_open(path, &st), 0);
-	assert_true(map_writes(st));
-	un_state_close(st);
-	map_mode_set(mode);
-	t_rm_rf(dir);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -579,19 +399,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_state_open_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_first_lookups, t_setup,
 					    t_teardown),
-	    cmocka_unit_test_setup_teardown(test_map_modes, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_map_reserve, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_map_probe, t_setup, t_teardown),
 	};
-	int failed;
 
-	/* Every test once for each way state.c may write the table, whatever
-	 * filesystem the tests run on. */
-	map_mode_set("write");
-	failed = cmocka_run_group_tests_name("node, written through the map", tests, NULL,
-					     NULL);
-	map_mode_set("pwrite");
-	failed +=
-	    cmocka_run_group_tests_name("node, written with pwrite", tests, NULL, NULL);
-	return failed;
+	return cmocka_run_group_tests_name("node", tests, NULL, NULL);
 }
