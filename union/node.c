@@ -72,6 +72,14 @@
  * so a process crash loses none; the environment's MDB_NOSYNC leaves the
  * flush to disk to state.c (once a second, and un_state_sync).
  *
+ * Writes per change: a CREATE commits one write transaction (the miss of
+ * its new name), a REMOVE one (un_node_remove: the names entry, the record,
+ * the links entry), a LOOKUP of a known name none (invariant 4); strace
+ * counts two commits per CREATE+REMOVE pair, five system calls each
+ * (state.c, MDB_WRITEMAP, says why they stay).  No transaction rewrites a
+ * record it leaves unchanged, and a read transaction decides before a
+ * write one begins, so there is no pair of transactions to merge.
+ *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
  *     write transaction that stores the record of the id it handed out

@@ -42,8 +42,33 @@
  *    20,000-34,000/s at 23-27 us of server CPU each to 1,400-2,200/s at
  *    100 us; CREATE+REMOVE pairs on an `async` export from 2,300-4,600/s
  *    to 260-410/s.  Not cheap: not taken.
- *  - MDB_WRITEMAP | MDB_MAPASYNC: the same unordered writeback (LMDB's
- *    documentation says so), plus stray pointer writes reach the file.
+ *  - MDB_WRITEMAP (with MDB_NOSYNC; MDB_MAPASYNC matters only without it):
+ *    closes nothing, LMDB grants integrity under MDB_NOSYNC only without
+ *    it.  Tried for its cost (commits 4c6f83c..bd79187, reverted): a
+ *    commit with pwrite costs five system calls (pwrite64 of single pages,
+ *    lseek + writev of runs, pwrite64 of the meta page; ten per
+ *    CREATE+REMOVE pair, inside the directory's name lock), through the map
+ *    none, and a flush becomes msync(MS_SYNC), which Linux runs as
+ *    fdatasync of the range.  Crash guarantees: a process crash, as now;
+ *    an OS crash on a filesystem that writes a file's pages back in no
+ *    order (ext4 without data=journal, xfs), the same states can reach the
+ *    disk (the page cache holds the same bytes after a commit; a page
+ *    stored mid-transaction is a free one, like a reused page pwritten at
+ *    commit; a half-stamped meta page misleads as a whole one sent early
+ *    does); but on a filesystem that keeps a file's writes in order (the
+ *    remedy below) the map loses that order, so it would need a probe of
+ *    the filesystem; and a store into a hole of the sparse 64 GiB file on a
+ *    full disk is a SIGBUS, not ENOSPC, so it needs the file fallocated
+ *    ahead of the table.  Measured with all that (journaled ext4 image,
+ *    run.sh A/B alternating, 6 runs each, medians): u4a CREATE+REMOVE
+ *    15,757 -> 19,748 pairs/s at 57 -> 45 us CPU a pair, but small files
+ *    (CREATE, WRITE, COMMIT) on u4a 5,228 -> 4,042 files/s at 135 -> 166
+ *    us, and u4 unchanged (149 -> 147 us a pair).  Every flush cleans the
+ *    pages it writes and so write-protects them in the map: the next
+ *    commit faults on each (3-4 minor faults a file in small files, whose
+ *    COMMITs flush; none in async CREATE+REMOVE), and the kernel shoots
+ *    down their TLB entries on the other CPU.  A gain only where flushes
+ *    are rare: not taken.
  *  - Syncing only some commits with NOMETASYNC does not help: one unordered
  *    commit is enough to leave a meta page ahead of its data.
  * What would close it: libmdbx's MDBX_SAFE_NOSYNC (lazy flushes that keep
