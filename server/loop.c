@@ -794,12 +794,23 @@ static void batch_add(struct batch *b, struct call_job *j)
 
 /* ---- workers: the read turn ---- */
 
+/* Moves C's complete record into a job on B (dropped, logged, without
+ * memory). */
+static void queue_record(struct srv_loop *l, struct srv_conn *c, struct batch *b)
+{
+	struct srv_buf record;
+	struct call_job *j;
+
+	srv_rm_take(&c->rm, &record);
+	j = new_call_job(l, c, -1, &c->peer, c->peerlen, &record);
+	if (j)
+		batch_add(b, j);
+}
+
 /* Cuts BUF into records, each a job on B; false when C must close. */
 static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf,
 		      size_t n, struct batch *b)
 {
-	struct srv_buf record;
-	struct call_job *j;
 	enum srv_rm_status st;
 	char peer[INET6_ADDRSTRLEN + 16];
 	size_t used;
@@ -815,12 +826,8 @@ static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf
 				SRV_MAX_RECORD);
 			return false;
 		}
-		if (st != SRV_RM_RECORD)
-			continue;
-		srv_rm_take(&c->rm, &record);
-		j = new_call_job(l, c, -1, &c->peer, c->peerlen, &record);
-		if (j)
-			batch_add(b, j);
+		if (st == SRV_RM_RECORD)
+			queue_record(l, c, b);
 	}
 	return true;
 }
@@ -832,8 +839,6 @@ static ssize_t read_conn(struct srv_loop *l, struct srv_conn *c, uint8_t *rx,
 			 struct batch *b, bool *ok)
 {
 	enum srv_rm_status st;
-	struct srv_buf record;
-	struct call_job *j;
 	size_t room;
 	uint8_t *dst = srv_rm_direct(&c->rm, &room);
 	ssize_t n;
@@ -848,12 +853,8 @@ static ssize_t read_conn(struct srv_loop *l, struct srv_conn *c, uint8_t *rx,
 	if (n <= 0)
 		return n;
 	srv_rm_direct_done(&c->rm, (size_t)n, &st);
-	if (st == SRV_RM_RECORD) {
-		srv_rm_take(&c->rm, &record);
-		j = new_call_job(l, c, -1, &c->peer, c->peerlen, &record);
-		if (j)
-			batch_add(b, j);
-	}
+	if (st == SRV_RM_RECORD)
+		queue_record(l, c, b);
 	return n;
 }
 
