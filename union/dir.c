@@ -44,8 +44,12 @@
  *      is needed.  Directories a copy-up makes on the way are durable,
  *      each before its entry, when the copy-up returns (copyup.c).
  *      Fsyncing the child first keeps any entry from reaching the disk
- *      before the inode it names; on a journal the second fsync finds its
- *      transaction committed already.
+ *      before the inode it names.  On such a journal a create whose new
+ *      object was last changed by making its entry fsyncs the directory
+ *      alone (un_sync_made): that commit carries the object, and the
+ *      concurrent creates of the directory share it, where each object's
+ *      own fsync was a commit of its own (a mode fixed or attributes set
+ *      after the entry keep the object's fsync: changed_after_entry).
  *      Concurrent changes share these fsyncs and the flushes of the node
  *      table (sync.c, group commit).  A thread serving an `async` client
  *      (exports(5)) skips step 7 (un_thread_sync): the 1-second flush of
@@ -581,6 +585,11 @@ static int nb_make(int dirfd, const char *name, const struct newobj *nb)
 	}
 }
 
+/* The calling thread's create changed its new object after making its entry
+ * (a mode fixed, attributes set): the object then needs its own fsync
+ * (un_sync_made).  create_obj clears it before it creates. */
+static _Thread_local bool changed_after_entry;
+
 /* The process umask may have dropped permission bits the caller asked for:
  * NFS has no umask (the client applied its own), so the mode is exact.  FD
  * (O_PATH) is the new object, ST its stat. */
@@ -589,6 +598,7 @@ static int nb_fix_mode_fd(int fd, const struct stat *st, const struct newobj *nb
 	if (nb->linkfd >= 0 || S_ISLNK(nb->mode) ||
 	    (st->st_mode & 0777) == (nb->mode & 0777))
 		return 0;
+	changed_after_entry = true;
 	return un_sys_chmod_fd(fd, (st->st_mode & 07000) | (nb->mode & 0777));
 }
 
@@ -881,6 +891,7 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		err = -ENOTDIR;
 	if (err)
 		return err;
+	changed_after_entry = false;
 	ns_lock(ex, &l, &dir->id, 1);
 	err =
 	    upper_only(ex, dir, name) ? create_made(ex, dir, name, len, nb, true, &o) : 1;
@@ -888,12 +899,15 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		made = false;
 		err = create_merged(ex, dir, name, len, nb, how, sa, &o, &made);
 	}
-	if (!err && made && sa)
+	if (!err && made && sa && un_sattr_any(sa)) {
+		changed_after_entry = true;
 		err = un_setattr_nosync(ex, o, sa);
+	}
 	ns_unlock(ex, &l);
 	/* The object before the entry that names it (design notes, step 7). */
 	if (!err)
-		err = un_sync_change(ex, o, dir);
+		err = made && !changed_after_entry ? un_sync_made(ex, o, dir)
+						   : un_sync_change(ex, o, dir);
 	if (!err && out)
 		*out = o;
 	else

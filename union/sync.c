@@ -381,6 +381,16 @@ int un_sync_inode(struct un_export *ex, int fd)
 	return fsync_shared(&j);
 }
 
+int un_sync_made(struct un_export *ex, struct un_obj *o, struct un_obj *dir)
+{
+	/* Under a journal the transactions commit in order, and DIR's fsync
+	 * commits the one that made O's entry and every one before it, which
+	 * hold all of O's changes: O's own fsync would be a second commit,
+	 * unshared (each new file has its own slot), that the concurrent
+	 * changes of DIR could not join. */
+	return un_sync_change(ex, ex->dirsync_orders ? NULL : o, dir);
+}
+
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 {
 	if (thread_async)

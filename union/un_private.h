@@ -525,6 +525,11 @@ void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
  * un_setattr end with it.  Does nothing on a thread that serves an `async`
  * client (un_thread_sync). */
 int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
+/* un_sync_change(EX, O, DIR) of a change that made O's entry in DIR and
+ * changed O no more after it (a create that set no attributes later): where
+ * a directory's fsync orders (un_sync_probe_fs), DIR's shared fsync alone
+ * makes O durable too. */
+int un_sync_made(struct un_export *ex, struct un_obj *o, struct un_obj *dir);
 /* un_sync_change whatever the thread's setting: un_commit. */
 int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
 /* Notes that the calling thread's change made an inode no fsync can reach

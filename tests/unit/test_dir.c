@@ -6,6 +6,7 @@
 #include "test_wr.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 
@@ -886,6 +887,65 @@ static void test_sync_shared_error(void **state)
 	un_obj_put(a.dir);
 }
 
+/* Fsyncs of regular files and of directories, counted by fs_count_hook. */
+static atomic_int fsyncs_reg, fsyncs_dir;
+
+static int fs_count_hook(int fd, bool begin)
+{
+	struct stat st;
+
+	if (begin && !fstat(fd, &st))
+		atomic_fetch_add(S_ISDIR(st.st_mode) ? &fsyncs_dir : &fsyncs_reg, 1);
+	return 0;
+}
+
+/* Creates NAME in D (MODE, SA) and checks that it fsynced REG regular files
+ * and one directory. */
+static void made_fsyncs(struct fx *fx, struct un_obj *d, const char *name, mode_t mode,
+			bool excl, const struct un_sattr *sa, int reg)
+{
+	struct un_obj *o = NULL;
+
+	atomic_store(&fsyncs_reg, 0);
+	atomic_store(&fsyncs_dir, 0);
+	un_sys_test_fsync_hook(fs_count_hook);
+	assert_int_equal(un_create(fx->ex, d, name, mode, excl, sa, &o), 0);
+	un_sys_test_fsync_hook(NULL);
+	un_obj_put(o);
+	assert_int_equal(atomic_load(&fsyncs_reg), reg);
+	assert_int_equal(atomic_load(&fsyncs_dir), 1);
+}
+
+/* Where a directory's fsync orders (a journal), a create that changed its
+ * new file no more after making its entry fsyncs only the directory
+ * (un_sync_made); the new file is fsynced too where it does not, when the
+ * create set attributes or fixed the mode after the entry, and when an
+ * UNCHECKED create truncated an existing file. */
+static void test_sync_made_dir_only(void **state)
+{
+	struct fx *fx = *state;
+	struct un_sattr mtime = {.set_mtime = true, .mtime = {.tv_nsec = UTIME_NOW}};
+	mode_t mask = umask(022);
+	struct un_obj *d;
+	struct stat st;
+
+	un_thread_sync(true);
+	t_file(fx, "u/d/x", "data");
+	w_export(fx);
+	d = walk(fx, "d");
+	fx->ex->dirsync_orders = true;
+	made_fsyncs(fx, d, "a", 0644, true, NULL, 0);
+	made_fsyncs(fx, d, "b", 0644, true, &mtime, 1);
+	made_fsyncs(fx, d, "c", 0666, true, NULL, 1); /* the umask took 022 */
+	made_fsyncs(fx, d, "x", 0644, false, &(struct un_sattr){.set_size = true}, 1);
+	fx->ex->dirsync_orders = false;
+	made_fsyncs(fx, d, "e", 0644, true, NULL, 1);
+	umask(mask);
+	assert_int_equal(stat(t_path(fx, "u/d/c"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0666);
+	un_obj_put(d);
+}
+
 static void test_create_verf(void **state)
 {
 	static const uint8_t v1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -1640,6 +1700,7 @@ int main(void)
 					    w_teardown_sync),
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared_error, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_sync_made_dir_only, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
