@@ -4,6 +4,14 @@
  *   nfs_bench genfile PATH BYTES          write the pattern file the
  *                                         read and copy-up workloads check
  *   nfs_bench memcpy [MIB]                memcpy bandwidth of this machine
+ *   nfs_bench localpairs DIR COUNT THREADS [sync]
+ *                                         the kernel's own rate of the
+ *                                         createremove row: THREADS threads
+ *                                         make and remove COUNT empty files
+ *                                         in a new directory below DIR, no
+ *                                         NFS between; with sync each change
+ *                                         fsyncs the directory (and a new
+ *                                         file itself first) before the next
  *
  * Workloads (each checks what it got, so that a fast wrong answer fails):
  *   null         NULL calls
@@ -56,6 +64,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1383,6 +1393,110 @@ static int memcpy_bw(size_t mib)
 	return 0;
 }
 
+/* ---- local yardstick of CREATE+REMOVE ---- */
+
+/* What the kernel itself does for the createremove row, so that its rates
+ * can be read against a ceiling: the same names, a new empty file made with
+ * mknodat as the servers make it, then removed, by THREADS threads in one
+ * directory (the row's 32 outstanding pairs).  With SYNC, each change waits
+ * as a naive durable server would: the new file's fsync, then the
+ * directory's (the kernel's journal shares what it can). */
+struct local_pairs {
+	int dirfd, threads;
+	uint64_t count;
+	bool sync;
+	_Atomic uint64_t next;
+	_Atomic int failed;
+};
+
+static int fsync_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+static int local_pair(struct local_pairs *lp, uint64_t i)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "n%07" PRIu64, i);
+	if (mknodat(lp->dirfd, name, S_IFREG | 0644, 0))
+		return -1;
+	if (lp->sync && (fsync_at(lp->dirfd, name) || fsync(lp->dirfd)))
+		return -1;
+	if (unlinkat(lp->dirfd, name, 0))
+		return -1;
+	return lp->sync ? fsync(lp->dirfd) : 0;
+}
+
+static void *local_pairs_thread(void *arg)
+{
+	struct local_pairs *lp = arg;
+	uint64_t i;
+
+	while (!lp->failed && (i = lp->next++) < lp->count)
+		if (local_pair(lp, i))
+			lp->failed = errno;
+	return NULL;
+}
+
+static double process_cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Prints "LOCAL workload=localpairs ops=N secs=S rate=R unit=pairs/s
+ * cpu_us_per_op=P" as the workloads print their RESULT line. */
+static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
+{
+	struct local_pairs lp = {.count = count, .threads = threads, .sync = sync};
+	char sub[64];
+	pthread_t *t = calloc((size_t)threads, sizeof(*t));
+	int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 1;
+	double secs, cpu;
+
+	snprintf(sub, sizeof(sub), "localpairs.%d", (int)getpid());
+	lp.dirfd = -1;
+	if (!t || threads < 1 || parent < 0 || mkdirat(parent, sub, 0755) ||
+	    (lp.dirfd = openat(parent, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		perror(dir);
+		goto out;
+	}
+	secs = now();
+	cpu = process_cpu();
+	for (int k = 0; k < threads; k++)
+		pthread_create(&t[k], NULL, local_pairs_thread, &lp);
+	for (int k = 0; k < threads; k++)
+		pthread_join(t[k], NULL);
+	secs = now() - secs;
+	cpu = process_cpu() - cpu;
+	if (lp.failed) {
+		fprintf(stderr, "localpairs: %s\n", strerror(lp.failed));
+		goto out;
+	}
+	printf("LOCAL workload=localpairs%s ops=%" PRIu64
+	       " secs=%.3f rate=%.1f unit=pairs/s cpu_us_per_op=%.2f\n",
+	       sync ? "-sync" : "", count, secs, (double)count / secs,
+	       cpu * 1e6 / (double)count);
+	rc = unlinkat(parent, sub, AT_REMOVEDIR) ? 1 : 0; /* must be empty again */
+out:
+	if (lp.dirfd >= 0)
+		close(lp.dirfd);
+	if (parent >= 0)
+		close(parent);
+	free(t);
+	return rc;
+}
+
 /* ---- main ---- */
 
 static void usage(void)
@@ -1395,7 +1509,8 @@ static void usage(void)
 	    "         null|getattr|lookup|readdirplus|createremove|smallfiles|write|"
 	    "read|copyup\n"
 	    "       nfs_bench genfile PATH BYTES\n"
-	    "       nfs_bench memcpy [MIB]\n");
+	    "       nfs_bench memcpy [MIB]\n"
+	    "       nfs_bench localpairs DIR COUNT THREADS [sync]\n");
 	exit(2);
 }
 
@@ -1522,6 +1637,9 @@ int main(int argc, char **argv)
 		return genfile(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "memcpy"))
 		return memcpy_bw(argc > 2 ? strtoul(argv[2], NULL, 0) : 256);
+	if (argc >= 5 && !strcmp(argv[1], "localpairs"))
+		return local_pairs(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]),
+				   argc > 5 && !strcmp(argv[5], "sync"));
 	parse(&b, argc, argv);
 	for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
 		if (!strcmp(workloads[i].name, b.workload))

@@ -343,7 +343,7 @@ bench() {
 		--call-graph dwarf,32768 -p "${SPID[$s]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
 	# TRACE_DIR: the server's system calls counted (strace -c) meanwhile
 	if [ -n "${TRACE_DIR:-}" ]; then
-		strace -c -f -q -p "${SPID[$s]}" -o "$TRACE_DIR/$s-$w-r$r.txt" &
+		strace ${TRACE_OPTS:--c} -f -q -p "${SPID[$s]}" -o "$TRACE_DIR/$s-$w-r$r.txt" &
 		tracer=$!
 		sleep 1 # attached to every thread before the first call
 	fi
@@ -440,6 +440,23 @@ loopback_limit() {
 		python3 -c 'import json,sys; j=json.load(sys.stdin); print("iperf3 loopback TCP, 1 stream: %.0f MB/s" % (j["end"]["sum_received"]["bits_per_second"]/8e6))' ||
 		echo "iperf3: failed"
 	wait "$p" 2>/dev/null || true
+}
+
+# kernel_pairs: the createremove row's yardstick, what the kernel alone does
+# of the same work on the same filesystem (nfs_bench localpairs: DEPTH
+# threads, N_PAIRS pairs), as answered before the disk and with an fsync of
+# each change (what a durable server asks of it, unshared)
+kernel_pairs() {
+	local fs m line
+	[[ " ${ROWS[*]} " == *" createremove "* ]] || return 0
+	fs=$(findmnt -n -o FSTYPE,SOURCE -T "$T" | tr -s ' ' | tr ' ' ,)
+	for m in "" sync; do
+		line=$("$NFS_BENCH" localpairs "$T" "$N_PAIRS" "$DEPTH" $m) || { echo "localpairs: failed"; return 0; }
+		awk -v fs="$fs" -v m="$m" -v d="$DEPTH" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			printf "kernel alone, CREATE+REMOVE (%s, %s threads, %s): %.0f pairs/s, %.1f us CPU a pair\n",
+			fs, d, m == "sync" ? "fsync of each change" : "no fsync",
+			v["rate"], v["cpu_us_per_op"] }' <<<"$line"
+	done
 }
 
 # ---- main ----
@@ -555,5 +572,6 @@ fi
 echo "all runs passed their checks"
 loopback_limit
 "$NFS_BENCH" memcpy 256
+kernel_pairs
 [ -n "$UNFS_NOTE" ] && echo "$UNFS_NOTE"
 exit 0
