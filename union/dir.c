@@ -19,6 +19,11 @@
  *      ready before it shows (a white-out, an opaque directory, a file over a
  *      white-out) is built in the work dir first;
  *   6. tell the node table (un_node_remove, un_node_rename, un_node_link);
+ *      a remove, and a create in a directory that merges nothing, only
+ *      queue their write under the lock (un_node_remove_queue,
+ *      un_node_assign_queue) and wait for its commit after dropping it, so
+ *      that the changes of one directory share commits (node.c, the
+ *      writer; its queue keeps their order);
  *   7. after the locks are dropped, make the change durable before the
  *      reply (un_sync_change): the upper instances of the objects it made
  *      or changed, each before the directory whose entry names it, then the
@@ -764,9 +769,12 @@ static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist
 
 /* An object of one instance, FD (ownership moves to it on success), the
  * entry NAME (LEN) of DIR's upper instance that stat ST describes; its node
- * from the table as a lookup's observation of it gives it (lookup_obj). */
+ * from the table as a lookup's observation of it gives it (lookup_obj).
+ * With PEND the node is only queued (PEND, node.c's writer): the caller
+ * waits for it after its locks and sets the object's id and fileid. */
 static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *name,
-		    size_t len, int fd, const struct stat *st, struct un_obj **out)
+		    size_t len, int fd, const struct stat *st, struct un_node_job *pend,
+		    struct un_obj **out)
 {
 	uint16_t layer = dir->inst[0].layer;
 	struct un_devino di = {.dev = st->st_dev, .ino = st->st_ino};
@@ -781,9 +789,13 @@ static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *
 	    .links = un_links_of(ex, layer, st),
 	};
 	struct un_obj *o;
-	un_id id, fileid;
-	int err = un_node_assign(ex->st, &obs, 1, &id, &fileid);
+	un_id id = UN_ID_NONE, fileid = UN_ID_NONE;
+	int err = 0;
 
+	if (pend)
+		un_node_assign_queue(ex->st, &obs, pend);
+	else
+		err = un_node_assign(ex->st, &obs, 1, &id, &fileid);
 	if (err)
 		return err;
 	/* Room for one instance more, as lookup.c's objects (a copy-up's). */
@@ -808,7 +820,8 @@ static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *
  * under DIR's lock: opened and read once as un_lookup would, without its
  * white-out probes (invariant 7); its mode made exact when FIX. */
 static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
-		    size_t len, const struct newobj *nb, bool fix, struct un_obj **out)
+		    size_t len, const struct newobj *nb, bool fix,
+		    struct un_node_job *pend, struct un_obj **out)
 {
 	struct stat st;
 	int fd, err;
@@ -820,7 +833,7 @@ static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
 	if (!err && fix)
 		err = nb_fix_mode_fd(fd, &st, nb);
 	if (!err)
-		err = obj_made(ex, dir, name, len, fd, &st, out);
+		err = obj_made(ex, dir, name, len, fd, &st, pend, out);
 	if (err)
 		un_sys_close(fd);
 	return err;
@@ -835,14 +848,14 @@ static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
  * caller, as create_in reads it. */
 static int create_made(struct un_export *ex, struct un_obj *dir, const char *name,
 		       size_t len, const struct newobj *nb, bool probe,
-		       struct un_obj **out)
+		       struct un_node_job *pend, struct un_obj **out)
 {
 	int udir = dir->inst[0].fd, kind, err = 0;
 
 	if (!nb->verf) {
 		err = nb_make(udir, name, nb);
 		if (!err)
-			return made_obj(ex, dir, name, len, nb, true, out);
+			return made_obj(ex, dir, name, len, nb, true, pend, out);
 	}
 	kind = probe ? upper_probe(udir, name) : upper_kind(udir, name);
 	if (kind != UP_ABSENT && kind != UP_WHITEOUT)
@@ -850,7 +863,7 @@ static int create_made(struct un_export *ex, struct un_obj *dir, const char *nam
 	if (kind == UP_ABSENT && !nb->verf)
 		return err; /* what making it answered */
 	err = create_over(ex, dir, name, nb, kind == UP_WHITEOUT);
-	return err ? err : made_obj(ex, dir, name, len, nb, false, out);
+	return err ? err : made_obj(ex, dir, name, len, nb, false, NULL, out);
 }
 
 /* create_obj's decision in the merged view: *out gets the existing object
@@ -868,7 +881,7 @@ static int create_merged(struct un_export *ex, struct un_obj *dir, const char *n
 		*made = true;
 		err = un_copyup(ex, dir);
 		if (!err)
-			err = create_made(ex, dir, name, len, nb, false, out);
+			err = create_made(ex, dir, name, len, nb, false, NULL, out);
 	}
 	un_obj_put(c);
 	return err;
@@ -880,11 +893,12 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		      const struct newobj *nb, enum on_exist how,
 		      const struct un_sattr *sa, struct un_obj **out)
 {
+	struct un_node_job job = {0};
 	struct un_obj *o = NULL;
 	struct nslocks l;
 	bool made = true;
 	size_t len;
-	int err;
+	int err, jerr;
 
 	err = args_check(ex, name, &len);
 	if (!err && !S_ISDIR(dir->type))
@@ -893,8 +907,9 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		return err;
 	changed_after_entry = false;
 	ns_lock(ex, &l, &dir->id, 1);
-	err =
-	    upper_only(ex, dir, name) ? create_made(ex, dir, name, len, nb, true, &o) : 1;
+	err = upper_only(ex, dir, name)
+		  ? create_made(ex, dir, name, len, nb, true, &job, &o)
+		  : 1;
 	if (err == 1) {
 		made = false;
 		err = create_merged(ex, dir, name, len, nb, how, sa, &o, &made);
@@ -904,6 +919,14 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		err = un_setattr_nosync(ex, o, sa);
 	}
 	ns_unlock(ex, &l);
+	if (job.fn) { /* queued by create_made: the new object's node */
+		jerr = un_node_job_wait(ex->st, &job);
+		err = err ? err : jerr;
+		if (!err) {
+			o->id = job.id;
+			o->fileid = job.fileid;
+		}
+	}
 	/* The object before the entry that names it (design notes, step 7). */
 	if (!err)
 		err = made && !changed_after_entry ? un_sync_made(ex, o, dir)
@@ -1042,11 +1065,12 @@ static int remove_merged(struct un_export *ex, struct un_obj *dir, const char *n
 
 int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 {
+	struct un_node_name nm = {dir->id, name, 0};
+	struct un_node_job job;
 	struct nslocks l;
-	size_t len;
 	int err;
 
-	err = args_check(ex, name, &len);
+	err = args_check(ex, name, &nm.len);
 	if (!err && !S_ISDIR(dir->type))
 		err = -ENOTDIR;
 	if (err)
@@ -1054,10 +1078,14 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 	ns_lock(ex, &l, &dir->id, 1);
 	err = remove_fast(ex, dir, name);
 	if (err == 1)
-		err = remove_merged(ex, dir, name, len);
+		err = remove_merged(ex, dir, name, nm.len);
+	/* Queued in the order of the removal, committed after the lock
+	 * (node.c, the writer). */
 	if (!err)
-		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
+		un_node_remove_queue(ex->st, &nm, &job);
 	ns_unlock(ex, &l);
+	if (!err)
+		err = un_node_job_wait(ex->st, &job);
 	return err ? err : un_sync_change(ex, dir, NULL);
 }
 

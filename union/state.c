@@ -352,6 +352,7 @@ static void state_free(struct un_state *st)
 	un_fsyncs_free(st->fsyncs);
 	if (st->env)
 		mdb_env_close(st->env);
+	pthread_mutex_destroy(&st->wq_lock);
 	sodium_memzero(st, sizeof(*st));
 	free(st);
 }
@@ -370,6 +371,8 @@ int un_state_open(const char *dir, struct un_state **out)
 	st = un_sys_calloc(1, sizeof(*st));
 	if (!st)
 		return err;
+	pthread_mutex_init(&st->wq_lock, NULL);
+	st->wq_tail = &st->wq_head;
 	err = state_dir_open(st, dir);
 	if (err)
 		goto fail;

@@ -242,6 +242,11 @@ struct un_state {
 	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
 	 * listing remembers only while it stands still */
 	_Atomic uint64_t node_epoch;
+	/* node.c's writer: the write transactions queued (un_node_job), run
+	 * as one batch a commit by one of the threads waiting for them */
+	pthread_mutex_t wq_lock;
+	struct un_node_job *wq_head, **wq_tail;
+	bool wq_running; /* a thread runs a batch, or was handed the turn */
 
 	pthread_t syncer;
 	pthread_mutex_t sync_lock; /* guards stopping and kicked */
@@ -331,6 +336,34 @@ int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino low
  * untouched (they name ID as their parent). */
 int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
 		   const struct un_node_name *to);
+/* A write of the table queued in the order of the caller's change and
+ * waited for once the caller's locks are dropped, so that the changes of one
+ * directory commit together (node.c, the writer).  The fields are node.c's;
+ * the caller owns the memory until un_node_job_wait returns. */
+struct un_node_job {
+	int (*fn)(struct un_state *st, MDB_txn *txn, struct un_node_job *job);
+	int (*call)(struct un_state *st, MDB_txn *txn, const void *arg);
+	const void *arg;
+	struct un_node_obs obs; /* un_node_assign_queue's */
+	struct un_devino di;
+	un_id id, fileid; /* un_node_assign_queue's answer */
+	struct un_node_job *next;
+	int err;
+	bool bump;
+	bool taken;	   /* in a batch (node.c, under st->wq_lock) */
+	_Atomic int state; /* node.c: queued, its batch's runner, done */
+};
+/* un_node_assign of one object OBS (one instance) as a queued job: OBS is
+ * copied, its name must stay valid until the wait; JOB's id and fileid
+ * are the answer once un_node_job_wait returned 0. */
+void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
+			  struct un_node_job *job);
+/* un_node_remove of NM (which must stay valid until the wait) as a job. */
+void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
+			  struct un_node_job *job);
+/* Returns once JOB's batch has committed, with JOB's result; runs a batch
+ * itself when none is running. */
+int un_node_job_wait(struct un_state *st, struct un_node_job *job);
 /* NM was removed: it names nothing; its node is forgotten (un_resolve
  * answers -ESTALE for it from now on, whatever appears under NM later),
  * unless the node keeps another name that un_node_link recorded. */

@@ -1,6 +1,7 @@
 /* test_node.c - the node table: ids stable across restarts, stale ids after
  * removal or replacement, ids unique across exports, hard links, the state
- * dir, injected table failures, and concurrent first lookups. */
+ * dir, injected table failures, concurrent first lookups, and the writer's
+ * batches of queued jobs. */
 #include "test_un.h"
 
 #include <pthread.h>
@@ -378,6 +379,125 @@ static void test_concurrent_first_lookups(void **state)
 	}
 }
 
+/* A job that writes and then fails: its write must not survive. */
+static int junk_then_fail(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
+{
+	MDB_val k = {4, "junk"}, v = {1, "x"};
+
+	(void)j;
+	assert_int_equal(mdb_put(txn, st->db_meta, &k, &v, 0), 0);
+	return -EIO;
+}
+
+static struct un_node_obs file_obs(struct fx *fx, const char *name, struct un_devino *di)
+{
+	return (struct un_node_obs){.root = fx->ex->root_id,
+				    .parent = fx->ex->root_id,
+				    .name = name,
+				    .namelen = strlen(name),
+				    .type = S_IFREG,
+				    .inst = di,
+				    .ninst = 1};
+}
+
+/* Jobs queued together run in one batch (node.c, the writer), each in a
+ * transaction of its own: one failing undoes its own writes only, and the
+ * others commit; what they assigned is what a later lookup reads. */
+static void test_writer_batch(void **state)
+{
+	struct fx *fx = *state;
+	struct un_devino da = {1, 101}, db = {1, 102}, dc = {1, 103};
+	struct un_node_obs a, b, c;
+	struct un_node_job ja, jb, jc;
+	MDB_val k = {4, "junk"}, v;
+	MDB_txn *txn;
+	un_id id;
+
+	t_mkdir(fx, "l1");
+	t_export(fx, "l1", NULL, NULL);
+	a = file_obs(fx, "a", &da);
+	b = file_obs(fx, "b", &db);
+	c = file_obs(fx, "c", &dc);
+	un_node_assign_queue(fx->st, &a, &ja);
+	un_node_assign_queue(fx->st, &b, &jb);
+	jb.fn = junk_then_fail; /* nothing runs until a wait */
+	un_node_assign_queue(fx->st, &c, &jc);
+	assert_int_equal(un_node_job_wait(fx->st, &ja), 0); /* runs all three */
+	assert_int_equal(jb.state, jc.state);
+	assert_int_equal(un_node_job_wait(fx->st, &jb), -EIO);
+	assert_int_equal(un_node_job_wait(fx->st, &jc), 0);
+	assert_true(ja.id != UN_ID_NONE && jc.id != UN_ID_NONE && ja.id != jc.id);
+	assert_int_equal(un_node_get_or_create(fx->st, &a, &id), 0);
+	assert_int_equal(id, ja.id);
+	assert_int_equal(un_node_get_or_create(fx->st, &c, &id), 0);
+	assert_int_equal(id, jc.id);
+	assert_int_equal(mdb_txn_begin(fx->st->env, NULL, MDB_RDONLY, &txn), 0);
+	assert_int_equal(mdb_get(txn, fx->st->db_meta, &k, &v), MDB_NOTFOUND);
+	mdb_txn_abort(txn);
+}
+
+/* Threads that create and remove names side by side through the queue:
+ * every id handed out is committed (a lookup reads it back), and none is
+ * handed out twice. */
+struct churn {
+	struct fx *fx;
+	int t;
+	un_id ids[64];
+	int rc;
+};
+
+static void *churn_run(void *arg)
+{
+	struct churn *c = arg;
+	struct un_devino di = {2, 0};
+	char name[32];
+	struct un_node_obs o;
+	struct un_node_job j;
+	un_id id;
+
+	for (int i = 0; i < 64 && !c->rc; i++) {
+		snprintf(name, sizeof(name), "t%d-%d", c->t, i);
+		di.ino = 1000u * (unsigned)c->t + (unsigned)i + 1;
+		o = file_obs(c->fx, name, &di);
+		un_node_assign_queue(c->fx->st, &o, &j);
+		c->rc = un_node_job_wait(c->fx->st, &j);
+		c->ids[i] = j.id;
+		if (!c->rc)
+			c->rc = un_node_get_or_create(c->fx->st, &o, &id);
+		if (!c->rc && id != j.id)
+			c->rc = -EINVAL;
+		if (!c->rc && i % 2)
+			c->rc = un_node_remove(
+			    c->fx->st, &(struct un_node_name){c->fx->ex->root_id, name,
+							      strlen(name)});
+	}
+	return NULL;
+}
+
+static void test_writer_threads(void **state)
+{
+	struct fx *fx = *state;
+	struct churn c[4];
+	pthread_t th[4];
+
+	t_mkdir(fx, "l1");
+	t_export(fx, "l1", NULL, NULL);
+	for (int t = 0; t < 4; t++) {
+		c[t] = (struct churn){.fx = fx, .t = t};
+		assert_int_equal(pthread_create(&th[t], NULL, churn_run, &c[t]), 0);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < 4; t++) {
+		assert_int_equal(c[t].rc, 0);
+		for (int u = 0; u < 4; u++)
+			for (int i = 0; i < 64; i++)
+				for (int k = 0; k < 64; k++)
+					assert_true((t == u && i == k) ||
+						    c[t].ids[i] != c[u].ids[k]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +517,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_state_dir, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_table_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_state_open_faults, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_batch, t_setup, t_teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_threads, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_first_lookups, t_setup,
 					    t_teardown),
 	};
