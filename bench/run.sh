@@ -30,7 +30,10 @@
 # PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
 # the server during each run: PERF_DIR/SERVER-ROW-rROUND.data (PERF_EVENT=
 # another event); TRACE_DIR=/abs/dir counts its system calls (strace -c) in
-# TRACE_DIR/SERVER-ROW-rROUND.txt (slows the server: rates mean nothing then).
+# TRACE_DIR/SERVER-ROW-rROUND.txt (slows the server: rates mean nothing then);
+# TRACE_OPTS replaces strace's -c (e.g. "-e trace=%file,%desc" for every call).
+# Beside the table: the kernel's own CREATE+REMOVE rate on the data's
+# filesystem (nfs_bench localpairs), with and without an fsync per change.
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
