@@ -5,9 +5,16 @@
  * ------------
  * Every change of names has one shape:
  *   1. check the arguments: a writable export, one valid name;
- *   2. lock the names of the directories involved (ns_lock: mutexes striped
- *      by node id; a cross-directory rename first takes ex->rename_lock, as
- *      the VFS serialises those, so its loop check stays true);
+ *   2. lock the names of the directories involved (ns_lock: read-write
+ *      locks striped by node id, taken for writing; a cross-directory
+ *      rename first takes ex->rename_lock, as the VFS serialises those, so
+ *      its loop check stays true).  A create or remove in a directory that
+ *      merges nothing (invariant 6) takes its directory's stripe for
+ *      reading and a mutex of its name (ns_lock_name), so that the changes
+ *      of different names there run side by side, as the kernel runs them
+ *      in the upper directory; one of the same name waits, and anything
+ *      else changing the directory excludes them all.  When the upper alone
+ *      cannot decide, the change drops that lock and takes the other;
  *   3. look the names up in the merged view and decide as the same system
  *      call on an overlayfs mount would: same errno, same order of checks
  *      (in a directory that merges nothing, its upper decides: invariant 6);
@@ -179,6 +186,7 @@ struct nslocks {
 	size_t n;
 	size_t idx[4];
 	bool rename; /* ex->rename_lock held too */
+	int name;    /* the stripe of ex->name_locks held (its idx[0] shared), or -1 */
 };
 
 void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on)
@@ -193,6 +201,7 @@ static void ns_lock(struct un_export *ex, struct nslocks *l, const un_id *ids, s
 	size_t s, j;
 
 	l->n = 0;
+	l->name = -1;
 	for (size_t i = 0; i < n; i++) {
 		s = un_stripe(ids[i]);
 		for (j = 0; j < l->n && l->idx[j] < s; j++)
@@ -204,13 +213,40 @@ static void ns_lock(struct un_export *ex, struct nslocks *l, const un_id *ids, s
 		l->n++;
 	}
 	for (size_t i = 0; i < l->n; i++)
-		pthread_mutex_lock(&ex->ns_locks[l->idx[i]]);
+		pthread_rwlock_wrlock(&ex->ns_locks[l->idx[i]]);
+}
+
+/* The stripe of NAME in directory ID. */
+static int name_stripe(un_id id, const char *name)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325) ^ id; /* FNV-1a over the name */
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * UINT64_C(0x100000001b3);
+	return (int)un_stripe(h);
+}
+
+/* Locks one NAME of directory ID for a create or remove decided by the
+ * directory's upper alone (invariant 6): the directory's stripe shared, so
+ * that the changes of other names in it go on side by side (the kernel
+ * orders them in the directory), and NAME's own. */
+static void ns_lock_name(struct un_export *ex, struct nslocks *l, un_id id,
+			 const char *name)
+{
+	l->n = 1;
+	l->idx[0] = un_stripe(id);
+	l->name = name_stripe(id, name);
+	pthread_rwlock_rdlock(&ex->ns_locks[l->idx[0]]);
+	pthread_mutex_lock(&ex->name_locks[l->name]);
 }
 
 static void ns_unlock(struct un_export *ex, struct nslocks *l)
 {
+	if (l->name >= 0)
+		pthread_mutex_unlock(&ex->name_locks[l->name]);
+	l->name = -1;
 	while (l->n)
-		pthread_mutex_unlock(&ex->ns_locks[l->idx[--l->n]]);
+		pthread_rwlock_unlock(&ex->ns_locks[l->idx[--l->n]]);
 }
 
 /* un_lookup, with an absent name as success and *out NULL. */
@@ -906,12 +942,16 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	if (err)
 		return err;
 	changed_after_entry = false;
-	ns_lock(ex, &l, &dir->id, 1);
-	err = upper_only(ex, dir, name)
-		  ? create_made(ex, dir, name, len, nb, true, &job, &o)
-		  : 1;
+	err = 1;
+	if (upper_only(ex, dir, name)) {
+		ns_lock_name(ex, &l, dir->id, name);
+		err = create_made(ex, dir, name, len, nb, true, &job, &o);
+		if (err == 1)
+			ns_unlock(ex, &l); /* the merged way decides, exclusive */
+	}
 	if (err == 1) {
 		made = false;
+		ns_lock(ex, &l, &dir->id, 1);
 		err = create_merged(ex, dir, name, len, nb, how, sa, &o, &made);
 	}
 	if (!err && made && sa && un_sattr_any(sa)) {
@@ -1075,10 +1115,17 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 		err = -ENOTDIR;
 	if (err)
 		return err;
-	ns_lock(ex, &l, &dir->id, 1);
-	err = remove_fast(ex, dir, name);
-	if (err == 1)
+	err = 1;
+	if (upper_only(ex, dir, name)) {
+		ns_lock_name(ex, &l, dir->id, name);
+		err = remove_fast(ex, dir, name);
+		if (err == 1)
+			ns_unlock(ex, &l); /* the merged way decides, exclusive */
+	}
+	if (err == 1) {
+		ns_lock(ex, &l, &dir->id, 1);
 		err = remove_merged(ex, dir, name, nm.len);
+	}
 	/* Queued in the order of the removal, committed after the lock
 	 * (node.c, the writer). */
 	if (!err)

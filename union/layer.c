@@ -250,15 +250,21 @@ static struct un_export *export_alloc(struct un_state *st,
 {
 	struct un_export *ex = un_sys_calloc(1, sizeof(*ex));
 	size_t n = cfg->nlower + (cfg->upperdir != NULL);
+	pthread_rwlockattr_t ra;
 
 	if (!ex)
 		return NULL;
 	ex->st = st;
 	ex->workfd = ex->tmpfd = -1;
+	pthread_rwlockattr_init(&ra);
+	/* A stream of creates must not hold off a rename (dir.c). */
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
 		pthread_mutex_init(&ex->cu_locks[i], NULL);
-		pthread_mutex_init(&ex->ns_locks[i], NULL);
+		pthread_rwlock_init(&ex->ns_locks[i], &ra);
+		pthread_mutex_init(&ex->name_locks[i], NULL);
 	}
+	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&ex->rename_lock, NULL);
 	ex->layers = un_sys_calloc(n, sizeof(*ex->layers));
 	if (ex->layers) { /* no descriptor yet: none for un_export_close to close */
@@ -322,7 +328,8 @@ void un_export_close(struct un_export *ex)
 	un_sys_close(ex->tmpfd);
 	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
 		pthread_mutex_destroy(&ex->cu_locks[i]);
-		pthread_mutex_destroy(&ex->ns_locks[i]);
+		pthread_rwlock_destroy(&ex->ns_locks[i]);
+		pthread_mutex_destroy(&ex->name_locks[i]);
 	}
 	pthread_mutex_destroy(&ex->rename_lock);
 	free(ex->layers);

@@ -408,7 +408,10 @@ struct un_export {
 	 * one directory at a time (dir.c).  Separate tables: a copy-up runs
 	 * under a directory lock, never the other way round. */
 	pthread_mutex_t cu_locks[UN_LOCK_STRIPES];
-	pthread_mutex_t ns_locks[UN_LOCK_STRIPES];
+	pthread_rwlock_t ns_locks[UN_LOCK_STRIPES]; /* shared: name_locks */
+	/* One name of a directory that merges nothing, for a create or a
+	 * remove there, under its directory's stripe held shared (dir.c). */
+	pthread_mutex_t name_locks[UN_LOCK_STRIPES];
 	pthread_mutex_t rename_lock; /* cross-directory renames, as the VFS's */
 	/* The root object walks share, and objects a walk resolved, by node
 	 * id and by (parent, name), the latter with names found absent too

@@ -946,6 +946,105 @@ static void test_sync_made_dir_only(void **state)
 	un_obj_put(d);
 }
 
+/* Threads creating and removing the same few names of one upper-only
+ * directory, whose changes take the directory's lock shared and a lock of
+ * their name (dir.c, ns_lock_name): afterwards every name the directory
+ * holds resolves, by lookup and by its id, to the file there with the id
+ * its create answered, and every other name is absent: the table followed
+ * each name's changes in order. */
+struct churn {
+	struct fx *fx;
+	struct un_obj *dir;
+	unsigned seed;
+	int rc;
+	size_t made;	/* creates that succeeded: */
+	ino_t ino[400]; /* the file each made */
+	un_id id[400];	/* and the id it answered */
+};
+
+static void *churn_names(void *arg)
+{
+	struct churn *c = arg;
+	struct un_obj *o;
+	char name[8];
+	int err;
+
+	un_thread_sync(false);
+	for (int i = 0; i < 400 && !c->rc; i++) {
+		snprintf(name, sizeof(name), "n%u", rand_r(&c->seed) % 6);
+		o = NULL;
+		err = rand_r(&c->seed) % 2
+			  ? un_create(c->fx->ex, c->dir, name, 0644, true, NULL, &o)
+			  : un_remove(c->fx->ex, c->dir, name);
+		if (!err && o) {
+			struct stat st;
+
+			if (fstat(o->inst[0].fd, &st))
+				c->rc = -errno;
+			c->ino[c->made] = st.st_ino;
+			c->id[c->made++] = un_obj_id(o);
+		}
+		un_obj_put(o);
+		if (err && err != -EEXIST && err != -ENOENT)
+			c->rc = err;
+	}
+	return NULL;
+}
+
+/* The id the last create that made inode INO answered (ids only grow; an
+ * inode number may come back), or UN_ID_NONE. */
+static un_id made_id(const struct churn *c, size_t n, ino_t ino)
+{
+	un_id id = UN_ID_NONE;
+
+	for (size_t t = 0; t < n; t++)
+		for (size_t i = 0; i < c[t].made; i++)
+			if (c[t].ino[i] == ino && (id == UN_ID_NONE || c[t].id[i] > id))
+				id = c[t].id[i];
+	return id;
+}
+
+static void test_names_side_by_side(void **state)
+{
+	struct fx *fx = *state;
+	struct churn c[4];
+	pthread_t th[4];
+	struct un_obj *d, *o, *r;
+	struct stat st;
+	char name[8], rel[16];
+	int err;
+
+	t_mkdir(fx, "u/d");
+	w_export(fx);
+	d = walk(fx, "d");
+	for (int t = 0; t < 4; t++) {
+		c[t] = (struct churn){.fx = fx, .dir = d, .seed = (unsigned)t + 1};
+		assert_int_equal(pthread_create(&th[t], NULL, churn_names, &c[t]), 0);
+	}
+	for (int t = 0; t < 4; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(c[t].rc, 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		snprintf(rel, sizeof(rel), "u/d/%s", name);
+		o = NULL;
+		err = un_lookup(fx->ex, d, name, &o);
+		if (stat(t_path(fx, rel), &st)) {
+			assert_int_equal(err, -ENOENT);
+			continue;
+		}
+		assert_int_equal(err, 0);
+		/* the handle its create answered is the one a lookup gives */
+		assert_int_equal(un_obj_id(o), made_id(c, 4, st.st_ino));
+		assert_int_equal(un_resolve(fx->ex, un_obj_id(o), &r), 0);
+		assert_int_equal(un_obj_id(r), un_obj_id(o));
+		un_obj_put(r);
+		un_obj_put(o);
+	}
+	un_obj_put(d);
+}
+
 static void test_create_verf(void **state)
 {
 	static const uint8_t v1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -1701,6 +1800,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared_error, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_made_dir_only, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_names_side_by_side, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_verf, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_symlink_mknod, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_readonly, w_setup, w_teardown),
