@@ -1445,15 +1445,6 @@ static void *local_pairs_thread(void *arg)
 	return NULL;
 }
 
-static double process_cpu(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
 /* Prints "LOCAL workload=localpairs ops=N secs=S rate=R unit=pairs/s
  * cpu_us_per_op=P" as the workloads print their RESULT line. */
 static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
@@ -1472,13 +1463,13 @@ static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
 		goto out;
 	}
 	secs = now();
-	cpu = process_cpu();
+	cpu = self_cpu();
 	for (int k = 0; k < threads; k++)
 		pthread_create(&t[k], NULL, local_pairs_thread, &lp);
 	for (int k = 0; k < threads; k++)
 		pthread_join(t[k], NULL);
 	secs = now() - secs;
-	cpu = process_cpu() - cpu;
+	cpu = self_cpu() - cpu;
 	if (lp.failed) {
 		fprintf(stderr, "localpairs: %s\n", strerror(lp.failed));
 		goto out;

@@ -1061,17 +1061,15 @@ static int remove_nondir(struct un_export *ex, struct un_obj *dir, struct un_obj
 	return err;
 }
 
-/* Removes the non-directory NAME of DIR where DIR's upper instance alone
- * decides (invariant 6), as remove_nondir would: nothing below can show
- * through, and the entry is in the upper.  1 when the merged way must
- * decide (NAME could not be read: the lookup gives its own answer). */
-static int remove_fast(struct un_export *ex, struct un_obj *dir, const char *name)
+/* Removes the non-directory NAME of upper-only DIR (upper_only: its upper
+ * instance alone decides, invariant 6), as remove_nondir would: nothing
+ * below can show through, and the entry is in the upper.  1 when the
+ * merged way must decide (NAME could not be read: the lookup gives its own
+ * answer). */
+static int remove_fast(struct un_obj *dir, const char *name)
 {
-	int udir, kind;
+	int udir = dir->inst[0].fd, kind;
 
-	if (!upper_only(ex, dir, name))
-		return 1;
-	udir = dir->inst[0].fd;
 	kind = upper_probe(udir, name);
 	switch (kind) {
 	case UP_ABSENT:
@@ -1118,7 +1116,7 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 	err = 1;
 	if (upper_only(ex, dir, name)) {
 		ns_lock_name(ex, &l, dir->id, name);
-		err = remove_fast(ex, dir, name);
+		err = remove_fast(dir, name);
 		if (err == 1)
 			ns_unlock(ex, &l); /* the merged way decides, exclusive */
 	}

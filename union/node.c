@@ -1171,13 +1171,12 @@ static int in_write_txn(struct un_state *st,
 	return write_job(st, &j);
 }
 
+/* assign_txn of the job's one object, its answer kept in the job. */
 static int assign_one_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
 {
 	struct found f = {UN_ID_NONE, UN_ID_NONE};
-	int err = node_match(st, txn, &j->obs, &f);
+	int err = assign_txn(st, txn, &(struct assign_args){&j->obs, 1, &f});
 
-	if (err == -ENOENT)
-		err = node_create(st, txn, &j->obs, &f);
 	j->id = f.id;
 	j->fileid = f.fileid;
 	return err;
