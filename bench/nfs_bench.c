@@ -4,14 +4,17 @@
  *   nfs_bench genfile PATH BYTES          write the pattern file the
  *                                         read and copy-up workloads check
  *   nfs_bench memcpy [MIB]                memcpy bandwidth of this machine
- *   nfs_bench localpairs DIR COUNT THREADS [sync]
+ *   nfs_bench localpairs DIR COUNT THREADS [sync|group]
  *                                         the kernel's own rate of the
  *                                         createremove row: THREADS threads
  *                                         make and remove COUNT empty files
  *                                         in a new directory below DIR, no
  *                                         NFS between; with sync each change
  *                                         fsyncs the directory (and a new
- *                                         file itself first) before the next
+ *                                         file itself first) before the next,
+ *                                         with group it waits for a syncfs
+ *                                         begun after it, one thread running
+ *                                         them back to back (group commit)
  *
  * Workloads (each checks what it got, so that a fast wrong answer fails):
  *   null         NULL calls
@@ -1398,15 +1401,27 @@ static int memcpy_bw(size_t mib)
 /* What the kernel itself does for the createremove row, so that its rates
  * can be read against a ceiling: the same names, a new empty file made with
  * mknodat as the servers make it, then removed, by THREADS threads in one
- * directory (the row's 32 outstanding pairs).  With SYNC, each change waits
+ * directory (the row's 32 outstanding pairs).  LOCAL_SYNC: each change waits
  * as a naive durable server would: the new file's fsync, then the
- * directory's (the kernel's journal shares what it can). */
+ * directory's (the kernel's journal shares what it can).  LOCAL_GROUP: each
+ * change waits for a syncfs that began after it, and one thread runs them
+ * back to back, so one syncfs serves every change made while the one
+ * before ran: the most a durable server can share, with THREADS changes in
+ * flight, without the protocol's costs. */
+enum local_mode { LOCAL_NONE, LOCAL_SYNC, LOCAL_GROUP };
+
 struct local_pairs {
 	int dirfd, threads;
 	uint64_t count;
-	bool sync;
+	enum local_mode mode;
 	_Atomic uint64_t next;
 	_Atomic int failed;
+	/* LOCAL_GROUP: the syncfs runs, numbered; guarded by lock */
+	pthread_mutex_t lock;
+	pthread_cond_t asked, ended_cv;
+	uint64_t started, ended;
+	unsigned waiting;
+	bool done;
 };
 
 static int fsync_at(int dirfd, const char *name)
@@ -1420,18 +1435,69 @@ static int fsync_at(int dirfd, const char *name)
 	return rc;
 }
 
+/* Returns once a syncfs begun after the call has ended (LOCAL_GROUP). */
+static int group_wait(struct local_pairs *lp)
+{
+	uint64_t ticket;
+
+	pthread_mutex_lock(&lp->lock);
+	ticket = lp->started + 1;
+	lp->waiting++;
+	pthread_cond_signal(&lp->asked);
+	while (lp->ended < ticket)
+		pthread_cond_wait(&lp->ended_cv, &lp->lock);
+	lp->waiting--;
+	pthread_mutex_unlock(&lp->lock);
+	return 0;
+}
+
+/* The syncer of LOCAL_GROUP: a syncfs whenever a change waits. */
+static void *group_syncer(void *arg)
+{
+	struct local_pairs *lp = arg;
+	uint64_t n;
+
+	pthread_mutex_lock(&lp->lock);
+	for (;;) {
+		while (!lp->waiting && !lp->done)
+			pthread_cond_wait(&lp->asked, &lp->lock);
+		if (lp->done)
+			break;
+		n = ++lp->started;
+		pthread_mutex_unlock(&lp->lock);
+		if (syncfs(lp->dirfd))
+			lp->failed = errno;
+		pthread_mutex_lock(&lp->lock);
+		lp->ended = n;
+		pthread_cond_broadcast(&lp->ended_cv);
+	}
+	pthread_mutex_unlock(&lp->lock);
+	return NULL;
+}
+
+/* The wait of one change, as MODE asks (NAME: a file it made, or NULL). */
+static int local_durable(struct local_pairs *lp, const char *name)
+{
+	switch (lp->mode) {
+	case LOCAL_SYNC:
+		return (name && fsync_at(lp->dirfd, name)) || fsync(lp->dirfd) ? -1 : 0;
+	case LOCAL_GROUP:
+		return group_wait(lp);
+	default:
+		return 0;
+	}
+}
+
 static int local_pair(struct local_pairs *lp, uint64_t i)
 {
 	char name[32];
 
 	snprintf(name, sizeof(name), "n%07" PRIu64, i);
-	if (mknodat(lp->dirfd, name, S_IFREG | 0644, 0))
-		return -1;
-	if (lp->sync && (fsync_at(lp->dirfd, name) || fsync(lp->dirfd)))
+	if (mknodat(lp->dirfd, name, S_IFREG | 0644, 0) || local_durable(lp, name))
 		return -1;
 	if (unlinkat(lp->dirfd, name, 0))
 		return -1;
-	return lp->sync ? fsync(lp->dirfd) : 0;
+	return local_durable(lp, NULL);
 }
 
 static void *local_pairs_thread(void *arg)
@@ -1445,13 +1511,22 @@ static void *local_pairs_thread(void *arg)
 	return NULL;
 }
 
+/* The mode localpairs' last argument names: "", "sync" or "group". */
+static enum local_mode local_mode_of(const char *arg)
+{
+	return !strcmp(arg, "sync")    ? LOCAL_SYNC
+	       : !strcmp(arg, "group") ? LOCAL_GROUP
+				       : LOCAL_NONE;
+}
+
 /* Prints "LOCAL workload=localpairs ops=N secs=S rate=R unit=pairs/s
  * cpu_us_per_op=P" as the workloads print their RESULT line. */
-static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
+static int local_pairs(const char *dir, uint64_t count, int threads, enum local_mode mode)
 {
-	struct local_pairs lp = {.count = count, .threads = threads, .sync = sync};
+	static const char *const suffix[] = {"", "-sync", "-group"};
+	struct local_pairs lp = {.count = count, .threads = threads, .mode = mode};
 	char sub[64];
-	pthread_t *t = calloc((size_t)threads, sizeof(*t));
+	pthread_t *t = calloc((size_t)threads, sizeof(*t)), syncer;
 	int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 1;
 	double secs, cpu;
 
@@ -1462,12 +1537,24 @@ static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
 		perror(dir);
 		goto out;
 	}
+	pthread_mutex_init(&lp.lock, NULL);
+	pthread_cond_init(&lp.asked, NULL);
+	pthread_cond_init(&lp.ended_cv, NULL);
 	secs = now();
 	cpu = self_cpu();
+	if (mode == LOCAL_GROUP)
+		pthread_create(&syncer, NULL, group_syncer, &lp);
 	for (int k = 0; k < threads; k++)
 		pthread_create(&t[k], NULL, local_pairs_thread, &lp);
 	for (int k = 0; k < threads; k++)
 		pthread_join(t[k], NULL);
+	if (mode == LOCAL_GROUP) {
+		pthread_mutex_lock(&lp.lock);
+		lp.done = true;
+		pthread_cond_signal(&lp.asked);
+		pthread_mutex_unlock(&lp.lock);
+		pthread_join(syncer, NULL);
+	}
 	secs = now() - secs;
 	cpu = self_cpu() - cpu;
 	if (lp.failed) {
@@ -1476,7 +1563,7 @@ static int local_pairs(const char *dir, uint64_t count, int threads, bool sync)
 	}
 	printf("LOCAL workload=localpairs%s ops=%" PRIu64
 	       " secs=%.3f rate=%.1f unit=pairs/s cpu_us_per_op=%.2f\n",
-	       sync ? "-sync" : "", count, secs, (double)count / secs,
+	       suffix[mode], count, secs, (double)count / secs,
 	       cpu * 1e6 / (double)count);
 	rc = unlinkat(parent, sub, AT_REMOVEDIR) ? 1 : 0; /* must be empty again */
 out:
@@ -1501,7 +1588,7 @@ static void usage(void)
 	    "read|copyup\n"
 	    "       nfs_bench genfile PATH BYTES\n"
 	    "       nfs_bench memcpy [MIB]\n"
-	    "       nfs_bench localpairs DIR COUNT THREADS [sync]\n");
+	    "       nfs_bench localpairs DIR COUNT THREADS [sync|group]\n");
 	exit(2);
 }
 
@@ -1630,7 +1717,7 @@ int main(int argc, char **argv)
 		return memcpy_bw(argc > 2 ? strtoul(argv[2], NULL, 0) : 256);
 	if (argc >= 5 && !strcmp(argv[1], "localpairs"))
 		return local_pairs(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]),
-				   argc > 5 && !strcmp(argv[5], "sync"));
+				   local_mode_of(argc > 5 ? argv[5] : ""));
 	parse(&b, argc, argv);
 	for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
 		if (!strcmp(workloads[i].name, b.workload))

@@ -1057,7 +1057,9 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 		atomic_fetch_add(&st->node_epoch, 1);
 }
 
-enum { JOB_QUEUED, JOB_RUN, JOB_DONE };
+/* A job's state.  JOB_SLEEPING is JOB_QUEUED with its owner asleep on the
+ * futex: only then does a change of state cost a wake (job_set). */
+enum { JOB_QUEUED, JOB_SLEEPING, JOB_RUN, JOB_DONE };
 
 /* A thread waits for the jobs it queued in the order it queued them, and
  * for every one before it queues or waits for a job of another call: the
@@ -1074,9 +1076,24 @@ static void job_queue(struct un_state *st, struct un_node_job *j)
 	pthread_mutex_unlock(&st->wq_lock);
 }
 
+/* Sleeps while J is queued, having said so (JOB_SLEEPING), so that the
+ * thread that moves it on knows to wake this one. */
 static void job_sleep(struct un_node_job *j)
 {
-	syscall(SYS_futex, &j->state, FUTEX_WAIT_PRIVATE, JOB_QUEUED, NULL, NULL, 0);
+	int queued = JOB_QUEUED;
+
+	if (atomic_compare_exchange_strong(&j->state, &queued, JOB_SLEEPING) ||
+	    queued == JOB_SLEEPING)
+		syscall(SYS_futex, &j->state, FUTEX_WAIT_PRIVATE, JOB_SLEEPING, NULL,
+			NULL, 0);
+}
+
+/* Moves J to STATE; true when its owner sleeps and must be woken
+ * (job_wake), which may be done after J's memory was reused: a stale wake
+ * is harmless. */
+static bool job_set(struct un_node_job *j, int state)
+{
+	return atomic_exchange(&j->state, state) == JOB_SLEEPING;
 }
 
 static void job_wake(struct un_node_job *j)
@@ -1093,27 +1110,28 @@ static void job_wake(struct un_node_job *j)
 static void batch_end(struct un_state *st, struct un_node_job *batch)
 {
 	struct un_node_job *turn, *next;
+	bool asleep = false;
 
 	pthread_mutex_lock(&st->wq_lock);
 	turn = st->wq_head;
 	if (turn)
-		atomic_store(&turn->state, JOB_RUN);
+		asleep = job_set(turn, JOB_RUN);
 	pthread_mutex_unlock(&st->wq_lock);
 	for (; batch; batch = next) {
 		next = batch->next;
-		atomic_store(&batch->state, JOB_DONE);
-		job_wake(batch); /* a stale wake of reused memory is harmless */
+		if (job_set(batch, JOB_DONE))
+			job_wake(batch);
 	}
 	if (!turn) {
 		pthread_mutex_lock(&st->wq_lock);
 		turn = st->wq_head; /* queued while the jobs were marked */
 		if (turn)
-			atomic_store(&turn->state, JOB_RUN);
+			asleep = job_set(turn, JOB_RUN);
 		else
 			st->wq_running = false;
 		pthread_mutex_unlock(&st->wq_lock);
 	}
-	if (turn)
+	if (asleep)
 		job_wake(turn);
 }
 

@@ -351,7 +351,8 @@ struct un_node_job {
 	int err;
 	bool bump;
 	bool taken;	   /* in a batch (node.c, under st->wq_lock) */
-	_Atomic int state; /* node.c: queued, its batch's runner, done */
+	_Atomic int state; /* node.c: queued (its owner asleep or not), its batch's
+			      runner, done */
 };
 /* un_node_assign of one object OBS (one instance) as a queued job: OBS is
  * copied, its name must stay valid until the wait; JOB's id and fileid
