@@ -491,15 +491,12 @@ FAILED=0
 : >"$T/results"
 LOADS=()
 # Each round starts with the next server (u1 u4 u4a gan, then u4 u4a gan
-# u1, ...): whoever runs first after a pause or after the yardsticks can
-# find the machine in another state (below), and a fixed order gave that to
-# the same server every round.  The medians then leave one such run out.
-# What was seen here: the first 1 GiB WRITE or copy-up of a row cost 3-8x
-# the CPU of the next (strace: 3.3 ms a 1 MiB pwrite, where a fast run
-# spends 0.55 ms of CPU a MB in all), whichever
-# server it was; this VM hands freed memory back to its host at once
-# (virtio-balloon free page reporting, min_free_ms 0), so new page cache
-# can cost a fault in the host per page.
+# u1, ...), so that what the first run of a row after a pause meets does
+# not fall on one server every round: here the first 1 GiB WRITE or
+# copy-up of a row often cost 3-8x the CPU of the same run seconds later
+# (strace: 3.3 ms a 1 MiB pwrite, where a fast run spends 0.55 ms of CPU a
+# MB in all), whichever server it was; bench/README.md, "Figures at
+# fbc2685".
 for r in $(seq "$ROUNDS"); do
 	t_round=$SECONDS
 	k=$(((r - 1) % ${#SERVERS[@]}))
