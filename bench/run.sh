@@ -566,11 +566,13 @@ print("|" + "---|" * (1 + len(cols) + len(servers) + 5))
 # u4/gan compares the default (every change durable at its reply) with
 # Ganesha, which answers changes before the disk; u4a/gan compares the same
 # promise (the union's async rule)
+# (none on the copy-up rows: Ganesha's is a plain 1-byte write)
 def ratios(row, u):
     a, b = rate(row, u), rate(row, "gan")
     ca, cb = cpu(row, u), cpu(row, "gan")
-    r = "-" if row.startswith("copyup") or not (a and b) else "%.2fx" % (a / b)
-    c = "%.2fx" % (ca / cb) if ca and cb else "-"
+    copyup = row.startswith("copyup")
+    r = "-" if copyup or not (a and b) else "%.2fx" % (a / b)
+    c = "-" if copyup or not (ca and cb) else "%.2fx" % (ca / cb)
     return " %*s | %*s |" % (len(u) + 9, r, len(u) + 8, c)
 for row in order:
     if not any((row, s) in rows for s in cols):
