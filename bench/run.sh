@@ -33,7 +33,8 @@
 # TRACE_DIR/SERVER-ROW-rROUND.txt (slows the server: rates mean nothing then);
 # TRACE_OPTS replaces strace's -c (e.g. "-e trace=%file,%desc" for every call).
 # Beside the table: the kernel's own CREATE+REMOVE rate on the data's
-# filesystem (nfs_bench localpairs), with and without an fsync per change.
+# filesystem (nfs_bench localpairs): without fsyncs, with an fsync per
+# change, and with a syncfs shared by the changes in flight (kernel_pairs).
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
@@ -492,19 +493,19 @@ FAILED=0
 LOADS=()
 # Each round starts with the next server (u1 u4 u4a gan, then u4 u4a gan
 # u1, ...), so that what the first run of a row after a pause meets does
-# not fall on one server every round: here the first 1 GiB WRITE or
-# copy-up of a row often cost 3-8x the CPU of the same run seconds later
-# (strace: 3.3 ms a 1 MiB pwrite, where a fast run spends 0.55 ms of CPU a
-# MB in all), whichever server it was; bench/README.md, "Figures at
-# fbc2685".
+# not fall on one server every round: here a 1 GiB WRITE or copy-up often
+# cost 3-8x the CPU of the same run seconds later (strace: 3.3 ms a 1 MiB
+# pwrite, where a fast run spends 0.55 ms of CPU a MB in all), whichever
+# server it was, the first of a row after a pause most often;
+# bench/README.md, "Figures at fbc2685".
 for r in $(seq "$ROUNDS"); do
 	t_round=$SECONDS
 	k=$(((r - 1) % ${#SERVERS[@]}))
-	order=("${SERVERS[@]:k}" "${SERVERS[@]:0:k}")
+	round_order=("${SERVERS[@]:k}" "${SERVERS[@]:0:k}")
 	for w in "${ROWS[@]}"; do
 		[ "$w" = copyup-local ] && time_cp copyup-local "$T/pattern-cu" "$T" "$r"
 		[ "$w" = copyup-xfs ] && time_cp copyup-xfs "$X/plain/cu/f1" "$X" "$r"
-		for s in "${order[@]}"; do bench "$s" "$w" "$r"; done
+		for s in "${round_order[@]}"; do bench "$s" "$w" "$r"; done
 	done
 	LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
 	log "== round $r: $((SECONDS - t_round)) s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -565,8 +566,8 @@ print(hdr)
 print("|" + "---|" * (1 + len(cols) + len(servers) + 5))
 # u4/gan compares the default (every change durable at its reply) with
 # Ganesha, which answers changes before the disk; u4a/gan compares the same
-# promise (the union's async rule)
-# (none on the copy-up rows: Ganesha's is a plain 1-byte write)
+# promise (the union's async rule).  None on the copy-up rows: Ganesha's is
+# a plain 1-byte write.
 def ratios(row, u):
     a, b = rate(row, u), rate(row, "gan")
     ca, cb = cpu(row, u), cpu(row, "gan")
