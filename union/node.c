@@ -69,17 +69,19 @@
  *
  * Durability: every id is in a committed transaction before the engine hands
  * it out (the write transaction of a miss commits before un_lookup returns),
- * so a process crash loses none; the environment's MDB_NOSYNC leaves the
- * flush to disk to state.c (once a second, and un_state_sync).
+ * so a process crash loses none, and a commit's pages are on disk when it
+ * returns (MDB_NOMETASYNC: only its meta page waits for the next commit or
+ * flush, state.c), so an OS crash loses at most the last commit.
  *
  * Writes per change: a CREATE commits one write transaction (the miss of
  * its new name), a REMOVE one (un_node_remove: the names entry, the record,
  * the links entry), a LOOKUP of a known name none (invariant 4).  A commit
- * costs about five system calls whatever it holds (state.c, MDB_WRITEMAP,
- * says why they stay), so concurrent changes share commits: every write
- * transaction is a job of the writer (below), which runs the jobs queued
- * meanwhile as one batch with one commit, and dir.c waits for a create's or
- * a remove's job only after it dropped the directory's lock.  (Before the
+ * costs an fdatasync and about five other system calls (pwrites of its
+ * pages, then of the meta page) whatever it holds, so concurrent changes
+ * share commits: every write transaction is a job of the writer (below),
+ * which runs the jobs queued meanwhile as one batch with one commit, and
+ * dir.c waits for a create's or a remove's job only after it dropped the
+ * directory's lock.  (Before the
  * writer, each change committed under that lock, and 32 clients' pairs in
  * one directory ran one commit at a time: 10,200 pairs/s against 19,700
  * with it, on an `async` export on a journaled ext4, bench/README.md.)  No

@@ -5,10 +5,14 @@
  *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
  *   secret               32 random bytes, mode 0600, written once
  *
- * Durability: the environment runs with MDB_NOSYNC, so a commit is in the page
- * cache when it returns (a crash of the process loses nothing) and a thread
- * flushes it to disk once a second; un_state_sync flushes at once, for replies
- * that promise stable storage.
+ * Durability: the environment runs with MDB_NOMETASYNC: a commit fdatasyncs
+ * its pages, then writes the meta page that points at them without syncing
+ * it, so the file on disk holds the last or the second-to-last commit, each
+ * whole, whatever the kernel writes back and in whatever order (LMDB keeps
+ * the pages of the last two commits from reuse).  A process crash loses
+ * nothing; an OS crash at most the last commit.  un_state_sync flushes the
+ * meta page too (mdb_env_sync), for replies that promise stable storage,
+ * and a thread does so once a second, so an idle table is whole on disk.
  *
  * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb) makes
  * durable every transaction committed before it began, so callers share
@@ -19,68 +23,34 @@
  * caller still costs exactly one.  A change of a sync export takes its
  * ticket before it fsyncs the upper layer (un_state_sync_ticket, then
  * un_state_sync_wait), so a flush another change begins meanwhile serves it.
- * The syncer thread flushes through the same series once a second.
+ * The syncer thread flushes through the same series once a second.  The
+ * commits' own fdatasyncs are shared too: node.c's writer runs the write
+ * transactions queued meanwhile as one batch, with one commit.
  *
- * Known risk, not closed: MDB_NOSYNC keeps the table intact across an OS
- * crash only if the filesystem writes the file in the order LMDB wrote it
- * (LMDB's documentation of MDB_NOSYNC).  A commit pwrites its new pages and
- * then a meta page pointing at them; ext4 (data=ordered) and xfs overwrite
- * blocks in place in no particular order, and a flush submits the file's
- * pages in offset order, the two meta pages first.  An OS crash or power cut
- * while a flush is in flight (or while the kernel writes back on its own,
- * which the 1 s syncer makes rare: dirty pages expire after 30 s) can leave
- * a meta page on disk that points at pages that are not, or at reused pages
- * since overwritten: a corrupt table, every handle lost.  The window is the
- * length of each flush (about a millisecond a second here).  Evaluated
- * (2026-12-03, measured on this project's VM with nfs_bench, 1 layer):
- *  - MDB_NOMETASYNC (each commit fdatasyncs its pages before it writes the
- *    meta page; keeps integrity, loses at most the last commit): one
- *    fdatasync per write transaction, inside LMDB's writer lock, so commits
- *    no longer share flushes.  Read paths write too: the first LOOKUP of a
- *    name assigns its node (one transaction), READDIRPLUS one per reply
- *    with new names.  Cold LOOKUPs (3,000 names, 32 outstanding) fell from
- *    20,000-34,000/s at 23-27 us of server CPU each to 1,400-2,200/s at
- *    100 us; CREATE+REMOVE pairs on an `async` export from 2,300-4,600/s
- *    to 260-410/s.  Not cheap: not taken.
- *  - MDB_WRITEMAP (with MDB_NOSYNC; MDB_MAPASYNC matters only without it):
- *    closes nothing, LMDB grants integrity under MDB_NOSYNC only without
- *    it.  Tried for its cost (commits 4c6f83c..bd79187, reverted): a
- *    commit with pwrite costs five system calls (pwrite64 of single pages,
- *    lseek + writev of runs, pwrite64 of the meta page; ten per
- *    CREATE+REMOVE pair, inside the directory's name lock), through the map
- *    none, and a flush becomes msync(MS_SYNC), which Linux runs as
- *    fdatasync of the range.  Crash guarantees: a process crash, as now;
- *    an OS crash on a filesystem that writes a file's pages back in no
- *    order (ext4 without data=journal, xfs), the same states can reach the
- *    disk (the page cache holds the same bytes after a commit; a page
- *    stored mid-transaction is a free one, like a reused page pwritten at
- *    commit; a half-stamped meta page misleads as a whole one sent early
- *    does); but on a filesystem that keeps a file's writes in order (the
- *    remedy below) the map loses that order, so it would need a probe of
- *    the filesystem; and a store into a hole of the sparse 64 GiB file on a
- *    full disk is a SIGBUS, not ENOSPC, so it needs the file fallocated
- *    ahead of the table.  Measured with all that (journaled ext4 image,
- *    run.sh A/B alternating, 6 runs each, medians): u4a CREATE+REMOVE
- *    15,757 -> 19,748 pairs/s at 57 -> 45 us CPU a pair, but small files
- *    (CREATE, WRITE, COMMIT) on u4a 5,228 -> 4,042 files/s at 135 -> 166
- *    us, and u4 unchanged (149 -> 147 us a pair).  Every flush cleans the
- *    pages it writes and so write-protects them in the map: the next
- *    commit faults on each (3-4 minor faults a file in small files, whose
- *    COMMITs flush; none in async CREATE+REMOVE), and the kernel shoots
- *    down their TLB entries on the other CPU.  A gain only where flushes
- *    are rare: not taken.
- *  - Syncing only some commits with NOMETASYNC does not help: one unordered
- *    commit is enough to leave a meta page ahead of its data.
- * What would close it: libmdbx's MDBX_SAFE_NOSYNC (lazy flushes that keep
- * the last flushed snapshot's pages from reuse, so a crash returns to it) in
- * place of LMDB, or a state dir on a filesystem that keeps a file's writes
- * in order across a crash (btrfs with data copy-on-write, ext4
- * data=journal); the README says so.
+ * Why not MDB_NOSYNC (which this file ran until 2026-12-03): a commit then
+ * reaches only the page cache, and the table is whole after an OS crash
+ * only if the filesystem writes the file in the order LMDB wrote it, which
+ * ext4 and xfs do not promise for overwrites: a flush, or the kernel's own
+ * writeback, can put a meta page on disk ahead of the pages it points at,
+ * or ahead of a reused page's new contents, and a power cut then leaves a
+ * corrupt table (every handle lost).  Measured on this project's VM
+ * (bench/run.sh, u4 and u4a, three runs of each alternating, medians):
+ * with every change durable (`sync`, the default) nothing measurable
+ * (CREATE+REMOVE 7,979 -> 7,785 pairs/s, small files 6,751 -> 6,738/s,
+ * LOOKUP 119,462 -> 122,039/s), as those changes wait for a flush anyway;
+ * on an `async` export, where a change now waits for its commit's
+ * fdatasync, CREATE+REMOVE 22,902 -> 14,258 pairs/s (64 -> 86 us of CPU a
+ * pair) and small files 9,430 -> 8,213/s.  Before node.c's writer batched
+ * commits, the same switch cost cold LOOKUPs 10-15x; now a batch shares it.
+ * Tried earlier and left out: MDB_WRITEMAP (commits 4c6f83c..bd79187,
+ * reverted) closes nothing under MDB_NOSYNC and makes every commit after a
+ * flush fault on the pages the flush write-protected.
  *
  * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
- * opened turns both flushes into no-ops (the commits still reach the page
- * cache), so that the OS crash test (tests/integration/kvm_crash.sh) can show
- * that it notices lost handles.  Never set it in production: an OS crash then
+ * opened runs the environment with MDB_NOSYNC and turns both flushes into
+ * no-ops (the commits still reach the page cache), so that the OS crash
+ * test (tests/integration/kvm_crash.sh) can show that it notices lost
+ * handles.  Never set it in production: an OS crash then
  * loses every node made since the last clean shutdown.
  *
  * Keys: the secret never leaves this file.  Each purpose gets its own key,
@@ -248,8 +218,9 @@ static int env_open(struct un_state *st, const char *dir)
 	    (rc = mdb_env_set_maxreaders(st->env, MAX_READERS)))
 		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
-	 * any worker may run any request. */
-	rc = mdb_env_open(st->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600);
+	 * any worker may run any request.  MDB_NOMETASYNC: design notes. */
+	rc = mdb_env_open(st->env, dir,
+			  (test_no_sync ? MDB_NOSYNC : MDB_NOMETASYNC) | MDB_NOTLS, 0600);
 	if (!rc)
 		mdb_reader_check(st->env, &dead); /* slots of crashed processes */
 	return un_mdb_err(rc);
