@@ -4,6 +4,7 @@
  * write(2), so lines from concurrent workers never interleave.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -12,7 +13,7 @@
 
 #include "srv.h"
 
-enum srv_log_level srv_log_level = SRV_LOG_INFO;
+_Atomic enum srv_log_level srv_log_level = SRV_LOG_INFO;
 
 static const char *const level_names[] = {
     [SRV_LOG_ERR] = "err",
@@ -30,6 +31,11 @@ bool srv_log_level_parse(const char *level, enum srv_log_level *out)
 		}
 	}
 	return false;
+}
+
+const char *srv_log_level_name(enum srv_log_level level)
+{
+	return level_names[level];
 }
 
 static size_t format_stamp(char *buf, size_t len)
@@ -52,7 +58,7 @@ void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 	int m;
 	va_list ap;
 
-	if (lvl > srv_log_level)
+	if (lvl > atomic_load_explicit(&srv_log_level, memory_order_relaxed))
 		return;
 	n = format_stamp(line, sizeof(line));
 	m = snprintf(line + n, sizeof(line) - n, " union-nfsd[%d] %s: ", (int)getpid(),

@@ -77,6 +77,7 @@ struct reloader {
 	bool started;
 	bool detached;		  /* the daemon lives in "/" */
 	char start_cwd[PATH_MAX]; /* relative flags and --config mean this */
+	const char *state_dir;	  /* the one opened at start (main's options) */
 };
 
 /* Blocks SIGHUP in this thread and in every thread started after: only the
@@ -88,6 +89,27 @@ static void block_sighup(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* What a reload applies besides the exports: the log level (so that a
+ * running server can be made to say more, and quiet again); the state dir
+ * holds the node table every handle names, so it stays, with a warning. */
+static void reload_settings(const struct reloader *r, const struct srv_opts *o)
+{
+	enum srv_log_level was = srv_log_level;
+
+	if (strcmp(o->state_dir, r->state_dir) != 0)
+		srv_log(SRV_LOG_WARN,
+			"reload: the state dir changes only with a restart; %s stays",
+			r->state_dir);
+	if (o->log_level == was)
+		return;
+	/* The line goes out at the more verbose of the two levels. */
+	if (o->log_level > was)
+		srv_log_level = o->log_level;
+	srv_log(SRV_LOG_INFO, "reload: log level %s (was %s)",
+		srv_log_level_name(o->log_level), srv_log_level_name(was));
+	srv_log_level = o->log_level;
 }
 
 /* Parses the command line again, config file included, and swaps in its
@@ -111,6 +133,7 @@ static void reload(struct reloader *r)
 		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
 		goto out;
 	}
+	reload_settings(r, &o);
 	srv_log(SRV_LOG_INFO, "reloaded: %zu export%s", o.nexports,
 		o.nexports == 1 ? "" : "s");
 out:
@@ -257,7 +280,8 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
 	struct srv s = {0};
 	struct srv_loop *l = NULL;
-	struct reloader r = {.srv = &s, .argc = argc, .argv = argv};
+	struct reloader r = {
+	    .srv = &s, .argc = argc, .argv = argv, .state_dir = o->state_dir};
 	char err[1024];
 	int status = EXIT_BAD_ARGS;
 

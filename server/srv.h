@@ -391,11 +391,13 @@ nfsstat3 nfs3_status_from_errno(int err); /* err is a negative errno */
 
 /* ---- log.c ---- */
 enum srv_log_level { SRV_LOG_ERR, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
-extern enum srv_log_level srv_log_level;
+/* Set at start and by a reload (main.c) while workers log: atomic. */
+extern _Atomic enum srv_log_level srv_log_level;
 void srv_log(enum srv_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 bool srv_log_level_parse(const char *level, enum srv_log_level *out);
+const char *srv_log_level_name(enum srv_log_level level);
 
 /* ---- args.c: command line and --config ---- */
 

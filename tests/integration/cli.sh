@@ -9,7 +9,8 @@
 #  - a good one prints exactly one stdout line "listening nfs=P mount=M", serves,
 #    and exits 0 on SIGTERM;
 #  - etc/union-nfsd.conf, with its /srv paths, state dir and ports moved into a
-#    temp dir, starts a server that serves both of its exports.
+#    temp dir, starts a server that serves both of its exports; SIGHUP with a
+#    new log level and state dir applies the level and keeps the dir.
 # Exit: 0 all passed, 1 a check failed, 77 skipped (not root).
 set -euo pipefail
 UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
@@ -90,6 +91,38 @@ else
 	[ "$rc" = 0 ] && echo "ok: SIGTERM -> exit 0" || fail "SIGTERM -> exit $rc, want 0"
 fi
 
+# wait_log PATTERN: true once the config server's stderr has a line matching
+# PATTERN (5 s at most)
+wait_log() {
+	for _ in $(seq 100); do
+		grep -q "$1" "$T/conf.err" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# reload_settings: SIGHUP applies a new log level (a connection is logged at
+# debug only) and keeps the state dir, saying so
+reload_settings() {
+	if grep -q 'connection from' "$T/conf.err"; then
+		fail "a connection was logged at log level info"
+	fi
+	sed -i -e 's|^\(log-level *=\).*|\1 debug|' \
+		-e "s|^\(state-dir *=\).*|\1 $T/state-moved|" "$T/test.conf"
+	kill -HUP "$CPID"
+	if wait_log 'reload: log level debug (was info)' &&
+		wait_log 'state dir changes only with a restart'; then
+		echo "ok: SIGHUP applies the log level and keeps the state dir"
+	else
+		fail "SIGHUP: no log level or state dir line; stderr: $(tail -5 "$T/conf.err")"
+	fi
+	"$NFS_TREE" --nfs "$(nfs_url /)" >/dev/null 2>&1 || true
+	wait_log 'connection from' && echo "ok: log level debug after SIGHUP" ||
+		fail "no debug line after SIGHUP raised the log level"
+	[ -e "$T/state-moved" ] && fail "SIGHUP opened the new state dir"
+	return 0
+}
+
 # the example config, moved into the temp dir
 CONF=$SRCDIR/etc/union-nfsd.conf
 if [ ! -f "$CONF" ]; then
@@ -132,6 +165,7 @@ else
 		else
 			fail "etc/union-nfsd.conf: / does not show site/motd over base/motd"
 		fi
+		reload_settings
 	fi
 	stop_pid "$CPID"
 fi
