@@ -40,6 +40,13 @@ void un_state_close(struct un_state *st);
  * least once a second by a background thread).  Concurrent callers share
  * flushes (group commit). */
 int un_state_sync(struct un_state *st);
+/* Told each time the node table cannot be written or flushed (a full or
+ * failing disk under the state dir), from whichever engine thread saw it:
+ * ERR a negative errno, WHAT "write" or "flush", DIR the state dir.  The
+ * engine has no log; the server makes these its log lines.  The calls
+ * themselves answer the error as well. */
+typedef void un_state_error_fn(int err, const char *what, const char *dir);
+void un_state_on_error(struct un_state *st, un_state_error_fn *fn);
 /* Per thread (default true): whether changes of names and SETATTR made by
  * this thread are on stable storage before they return, as exports(5)
  * `sync`.  False (`async`) leaves them to the once-a-second flush of the node

@@ -1053,6 +1053,12 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 		err = txn_commit(txn);
 	for (j = batch; err && j; j = j->next)
 		j->err = j->err ? j->err : err;
+	/* A job fails with ENOSPC only for want of room in the table. */
+	for (j = batch; !err && j; j = j->next)
+		if (j->err == -ENOSPC)
+			err = j->err;
+	if (err)
+		un_state_failed(st, err, "write");
 	/* After the commit, so a reader that saw the old epoch read the table
 	 * no later than this change (invariant 10). */
 	if (bump)

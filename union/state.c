@@ -64,6 +64,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -247,8 +248,29 @@ static int tables_init(struct un_state *st)
 static int flush_job(void *arg)
 {
 	struct un_state *st = arg;
+	int err = test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 
-	return test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
+	if (err)
+		un_state_failed(st, err, "flush");
+	return err;
+}
+
+void un_state_on_error(struct un_state *st, un_state_error_fn *fn)
+{
+	atomic_store(&st->on_error, fn);
+}
+
+void un_state_failed(struct un_state *st, int err, const char *what)
+{
+	un_state_error_fn *fn = atomic_load(&st->on_error);
+	struct statvfs vfs;
+
+	if (!fn)
+		return;
+	/* LMDB answers a write cut short by a full disk with EIO. */
+	if (err == -EIO && statvfs(st->dir, &vfs) == 0 && vfs.f_bavail == 0)
+		err = -ENOSPC;
+	fn(err, what, st->dir);
 }
 
 /* Returns once a flush that began after the call has ended (design notes,
@@ -324,6 +346,7 @@ static void state_free(struct un_state *st)
 	if (st->env)
 		mdb_env_close(st->env);
 	pthread_mutex_destroy(&st->wq_lock);
+	free(st->dir);
 	sodium_memzero(st, sizeof(*st));
 	free(st);
 }
@@ -344,7 +367,9 @@ int un_state_open(const char *dir, struct un_state **out)
 		return err;
 	pthread_mutex_init(&st->wq_lock, NULL);
 	st->wq_tail = &st->wq_head;
-	err = state_dir_open(st, dir);
+	atomic_init(&st->on_error, NULL);
+	st->dir = un_sys_strdup(dir);
+	err = st->dir ? state_dir_open(st, dir) : -ENOMEM;
 	if (err)
 		goto fail;
 	err = env_open(st, dir);

@@ -255,7 +255,12 @@ struct un_state {
 	bool kicked;		  /* flush now (un_state_sync_kick) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
+	_Atomic(un_state_error_fn *) on_error; /* un_state_on_error, or NULL */
+	char *dir;			       /* the state dir's path, for it */
 };
+
+/* Tells the un_state_on_error function that the table failed (ERR < 0). */
+void un_state_failed(struct un_state *st, int err, const char *what);
 
 /* Maps an LMDB return code to 0 or -errno. */
 int un_mdb_err(int rc);

@@ -10,7 +10,9 @@
 #    and exits 0 on SIGTERM;
 #  - etc/union-nfsd.conf, with its /srv paths, state dir and ports moved into a
 #    temp dir, starts a server that serves both of its exports; SIGHUP with a
-#    new log level and state dir applies the level and keeps the dir.
+#    new log level and state dir applies the level and keeps the dir;
+#  - a full state dir fails the calls that need new nodes, says so in the log
+#    (rate-limited), and the server recovers once there is room.
 # Exit: 0 all passed, 1 a check failed, 77 skipped (not root).
 set -euo pipefail
 UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
@@ -169,6 +171,33 @@ else
 	fi
 	stop_pid "$CPID"
 fi
+
+# a full state dir: a listing that needs new nodes fails with an error the
+# client sees, the log says why (at most a line a second, however many calls
+# fail), the server goes on, and once there is room it serves every name
+mkdir -p "$T/fullstate" "$T/many/d"
+mount -t tmpfs -o size=512k tmpfs "$T/fullstate"
+it_on_exit "unmount_path '$T/fullstate'"
+(cd "$T/many/d" && for i in $(seq 20000); do : >"f$i"; done)
+start_union_nfsd "$UNION_NFSD" --lowerdir="$T/many" --state-dir="$T/fullstate"
+start=$SECONDS
+failed=0
+for _ in 1 2 3 4 5 6; do
+	"$NFS_TREE" --nfs "$(nfs_url /)" >/dev/null 2>"$T/full.err" || failed=$((failed + 1))
+done
+lines=$(grep -c 'node table in .*fullstate: write failed: No space left on device' "$SRV_LOG" || true)
+if [ "$failed" != 6 ]; then
+	fail "full state dir: $((6 - failed)) of 6 listings succeeded"
+elif [ "$lines" -lt 1 ] || [ "$lines" -gt $((SECONDS - start + 1)) ]; then
+	fail "full state dir: $lines log lines in $((SECONDS - start)) s; log: $(tail -3 "$SRV_LOG")"
+else
+	echo "ok: full state dir: listings fail, $lines log line(s) say why"
+fi
+mount -o remount,size=64m "$T/fullstate"
+n=$("$NFS_TREE" --nfs "$(nfs_url /)" 2>"$T/full.err" | grep -c '^/d/f' || true)
+[ "$n" = 20000 ] && echo "ok: with room again, all 20000 names are listed" ||
+	fail "with room again: $n of 20000 names listed; $(head -3 "$T/full.err")"
+stop_union_nfsd || fails=$((fails + 1))
 
 [ "$fails" = 0 ] && echo "PASS" || echo "$fails check(s) failed"
 [ "$fails" = 0 ]

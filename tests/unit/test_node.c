@@ -264,6 +264,41 @@ static void test_table_commits_ordered(void **state)
 	assert_false(flags & (MDB_NOSYNC | MDB_WRITEMAP | MDB_MAPASYNC));
 }
 
+/* What un_state_on_error was told last. */
+static int told_err;
+static char told_what[16], told_dir[256];
+
+static void tell(int err, const char *what, const char *dir)
+{
+	told_err = err;
+	snprintf(told_what, sizeof(told_what), "%s", what);
+	snprintf(told_dir, sizeof(told_dir), "%s", dir);
+}
+
+/* A table write that fails is told to the server's function (which logs
+ * it) as well as answered; one that works tells nothing. */
+static void test_table_errors_told(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l1/a", "1");
+	t_file(fx, "l1/b", "2");
+	t_export(fx, "l1", NULL, NULL);
+	un_state_on_error(fx->st, tell);
+	told_err = 0;
+	t_id(fx, "a");
+	assert_int_equal(told_err, 0);
+	/* b's lookup: its read, the writer's begin, then the commit fails */
+	un_sys_inject_reset();
+	un_sys_inject(UN_SYS_MDB, 3, EIO);
+	assert_int_equal(t_lookup_rc(fx, "b"), -EIO);
+	un_sys_inject_reset();
+	assert_int_equal(told_err, -EIO);
+	assert_string_equal(told_what, "write");
+	assert_string_equal(told_dir, t_path(fx, "state"));
+	un_state_on_error(fx->st, NULL);
+}
+
 static void test_table_faults(void **state)
 {
 	static const enum un_sys_op ops[] = {UN_SYS_MDB, UN_SYS_ALLOC};
@@ -529,6 +564,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_state_dir, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_table_commits_ordered, t_setup,
 					    t_teardown),
+	    cmocka_unit_test_setup_teardown(test_table_errors_told, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_table_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_state_open_faults, t_setup, t_teardown),
 	    cmocka_unit_test_setup_teardown(test_writer_batch, t_setup, t_teardown),
