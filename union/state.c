@@ -50,8 +50,8 @@
  * opened runs the environment with MDB_NOSYNC and turns both flushes into
  * no-ops (the commits still reach the page cache), so that the OS crash
  * test (tests/integration/kvm_crash.sh) can show that it notices lost
- * handles.  Never set it in production: an OS crash then
- * loses every node made since the last clean shutdown.
+ * handles.  Never set it in production: an OS crash then loses every node
+ * made since the last clean shutdown.
  *
  * Keys: the secret never leaves this file.  Each purpose gets its own key,
  * derived with crypto_kdf under the context "unfsd-k1" and a fixed subkey id,
@@ -267,8 +267,10 @@ void un_state_failed(struct un_state *st, int err, const char *what)
 
 	if (!fn)
 		return;
-	/* LMDB answers a write cut short by a full disk with EIO. */
-	if (err == -EIO && statvfs(st->dir, &vfs) == 0 && vfs.f_bavail == 0)
+	/* LMDB answers a write cut short by a full disk with EIO.  Root may
+	 * write into the blocks reserved for it (f_bfree), others not. */
+	if (err == -EIO && statvfs(st->dir, &vfs) == 0 &&
+	    (geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) == 0)
 		err = -ENOSPC;
 	fn(err, what, st->dir);
 }
