@@ -1,6 +1,6 @@
 #!/bin/bash
-# cli.sh UNION_NFSD NFS_TREE SRCDIR - the command line, the example config, and
-# start/stop, from outside the process.
+# cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE - the command line, the example
+# config, start/stop, and full filesystems, from outside the process.
 #
 #  - each bad invocation (missing layer, layer that is a file, upper inside a
 #    lower, workdir on another filesystem than the upper, no --lowerdir, an
@@ -12,12 +12,16 @@
 #    temp dir, starts a server that serves both of its exports; SIGHUP with a
 #    new log level and state dir applies the level and keeps the dir;
 #  - a full state dir fails the calls that need new nodes, says so in the log
-#    (rate-limited), and the server recovers once there is room.
+#    (rate-limited), and the server recovers once there is room;
+#  - a full upper fails a copy-up cleanly (nothing left in the upper or the
+#    work dir, the lower file as it was) and the same write works once there
+#    is room.
 # Exit: 0 all passed, 1 a check failed, 77 skipped (not root).
 set -euo pipefail
-UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
-NFS_TREE=${2:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
-SRCDIR=${3:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR}
+UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE}
+NFS_TREE=${2:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE}
+SRCDIR=${3:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE}
+NFS_POKE=${4:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (a tmpfs for the other-filesystem case)"
@@ -197,6 +201,34 @@ mount -o remount,size=64m "$T/fullstate"
 n=$("$NFS_TREE" --nfs "$(nfs_url /)" 2>"$T/full.err" | grep -c '^/d/f' || true)
 [ "$n" = 20000 ] && echo "ok: with room again, all 20000 names are listed" ||
 	fail "with room again: $n of 20000 names listed; $(head -3 "$T/full.err")"
+stop_union_nfsd || fails=$((fails + 1))
+
+# a full upper: the copy-up of a 3 MB lower file into a 1 MB tmpfs fails
+mkdir -p "$T/cu/lower" "$T/cu/u"
+head -c 3000000 /dev/urandom >"$T/cu/lower/big"
+mount -t tmpfs -o size=1m tmpfs "$T/cu/u"
+it_on_exit "unmount_path '$T/cu/u'"
+mkdir "$T/cu/u/upper" "$T/cu/u/work"
+start_union_nfsd "$UNION_NFSD" --lowerdir="$T/cu/lower" --upperdir="$T/cu/u/upper" \
+	--workdir="$T/cu/u/work"
+left=
+if "$NFS_POKE" "$(nfs_url /)" rewrite /big >"$T/cu.out" 2>&1; then
+	fail "full upper: the copy-up of a 3 MB file into 1 MB succeeded"
+elif left=$(find "$T/cu/u" -type f | head -3) && [ -n "$left" ]; then
+	fail "full upper: a failed copy-up left files behind: $left"
+elif [ "$(sha256sum <"$T/cu/lower/big")" != "$("$NFS_TREE" --nfs "$(nfs_url /)" |
+	awk '$1 == "/big" {print $5 "  -"}')" ]; then
+	fail "full upper: /big does not show the lower file's contents"
+else
+	echo "ok: full upper: the copy-up fails and leaves nothing behind"
+fi
+mount -o remount,size=16m "$T/cu/u"
+if "$NFS_POKE" "$(nfs_url /)" rewrite /big >"$T/cu.out" 2>&1 &&
+	cmp -s "$T/cu/lower/big" "$T/cu/u/upper/big"; then
+	echo "ok: with room again, the write copies the file up whole"
+else
+	fail "with room again: $(cat "$T/cu.out")"
+fi
 stop_union_nfsd || fails=$((fails + 1))
 
 [ "$fails" = 0 ] && echo "PASS" || echo "$fails check(s) failed"
