@@ -38,6 +38,24 @@ const char *srv_log_level_name(enum srv_log_level level)
 	return level_names[level];
 }
 
+bool srv_log_limit_pass(struct srv_log_limit *lim, unsigned long *quiet)
+{
+	struct timespec now;
+	long long stamp, prev;
+
+	/* + 1, so that the zero a limit starts with is no second of ours */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	stamp = (long long)now.tv_sec + 1;
+	prev = atomic_load(&lim->second);
+	if (prev == stamp ||
+	    !atomic_compare_exchange_strong(&lim->second, &prev, stamp)) {
+		atomic_fetch_add(&lim->quiet, 1);
+		return false;
+	}
+	*quiet = atomic_exchange(&lim->quiet, 0);
+	return true;
+}
+
 static size_t format_stamp(char *buf, size_t len)
 {
 	struct timespec ts;

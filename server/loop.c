@@ -185,6 +185,7 @@ struct srv_loop {
 	atomic_int stop;
 	struct listener lis[4];
 	size_t nlis;
+	int spare_fd; /* held for shed_conns; -1 while it is lent out */
 	uint16_t nfs_port, mount_port;
 	struct srv_pool *pool;
 	atomic_uint udp_queued;
@@ -1046,6 +1047,39 @@ fail:
 	close(fd);
 }
 
+/* Out of descriptors (EMFILE, ENFILE): the connections waiting in LIS's
+ * backlog keep it readable, and the loop would spin on it, failing to
+ * accept.  The spare descriptor, closed, makes room to take each and close
+ * it at once (the client sees the connection end, and retries), then is
+ * taken back.  When even that finds no room (another thread took the
+ * descriptor), the loop thread pauses: 100 tries a second at most. */
+static void shed_conns(struct srv_loop *l, struct listener *lis, int err)
+{
+	static struct srv_log_limit limit;
+	unsigned long quiet;
+	unsigned shed = 0;
+	char more[64];
+	int fd;
+
+	if (l->spare_fd >= 0)
+		close(l->spare_fd);
+	while ((fd = accept4(lis->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		close(fd);
+		shed++;
+	}
+	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (!shed)
+		usleep(10000);
+	if (!srv_log_limit_pass(&limit, &quiet))
+		return;
+	snprintf(more, sizeof(more), " (and %lu times since the last such line)", quiet);
+	srv_log(SRV_LOG_ERR,
+		"%s accept: %s: closed %u new connection%s%s; raise the limit on "
+		"open files",
+		lis->service, strerror(err), shed, shed == 1 ? "" : "s",
+		quiet ? more : "");
+}
+
 static void accept_conns(struct srv_loop *l, struct listener *lis)
 {
 	struct sockaddr_storage peer;
@@ -1056,6 +1090,10 @@ static void accept_conns(struct srv_loop *l, struct listener *lis)
 		len = sizeof(peer);
 		fd = accept4(lis->fd, (struct sockaddr *)&peer, &len,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			shed_conns(l, lis, errno);
+			return;
+		}
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				srv_log(SRV_LOG_WARN, "%s accept: %s", lis->service,
@@ -1361,6 +1399,7 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 	l->srv = s;
 	l->epfd = l->rdfd = l->wakefd = l->jobfd = -1;
 	pthread_mutex_init(&l->note_lock, NULL);
+	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	rc = loop_fds(l, err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -1500,6 +1539,8 @@ void srv_loop_free(struct srv_loop *l)
 		close(l->rdfd);
 	if (l->epfd >= 0)
 		close(l->epfd);
+	if (l->spare_fd >= 0)
+		close(l->spare_fd);
 	pthread_mutex_destroy(&l->note_lock);
 	free(l);
 }

@@ -37,13 +37,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "srv.h"
@@ -528,25 +526,14 @@ void srv_exports_read_end(struct srv *s)
 /* The node table's failures (un_state_on_error), logged at most once a
  * second: a full disk under the state dir fails the LOOKUP of every name
  * not seen before, and a line for each would bury the log. */
-static _Atomic long long table_error_second = -1;
-static atomic_ulong table_errors_quiet;
-
 static void log_table_error(int err, const char *what, const char *dir)
 {
-	struct timespec now;
+	static struct srv_log_limit limit;
 	unsigned long quiet;
-	long long prev;
 	char buf[128], more[64];
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	prev = atomic_load(&table_error_second);
-	if (prev == (long long)now.tv_sec ||
-	    !atomic_compare_exchange_strong(&table_error_second, &prev,
-					    (long long)now.tv_sec)) {
-		atomic_fetch_add(&table_errors_quiet, 1);
+	if (!srv_log_limit_pass(&limit, &quiet))
 		return;
-	}
-	quiet = atomic_exchange(&table_errors_quiet, 0);
 	snprintf(more, sizeof(more), " (and %lu more since the last such line)", quiet);
 	srv_log(SRV_LOG_ERR,
 		"node table in %s: %s failed: %s; calls that need a new node "

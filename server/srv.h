@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <rpc/rpc.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -398,6 +399,16 @@ void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 
 bool srv_log_level_parse(const char *level, enum srv_log_level *out);
 const char *srv_log_level_name(enum srv_log_level level);
+
+/* One kind of event that can repeat as fast as calls come (a full disk, no
+ * descriptors left): logged at most once a second.  Starts zeroed (static). */
+struct srv_log_limit {
+	_Atomic long long second; /* CLOCK_MONOTONIC second of the last line + 1 */
+	atomic_ulong quiet;	  /* events since then that were not logged */
+};
+/* True when this event may be logged now; *QUIET then holds how many were
+ * not since the last line. */
+bool srv_log_limit_pass(struct srv_log_limit *lim, unsigned long *quiet);
 
 /* ---- args.c: command line and --config ---- */
 

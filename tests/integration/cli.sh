@@ -15,7 +15,9 @@
 #    (rate-limited), and the server recovers once there is room;
 #  - a full upper fails a copy-up cleanly (nothing left in the upper or the
 #    work dir, the lower file as it was) and the same write works once there
-#    is room.
+#    is room;
+#  - out of descriptors, the server closes the connections it cannot take
+#    instead of spinning on them, logs that once, and serves again after.
 # Exit: 0 all passed, 1 a check failed, 77 skipped (not root).
 set -euo pipefail
 UNION_NFSD=${1:?usage: cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE}
@@ -229,6 +231,35 @@ if "$NFS_POKE" "$(nfs_url /)" rewrite /big >"$T/cu.out" 2>&1 &&
 else
 	fail "with room again: $(cat "$T/cu.out")"
 fi
+stop_union_nfsd || fails=$((fails + 1))
+
+# cpu_ticks PID: user + system time of PID, in clock ticks
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# out of descriptors: 120 connections to a server allowed 64 open files
+start_union_nfsd "$UNION_NFSD" --lowerdir="$T/l1"
+prlimit --pid "$SRV_PID" --nofile=64:64
+conns=()
+for _ in $(seq 120); do
+	exec {fd}<>"/dev/tcp/127.0.0.1/$NFS_PORT" && conns+=("$fd")
+done
+sleep 0.5
+before=$(cpu_ticks "$SRV_PID")
+sleep 2
+spent=$(($(cpu_ticks "$SRV_PID") - before))
+for fd in "${conns[@]}"; do exec {fd}<&-; done
+lines=$(grep -c 'nfs accept: Too many open files: closed' "$SRV_LOG" || true)
+if [ "$spent" -gt 20 ]; then
+	fail "out of descriptors: the server spent $spent ticks in 2 s (spinning)"
+elif [ "$lines" -lt 1 ] || [ "$lines" -gt 4 ]; then
+	fail "out of descriptors: $lines log lines; log: $(tail -3 "$SRV_LOG")"
+else
+	echo "ok: out of descriptors: new connections closed, $spent ticks in 2 s, $lines log line(s)"
+fi
+sleep 0.5
+"$NFS_TREE" --nfs "$(nfs_url /)" >"$T/fd.tree" 2>&1 && grep -q '^/a f ' "$T/fd.tree" &&
+	echo "ok: serves again once connections closed" ||
+	fail "out of descriptors: no listing after the connections closed: $(head -3 "$T/fd.tree")"
 stop_union_nfsd || fails=$((fails + 1))
 
 [ "$fails" = 0 ] && echo "PASS" || echo "$fails check(s) failed"
