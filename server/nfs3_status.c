@@ -10,6 +10,7 @@
 #define _GNU_SOURCE /* the strerror_r that returns a string */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "srv.h"
@@ -50,16 +51,23 @@ static const struct {
 
 nfsstat3 nfs3_status_from_errno(int err)
 {
-	char buf[128];
+	static struct srv_log_limit limit;
+	char buf[128], more[64];
+	unsigned long quiet;
 
 	assert(err <= 0);
 	for (size_t i = 0; i < sizeof(nfs3_errno_map) / sizeof(nfs3_errno_map[0]); i++)
 		if (nfs3_errno_map[i].err == -err)
 			return nfs3_errno_map[i].status;
-	/* Anything else (ENOMEM, ELOOP, EBADF, ...) is a fault of this server
+	/* Anything else (ENOMEM, EMFILE, ELOOP, ...) is a fault of this server
 	 * that the client cannot act on; say so in the log, where an operator
-	 * can. */
-	srv_log(SRV_LOG_ERR, "nfs3: unexpected error %d (%s), answering SERVERFAULT",
-		-err, strerror_r(-err, buf, sizeof(buf)));
+	 * can, once a second at most: such a fault tends to fail every call. */
+	if (srv_log_limit_pass(&limit, &quiet)) {
+		snprintf(more, sizeof(more), " (and %lu more since the last such line)",
+			 quiet);
+		srv_log(SRV_LOG_ERR,
+			"nfs3: unexpected error %d (%s), answering SERVERFAULT%s", -err,
+			strerror_r(-err, buf, sizeof(buf)), quiet ? more : "");
+	}
 	return NFS3ERR_SERVERFAULT;
 }

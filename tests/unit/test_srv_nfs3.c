@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -185,6 +186,30 @@ static void test_status_map(void **state)
 	assert_int_equal(nfs3_status_from_errno(-EOPNOTSUPP), NFS3ERR_NOTSUPP);
 	assert_int_equal(nfs3_status_from_errno(-EWOULDBLOCK), NFS3ERR_JUKEBOX);
 	assert_int_equal(nfs3_status_from_errno(-ENOMEM), NFS3ERR_SERVERFAULT);
+}
+
+/* A repeated fault is logged once a second, with a count of the rest. */
+static void test_log_limit(void **state)
+{
+	struct srv_log_limit limit = {0};
+	unsigned long quiet = 99;
+	struct timespec t0, t1;
+
+	(void)state;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_true(srv_log_limit_pass(&limit, &quiet));
+	assert_int_equal(quiet, 0);
+	for (int i = 0; i < 5; i++)
+		if (srv_log_limit_pass(&limit, &quiet)) /* a second went by */
+			return;
+	/* the next second: one line, five quiet before it */
+	do {
+		usleep(50000);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (t1.tv_sec == t0.tv_sec);
+	assert_true(srv_log_limit_pass(&limit, &quiet));
+	assert_int_equal(quiet, 5);
+	assert_false(srv_log_limit_pass(&limit, &quiet));
 }
 
 /* ---- GETATTR, LOOKUP, handles ---- */
@@ -1050,6 +1075,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_table),
 	    cmocka_unit_test(test_status_map),
+	    cmocka_unit_test(test_log_limit),
 	    cmocka_unit_test_setup_teardown(test_null_getattr_root, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_lookup, test_setup, test_teardown),
