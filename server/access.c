@@ -560,6 +560,10 @@ bool srv_peer_name(struct srv_names *n, const struct sockaddr_storage *peer, cha
 
 /* ---- the decision for one caller ---- */
 
+/* Refusals are logged at most once a second each (a client retrying, or a
+ * flood, would bury the log), with a count of the rest. */
+static struct srv_log_limit no_rule_limit, insecure_limit;
+
 /* The rule of EX for PEER, its confirmed host name into HOSTNAME ("" if none). */
 static const struct srv_client_rule *rule_for(struct srv *s, const struct srv_export *ex,
 					      const struct sockaddr_storage *peer,
@@ -601,14 +605,15 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 	named = hostname[0] != '\0';
 	srv_addr_str(peer, true, addr, sizeof(addr));
 	if (!r) {
-		srv_log(SRV_LOG_WARN, "%s of %s from %s%s%s: no client rule admits it",
-			what, ex->path, addr, named ? " " : "", named ? hostname : "");
+		srv_log_limited(&no_rule_limit, SRV_LOG_WARN,
+				"%s of %s from %s%s%s: no client rule admits it", what,
+				ex->path, addr, named ? " " : "", named ? hostname : "");
 		return NULL;
 	}
-	srv_log(SRV_LOG_WARN,
-		"%s of %s from %s: refused, source port is not below 1024 "
-		"(rule %s is secure; 'insecure' admits it)",
-		what, ex->path, addr, r->spec);
+	srv_log_limited(&insecure_limit, SRV_LOG_WARN,
+			"%s of %s from %s: refused, source port is not below 1024 "
+			"(rule %s is secure; 'insecure' admits it)",
+			what, ex->path, addr, r->spec);
 	return NULL;
 }
 

@@ -69,22 +69,25 @@ static size_t format_stamp(char *buf, size_t len)
 	return n < len ? n : len - 1;
 }
 
-void srv_log(enum srv_log_level lvl, const char *fmt, ...)
+static bool level_on(enum srv_log_level lvl)
+{
+	return lvl <= atomic_load_explicit(&srv_log_level, memory_order_relaxed);
+}
+
+/* Writes one line: stamp, level, FMT with AP, then TAIL (ours, not
+ * sanitised). */
+static void log_line(enum srv_log_level lvl, const char *tail, const char *fmt,
+		     va_list ap)
 {
 	char line[1024];
 	size_t n;
 	int m;
-	va_list ap;
 
-	if (lvl > atomic_load_explicit(&srv_log_level, memory_order_relaxed))
-		return;
 	n = format_stamp(line, sizeof(line));
 	m = snprintf(line + n, sizeof(line) - n, " union-nfsd[%d] %s: ", (int)getpid(),
 		     level_names[lvl]);
 	n += (size_t)m;
-	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-	va_end(ap);
 	if (m < 0)
 		m = 0;
 	if ((size_t)m > sizeof(line) - n - 1)
@@ -94,10 +97,39 @@ void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
 			line[i] = '?';
 	n += (size_t)m;
+	n += (size_t)snprintf(line + n, sizeof(line) - n, "%s", tail);
 	if (n > sizeof(line) - 2) /* truncated: keep the line a line */
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
 	/* Nothing useful to do if stderr is gone. */
 	if (write(STDERR_FILENO, line, n) < 0)
 		return;
+}
+
+void srv_log(enum srv_log_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!level_on(lvl))
+		return;
+	va_start(ap, fmt);
+	log_line(lvl, "", fmt, ap);
+	va_end(ap);
+}
+
+void srv_log_limited(struct srv_log_limit *lim, enum srv_log_level lvl, const char *fmt,
+		     ...)
+{
+	char tail[64] = "";
+	unsigned long quiet;
+	va_list ap;
+
+	if (!level_on(lvl) || !srv_log_limit_pass(lim, &quiet))
+		return;
+	if (quiet)
+		snprintf(tail, sizeof(tail), " (and %lu more since the last such line)",
+			 quiet);
+	va_start(ap, fmt);
+	log_line(lvl, tail, fmt, ap);
+	va_end(ap);
 }

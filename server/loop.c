@@ -1056,9 +1056,7 @@ fail:
 static void shed_conns(struct srv_loop *l, struct listener *lis, int err)
 {
 	static struct srv_log_limit limit;
-	unsigned long quiet;
 	unsigned shed = 0;
-	char more[64];
 	int fd;
 
 	if (l->spare_fd >= 0)
@@ -1070,14 +1068,10 @@ static void shed_conns(struct srv_loop *l, struct listener *lis, int err)
 	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (!shed)
 		usleep(10000);
-	if (!srv_log_limit_pass(&limit, &quiet))
-		return;
-	snprintf(more, sizeof(more), " (and %lu times since the last such line)", quiet);
-	srv_log(SRV_LOG_ERR,
-		"%s accept: %s: closed %u new connection%s%s; raise the limit on "
-		"open files",
-		lis->service, strerror(err), shed, shed == 1 ? "" : "s",
-		quiet ? more : "");
+	srv_log_limited(&limit, SRV_LOG_ERR,
+			"%s accept: %s: closed %u new connection%s; raise the limit on "
+			"open files",
+			lis->service, strerror(err), shed, shed == 1 ? "" : "s");
 }
 
 static void accept_conns(struct srv_loop *l, struct listener *lis)

@@ -52,8 +52,7 @@ static const struct {
 nfsstat3 nfs3_status_from_errno(int err)
 {
 	static struct srv_log_limit limit;
-	char buf[128], more[64];
-	unsigned long quiet;
+	char buf[128];
 
 	assert(err <= 0);
 	for (size_t i = 0; i < sizeof(nfs3_errno_map) / sizeof(nfs3_errno_map[0]); i++)
@@ -62,12 +61,8 @@ nfsstat3 nfs3_status_from_errno(int err)
 	/* Anything else (ENOMEM, EMFILE, ELOOP, ...) is a fault of this server
 	 * that the client cannot act on; say so in the log, where an operator
 	 * can, once a second at most: such a fault tends to fail every call. */
-	if (srv_log_limit_pass(&limit, &quiet)) {
-		snprintf(more, sizeof(more), " (and %lu more since the last such line)",
-			 quiet);
-		srv_log(SRV_LOG_ERR,
-			"nfs3: unexpected error %d (%s), answering SERVERFAULT%s", -err,
-			strerror_r(-err, buf, sizeof(buf)), quiet ? more : "");
-	}
+	srv_log_limited(&limit, SRV_LOG_ERR,
+			"nfs3: unexpected error %d (%s), answering SERVERFAULT", -err,
+			strerror_r(-err, buf, sizeof(buf)));
 	return NFS3ERR_SERVERFAULT;
 }

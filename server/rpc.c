@@ -117,16 +117,20 @@ static const char *proto_name(int proto)
 	return proto == IPPROTO_UDP ? "udp" : "tcp";
 }
 
+/* Rejected and dropped calls are logged at most once a second each (a
+ * flood from one client would bury the log), with a count of the rest. */
+static struct srv_log_limit reject_limit, drop_limit;
+
 static void log_reject(const struct call *c, const struct verdict *v)
 {
 	char peer[INET6_ADDRSTRLEN + 16] = "-";
 
 	if (c->req.peer)
 		srv_addr_str(c->req.peer, true, peer, sizeof(peer));
-	srv_log(SRV_LOG_INFO,
-		"rejected call from %s/%s xid %#x prog %u vers %u proc %u: %s", peer,
-		proto_name(c->req.proto), c->req.xid, c->req.prog, c->req.vers,
-		c->req.proc, v->why);
+	srv_log_limited(&reject_limit, SRV_LOG_INFO,
+			"rejected call from %s/%s xid %#x prog %u vers %u proc %u: %s",
+			peer, proto_name(c->req.proto), c->req.xid, c->req.prog,
+			c->req.vers, c->req.proc, v->why);
 }
 
 static void set_verdict(struct verdict *v, enum reply_kind kind, uint32_t stat,
@@ -216,13 +220,15 @@ static bool decode_xid(struct call *c)
 	uint32_t mtype;
 
 	if (!xdr_u_int(&c->xdr, &c->req.xid)) {
-		srv_log(SRV_LOG_INFO, "dropped a %s record of %u bytes: no xid",
-			proto_name(c->req.proto), xdr_getpos(&c->xdr));
+		srv_log_limited(&drop_limit, SRV_LOG_INFO,
+				"dropped a %s record of %u bytes: no xid",
+				proto_name(c->req.proto), xdr_getpos(&c->xdr));
 		return false;
 	}
 	if (!xdr_u_int(&c->xdr, &mtype) || mtype != CALL) {
-		srv_log(SRV_LOG_INFO, "dropped %s record xid %#x: not an RPC call",
-			proto_name(c->req.proto), c->req.xid);
+		srv_log_limited(&drop_limit, SRV_LOG_INFO,
+				"dropped %s record xid %#x: not an RPC call",
+				proto_name(c->req.proto), c->req.xid);
 		return false;
 	}
 	return true;

@@ -529,16 +529,12 @@ void srv_exports_read_end(struct srv *s)
 static void log_table_error(int err, const char *what, const char *dir)
 {
 	static struct srv_log_limit limit;
-	unsigned long quiet;
-	char buf[128], more[64];
+	char buf[128];
 
-	if (!srv_log_limit_pass(&limit, &quiet))
-		return;
-	snprintf(more, sizeof(more), " (and %lu more since the last such line)", quiet);
-	srv_log(SRV_LOG_ERR,
-		"node table in %s: %s failed: %s; calls that need a new node "
-		"fail%s",
-		dir, what, strerror_r(-err, buf, sizeof(buf)), quiet ? more : "");
+	srv_log_limited(
+	    &limit, SRV_LOG_ERR,
+	    "node table in %s: %s failed: %s; calls that need a new node fail", dir, what,
+	    strerror_r(-err, buf, sizeof(buf)));
 }
 
 /* Writers first: a reload waiting for the lock must not wait for a lull in a

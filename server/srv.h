@@ -409,6 +409,10 @@ struct srv_log_limit {
 /* True when this event may be logged now; *QUIET then holds how many were
  * not since the last line. */
 bool srv_log_limit_pass(struct srv_log_limit *lim, unsigned long *quiet);
+/* srv_log under LIM: the line only when srv_log_limit_pass lets it, with
+ * "(and N more since the last such line)" when some were left out. */
+void srv_log_limited(struct srv_log_limit *lim, enum srv_log_level lvl, const char *fmt,
+		     ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- args.c: command line and --config ---- */
 
