@@ -501,7 +501,7 @@ LOADS=()
 # cost 3-8x the CPU of the same run seconds later (strace: 3.3 ms a 1 MiB
 # pwrite, where a fast run spends 0.55 ms of CPU a MB in all), whichever
 # server it was, the first of a row after a pause most often;
-# bench/README.md, "Figures at fbc2685".
+# bench/README.md, "Reading the table".
 for r in $(seq "$ROUNDS"); do
 	t_round=$SECONDS
 	k=$(((r - 1) % ${#SERVERS[@]}))
