@@ -39,13 +39,17 @@
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
-# Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
+# A full run first installs what it needs (etc/install-deps.sh build bench);
+# --smoke installs nothing (ctest runs it, after tests/run.sh installed build and
+# tests).  Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
 set -euo pipefail
 SMOKE=0
 [ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
 [ "${1:-}" = --full ] && shift
 [ $# = 2 ] || { echo "usage: run.sh [--smoke] UNION_NFSD NFS_BENCH" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (namespaces, mounts); skipped" >&2; exit 77; }
+[ "$SMOKE" = 1 ] || [ "${NFS_BENCH_INNER:-}" = 1 ] ||
+	bash "$(dirname "$(realpath "$0")")/../etc/install-deps.sh" build bench </dev/null >&2
 dpkg -L nfs-ganesha-vfs 2>/dev/null | grep -q 'libfsalvfs.so$' ||
 	{ echo "run.sh: nfs-ganesha-vfs not installed; skipped" >&2; exit 77; }
 command -v rpcbind >/dev/null || { echo "run.sh: rpcbind missing; skipped" >&2; exit 77; }
@@ -497,7 +501,7 @@ LOADS=()
 # cost 3-8x the CPU of the same run seconds later (strace: 3.3 ms a 1 MiB
 # pwrite, where a fast run spends 0.55 ms of CPU a MB in all), whichever
 # server it was, the first of a row after a pause most often;
-# bench/README.md, "Figures at fbc2685".
+# bench/README.md, "Reading the table".
 for r in $(seq "$ROUNDS"); do
 	t_round=$SECONDS
 	k=$(((r - 1) % ${#SERVERS[@]}))

@@ -3,7 +3,8 @@
 #
 #   bash etc/demo.sh
 #
-# Installs the packages (etc/install-deps.sh), builds a Release tree in build/,
+# Installs the packages it needs (etc/install-deps.sh build: the compiler, the
+# libraries, and the clients it prints), builds a Release tree in build/,
 # creates two demo layers under /tmp/union-nfsd-demo - "os" (a small OS-like tree)
 # and "site" above it (it overrides etc/motd and whites out one file) - and runs
 # union-nfsd in the foreground on the default ports 2049 (NFS) and 20048 (MOUNT),
@@ -21,7 +22,7 @@ D=/tmp/union-nfsd-demo
 say() { echo "demo: $*" >&2; }
 
 [ "$(id -u)" = 0 ] || { say "run me as root (packages, ports 2049/20048)"; exit 1; }
-[ "${DEMO_SKIP_DEPS:-}" = 1 ] || bash etc/install-deps.sh </dev/null >&2
+[ "${DEMO_SKIP_DEPS:-}" = 1 ] || bash etc/install-deps.sh build </dev/null >&2
 say "building (Release) in $BUILD/"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" --target union-nfsd -j"$(nproc)" >/dev/null

@@ -1,49 +1,102 @@
 #!/bin/bash
-# install-deps.sh - install every Debian package union-nfsd's build, tests and demo
-# use (Debian 12).  Idempotent: packages already installed are left alone, and
-# apt-get runs only when something is missing.  Never asks: it runs with no
-# terminal and no stdin (CI).  Needs root.
+# install-deps.sh [GROUP...] - install the Debian 12 packages union-nfsd's uses
+# need, by group (as root):
+#
+#   build  build union-nfsd and serve and mount the demo (etc/demo.sh)
+#   tests  what tests/run.sh runs beyond that: the integration tests' tools, the
+#          kernel client in qemu, the fuzzer, the reference server
+#   bench  what bench/run.sh and bench/readdir_bench.sh run beyond build
+#
+#   bash etc/install-deps.sh build          # etc/demo.sh
+#   bash etc/install-deps.sh build tests    # tests/run.sh
+#   bash etc/install-deps.sh build bench    # bench/run.sh
+#
+# No GROUP means all three.  Idempotent: packages already installed are left
+# alone, and apt-get runs only when something is missing.  Never asks: it runs
+# with no terminal and no stdin (CI).
 set -euo pipefail
-PKGS=(
-	# build
-	build-essential cmake pkg-config git rpcsvc-proto
-	libtirpc-dev liblmdb-dev libsodium-dev libnfs-dev libcmocka-dev libinih-dev
-	# tests: overlayfs oracle, xattrs, namespaces, mounts
-	attr util-linux mount iproute2 kmod diffutils findutils coreutils
-	# the clients the demo prints: libnfs' nfs-ls, the kernel's mount.nfs
-	libnfs-utils nfs-common
-	# kernel client test (../shared/kvm-nfs): qemu, the guest's busybox, kernel unpacking
-	qemu-system-x86 busybox-static xz-utils
-	# the OS crash test makes the guest's ext4 disk image on the host (mkfs.ext4 -d)
-	e2fsprogs
-	# the thin-client write test boots a Debian root (with gcc) served by union-nfsd
-	debootstrap
-	# the fuzz target (fuzz/): clang with libFuzzer's runtime
-	clang libclang-rt-14-dev
-	# reference server for the test tools and the benchmark
-	nfs-ganesha nfs-ganesha-vfs rpcbind
-	# bench/run.sh: the loopback TCP limit, the reflink filesystem for copy-up
-	iperf3 xfsprogs
+
+# build: the compiler, rpcgen (rpcsvc-proto) and the libraries CMakeLists.txt
+# requires.  libnfs-dev and libcmocka-dev only link the tests and benchmarks,
+# but the one CMake project configures those with the server, and requires both.
+# The run part: the demo finds free ports with ss (iproute2) and prints two
+# clients to mount it with: libnfs' nfs-ls (libnfs-utils) and the kernel's
+# `mount -t nfs`, which needs mount.nfs (nfs-common): without it mount(8) calls
+# mount(2) directly, and the kernel refuses an NFS mount whose server address
+# no mount.nfs resolved (addr=).
+BUILD=(
+	build-essential cmake pkg-config rpcsvc-proto
+	libtirpc-dev liblmdb-dev libsodium-dev libinih-dev libnfs-dev libcmocka-dev
+	iproute2 libnfs-utils nfs-common
 )
-[ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root" >&2; exit 1; }
+# tests: tests/integration/*.sh and tests/run.sh.
+TESTS=(
+	# mklayers.sh, kvm_write.sh: trusted.* xattrs (setfattr); the oracles'
+	# overlay mounts (modprobe overlay), namespaces (unshare, ip), diff
+	attr util-linux mount iproute2 kmod diffutils findutils coreutils
+	# kvm_readdir.sh's layers; bench_smoke (ctest runs bench/run.sh --smoke)
+	python3
+	# kvm_*.sh find the checkout's top with git (and do without it)
+	git
+	# the kernel client tests (kvm_*.sh, ../shared/kvm-nfs): qemu, the guest's
+	# busybox, the kernel's modules unpacked (xz); kvm_crash.sh makes the
+	# guest's ext4 image on the host (mkfs.ext4 -d); kvm_write.sh boots a
+	# Debian root made by debootstrap
+	qemu-system-x86 busybox-static xz-utils e2fsprogs debootstrap
+	# tests/run.sh's fuzzing (fuzz/): clang and libFuzzer's runtime
+	clang libclang-rt-14-dev
+	# the reference server: bench_smoke; ORACLE_SERVER=ganesha (oracle.sh),
+	# DIFF_SERVER=ganesha (diff_oracle.sh) and with_ganesha.sh check the
+	# test tools against it.  Ganesha 4.3 needs an rpcbind.
+	nfs-ganesha nfs-ganesha-vfs rpcbind
+)
+# bench: bench/run.sh (its table and data set in python3, its private network
+# and mount namespace) and bench/readdir_bench.sh.
+BENCH=(
+	# the server compared with, and the private rpcbind it needs
+	nfs-ganesha nfs-ganesha-vfs rpcbind
+	# the loopback TCP limit (READ's yardstick); the reflink filesystem of
+	# the XFS copy-up row
+	iperf3 xfsprogs
+	python3 util-linux mount iproute2
+)
+
+say() { echo "install-deps.sh: $*" >&2; }
+
+[ "$(id -u)" = 0 ] || { say "run as root"; exit 1; }
+[ $# -gt 0 ] || set -- build tests bench
+want=()
+for g in "$@"; do
+	case $g in
+	build) want+=("${BUILD[@]}") ;;
+	tests) want+=("${TESTS[@]}") ;;
+	bench) want+=("${BENCH[@]}") ;;
+	*)
+		say "unknown group '$g' (build, tests, bench)"
+		exit 2
+		;;
+	esac
+done
+mapfile -t want < <(printf '%s\n' "${want[@]}" | sort -u)
 missing=()
-for p in "${PKGS[@]}"; do
+for p in "${want[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 		missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "install-deps.sh: all ${#PKGS[@]} packages present"
+	echo "install-deps.sh: $*: all ${#want[@]} packages present"
 	exit 0
 fi
-echo "install-deps.sh: installing ${missing[*]}"
+echo "install-deps.sh: $*: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update </dev/null
 apt-get install -y --no-install-recommends -o Dpkg::Options::=--force-confdef \
 	-o Dpkg::Options::=--force-confold "${missing[@]}" </dev/null
-# Debian enables nfs-ganesha's service on install, and it would take ports 2049 and
-# 20048 from union-nfsd.  The tests run ganesha by hand in private namespaces, so
-# the service is stopped and disabled again when this script installed it.
-# (rpcbind may keep running: union-nfsd registers with it when it is there.)
+# Debian enables nfs-ganesha's service on install, and it would take ports 2049
+# and 20048 from union-nfsd.  The tests and benchmarks run ganesha by hand in
+# private namespaces, so the service is stopped and disabled again when this
+# script installed it, whichever group asked for it.  (rpcbind may keep
+# running: union-nfsd registers with it when it is there.)
 if [[ " ${missing[*]} " == *" nfs-ganesha "* ]] && [ -d /run/systemd/system ]; then
 	systemctl disable --now nfs-ganesha.service 2>/dev/null || true
 fi

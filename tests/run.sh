@@ -3,11 +3,12 @@
 #
 #   bash tests/run.sh
 #
-# Installs the packages (etc/install-deps.sh), builds a normal tree (build/,
-# RelWithDebInfo) and an ASan+UBSan tree (build-asan/, -DCMAKE_BUILD_TYPE=asan),
-# and runs ctest in both: unit tests, fuzz-corpus replays, and the integration
-# tests (protocol edge cases, the overlayfs oracle, the command line, and the
-# kernel client in qemu, which needs ../shared/kvm-nfs beside the repository).
+# Installs the packages (etc/install-deps.sh build tests), builds a normal
+# tree (build/, RelWithDebInfo) and an ASan+UBSan tree (build-asan/,
+# -DCMAKE_BUILD_TYPE=asan), and runs ctest in both: unit tests, fuzz-corpus
+# replays, and the integration tests (protocol edge cases, the overlayfs
+# oracle, the command line, and the kernel client in qemu, which needs
+# ../shared/kvm-nfs beside the repository).
 # ctest prints its summary line for each tree.  Then the libFuzzer target
 # fuzz/fuzz_rpc is built with clang (build-fuzz/, ASan+UBSan) and run for
 # FUZZ_SECONDS from the seeds of fuzz/corpus/rpc; a finding fails the run and
@@ -26,7 +27,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-120}
 JOBS=$(nproc)
 start=$SECONDS
 
-bash etc/install-deps.sh </dev/null
+bash etc/install-deps.sh build tests </dev/null
 
 build() { # build DIR TYPE
 	echo "=== configure and build $1 ($2)"

@@ -18,12 +18,13 @@
 # Debian tools (chroot into the overlay mount), and the two listings must be equal.
 #
 # The root: debootstrap --variant=minbase --include=gcc,libc6-dev bookworm (~40 s
-# and ~100 MB from deb.debian.org), stored as $KVMW_CACHE/root-$ROOT_VERSION.tar
+# and ~100 MB downloaded), stored as $KVMW_CACHE/root-$ROOT_VERSION.tar
 # (default /var/cache/union-nfsd-test; ~330 MB); changing ROOT_VERSION builds a new
 # one and removes the old.  A lock lets parallel runs build it once.
 #
-# Env: KVMNFS_DIR (harness), KVMNFS_CACHE (its cache), KVMW_CACHE, KVMW_MIRROR,
-# KVMW_KEEP=1 (keep the temp dir and print where it is).
+# Env: KVMNFS_DIR (harness), KVMNFS_CACHE (its cache), KVMW_CACHE, KVMW_MIRROR
+# (debootstrap's mirror; unset, debootstrap's default), KVMW_KEEP=1 (keep the
+# temp dir and print where it is).
 # Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun, qemu).
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_write.sh UNION_NFSD SRCDIR}")
@@ -34,7 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT_VERSION=bookworm-minbase-gcc-1
 CACHE_DIR=${KVMW_CACHE:-/var/cache/union-nfsd-test}
 ROOT_TAR=$CACHE_DIR/root-$ROOT_VERSION.tar
-MIRROR=${KVMW_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${KVMW_MIRROR:-}
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount, chroot)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
@@ -78,9 +79,9 @@ build_root() {
 	fi
 	b=$(mktemp -d "$CACHE_DIR/build.XXXXXX") && [ -d "$b" ] || return 1
 	it_on_exit "rm -rf '$b'"
-	echo "building the Debian root (one time): debootstrap from $MIRROR"
+	echo "building the Debian root (one time): debootstrap${MIRROR:+ from $MIRROR}"
 	if ! debootstrap --variant=minbase --include=gcc,libc6-dev bookworm "$b/root" \
-		"$MIRROR" >"$b/log" 2>&1; then
+		${MIRROR:+"$MIRROR"} >"$b/log" 2>&1; then
 		echo "debootstrap failed; the end of its log:"
 		tail -30 "$b/log"
 		[ -f "$b/root/debootstrap/debootstrap.log" ] && tail -30 "$b/root/debootstrap/debootstrap.log"
