@@ -1,6 +1,6 @@
 #!/bin/bash
-# install-deps.sh [GROUP...] - install the Debian 12 packages union-nfsd's uses
-# need, by group (as root):
+# install-deps.sh [GROUP...] - install the Debian 12 packages that union-nfsd's
+# build, tests and benchmark need, by group (as root):
 #
 #   build  build union-nfsd and serve and mount the demo (etc/demo.sh)
 #   tests  what tests/run.sh runs beyond that: the integration tests' tools, the
