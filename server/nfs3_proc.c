@@ -973,7 +973,8 @@ static const struct srv_proc nfs3_procs[] = {
     NFS3_PROC(ACCESS, nfs3_access, true),
     NFS3_PROC(READLINK, nfs3_readlink, true),
     NFS3_PROC_ENC(READ, nfs3_read, true, nfs3_xdr_read_res),
-    NFS3_PROC_XDR(WRITE, nfs3_write, true, nfs3_xdr_write_args, xdr_WRITE3res),
+    /* Not idempotent: a retransmission must not undo a later WRITE (drc.c). */
+    NFS3_PROC_XDR(WRITE, nfs3_write, false, nfs3_xdr_write_args, xdr_WRITE3res),
     NFS3_PROC(CREATE, nfs3_create, false),
     NFS3_PROC(MKDIR, nfs3_mkdir, false),
     NFS3_PROC(SYMLINK, nfs3_symlink, false),

@@ -215,16 +215,12 @@ static unsigned nfs3_rwx(const struct srv_cred *c, const struct un_attr *a)
 			rwx |= 1;
 		return rwx;
 	}
-	if (c->uid == a->uid) {
-		rwx = (a->mode >> 6) & 7;
-		/* The owner may read its regular files whatever the mode says:
-		 * a client that created a file 0200 and wrote through its page
-		 * cache must be able to read the pages back.  NFS servers have
-		 * always allowed it (knfsd: NFSD_MAY_OWNER_OVERRIDE). */
-		if (S_ISREG(a->mode))
-			rwx |= 4;
-		return rwx;
-	}
+	/* The owner gets its mode bits and no more: the owner override
+	 * (nfs3_owner_override) is READ's and WRITE's, not ACCESS's, so that a
+	 * client refuses a new open of a 0277 file for reading (knfsd asks
+	 * the same without NFSD_MAY_OWNER_OVERRIDE in nfsd_access). */
+	if (c->uid == a->uid)
+		return (a->mode >> 6) & 7;
 	if (nfs3_cred_in_group(c, a->gid))
 		return (a->mode >> 3) & 7;
 	return a->mode & 7;

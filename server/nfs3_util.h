@@ -70,11 +70,12 @@ nfsstat3 nfs3_name_check(const char *fname);
  * READDIR and the changes of names check it on the merged directory (as the
  * kernel checks an overlayfs inode before acting on the layers), and the
  * calls on the layers themselves run with the caller's identity, where the
- * kernel checks the same bits on the same attributes.  Beyond it, the owner
- * of a regular file may read and write it whatever its mode says
- * (nfs3_owner_override); ACCESS grants the owner's READ but not WRITE, since
- * a new open must obey the mode while a client's own reads of the pages it
- * wrote must not fail. */
+ * kernel checks the same bits on the same attributes.  Beyond it, READ and
+ * WRITE let the owner of a regular file read and write it whatever its mode
+ * says (nfs3_owner_override), but this mask, and so ACCESS, gives the owner
+ * only what the owner's mode bits give, as knfsd's ACCESS does: a client
+ * decides a new open() from ACCESS and must see a 0277 file refused for
+ * reading, while its reads of the pages it wrote must not fail. */
 uint32_t nfs3_access_mask(const struct srv_cred *cred, const struct un_attr *a,
 			  bool writable);
 /* NFS3_OK if the caller holds every bit of WANT on F, else NFS3ERR_ACCES. */
@@ -97,8 +98,8 @@ nfsstat3 nfs3_data_check(const struct nfs3_file *f);
  * EACCES is to be done again with the server's identity: the caller owns
  * F, a regular file.  A client that created a file 0444 and writes through
  * its open descriptor must be able to flush and read back its pages
- * (knfsd's owner override); a new open is checked by ACCESS, which does
- * not grant WRITE for the mode's sake. */
+ * (knfsd's owner override); a new open is checked by ACCESS, which grants
+ * the owner neither READ nor WRITE beyond the mode bits. */
 bool nfs3_owner_override(const struct srv_req *req, const struct nfs3_file *f);
 
 /* Fills wcc_data OUT for F, which was changed (or may have been) since its

@@ -4,7 +4,8 @@
 # calls made with libtirpc on sockets bound to chosen loopback addresses
 # (127.0.0.2...) and source ports: the loopback-only default, an access matrix
 # (allowed/denied, ro/rw, root_squash/all_squash/no_root_squash, anonuid,
-# secure), per-client upper layers (two clients, one path, a restart), SIGHUP
+# secure), the owner's ACCESS bits on its 0277/0177/0077 file while READ and
+# WRITE still work, per-client upper layers (two clients, one path, a restart), SIGHUP
 # with a changed, a bad and a missing-layer file while a client READs in a
 # loop, and config errors naming FILE:LINE.  Runs as root.  ~5 s.
 add_executable(test_access test_access.c start_server.c)

@@ -18,7 +18,9 @@ set_tests_properties(integration/contain PROPERTIES
 # ---- issue 6: the duplicate request cache (test_drc.c): a CREATE and a REMOVE
 # retransmitted with one xid over UDP and TCP get the first reply again (same
 # bytes, NFS3_OK) and run once; the same CREATE under a new xid gets
-# NFS3ERR_EXIST.  A second or two.
+# NFS3ERR_EXIST; a WRITE retransmitted after a later WRITE to its range (1 MiB
+# over TCP, 16 KiB over UDP) gets its first reply and leaves the later data.
+# A second or two.
 add_executable(test_drc test_drc.c)
 target_link_libraries(test_drc PRIVATE it_rawrpc PkgConfig::CMOCKA)
 target_compile_options(test_drc PRIVATE ${IT_WARN})

@@ -8,6 +8,9 @@
  *    reserved and unreserved source ports: allowed / denied, ro / rw,
  *    root_squash / all_squash / no_root_squash, anonuid / anongid, secure;
  *    owners checked on the upper layer itself;
+ *  - the owner of a file chmod'ed 0277, 0177, 0077 gets from ACCESS what the
+ *    owner's mode bits give (a client's open() follows ACCESS), and READ and
+ *    WRITE still work for it (the owner override);
  *  - two clients of a per-client-upper export write the same path: each sees
  *    its own file, the shared lower is unchanged, a handle of one client's
  *    union gives the other nothing, and after a restart the old handles
@@ -600,6 +603,50 @@ static void test_matrix(void **state)
 	assert_int_equal(test_server_stop(&s), 0);
 }
 
+/* ---- the owner's mode ---- */
+
+static void test_owner_mode(void **state)
+{
+	static const struct {
+		mode3 mode;
+		long access; /* of READ, MODIFY, EXTEND, EXECUTE */
+	} cases[] = {
+	    {0277, ACCESS3_MODIFY | ACCESS3_EXTEND},
+	    {0177, ACCESS3_EXECUTE},
+	    {0077, 0},
+	    {0677, ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND},
+	};
+	const long asked =
+	    ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_EXECUTE;
+	static struct test_server s; /* outlives a failed check, for teardown */
+	struct client user;
+	struct fh root, pub, f;
+	char buf[64];
+
+	(void)state;
+	make_layers();
+	start(&s, false, "127.0.0.4(rw,insecure)", "upper", "work");
+	running = &s;
+	user = client_new(&s, "127.0.0.4", false, 1000, 1000);
+	assert_int_equal(mnt(&user, "/", &root), MNT3_OK);
+	assert_int_equal(lookup(&user, &root, "pub", &pub), NFS3_OK);
+	assert_int_equal(create(&user, &pub, "mine", &f), NFS3_OK);
+	assert_int_equal(write_text(&user, &f, "mine\n"), NFS3_OK);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(setattr_mode(&user, &f, cases[i].mode), NFS3_OK);
+		if ((access_bits(&user, &f) & asked) != cases[i].access)
+			fail_msg("mode %#o: ACCESS gives the owner %#lx, not %#lx",
+				 cases[i].mode, access_bits(&user, &f) & asked,
+				 cases[i].access);
+		assert_int_equal(read_text(&user, &f, buf, sizeof(buf)), NFS3_OK);
+		assert_string_equal(buf, "mine\n");
+		assert_int_equal(write_text(&user, &f, "mine\n"), NFS3_OK);
+	}
+	client_free(&user);
+	assert_int_equal(test_server_stop(&s), 0);
+	running = NULL;
+}
+
 /* ---- host names ---- */
 
 /* True when this host's resolver maps 127.0.0.1 to "localhost" and back. */
@@ -969,6 +1016,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_default_loopback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_matrix, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_owner_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_host_names, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_client_upper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sighup, setup, teardown),

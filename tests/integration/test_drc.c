@@ -16,7 +16,12 @@
  *      server does refuse a second create, so the OK of 1 was a replay);
  *   3. a REMOVE of that name, sent twice with one xid, gets two NFS3_OK
  *      replies with the same bytes (a second execution would answer
- *      NFS3ERR_NOENT); the upper dir is empty and LOOKUP answers NFS3ERR_NOENT.
+ *      NFS3ERR_NOENT); the upper dir is empty and LOOKUP answers NFS3ERR_NOENT;
+ *   4. a WRITE of one range, a second WRITE of the same range with other
+ *      bytes, then the first WRITE again with its xid (a client that lost the
+ *      first reply): the retransmission gets the first reply's bytes and the
+ *      file holds the second WRITE's data (a second execution would bring the
+ *      first data back).  1 MiB writes over TCP (wtmax), 16 KiB over UDP.
  *
  * The server is stopped by pid and the temp dir removed in the group teardown.
  */
@@ -41,8 +46,11 @@
 
 #define NFS_PROG 100003u
 #define P_LOOKUP 3u
+#define P_WRITE	 7u
 #define P_CREATE 8u
 #define P_REMOVE 12u
+
+#define FILE_SYNC 2
 
 #define NFS3_OK	      0
 #define NFS3ERR_NOENT 2
@@ -212,6 +220,119 @@ static void create_remove_twice(enum raw_proto proto, const char *name)
 	close(fd);
 }
 
+/* REMOVE of NAME (a new xid), so the upper dir is empty for the next test. */
+static void remove_name(int fd, enum raw_proto proto, const char *name)
+{
+	unsigned char args[FH_MAX + NAME_MAX + 16];
+	struct raw_call c = nfs_call(P_REMOVE, args, put_dirop(args, name));
+	struct raw_reply r;
+
+	assert_int_equal(raw_call(fd, proto, &c, &r), 0);
+	assert_int_equal(raw_body_status(&r), NFS3_OK);
+	raw_reply_free(&r);
+}
+
+/* CREATE of NAME (GUARDED, a new xid); its handle into FH. */
+static uint32_t create_file(int fd, enum raw_proto proto, const char *name,
+			    unsigned char *fh)
+{
+	unsigned char args[FH_MAX + NAME_MAX + 64];
+	struct raw_call c = nfs_call(P_CREATE, args, create_args(args, name));
+	struct raw_reply r;
+	uint32_t fhlen;
+
+	assert_int_equal(raw_call(fd, proto, &c, &r), 0);
+	assert_int_equal(raw_body_status(&r), NFS3_OK);
+	assert_true(r.bodylen >= 12);
+	assert_int_equal(get32(r.body + 4), 1); /* handle_follows */
+	fhlen = get32(r.body + 8);
+	assert_true(fhlen <= FH_MAX && 12 + fhlen <= r.bodylen);
+	memcpy(fh, r.body + 12, fhlen);
+	raw_reply_free(&r);
+	return fhlen;
+}
+
+/* WRITE3args at offset 0, FILE_SYNC, of LEN bytes of FILL; malloc'd into
+ * *ARGS, whose length is returned. */
+static size_t write_args(unsigned char **args, const unsigned char *fh, uint32_t fhlen,
+			 int fill, size_t len)
+{
+	unsigned char *p = malloc(FH_MAX + 32 + len);
+	size_t n;
+
+	assert_non_null(p);
+	n = raw_enc_fh(p, fh, fhlen);
+	n += put32(p + n, 0); /* offset, high word */
+	n += put32(p + n, 0);
+	n += put32(p + n, (uint32_t)len);
+	n += put32(p + n, FILE_SYNC);
+	n += put32(p + n, (uint32_t)len);
+	memset(p + n, fill, len); /* len is a multiple of 4: no padding */
+	*args = p;
+	return n + len;
+}
+
+/* The upper file NAME holds LEN bytes of FILL and nothing else. */
+static void assert_upper_filled(const char *name, int fill, size_t len)
+{
+	char path[PATH_MAX];
+	unsigned char *buf = malloc(len + 1);
+	FILE *f;
+	size_t n, i;
+
+	assert_non_null(buf);
+	snprintf(path, sizeof(path), "%s/%s", g.upper, name);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	n = fread(buf, 1, len + 1, f);
+	fclose(f);
+	assert_int_equal(n, len);
+	for (i = 0; i < len && buf[i] == fill; i++)
+		;
+	if (i < len)
+		fail_msg("%s: byte %zu is %#x, not the second WRITE's %#x", name, i,
+			 buf[i], fill);
+	free(buf);
+}
+
+static void write_twice_then_first(enum raw_proto proto, const char *name, size_t len)
+{
+	unsigned char fh[FH_MAX], *args1, *args2;
+	struct raw_reply first, second, again;
+	int fd = raw_connect(proto, g.srv.nfs_port);
+	uint32_t fhlen;
+	struct raw_call c1, c2;
+
+	assert_true(fd >= 0);
+	fhlen = create_file(fd, proto, name, fh);
+	c1 = nfs_call(P_WRITE, NULL, 0);
+	c1.arglen = write_args(&args1, fh, fhlen, 'A', len);
+	c1.args = args1;
+	c2 = nfs_call(P_WRITE, NULL, 0);
+	c2.arglen = write_args(&args2, fh, fhlen, 'B', len);
+	c2.args = args2;
+
+	assert_int_equal(raw_call(fd, proto, &c1, &first), 0);
+	assert_int_equal(raw_body_status(&first), NFS3_OK);
+	assert_int_equal(raw_call(fd, proto, &c2, &second), 0);
+	assert_int_equal(raw_body_status(&second), NFS3_OK);
+	assert_upper_filled(name, 'B', len);
+	/* the first WRITE again, as a client that never heard its reply */
+	assert_int_equal(raw_call(fd, proto, &c1, &again), 0);
+	assert_int_equal(raw_body_status(&again), NFS3_OK);
+	assert_upper_filled(name, 'B', len);
+	assert_int_equal(again.bodylen, first.bodylen);
+	assert_memory_equal(again.body, first.body, first.bodylen);
+
+	raw_reply_free(&first);
+	raw_reply_free(&second);
+	raw_reply_free(&again);
+	free(args1);
+	free(args2);
+	remove_name(fd, proto, name);
+	close(fd);
+}
+
 static void test_drc_udp(void **state)
 {
 	(void)state;
@@ -222,6 +343,18 @@ static void test_drc_tcp(void **state)
 {
 	(void)state;
 	create_remove_twice(RAW_TCP, "drc-tcp");
+}
+
+static void test_drc_write_udp(void **state)
+{
+	(void)state;
+	write_twice_then_first(RAW_UDP, "drc-write-udp", 16 * 1024);
+}
+
+static void test_drc_write_tcp(void **state)
+{
+	(void)state;
+	write_twice_then_first(RAW_TCP, "drc-write-tcp", 1024 * 1024);
 }
 
 /* ---- set-up ---- */
@@ -271,6 +404,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_drc_udp),
 	    cmocka_unit_test(test_drc_tcp),
+	    cmocka_unit_test(test_drc_write_udp),
+	    cmocka_unit_test(test_drc_write_tcp),
 	};
 
 	if (argc != 2) {

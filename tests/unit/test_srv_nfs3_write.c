@@ -8,6 +8,7 @@
  *
  * lower0 (top): f.txt, w.txt, fid.txt, own.txt (1000, 0644), ro.txt (1000,
  *   0444), other.txt (1001), suid.bin suid2.bin (1000, 06755), sgid.txt (1000),
+ *   m0277.txt m0177.txt m0077.txt (1000, modes as named),
  *   sym -> f.txt, d/ with x,
  *   merged/ with m0, pub/ (0777), sticky/ (01777) with theirs (1001) and
  *   mine (1000), ldir/ with a, rn/ with r1 r2 r3 r4, lk.txt, rm.txt, gone.txt
@@ -63,6 +64,9 @@ static void make_layers(void)
 	put_file(lower0, "suid.bin", "#!", 06755, 1000, 1000);
 	put_file(lower0, "suid2.bin", "#!", 06755, 1000, 1000);
 	put_file(lower0, "sgid.txt", "g", 0644, 1000, 1000);
+	put_file(lower0, "m0277.txt", "m0277", 0277, 1000, 1000);
+	put_file(lower0, "m0177.txt", "m0177", 0177, 1000, 1000);
+	put_file(lower0, "m0077.txt", "m0077", 0077, 1000, 1000);
 	put_file(lower0, "lk.txt", "link me", 0644, 0, 0);
 	put_file(lower0, "rm.txt", "rm", 0644, 0, 0);
 	put_file(lower0, "gone.txt", "gone", 0644, 0, 0);
@@ -510,6 +514,38 @@ static void test_write_permissions(void **state)
 	assert_int_equal(write_as(1000, suid, 2, "x", UNSTABLE).status, NFS3_OK);
 	a = getattr(suid);
 	assert_int_equal(a.mode, 0755);
+}
+
+/* ACCESS gives the owner what the owner's mode bits give (a new open obeys
+ * them: pjdfstest open/06 through the Linux client), while READ and WRITE
+ * keep the owner override for a client's already open files. */
+static void test_access_owner_mode(void **state)
+{
+	nfs_fh3 m277 = lookup_fh(root_fh, "m0277.txt");
+	nfs_fh3 m177 = lookup_fh(root_fh, "m0177.txt");
+	nfs_fh3 m077 = lookup_fh(root_fh, "m0077.txt");
+	READ3args ra = {.file = m277, .count = 64};
+	READ3res rr;
+
+	(void)state;
+	assert_int_equal(access_as(1000, m277, ACCESS_ALL),
+			 ACCESS3_MODIFY | ACCESS3_EXTEND);
+	assert_int_equal(access_as(1000, m177, ACCESS_ALL), ACCESS3_EXECUTE);
+	assert_int_equal(access_as(1000, m077, ACCESS_ALL), 0);
+	/* Root reads and writes anything, and executes what has an x bit. */
+	assert_int_equal(access_as(0, m077, ACCESS_ALL), ACCESS3_READ | ACCESS3_MODIFY |
+							     ACCESS3_EXTEND |
+							     ACCESS3_EXECUTE);
+	assert_int_equal(access_as(0, lookup_fh(root_fh, "own.txt"), ACCESS_ALL),
+			 ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND);
+	/* The owner override: READ of the 0277 file, WRITE of the 0077 one. */
+	call_as(1000, NFSPROC3_READ, &ra, &rr);
+	assert_int_equal(rr.status, NFS3_OK);
+	assert_int_equal(rr.READ3res_u.resok.count, 5);
+	assert_memory_equal(rr.READ3res_u.resok.data.data_val, "m0277", 5);
+	assert_int_equal(write_as(1000, m077, 0, "M", FILE_SYNC).status, NFS3_OK);
+	assert_content(m077, "M0077");
+	assert_int_equal(getattr(m077).mode, 0077);
 }
 
 static void test_commit(void **state)
@@ -1115,6 +1151,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, test_setup, test_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_access_writable),
+	    T(test_access_owner_mode),
 	    T(test_setattr_mode_guard),
 	    T(test_setattr_size_owner_times),
 	    T(test_setattr_owner_rules),

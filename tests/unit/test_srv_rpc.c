@@ -525,6 +525,31 @@ static void test_drc_entries(void **state)
 	srv_buf_free(&out);
 }
 
+/* The key of a big WRITE: its length counts, its bytes only as far as the
+ * hashed prefix (drc.c, invariant 1), so a 1 MiB call costs no 1 MiB hash. */
+static void test_drc_key_prefix(void **state)
+{
+	enum { BIG = 1024 * 1024 };
+	uint8_t *args = calloc(1, BIG);
+	struct srv_drc *d;
+	struct srv_drc_key k1, k2;
+
+	(void)state;
+	assert_non_null(args);
+	assert_int_equal(srv_drc_new(4, &d), 0);
+	srv_drc_key_init(d, &k1, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	args[BIG - 1] = 1; /* beyond the prefix: the same key */
+	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	assert_memory_equal(&k1, &k2, sizeof(k1));
+	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG - 4);
+	assert_memory_not_equal(&k1, &k2, sizeof(k1));
+	args[12] = 1; /* within it (a WRITE's offset): another key */
+	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	assert_memory_not_equal(&k1, &k2, sizeof(k1));
+	srv_drc_free(d);
+	free(args);
+}
+
 /* ---- MOUNT ---- */
 
 static void mnt(const char *path, struct srv_buf *reply, mountres3 *res)
@@ -744,6 +769,7 @@ int main(void)
 	    cmocka_unit_test(test_mnt_noent),
 	    cmocka_unit_test(test_drc_replays_mkdir),
 	    cmocka_unit_test(test_drc_entries),
+	    cmocka_unit_test(test_drc_key_prefix),
 	    cmocka_unit_test(test_mnt_subdir),
 	    cmocka_unit_test(test_dump_umnt),
 	    cmocka_unit_test(test_export_list),
