@@ -1,5 +1,5 @@
 #!/bin/bash
-# kvm_client.sh UNION_NFSD NFS_TREE SRCDIR - the Linux kernel client test.
+# kvm_client.sh UNION_NFSD - the Linux kernel client test.
 #
 # A Debian kernel in qemu (tests/vm) mounts union-nfsd's export of the oracle
 # layers (mklayers.sh), once with vers=3,proto=tcp and once with
@@ -11,8 +11,7 @@
 # Env: KVM_PROTOS="tcp udp" (default) to choose the runs.
 # Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun or qemu).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
-SRCDIR=$(realpath "${3:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"

@@ -3,9 +3,9 @@
 #
 # The kernel command line gives the network: vm.ip=ADDR/PREFIX (this guest's
 # eth0) and vm.server=ADDR (the NFS server, on the host's bridge).  The guest's
-# own cpio (lib.sh's vm_guest_start) adds /vm/env (VM_GUEST, VM_MODE=script or
-# root, VM_EXPORT, VM_OPTS: the kernel's NFS mount options), /vm/script and
-# /vm/files.
+# own cpio (lib.sh's vm_guest_start) adds /vm/env (VM_GUEST, VM_PORT, VM_MODE=
+# script or root, VM_EXPORT, VM_OPTS: the kernel's NFS mount options),
+# /vm/script and /vm/files.
 #
 #   script mode  the export is mounted on /mnt; /vm/script runs under busybox
 #                sh with cwd /mnt
@@ -74,7 +74,8 @@ done
 say "mounted $SERVER:$VM_EXPORT on $MP at $(up) s"
 
 if [ "$VM_MODE" != root ]; then
-	export VM_FILES=/vm/files VM_IN=/dev/ttyS2 VM_GUEST NFS_MNT=/mnt
+	export VM_FILES=/vm/files VM_IN=/dev/ttyS2 VM_GUEST VM_PORT \
+		VM_SERVER="$SERVER" NFS_MNT=/mnt
 	(cd /mnt && exec sh /vm/script) </dev/null >/dev/ttyS1 2>&1
 	rc=$?
 	say "script exited $rc at $(up) s"
@@ -93,7 +94,7 @@ cat >/newroot/run/vm/stage2 <<'EOF'
 # stage2 - after switch_root, under the exported root's /bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 . /run/vm/env
-export VM_GUEST VM_FILES=/run/vm/files VM_IN=/dev/ttyS2 NFS_MNT=/
+export VM_GUEST VM_PORT VM_FILES=/run/vm/files VM_IN=/dev/ttyS2 NFS_MNT=/
 mount -t tmpfs tmpfs /tmp
 (cd / && exec /bin/sh /run/vm/script) </dev/null >/dev/ttyS1 2>&1
 rc=$?
@@ -102,9 +103,9 @@ sync
 echo o >/proc/sysrq-trigger
 sleep 10
 EOF
+say "switch_root to the NFS root at $(up) s"
 umount /tmp
 for d in dev sys proc; do
 	mount --move /$d /newroot/$d
 done
-say "switch_root to the NFS root at $(up) s"
 exec switch_root /newroot /bin/sh /run/vm/stage2

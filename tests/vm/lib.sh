@@ -30,7 +30,9 @@
 #                              with vers=3,proto=tcp,nolock (O appended: a later
 #                              option wins) and runs SCRIPT (init.sh), F in
 #                              $VM_FILES; --root boots with the export as its root
-#                              filesystem.  qemu is killed after S s (default 300)
+#                              filesystem.  qemu is killed after S s (default 300).
+#                              The script gets VM_GUEST (N), VM_FILES, VM_IN,
+#                              VM_PORT, NFS_MNT and (not with --root) VM_SERVER
 #   vm_guest_wait N            until guest N is off; returns the script's exit
 #                              status, 124 if qemu was killed by --timeout, 125
 #                              if the guest failed before or around the script
@@ -144,8 +146,8 @@ vm_guest_initrd() {
 	install -m 0755 "$VM_DIR/init.sh" "$r/init"
 	cp "$script" "$r/vm/script"
 	[ $# -eq 0 ] || cp -p "$@" "$r/vm/files/"
-	printf 'VM_GUEST=%s\nVM_MODE=%s\nVM_EXPORT=%q\nVM_OPTS=%q\n' \
-		"$n" "$mode" "$export" "$opts" >"$r/vm/env"
+	printf 'VM_GUEST=%s\nVM_PORT=%s\nVM_MODE=%s\nVM_EXPORT=%q\nVM_OPTS=%q\n' \
+		"$n" "$VM_PORT" "$mode" "$export" "$opts" >"$r/vm/env"
 	{
 		cat "$VM_INITRD"
 		(cd "$r" && find . | LC_ALL=C sort | /bin/busybox cpio -o -H newc 2>/dev/null | gzip -1)
