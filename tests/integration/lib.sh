@@ -70,25 +70,26 @@ it_tree() {
 }
 
 it_watchdog() {
-	local me=$$ secs=$1
 	mkfifo "$IT_TMP/.watchdog"
-	(
+	# a process of its own, which dies with the script (pdeathsig): a script
+	# SIGKILLed by ctest leaves no watchdog behind to keep its mount namespace
+	# alive and to signal, much later, a pid that is no longer the test's
+	setpriv --pdeathsig KILL bash -c "$(declare -f it_tree)"'
+		me=$1 secs=$2 name=$3 fifo=$4
 		# wait with a builtin (read on a FIFO nobody writes), not a sleep
-		# child: a child could outlive the watchdog and hold the test's output
+		# child: a child could outlive the watchdog and hold the test output
 		# open, and ctest would wait for it
-		read -r -t "$secs" <>"$IT_TMP/.watchdog" || true
-		echo "watchdog: $IT_NAME still running after ${secs} s: stopping it" >&2
+		read -r -t "$secs" <>"$fifo" || true
+		echo "watchdog: $name still running after ${secs} s: stopping it" >&2
 		# everything below the script, grandchildren too (a client that a
-		# pipeline or a subshell started), taken before the script's trap
+		# pipeline or a subshell started), taken before the script trap
 		# starts its cleanup commands, which must run to their end
-		local tree self=$BASHPID
-		tree=$(it_tree "$me" "$self")
+		tree=$(it_tree "$me" "$$")
 		# the script first (its trap runs once its foreground child is gone),
 		# then the tree: no hung process holds the trap back, none outlives it
 		kill -TERM "$me" 2>/dev/null
-		# shellcheck disable=SC2086
 		[ -z "$tree" ] || kill -TERM $tree 2>/dev/null
-	) &
+	' it_watchdog "$$" "$1" "$IT_NAME" "$IT_TMP/.watchdog" &
 	IT_WATCHDOG=$!
 	it_on_exit "kill $IT_WATCHDOG 2>/dev/null"
 }
