@@ -73,8 +73,15 @@
  *   white-out   a 0:0 character device (Linux lets anyone make that one since
  *               5.8); where mknod is refused, the xattr form: an empty file
  *               with <prefix>whiteout, its parent marked <prefix>opaque = "x"
- *               (prefix: ex->xattr_prefix, trusted.overlay. as root)
- *   opaque dir  <prefix>opaque = "y"
+ *               (prefix: ex->xattr_prefix, trusted.overlay. as root).
+ *               Remove and rmdir make it in the work dir, the engine's, and
+ *               exchange it in (whiteout_put); rename leaves the one
+ *               RENAME_WHITEOUT makes in the source directory, which takes
+ *               a set-gid directory's group: the same owners as overlayfs's
+ *   opaque dir  <prefix>opaque = "y"; set on a directory before it moves
+ *               into a merged parent, even when the move then fails
+ *               (rename_do: a pure upper target's ENOTEMPTY comes from the
+ *               upper's rename, as in ovl_rename)
  * A name needs a white-out when removing or moving it would let an entry of
  * a lower layer show through (un_lower_has).
  *
