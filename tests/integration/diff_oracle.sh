@@ -5,9 +5,10 @@
 # For each seed: generate layers (diff_oracle gen), copy them (A for union-nfsd,
 # B for the kernel), mount B with overlayfs, serve A with union-nfsd, and run
 # COUNT random operations on both (diff_oracle run: every result must match, and
-# the whole trees now and then and at the end).  Then stop union-nfsd, mount A's
-# lowers and the upper union-nfsd wrote with overlayfs, and compare that tree with
-# B's: the upper must mean the same to the kernel.
+# the whole trees now and then and at the end).  Then stop union-nfsd, compare
+# the two uppers on disk (diff_oracle uppers: opaque marks, white-outs, directory
+# modes), mount A's lowers and the upper union-nfsd wrote with overlayfs, and
+# compare that tree with B's: the upper must mean the same to the kernel.
 #
 #   SEEDS  a count N (seeds 1..N) or a list ("3 17 42", "3,17", "42,"); default
 #          30, or $SEEDS
@@ -238,6 +239,11 @@ one_run() {
 	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$STOP_STATUS" != 0 ]; then
 		echo "union-nfsd exited $STOP_STATUS on SIGTERM (want 0)" >>"$d/run.out"
 		rc=1
+	fi
+	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$rc" = 0 ]; then
+		# the two uppers on disk: opaque marks, white-outs, directory modes
+		DIFF_ORACLE_LABEL_A=union-nfsd DIFF_ORACLE_LABEL_B=overlayfs \
+			"$DIFF_ORACLE" uppers "$d/A/u" "$d/B/u" >>"$d/run.out" 2>&1 || rc=1
 	fi
 	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$rc" = 0 ]; then
 		# the upper union-nfsd wrote, read by the kernel (fresh work dir)
