@@ -73,8 +73,15 @@
  *   white-out   a 0:0 character device (Linux lets anyone make that one since
  *               5.8); where mknod is refused, the xattr form: an empty file
  *               with <prefix>whiteout, its parent marked <prefix>opaque = "x"
- *               (prefix: ex->xattr_prefix, trusted.overlay. as root)
- *   opaque dir  <prefix>opaque = "y"
+ *               (prefix: ex->xattr_prefix, trusted.overlay. as root).
+ *               Remove and rmdir make it in the work dir, the engine's, and
+ *               exchange it in (whiteout_put); rename leaves the one
+ *               RENAME_WHITEOUT makes in the source directory, which takes
+ *               a set-gid directory's group: the same owners as overlayfs's
+ *   opaque dir  <prefix>opaque = "y"; set on a directory before it moves
+ *               into a merged parent, even when the move then fails
+ *               (rename_do: a pure upper target's ENOTEMPTY comes from the
+ *               upper's rename, as in ovl_rename)
  * A name needs a white-out when removing or moving it would let an entry of
  * a lower layer show through (un_lower_has).
  *
@@ -429,6 +436,13 @@ static bool has_lower(const struct un_export *ex, const struct un_obj *o)
 	return false;
 }
 
+/* Whether O lives in the upper alone (overlayfs' ovl_pure_upper): its
+ * upper instance shows all it holds. */
+static bool pure_upper(const struct un_export *ex, const struct un_obj *o)
+{
+	return o->ninst == 1 && un_obj_upper(ex, o);
+}
+
 /* -ENOTEMPTY unless directory O is empty across all its layers. */
 static int dir_empty(struct un_export *ex, struct un_obj *o)
 {
@@ -511,22 +525,15 @@ static int wh_make(struct un_export *ex, char tmp[32])
 /* Puts a white-out at NAME of upper dir UDIR, with the engine's identity.
  * PRESENT: an entry is there now; it moves into the work dir, atomically
  * replaced by the white-out, and is removed there (a directory with the
- * white-outs it holds). */
+ * white-outs it holds).  The white-out is made in the work dir, as
+ * overlayfs makes the white-outs of unlink and rmdir: it is the engine's,
+ * 0:0, where RENAME_WHITEOUT would make it in UDIR and give it a set-gid
+ * UDIR's group. */
 static int whiteout_put(struct un_export *ex, int udir, const char *name, bool present)
 {
 	char tmp[32];
 	int err;
 
-	if (present && !atomic_load(&ex->wh_xattr)) {
-		un_work_tmpname(tmp);
-		err = un_sys_renameat2(udir, name, ex->tmpfd, tmp, RENAME_WHITEOUT);
-		if (!err) {
-			un_work_remove(ex->tmpfd, tmp, 2);
-			un_sync_note_fs(); /* a new white-out: step 7 */
-		}
-		if (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP)
-			return err;
-	}
 	err = wh_make(ex, tmp);
 	if (err < 0)
 		return err;
@@ -672,27 +679,61 @@ static time_t verf_half(const uint8_t v[8], int i)
 			(uint32_t)p[2] << 8 | p[3]);
 }
 
-/* Gives FD, made in the work dir for CALLER, what creating it in UDIR as
- * the caller would have: owner (and a set-gid parent's group), mode; and
- * the verifier's times, and opaqueness for a directory (invariant 2). */
-static int nb_attrs(struct un_export *ex, int fd, int udir, const struct newobj *nb,
-		    const struct un_creds *caller)
+/* Who creates, as the kernel's create checks see them: the caller's ids,
+ * the upper parent's attributes, and whether the caller may keep S_ISGID
+ * on a file of the parent's group (in_group_or_capable: fsuid 0 keeps
+ * CAP_FSETID, any other fsuid drops it). */
+struct maker {
+	struct un_creds caller;
+	struct stat parent;
+	bool sgid_ok;
+};
+
+/* Fills M for a create in upper dir UDIR; called as the caller. */
+static int maker_get(int udir, struct maker *m)
 {
+	int err;
+
+	un_sys_creds_current(&m->caller);
+	err = un_sys_fstat(udir, &m->parent);
+	m->sgid_ok = !err && (m->caller.fsuid == 0 || un_sys_in_group(m->parent.st_gid));
+	return err;
+}
+
+/* The mode creating NB in M's parent gives, as the VFS gives it: a
+ * directory keeps its permission and sticky bits and gets S_ISGID from a
+ * set-gid parent only (vfs_mkdir); a group-executable file asked with
+ * S_ISGID loses it in a set-gid parent unless the caller is in the group or
+ * privileged (mode_strip_sgid). */
+static mode_t nb_mode(const struct newobj *nb, const struct maker *m)
+{
+	bool sgid_parent = m->parent.st_mode & S_ISGID;
 	mode_t mode = nb->mode & 07777;
+
+	if (S_ISDIR(nb->mode))
+		return (mode & (0777 | S_ISVTX)) | (sgid_parent ? S_ISGID : 0);
+	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) && sgid_parent &&
+	    !m->sgid_ok)
+		mode &= ~(mode_t)S_ISGID;
+	return mode;
+}
+
+/* Gives FD, made in the work dir for M's caller, what creating it in M's
+ * parent as the caller would have: owner (and a set-gid parent's group),
+ * mode; and the verifier's times, and opaqueness for a directory
+ * (invariant 2). */
+static int nb_attrs(struct un_export *ex, int fd, const struct newobj *nb,
+		    const struct maker *m)
+{
+	gid_t gid = m->parent.st_mode & S_ISGID ? m->parent.st_gid : m->caller.fsgid;
 	struct timespec ts[2];
-	struct stat pst;
 	int err;
 
 	if (nb->linkfd >= 0)
 		return 0; /* an existing object */
-	err = un_sys_fstat(udir, &pst);
-	if (!err)
-		err = un_sys_chown_fd(fd, caller->fsuid,
-				      pst.st_mode & S_ISGID ? pst.st_gid : caller->fsgid);
-	if (S_ISDIR(nb->mode) && (pst.st_mode & S_ISGID))
-		mode |= S_ISGID;
+	err = un_sys_chown_fd(fd, m->caller.fsuid, gid);
 	if (!err && !S_ISLNK(nb->mode))
-		err = un_sys_chmod_fd(fd, mode);
+		err = un_sys_chmod_fd(fd, nb_mode(nb, m));
 	if (!err && S_ISDIR(nb->mode))
 		err = set_opaque(ex, fd);
 	if (!err && nb->verf) {
@@ -710,13 +751,15 @@ static int create_over(struct un_export *ex, struct un_obj *dir, const char *nam
 		       const struct newobj *nb, bool over_wh)
 {
 	int udir = dir->inst[0].fd, fd = -1, err;
-	struct un_creds caller, saved;
+	struct un_creds saved;
+	struct maker m;
 	bool made = false;
 	char tmp[32];
 
 	err = may_change(dir, NULL);
-	un_sys_creds_current(&caller);
-	if (!err && (S_ISCHR(nb->mode) || S_ISBLK(nb->mode)) && caller.fsuid != 0)
+	if (!err)
+		err = maker_get(udir, &m);
+	if (!err && (S_ISCHR(nb->mode) || S_ISBLK(nb->mode)) && m.caller.fsuid != 0)
 		err = -EPERM; /* what mknod as the caller would say */
 	if (err)
 		return err;
@@ -727,7 +770,7 @@ static int create_over(struct un_export *ex, struct un_obj *dir, const char *nam
 	if (!err)
 		err = fd = un_sys_open_beneath(ex->tmpfd, tmp, O_PATH);
 	if (fd >= 0)
-		err = nb_attrs(ex, fd, udir, nb, &caller);
+		err = nb_attrs(ex, fd, nb, &m);
 	if (!err)
 		err = un_sys_renameat2(ex->tmpfd, tmp, udir, name,
 				       over_wh ? RENAME_EXCHANGE : RENAME_NOREPLACE);
@@ -1248,7 +1291,9 @@ static int rename_check(struct rn *r)
 		return -EISDIR;
 	if (sdir && has_lower(r->ex, r->src))
 		return -EXDEV; /* invariant 3 */
-	return ddir ? dir_empty(r->ex, r->dst) : 0;
+	/* A pure upper target is left to the upper's rename (rename_do), as
+	 * overlayfs leaves it: what goes before that rename happens first. */
+	return ddir && !pure_upper(r->ex, r->dst) ? dir_empty(r->ex, r->dst) : 0;
 }
 
 /* The rename in the upper; where RENAME_WHITEOUT is not to be had, a plain
@@ -1294,6 +1339,22 @@ static int rename_opaque(struct rn *r)
 	return op < 0 ? op : op ? 0 : set_opaque(r->ex, fd);
 }
 
+/* After the upper's rename said -ENOTEMPTY, of target kind TK: 1 if the
+ * target is empty in the merged view all the same (it holds white-outs),
+ * 0 if it is not, or -errno.  rename_check found the target empty unless
+ * it is pure upper. */
+static int target_whiteouts_only(struct rn *r, int tk)
+{
+	int err;
+
+	if (tk != UP_DIR)
+		return 0;
+	if (!r->dst || !pure_upper(r->ex, r->dst))
+		return 1;
+	err = dir_empty(r->ex, r->dst);
+	return err == -ENOTEMPTY ? 0 : err < 0 ? err : 1;
+}
+
 /* Moves what the checks allowed (both parents and the source in the upper);
  * TK: what the target's upper holds, SLOWER: the source name is below too. */
 static int rename_do(struct rn *r, int tk, bool slower)
@@ -1310,8 +1371,12 @@ static int rename_do(struct rn *r, int tk, bool slower)
 		err = rename_opaque(r);
 	if (!err)
 		err = rename_move(r, flags);
-	if (err == -ENOTEMPTY && tk == UP_DIR) { /* the target holds white-outs */
-		err = clear_dir(r->ex, tu, r->tname);
+	if (err == -ENOTEMPTY) {
+		err = target_whiteouts_only(r, tk);
+		if (err == 1)
+			err = clear_dir(r->ex, tu, r->tname);
+		else if (!err)
+			err = -ENOTEMPTY;
 		if (!err)
 			err = rename_move(r, flags);
 	}

@@ -15,7 +15,7 @@ target_compile_options(test_access PRIVATE ${IT_WARN})
 add_test(NAME integration/access
          COMMAND test_access $<TARGET_FILE:union-nfsd>)
 set_tests_properties(integration/access PROPERTIES
-                     LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77
+                     LABELS integration TIMEOUT 300 COST 40 SKIP_RETURN_CODE 77
                      ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
 
 # ---- issue 16: per-client uppers seen by two Linux kernel clients at once

@@ -12,7 +12,7 @@ target_compile_options(test_contain PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 add_test(NAME integration/contain
          COMMAND test_contain $<TARGET_FILE:union-nfsd>)
 set_tests_properties(integration/contain PROPERTIES
-  LABELS integration TIMEOUT 120
+  LABELS integration TIMEOUT 300 COST 30
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
 
 # ---- issue 6: the duplicate request cache (test_drc.c): a CREATE and a REMOVE
@@ -27,5 +27,5 @@ target_compile_options(test_drc PRIVATE ${IT_WARN})
 add_test(NAME integration/drc
          COMMAND test_drc $<TARGET_FILE:union-nfsd>)
 set_tests_properties(integration/drc PROPERTIES
-  LABELS integration TIMEOUT 60
+  LABELS integration TIMEOUT 120
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")

@@ -15,6 +15,8 @@
  *       instead of drawing them (a reproduction, or a reduced one).
  *   diff_oracle cmp SIDE_A SIDE_B
  *       Compares two whole trees.
+ *   diff_oracle uppers UPPER_A UPPER_B
+ *       Compares two upper layers on disk (design note 7).
  *
  *   SIDE is nfs:URL (libnfs, e.g. nfs://127.0.0.1/?nfsport=P&mountport=M&version=3)
  *   or local:DIR (system calls on DIR, e.g. a kernel overlayfs mount).  Side A is
@@ -66,6 +68,16 @@
  *    --hardlinks asks for them (overlayfs with index=off breaks such a link on
  *    copy-up: the copied name changes, the other keeps the lower data - a
  *    documented quirk a server may or may not imitate).
+ *    Some generated directories are set-gid, of group 100 or 1000.
+ * 7. The merged trees can agree while the uppers differ where the kernel
+ *    would see it: an opaque mark missing hides nothing today, but a lower
+ *    layer that gains the name would show through.  So after a run the two
+ *    uppers are compared on disk, name by name where both have the name:
+ *    the type, a directory's mode, owner and opaque mark, and a white-out's
+ *    mode and owner (overlayfs makes those of unlink and rmdir in its work
+ *    dir, 0:0; a rename's white-out comes from RENAME_WHITEOUT, in its
+ *    directory).  A name in one upper only is not a difference: a failed
+ *    op may copy up on one side and not on the other.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -102,7 +114,8 @@ static const char *const link_targets[] = {"a",		  "../b",    "c/d",
 					   "/etc/passwd", "nowhere", "."};
 #define NTARGETS (sizeof(link_targets) / sizeof(link_targets[0]))
 static const mode_t file_modes[] = {0644, 0644, 0644, 0600, 0755, 0444, 0640, 04755};
-static const mode_t dir_modes[] = {0755, 0755, 0755, 0700, 0775, 01777, 0750};
+/* (mkdir(2) drops S_ISGID: a directory gets it from a set-gid parent only) */
+static const mode_t dir_modes[] = {0755, 0755, 0755, 0700, 0775, 01777, 0750, 02775};
 
 /* ---- small helpers ---- */
 
@@ -889,6 +902,21 @@ static void gen_file(struct gen *g, const char *lp)
 
 static void gen_dir(struct gen *g, int k, const char *rel, int depth);
 
+/* Some directories are set-gid, of a group other than root's: what is made
+ * in them takes that group, except what overlayfs makes in its work dir
+ * (white-outs), which the uppers comparison checks. */
+static void gen_dir_sgid(struct gen *g, const char *lp)
+{
+	struct stat st;
+	gid_t gid = rng_pct(&g->r, 50) ? 100 : 1000;
+
+	if (!rng_pct(&g->r, 15))
+		return;
+	if (lstat(lp, &st) || lchown(lp, 0, gid) ||
+	    chmod(lp, (st.st_mode & 07777) | S_ISGID))
+		die("set-gid %s: %s", lp, strerror(errno));
+}
+
 /* Makes one object at REL in layer K: a directory (filled recursively, maybe
  * opaque), a file, a symlink, a FIFO or a white-out - mostly over what the
  * layers below have at that name, so that names collide across layers. */
@@ -928,6 +956,7 @@ static void gen_entry(struct gen *g, int k, const char *rel, int depth)
 			die("mkdir %s: %s", lp, strerror(errno));
 		if (opaque && lsetxattr(lp, OPAQUE_XATTR, "y", 1, 0))
 			die("setxattr %s: %s", lp, strerror(errno));
+		gen_dir_sgid(g, lp);
 		gen_dir(g, k, rel, depth);
 		break;
 	case LT_REG:
@@ -1338,6 +1367,100 @@ static int compare_trees(struct side *a, struct side *b)
 	for (size_t i = 0; i < c.nids; i++)
 		free(c.ids[i].path);
 	free(c.ids);
+	if (c.ndiffs > MAX_DIFFS)
+		printf("  ... %d differences in all\n", c.ndiffs);
+	return c.ndiffs;
+}
+
+/* ---- uppers: the two upper layers on disk (design note 7) ---- */
+
+/* What the comparison of uppers looks at in one entry: its type; for a
+ * directory its mode, owner and opaque mark; for a white-out its mode and
+ * owner.  The rest means the same in the merged trees, which compare_trees
+ * checks. */
+static void upper_describe(const char *lp, const struct stat *st, char *out, size_t n)
+{
+	char v[16];
+	ssize_t len;
+
+	if (S_ISDIR(st->st_mode)) {
+		len = lgetxattr(lp, OPAQUE_XATTR, v, sizeof(v) - 1);
+		v[len > 0 ? len : 0] = '\0';
+		snprintf(out, n, "d %04o %u:%u opaque=%s", st->st_mode & 07777,
+			 st->st_uid, st->st_gid, len >= 0 ? v : "-");
+	} else if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) {
+		snprintf(out, n, "white-out %04o %u:%u", st->st_mode & 07777, st->st_uid,
+			 st->st_gid);
+	} else {
+		snprintf(out, n, "%c", type_char(st->st_mode));
+	}
+}
+
+static void upper_list(const char *lp, struct names *out)
+{
+	DIR *d = opendir(lp);
+	struct dirent *de;
+
+	if (!d)
+		die("opendir %s: %s", lp, strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			names_add(out, de->d_name);
+	closedir(d);
+	names_sort(out);
+}
+
+/* Compares entry REL of the uppers A and B, and below it.  A name in one
+ * upper only is left alone: the two may copy up at different times (a
+ * failed op, a read), which the merged trees do not show. */
+static void upper_cmp(struct cmp *c, const char *ua, const char *ub, const char *rel)
+{
+	char pa[MAX_PATH], pb[MAX_PATH], da[128], db[128];
+	struct names na = {0}, nb = {0};
+	struct stat sa, sb;
+	size_t i = 0, j = 0;
+
+	if (snprintf(pa, sizeof(pa), "%s%s", ua, rel) >= MAX_PATH ||
+	    snprintf(pb, sizeof(pb), "%s%s", ub, rel) >= MAX_PATH)
+		die("path too long: %s", rel);
+	if (lstat(pa, &sa) || lstat(pb, &sb))
+		die("lstat %s: %s", rel, strerror(errno));
+	upper_describe(pa, &sa, da, sizeof(da));
+	upper_describe(pb, &sb, db, sizeof(db));
+	if (strcmp(da, db))
+		diff_line(c, "%s: upper of %s [%s], of %s [%s]", rel, c->a->label, da,
+			  c->b->label, db);
+	if (!S_ISDIR(sa.st_mode) || !S_ISDIR(sb.st_mode))
+		return;
+	upper_list(pa, &na);
+	upper_list(pb, &nb);
+	while (i < na.n && j < nb.n) {
+		int d = strcmp(na.v[i], nb.v[j]);
+		char child[MAX_PATH];
+
+		if (d) {
+			i += d < 0;
+			j += d > 0;
+			continue;
+		}
+		join(child, strcmp(rel, "") ? rel : "/", na.v[i]);
+		upper_cmp(c, ua, ub, child);
+		i++, j++;
+	}
+	names_free(&na);
+	names_free(&nb);
+}
+
+/* Returns the number of differences between upper dirs UA and UB. */
+static int compare_uppers(const char *ua, const char *ub)
+{
+	struct side a = {.label = getenv("DIFF_ORACLE_LABEL_A")},
+		    b = {.label = getenv("DIFF_ORACLE_LABEL_B")};
+	struct cmp c = {.a = &a, .b = &b};
+
+	a.label = a.label ? a.label : "A";
+	b.label = b.label ? b.label : "B";
+	upper_cmp(&c, ua, ub, "");
 	if (c.ndiffs > MAX_DIFFS)
 		printf("  ... %d differences in all\n", c.ndiffs);
 	return c.ndiffs;
@@ -1787,6 +1910,14 @@ static void draw_paths(struct picker *pk, struct op *op)
 		pick_target(pk, roll < 90 ? M_NONDIR : M_DIR, false, 88, op->path);
 		break;
 	case OP_RENAME:
+		if (roll < 30) { /* a directory, often onto another one */
+			pick_target(pk, M_DIR, false, 92, op->path);
+			if (rng_pct(pk->r, 50))
+				pick_target(pk, M_DIR, false, 100, op->path2);
+			else
+				pick_new(pk, 40, op->path2);
+			break;
+		}
 		pick_target(pk, M_ANY, false, 92, op->path);
 		pick_new(pk, 20, op->path2);
 		break;
@@ -2183,6 +2314,14 @@ static int cmd_cmp(const char *spec_a, const char *spec_b)
 	return nd ? 1 : 0;
 }
 
+static int cmd_uppers(const char *ua, const char *ub)
+{
+	int nd = compare_uppers(ua, ub);
+
+	printf(nd ? "UPPERS DIFFER: %d differences (above)\n" : "uppers agree\n", nd);
+	return nd ? 1 : 0;
+}
+
 static int usage(void)
 {
 	fprintf(
@@ -2192,6 +2331,7 @@ static int usage(void)
 	    "                       [--replay FILE] [--weights OP=N,...] [--verbose]\n"
 	    "                       [--ignore symlink-times|nlink] SIDE_A SIDE_B\n"
 	    "       diff_oracle cmp SIDE_A SIDE_B\n"
+	    "       diff_oracle uppers UPPER_A UPPER_B\n"
 	    "SIDE: nfs:URL or local:DIR\n");
 	return 2;
 }
@@ -2257,5 +2397,7 @@ int main(int argc, char **argv)
 		return cmd_run(&o, pos[0], pos[1]);
 	if (!strcmp(argv[1], "cmp") && npos == 2)
 		return cmd_cmp(pos[0], pos[1]);
+	if (!strcmp(argv[1], "uppers") && npos == 2)
+		return cmd_uppers(pos[0], pos[1]);
 	return usage();
 }

@@ -5,9 +5,10 @@
 # For each seed: generate layers (diff_oracle gen), copy them (A for union-nfsd,
 # B for the kernel), mount B with overlayfs, serve A with union-nfsd, and run
 # COUNT random operations on both (diff_oracle run: every result must match, and
-# the whole trees now and then and at the end).  Then stop union-nfsd, mount A's
-# lowers and the upper union-nfsd wrote with overlayfs, and compare that tree with
-# B's: the upper must mean the same to the kernel.
+# the whole trees now and then and at the end).  Then stop union-nfsd, compare
+# the two uppers on disk (diff_oracle uppers: opaque marks, white-outs, directory
+# modes), mount A's lowers and the upper union-nfsd wrote with overlayfs, and
+# compare that tree with B's: the upper must mean the same to the kernel.
 #
 #   SEEDS  a count N (seeds 1..N) or a list ("3 17 42", "3,17", "42,"); default
 #          30, or $SEEDS
@@ -26,6 +27,9 @@
 #   $LOWER_HARDLINKS=1  lower layers with hard links (diff_oracle gen
 #                 --hardlinks); off by default: overlayfs with index=off breaks
 #                 them on copy-up, a quirk union-nfsd need not share
+#   $DIFF_WATCHDOG  stop the run (cleanly: every mount, process and temp dir)
+#                 after so many seconds; default 1320, below the ctest
+#                 TIMEOUT (1500), whose SIGKILL no trap survives; 0: none
 #   $DIFF_SERVER=ganesha  serve A through nfs-ganesha exporting an overlayfs
 #                 mount of A instead (a check of the harness against a known
 #                 server; skips the second-mount comparison, and ignores two
@@ -34,7 +38,9 @@
 #
 # A mismatch prints the seed, the op index, the op, both results and a trace
 # (every op, replayable: diff_oracle run --replay TRACE ...).  Mounts, processes
-# (by pid) and temp dirs are cleaned up on exit, failure and signals.
+# (by pid) and temp dirs are cleaned up on exit, failure and signals; the
+# script runs in a mount namespace of its own, so that even a SIGKILL leaves
+# no overlay mount behind, and its server and clients die with it (pdeathsig).
 # Exit: 0 all seeds agree, 1 a seed differs or the server failed, 77 skipped.
 set -euo pipefail
 UNION_NFSD=${1:?usage: diff_oracle.sh UNION_NFSD DIFF_ORACLE [SEEDS [COUNT]]}
@@ -55,10 +61,15 @@ if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
 	echo "SKIP: no overlayfs in this kernel"
 	exit 77
 fi
-if [ "$DIFF_SERVER" = ganesha ] && [ "${DIFF_ORACLE_INNER:-}" != 1 ]; then
-	# ganesha 4.3 needs an rpcbind: a private one, in private namespaces
-	exec unshare -m -n --propagation private env DIFF_ORACLE_INNER=1 bash "$0" "$@"
+if [ "${DIFF_ORACLE_INNER:-}" != $$ ]; then
+	# a private mount namespace (exec keeps the pid ctest waits for); ganesha
+	# 4.3 needs an rpcbind: a private one, in a private network namespace too
+	net=()
+	[ "$DIFF_SERVER" = ganesha ] && net=(-n)
+	DIFF_ORACLE_INNER=$$ exec unshare -m "${net[@]}" --propagation private bash "$0" "$@"
 fi
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh" # it_watchdog; this script's own stop_pid below replaces lib.sh's
 
 # ---- cleanup: every mount, process and temp dir we made, in reverse ----
 TMP=$(mktemp -d /tmp/union-nfsd-diff.XXXXXX)
@@ -68,6 +79,7 @@ KEEP_DIRS=()
 cleanup() {
 	local rc=$? i
 	trap - EXIT INT TERM HUP
+	[ -z "${IT_WATCHDOG:-}" ] || kill "$IT_WATCHDOG" 2>/dev/null || true
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do unmount "${MOUNTS[i]}"; done
 	if [ ${#KEEP_DIRS[@]} = 0 ]; then
@@ -82,18 +94,18 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-# stop_pid PID: SIGTERM, 5 s, SIGKILL; STOP_STATUS = its exit status
+# stop_pid PID: SIGTERM, 30 s, SIGKILL; STOP_STATUS = its exit status
 stop_pid() {
 	local pid=$1 i
 	STOP_STATUS=
 	if kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < 100; i++)); do
+		for ((i = 0; i < 600; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.05
 		done
 		if kill -0 "$pid" 2>/dev/null; then
-			echo "pid $pid ignored SIGTERM for 5 s: SIGKILL" >&2
+			echo "pid $pid ignored SIGTERM for 30 s: SIGKILL" >&2
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
 	fi
@@ -130,12 +142,12 @@ start_union_nfsd() {
 	local lowers
 	lowers=$(ls -d "$d"/A/l[0-9] | paste -sd:)
 	mkdir -p "$d/state"
-	"$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --no-rpcbind \
+	setpriv --pdeathsig TERM "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --no-rpcbind \
 		--state-dir="$d/state" --foreground --lowerdir="$lowers" \
 		--upperdir="$d/A/u" --workdir="$d/A/w" >"$d/server.out" 2>"$d/server.log" &
 	SRV_PID=$!
 	PIDS+=("$SRV_PID")
-	for ((i = 0; i < 200; i++)); do
+	for ((i = 0; i < 1200; i++)); do # 60 s
 		line=$(grep -m1 '^listening ' "$d/server.out" 2>/dev/null || true)
 		[ -n "$line" ] && break
 		kill -0 "$SRV_PID" 2>/dev/null || break
@@ -153,7 +165,7 @@ ganesha_setup() {
 	ip link set lo up
 	mount -t tmpfs -o mode=0755 tmpfs /run # private: this mount namespace only
 	mkdir -p /run/ganesha
-	rpcbind -f &
+	setpriv --pdeathsig TERM rpcbind -f &
 	PIDS+=("$!")
 	for _ in $(seq 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done
 	GANESHA_PLUGINS=$(dirname "$(dpkg -L nfs-ganesha-vfs 2>/dev/null | grep 'libfsalvfs.so$' | head -1)")
@@ -177,7 +189,7 @@ start_ganesha() {
 			CLIENT { Clients = *; Access_Type = RW; Squash = No_Root_Squash; }
 			FSAL { Name = VFS; } }
 	CONF
-	ganesha.nfsd -F -f "$g/ganesha.conf" -L "$d/server.log" -p "$g/pid" -N NIV_EVENT \
+	setpriv --pdeathsig TERM ganesha.nfsd -F -f "$g/ganesha.conf" -L "$d/server.log" -p "$g/pid" -N NIV_EVENT \
 		2>>"$d/server.err" &
 	SRV_PID=$!
 	PIDS+=("$SRV_PID")
@@ -212,7 +224,7 @@ one_run() {
 	else
 		start_union_nfsd "$d" || return 1
 	fi
-	DIFF_ORACLE_LABEL_A=$DIFF_SERVER "$DIFF_ORACLE" run --seed "$s" --count "$COUNT" \
+	DIFF_ORACLE_LABEL_A=$DIFF_SERVER setpriv --pdeathsig TERM "$DIFF_ORACLE" run --seed "$s" --count "$COUNT" \
 		--check-every "$CHECK_EVERY" ${replay:+--replay "$replay"} ${VERBOSE:+--verbose} ${WEIGHTS:+--weights "$WEIGHTS"} \
 		"${lenient[@]}" --trace "$d/trace" "nfs:$URL" "local:$d/mB" >"$d/run.out" 2>&1 ||
 		rc=1
@@ -227,6 +239,11 @@ one_run() {
 	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$STOP_STATUS" != 0 ]; then
 		echo "union-nfsd exited $STOP_STATUS on SIGTERM (want 0)" >>"$d/run.out"
 		rc=1
+	fi
+	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$rc" = 0 ]; then
+		# the two uppers on disk: opaque marks, white-outs, directory modes
+		DIFF_ORACLE_LABEL_A=union-nfsd DIFF_ORACLE_LABEL_B=overlayfs \
+			"$DIFF_ORACLE" uppers "$d/A/u" "$d/B/u" >>"$d/run.out" 2>&1 || rc=1
 	fi
 	if [ "$DIFF_SERVER" = union-nfsd ] && [ "$rc" = 0 ]; then
 		# the upper union-nfsd wrote, read by the kernel (fresh work dir)
@@ -328,6 +345,10 @@ still_fails() {
 	return "$rc"
 }
 
+if [ "${DIFF_WATCHDOG:-1320}" != 0 ]; then
+	IT_NAME=diff_oracle IT_TMP=$TMP
+	it_watchdog "${DIFF_WATCHDOG:-1320}"
+fi
 [ "$DIFF_SERVER" = ganesha ] && ganesha_setup
 if [[ $SEEDS =~ ^[0-9]+$ ]]; then
 	LIST=$(seq $((SEED_BASE + 1)) $((SEED_BASE + SEEDS)))

@@ -1,27 +1,39 @@
 # lib.sh - shared helpers of the integration test scripts (source it; bash only).
 #
+#   it_private_mounts "$@"    first thing in a script that mounts: run the script
+#                             again in a mount namespace of its own, so that no
+#                             mount of it outlives it, even when it is SIGKILLed
 #   it_init NAME              make $IT_TMP, install the EXIT/INT/TERM cleanup trap
 #   it_on_exit CMD...         run CMD at exit (last registered runs first)
 #   start_union_nfsd BIN ARGS...
 #                             start BIN --nfs-port=0 --mount-port=0 --bind=127.0.0.1
 #                             --state-dir=... --foreground ARGS in the background,
-#                             wait for its "listening nfs=P mount=M" line; sets
+#                             wait (60 s at most: a loaded machine, an ASan
+#                             build) for its "listening nfs=P mount=M" line; sets
 #                             SRV_PID, NFS_PORT, MOUNT_PORT, SRV_LOG; stopped at exit.
 #                             Without --clients in ARGS the server's default holds:
 #                             loopback callers on reserved ports (libnfs run as root
 #                             binds one), as themselves; a client run as another
 #                             user needs --clients='127.0.0.1(rw,insecure)'
-#   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 5), then SIGKILL
+#   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 30), then SIGKILL
 #   nfs_url EXPORT            libnfs URL of the running server
 #   skip MSG                  print MSG, exit 77 (ctest SKIP_RETURN_CODE)
 #   it_watchdog SECONDS       stop this script (cleanly, through its trap) after
-#                             SECONDS: set it below the ctest TIMEOUT, whose SIGKILL
+#                             SECONDS, and every process it started, the whole
+#                             tree: set it below the ctest TIMEOUT, whose SIGKILL
 #                             no trap survives
 #
 # Processes are stopped by pid, mounts unmounted by path, temp dirs removed: every
 # test leaves the machine as it found it, also when it fails.
 
 IT_EXIT_CMDS=()
+
+it_private_mounts() {
+	[ "${IT_PRIVATE_MOUNTS:-}" = $$ ] && return 0
+	# exec keeps the pid, so ctest and the watchdog still see the same process;
+	# the namespace (and every mount in it) goes when its last process exits
+	IT_PRIVATE_MOUNTS=$$ exec unshare -m --propagation private bash "$0" "$@"
+}
 
 it_cleanup() {
 	local rc=$? i
@@ -46,22 +58,38 @@ it_init() {
 	trap 'exit 129' HUP
 }
 
+# it_tree PID SKIP: the pids of PID's descendants, parents first, leaving out
+# SKIP and its descendants
+it_tree() {
+	local c
+	for c in $(ps -o pid= --ppid "$1"); do
+		[ "$c" = "$2" ] && continue
+		echo "$c"
+		it_tree "$c" "$2"
+	done
+}
+
 it_watchdog() {
-	local me=$$ secs=$1
 	mkfifo "$IT_TMP/.watchdog"
-	(
+	# a process of its own, which dies with the script (pdeathsig): a script
+	# SIGKILLed by ctest leaves no watchdog behind to keep its mount namespace
+	# alive and to signal, much later, a pid that is no longer the test's
+	setpriv --pdeathsig KILL bash -c "$(declare -f it_tree)"'
+		me=$1 secs=$2 name=$3 fifo=$4
 		# wait with a builtin (read on a FIFO nobody writes), not a sleep
-		# child: a child could outlive the watchdog and hold the test's output
+		# child: a child could outlive the watchdog and hold the test output
 		# open, and ctest would wait for it
-		read -r -t "$secs" <>"$IT_TMP/.watchdog" || true
-		echo "watchdog: $IT_NAME still running after ${secs} s: stopping it" >&2
+		read -r -t "$secs" <>"$fifo" || true
+		echo "watchdog: $name still running after ${secs} s: stopping it" >&2
+		# everything below the script, grandchildren too (a client that a
+		# pipeline or a subshell started), taken before the script trap
+		# starts its cleanup commands, which must run to their end
+		tree=$(it_tree "$me" "$$")
 		# the script first (its trap runs once its foreground child is gone),
-		# then its children, so that a hung child cannot hold the trap back
+		# then the tree: no hung process holds the trap back, none outlives it
 		kill -TERM "$me" 2>/dev/null
-		for c in $(ps -o pid= --ppid "$me"); do
-			[ "$c" != "$BASHPID" ] && kill -TERM "$c" 2>/dev/null
-		done
-	) &
+		[ -z "$tree" ] || kill -TERM $tree 2>/dev/null
+	' it_watchdog "$$" "$1" "$IT_NAME" "$IT_TMP/.watchdog" &
 	IT_WATCHDOG=$!
 	it_on_exit "kill $IT_WATCHDOG 2>/dev/null"
 }
@@ -74,7 +102,7 @@ skip() {
 # stop_pid PID [SECONDS]: sets STOP_STATUS to the exit status (wait's: 128+N for a
 # signal), or "" if PID was not ours or already reaped
 stop_pid() {
-	local pid=$1 secs=${2:-5} i
+	local pid=$1 secs=${2:-30} i
 	STOP_STATUS=
 	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null && STOP_STATUS=0 || STOP_STATUS=$?; return 0; }
 	kill -TERM "$pid" 2>/dev/null || true
@@ -119,7 +147,7 @@ start_union_nfsd() {
 		--foreground --no-rpcbind "$@" >"$out" 2>"$SRV_LOG" &
 	SRV_PID=$!
 	it_on_exit "stop_pid $SRV_PID"
-	for ((i = 0; i < 200; i++)); do # up to 10 s
+	for ((i = 0; i < 1200; i++)); do # up to 60 s
 		line=$(grep -m1 '^listening ' "$out" 2>/dev/null || true)
 		[ -n "$line" ] && break
 		if ! kill -0 "$SRV_PID" 2>/dev/null; then
@@ -130,7 +158,7 @@ start_union_nfsd() {
 		sleep 0.05
 	done
 	if [[ ! $line =~ ^listening\ nfs=([0-9]+)\ mount=([0-9]+)$ ]]; then
-		echo "union-nfsd printed no 'listening nfs=P mount=M' line in 10 s (got '$line'); stderr:" >&2
+		echo "union-nfsd printed no 'listening nfs=P mount=M' line in 60 s (got '$line'); stderr:" >&2
 		cat "$SRV_LOG" >&2
 		return 1
 	fi

@@ -27,10 +27,11 @@
 #include <nfsc/libnfs-raw-nfs.h>
 #include <nfsc/libnfs-raw.h>
 
-#define NFS_PROG	 100003
-#define MOUNT_PROG	 100005
-#define NFS_RAW_FH_MAX	 64
-#define NFS_RAW_WAIT_S	 10 /* how long nfs_raw_finish waits for a reply */
+#define NFS_PROG       100003
+#define MOUNT_PROG     100005
+#define NFS_RAW_FH_MAX 64
+/* how long nfs_raw_finish waits for a reply: long, for a busy machine */
+#define NFS_RAW_WAIT_S	 60
 #define NFS_RAW_ERR_SIZE 160
 
 struct fh {

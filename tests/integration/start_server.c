@@ -112,7 +112,7 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 	s->pid = spawn(bin, state_dir, args, test_clients, out_path);
 	if (s->pid < 0)
 		goto out;
-	for (int i = 0; i < 200; i++) {
+	for (int i = 0; i < START_WAIT_S * 20; i++) {
 		int st;
 		if (read_ports(out_path, s) == 0) {
 			rc = 0;
@@ -129,7 +129,8 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 		sleep_ms(50);
 	}
 	fprintf(stderr,
-		"start_server: no 'listening nfs=P mount=M' line from %s in 10 s\n", bin);
+		"start_server: no 'listening nfs=P mount=M' line from %s in %d s\n", bin,
+		START_WAIT_S);
 	test_server_stop(s);
 out:
 	free(out_path);
@@ -142,13 +143,13 @@ int test_server_stop(struct test_server *s)
 	if (s->pid <= 0)
 		return -1;
 	kill(s->pid, SIGTERM);
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < STOP_WAIT_S * 20; i++) {
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
 			goto out;
 		sleep_ms(50);
 	}
-	fprintf(stderr, "start_server: pid %d ignored SIGTERM for 5 s: SIGKILL\n",
-		s->pid);
+	fprintf(stderr, "start_server: pid %d ignored SIGTERM for %d s: SIGKILL\n",
+		s->pid, STOP_WAIT_S);
 	kill(s->pid, SIGKILL);
 	waitpid(s->pid, &st, 0);
 out:

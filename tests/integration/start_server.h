@@ -1,11 +1,12 @@
 /* start_server.h - run union-nfsd for a test, on ports it picks itself.
  *
  * test_server_start() starts BIN --nfs-port=0 --mount-port=0 --bind=127.0.0.1
- * --state-dir=STATE --foreground ARGS..., waits (10 s at most) for its line
- * "listening nfs=P mount=M" and fills in the pid and both ports.  The server's
+ * --state-dir=STATE --foreground ARGS..., waits (START_WAIT_S at most) for its
+ * line "listening nfs=P mount=M" and fills in the pid and both ports.  The server's
  * stdout goes to STATE/stdout (a pipe could fill up or break), its stderr is the
- * test's.  test_server_stop() sends SIGTERM, waits 5 s, then SIGKILLs, and
- * returns how the process ended.
+ * test's.  test_server_stop() sends SIGTERM, waits STOP_WAIT_S, then SIGKILLs,
+ * and returns how the process ended.  Both waits are long: on a busy machine
+ * an ASan build takes many seconds to start; they end as soon as it is up.
  *
  * Unless ARGS hold --clients or --config, the server is also given
  * --clients=TEST_SERVER_CLIENTS: loopback callers as themselves from any port,
@@ -17,6 +18,9 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#define START_WAIT_S 60
+#define STOP_WAIT_S  30
 
 #define TEST_SERVER_CLIENTS "127.0.0.0/8(rw,no_root_squash,insecure)"
 

@@ -820,10 +820,11 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* Waits (5 s at most) until MNT of PATH by C answers WANT. */
+/* Waits (START_WAIT_S at most: a reload on a busy machine) until MNT of PATH
+ * by C answers WANT. */
 static bool mnt_becomes(struct client *c, const char *path, int want)
 {
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < START_WAIT_S * 20; i++) {
 		if (mnt(c, path, NULL) == want)
 			return true;
 		usleep(50000);
@@ -960,8 +961,10 @@ static int run_conf(const char *conf, char *err, size_t len)
 		      "--no-rpcbind", (char *)NULL);
 		_exit(127);
 	}
-	/* a server that starts would serve: stop it after a while */
-	for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
+	/* a server that starts would serve: stop it after a while (long: a
+	 * refused config ends the process at once, but a busy machine may take
+	 * seconds to run an ASan build that far) */
+	for (int i = 0; i < START_WAIT_S * 50 && waitpid(pid, &st, WNOHANG) == 0; i++)
 		usleep(20000);
 	if (waitpid(pid, &st, WNOHANG) == 0) {
 		kill(pid, SIGTERM);

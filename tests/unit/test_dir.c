@@ -199,6 +199,124 @@ static void test_mkdir_over_whiteout_opaque(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* Mode and owner of REL, as "02775 0:100". */
+static const char *mode_owner(struct fx *fx, const char *rel)
+{
+	static __thread char buf[32];
+	struct stat st;
+
+	assert_int_equal(lstat(t_path(fx, rel), &st), 0);
+	snprintf(buf, sizeof(buf), "%05o %u:%u", st.st_mode & 07777, st.st_uid,
+		 st.st_gid);
+	return buf;
+}
+
+/* Makes REL a set-gid directory of group GID with MODE's permissions. */
+static void sgid_dir(struct fx *fx, const char *rel, gid_t gid, mode_t mode)
+{
+	assert_int_equal(chown(t_path(fx, rel), 0, gid), 0);
+	assert_int_equal(chmod(t_path(fx, rel), S_ISGID | mode), 0);
+}
+
+/* MKDIR keeps the permission and sticky bits of the mode asked for, and
+ * gets S_ISGID from a set-gid parent only, as vfs_mkdir gives it: also
+ * where the directory is built in the work dir, over a white-out. */
+static void test_mkdir_sgid_mode(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l2/p/w1", "1");
+	t_file(fx, "l2/p/w2", "2");
+	w_export(fx);
+	assert_int_equal(rm(fx, "p", "w1"), 0);
+	assert_int_equal(rm(fx, "p", "w2"), 0);
+	assert_int_equal(mkd(fx, "p", "plain", 02775), 0);
+	assert_string_equal(mode_owner(fx, "u/p/plain"), "00775 0:0");
+	assert_int_equal(mkd(fx, "p", "w1", 03775), 0); /* over a white-out */
+	assert_string_equal(mode_owner(fx, "u/p/w1"), "01775 0:0");
+	assert_string_equal(w_xattr(fx, "u/p/w1", "trusted.overlay.opaque"), "y");
+	sgid_dir(fx, "u/p", 4243, 0755);
+	assert_int_equal(mkd(fx, "p", "w2", 0750), 0);
+	assert_string_equal(mode_owner(fx, "u/p/w2"), "02750 0:4243");
+	assert_int_equal(mkd(fx, "p", "plain2", 0750), 0);
+	assert_string_equal(mode_owner(fx, "u/p/plain2"), "02750 0:4243");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+struct sgid_create {
+	struct fx *fx;
+	gid_t fsgid;
+	const char *name;
+	int rc;
+};
+
+/* A CREATE of NAME (mode 02755) in s, as fsuid 4242 and FSGID. */
+static void *sgid_create_main(void *arg)
+{
+	struct sgid_create *c = arg;
+	struct un_obj *d = NULL, *o = NULL;
+
+	syscall(SYS_setfsgid, c->fsgid);
+	syscall(SYS_setfsuid, 4242);
+	c->rc = t_walk(c->fx, "s", &d);
+	if (!c->rc)
+		c->rc = un_create(c->fx->ex, d, c->name, 02755, true, NULL, &o);
+	un_obj_put(o);
+	un_obj_put(d);
+	return NULL;
+}
+
+static int sgid_create(struct fx *fx, const char *name, gid_t fsgid)
+{
+	struct sgid_create c = {.fx = fx, .fsgid = fsgid, .name = name};
+	pthread_t th;
+
+	pthread_create(&th, NULL, sgid_create_main, &c);
+	pthread_join(th, NULL);
+	return c.rc;
+}
+
+/* In a set-gid directory, the white-outs of REMOVE and RMDIR are made in
+ * the work dir, as overlayfs makes them: 0:0, not of the directory's
+ * group.  RENAME's comes from RENAME_WHITEOUT in the directory and takes
+ * its group, as overlayfs's does.  A file created there over a white-out
+ * loses S_ISGID when its creator is not in its group (mode_strip_sgid). */
+static void test_whiteout_owner_sgid(void **state)
+{
+	struct fx *fx = *state;
+
+	t_file(fx, "l2/s/f", "lower");
+	t_file(fx, "l2/s/g", "lower");
+	t_file(fx, "l2/s/r", "lower");
+	t_mkdir(fx, "l2/s/dd");
+	t_file(fx, "u/s/f", "upper"); /* present in the upper: exchanged */
+	t_mkdir(fx, "u/s/dd");
+	sgid_dir(fx, "l2/s", 4243, 0777);
+	sgid_dir(fx, "u/s", 4243, 0777);
+	w_export(fx);
+	assert_int_equal(rm(fx, "s", "f"), 0);
+	assert_int_equal(rm(fx, "s", "g"), 0);
+	assert_int_equal(rmd(fx, "s", "dd"), 0);
+	assert_int_equal(mv(fx, "s", "r", "s", "r2"), 0);
+	assert_true(w_is_whiteout(fx, "u/s/f"));
+	assert_string_equal(mode_owner(fx, "u/s/f"), "00000 0:0");
+	assert_string_equal(mode_owner(fx, "u/s/g"), "00000 0:0");
+	assert_string_equal(mode_owner(fx, "u/s/dd"), "00000 0:0");
+	assert_true(w_is_whiteout(fx, "u/s/r"));
+	assert_string_equal(mode_owner(fx, "u/s/r"), "00000 0:4243");
+	/* creates over those white-outs, as a user of another group, of the
+	 * directory's, and as root */
+	assert_int_equal(sgid_create(fx, "f", 4242), 0);
+	assert_string_equal(mode_owner(fx, "u/s/f"), "00755 4242:4243");
+	assert_int_equal(sgid_create(fx, "g", 4243), 0);
+	assert_string_equal(mode_owner(fx, "u/s/g"), "02755 4242:4243");
+	assert_int_equal(sgid_create(fx, "new", 4242), 0); /* no white-out: the kernel */
+	assert_string_equal(mode_owner(fx, "u/s/new"), "00755 4242:4243");
+	assert_int_equal(creat_in(fx, "s", "r", true), 0);
+	assert_string_equal(mode_owner(fx, "u/s/r"), "00644 0:4243");
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
 static void test_rmdir(void **state)
 {
 	struct fx *fx = *state;
@@ -320,6 +438,37 @@ static void test_rename_dirs(void **state)
 	assert_string_equal(w_xattr(fx, "u/emptylow", "trusted.overlay.opaque"), "y");
 	t_list_eq(fx, "emptylow", "inner");
 	assert_int_equal(t_id(fx, "emptylow/inner"), child);
+	assert_int_equal(w_count(fx, "w/work"), 0);
+}
+
+/* A pure upper directory moving into a merged parent is marked opaque
+ * before the move, also when the move then fails because its pure upper
+ * target is not empty (ovl_rename leaves that check to the upper's
+ * rename).  The target keeps what it holds. */
+static void test_rename_opaque_enotempty(void **state)
+{
+	struct fx *fx = *state;
+
+	t_mkdir(fx, "l2/m");
+	t_mkdir(fx, "u/m/src");
+	t_file(fx, "u/m/dst/x", "x");
+	t_mkdir(fx, "u/m/wh");
+	t_chr0(fx, "u/m/wh/ghost"); /* empty in the merged view */
+	t_mkdir(fx, "u/plain/src");
+	t_file(fx, "u/plain/dst/x", "x");
+	w_export(fx);
+	assert_int_equal(mv(fx, "m", "src", "m", "dst"), -ENOTEMPTY);
+	assert_string_equal(w_xattr(fx, "u/m/src", "trusted.overlay.opaque"), "y");
+	t_list_eq(fx, "m", "dst,src,wh");
+	t_list_eq(fx, "m/dst", "x");
+	/* a parent that merges nothing: no mark */
+	assert_int_equal(mv(fx, "plain", "src", "plain", "dst"), -ENOTEMPTY);
+	assert_string_equal(w_xattr(fx, "u/plain/src", "trusted.overlay.opaque"), "");
+	t_list_eq(fx, "plain/dst", "x");
+	/* a pure upper target holding only white-outs is replaced */
+	assert_int_equal(mv(fx, "m", "src", "m", "wh"), 0);
+	t_list_eq(fx, "m", "dst,wh");
+	t_list_eq(fx, "m/wh", "");
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
@@ -1782,9 +1931,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_xattr_whiteouts, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_mkdir_over_whiteout_opaque, w_setup,
 					    w_teardown),
+	    cmocka_unit_test_setup_teardown(test_mkdir_sgid_mode, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_whiteout_owner_sgid, w_setup,
+					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rmdir, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_files, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_dirs, w_setup, w_teardown),
+	    cmocka_unit_test_setup_teardown(test_rename_opaque_enotempty, w_setup,
+					    w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_dir_cost, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_rename_over_whiteout_dir, w_setup,
 					    w_teardown),
