@@ -15,6 +15,7 @@ UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
+it_private_mounts "$@"
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"

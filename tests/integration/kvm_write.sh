@@ -31,6 +31,7 @@ UNION_NFSD=$(realpath "${1:?usage: kvm_write.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
+it_private_mounts "$@"
 
 ROOT_VERSION=bookworm-minbase-gcc-1
 CACHE_DIR=${KVMW_CACHE:-/var/cache/union-nfsd-test}
