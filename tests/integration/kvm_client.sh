@@ -4,9 +4,9 @@
 # A Debian kernel in qemu (tests/vm) mounts union-nfsd's export of the oracle
 # layers (mklayers.sh), once with vers=3,proto=tcp and once with
 # proto=udp,mountproto=udp, and lists and checksums the whole tree with busybox
-# (tree_busybox.sh).  The same script, run by the same
-# busybox-static binary on the host over a kernel overlayfs mount of the same
-# layers, gives the expected listing; each guest listing must equal it.
+# (tree_busybox.sh).  The same script, run by the same busybox-static binary on
+# the host over a kernel overlayfs mount of the same layers, gives the expected
+# listing; each guest listing must equal it.
 #
 # Env: KVM_PROTOS="tcp udp" (default) to choose the runs.
 # Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun or qemu).
