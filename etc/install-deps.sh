@@ -36,13 +36,13 @@ TESTS=(
 	attr util-linux mount iproute2 kmod diffutils findutils coreutils
 	# kvm_readdir.sh's layers; bench_smoke (ctest runs bench/run.sh --smoke)
 	python3
-	# kvm_*.sh find the checkout's top with git (and do without it)
-	git
-	# the kernel client tests (kvm_*.sh, ../shared/kvm-nfs): qemu, the guest's
-	# busybox, the kernel's modules unpacked (xz); kvm_crash.sh makes the
-	# guest's ext4 image on the host (mkfs.ext4 -d); kvm_write.sh boots a
-	# Debian root made by debootstrap
-	qemu-system-x86 busybox-static xz-utils e2fsprogs debootstrap
+	# the kernel client tests (kvm_*.sh) and their VM harness (tests/vm):
+	# qemu; busybox-static, the guests' userland, whose cpio and depmod also
+	# build their initramfs; the kernel's modules unpacked (xz); kvm_crash.sh
+	# makes the guest's ext4 image on the host (mkfs.ext4 -d); kvm_write.sh
+	# boots a Debian root made by debootstrap; kvm_readdir.sh and
+	# kvm_two_clients.sh build their guest helpers static (libc6-dev's libc.a)
+	qemu-system-x86 busybox-static xz-utils e2fsprogs debootstrap libc6-dev
 	# tests/run.sh's fuzzing (fuzz/): clang and libFuzzer's runtime
 	clang libclang-rt-14-dev
 	# the reference server: bench_smoke; ORACLE_SERVER=ganesha (oracle.sh),

@@ -7,8 +7,11 @@
 # tree (build/, RelWithDebInfo) and an ASan+UBSan tree (build-asan/,
 # -DCMAKE_BUILD_TYPE=asan), and runs ctest in both: unit tests, fuzz-corpus
 # replays, and the integration tests (protocol edge cases, the overlayfs
-# oracle, the command line, and the kernel client in qemu, which needs
-# ../shared/kvm-nfs beside the repository).
+# oracle, the command line, and the kernel client tests: Debian's kernel in
+# qemu through the project's VM harness, tests/vm, whose kernel and initramfs
+# tests/vm/prepare.sh fetches and builds once into
+# /var/cache/union-nfsd-test/vm).  One of them alone, e.g.:
+#   ctest --test-dir build -R integration/kvm_client --output-on-failure
 # ctest prints its summary line for each tree.  Then the libFuzzer target
 # fuzz/fuzz_rpc is built with clang (build-fuzz/, ASan+UBSan) and run for
 # FUZZ_SECONDS from the seeds of fuzz/corpus/rpc; a finding fails the run and
@@ -16,7 +19,7 @@
 # .ci/run runs exactly this.
 #
 # Env: BUILD_DIR, ASAN_DIR, FUZZ_DIR (default build, build-asan, build-fuzz);
-# CTEST_ARGS (extra ctest arguments, e.g. "-LE kvm" to leave out the VM test);
+# CTEST_ARGS (extra ctest arguments, e.g. "-LE kvm" to leave out the VM tests);
 # FUZZ_SECONDS (default 120; 0 leaves the fuzzing out).
 set -euo pipefail
 cd "$(dirname "$0")/.."

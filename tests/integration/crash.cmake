@@ -16,12 +16,12 @@ target_link_libraries(crash_client PRIVATE it_nfs_raw)
 target_compile_options(crash_client PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 add_test(NAME integration/kvm_crash
          COMMAND bash ${IT_DIR}/kvm_crash.sh $<TARGET_FILE:union-nfsd>
-                 $<TARGET_FILE:crash_client> ${CMAKE_SOURCE_DIR})
+                 $<TARGET_FILE:crash_client>)
 set_tests_properties(integration/kvm_crash PROPERTIES
                      LABELS "integration;kvm" TIMEOUT 600 SKIP_RETURN_CODE 77)
 add_test(NAME integration/kvm_crash_nojournal
          COMMAND bash ${IT_DIR}/kvm_crash.sh $<TARGET_FILE:union-nfsd>
-                 $<TARGET_FILE:crash_client> ${CMAKE_SOURCE_DIR})
+                 $<TARGET_FILE:crash_client>)
 set_tests_properties(integration/kvm_crash_nojournal PROPERTIES
                      LABELS "integration;kvm" TIMEOUT 600 SKIP_RETURN_CODE 77
                      ENVIRONMENT KVMC_NOJOURNAL=1)

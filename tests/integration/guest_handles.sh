@@ -15,11 +15,11 @@
 # another phase.  Events: 1 = SIGKILL and restart, 2 = copy-up of the file by a
 # write through another client, 3 = SIGTERM and restart.
 #
-# $KVMNFS_FILES/handles.env sets DEEP FILE SUM LISTING MIN_READS PHASE_CS WAIT_CS.
+# $VM_FILES/handles.env sets DEEP FILE SUM LISTING MIN_READS PHASE_CS WAIT_CS.
 # Exit 0: every probe passed, one inode number each for the file, the open
 # descriptor and the cwd, at least MIN_READS good probes before the first event
 # and after each one.  The last lines are a summary the host checks.
-. "$KVMNFS_FILES/handles.env"
+. "$VM_FILES/handles.env"
 M=${NFS_MNT:-/mnt}
 E1=/tmp/probe.err ERRS=/tmp/all.err
 : >"$ERRS"

@@ -4,6 +4,6 @@
 echo "ls $(ls big | wc -l)"
 echo "ls_a $(ls -a big | wc -l)"
 echo "find $(find . | wc -l)"
-if [ -n "${KVMNFS_FILES:-}" ]; then
-	"$KVMNFS_FILES/readdir_walk" big
+if [ -n "${VM_FILES:-}" ]; then
+	"$VM_FILES/readdir_walk" big
 fi

@@ -1,21 +1,21 @@
 #!/bin/bash
-# kvm_client.sh UNION_NFSD NFS_TREE SRCDIR - the Linux kernel client test.
+# kvm_client.sh UNION_NFSD - the Linux kernel client test.
 #
-# A Debian kernel in qemu (../shared/kvm-nfs, beside the repository) mounts
-# union-nfsd's export of the oracle layers (mklayers.sh), once with
-# vers=3,proto=tcp and once with proto=udp,mountproto=udp, and lists and checksums
-# the whole tree with busybox (tree_busybox.sh).  The same script, run by the same
-# busybox-static binary on the host over a kernel overlayfs mount of the same
-# layers, gives the expected listing; each guest listing must equal it.
+# A Debian kernel in qemu (tests/vm) mounts union-nfsd's export of the oracle
+# layers (mklayers.sh), once with vers=3,proto=tcp and once with
+# proto=udp,mountproto=udp, and lists and checksums the whole tree with busybox
+# (tree_busybox.sh).  The same script, run by the same busybox-static binary on
+# the host over a kernel overlayfs mount of the same layers, gives the expected
+# listing; each guest listing must equal it.
 #
-# Env: KVM_PROTOS="tcp udp" (default) to choose the runs; KVMNFS_DIR to use a
-# harness elsewhere than SRCDIR/../shared/kvm-nfs.
+# Env: KVM_PROTOS="tcp udp" (default) to choose the runs.
 # Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun or qemu).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
-SRCDIR=$(realpath "${3:?usage: kvm_client.sh UNION_NFSD NFS_TREE SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+. "$HERE/../vm/lib.sh"
+it_private_mounts "$@"
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
@@ -23,22 +23,9 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not install
 BUSYBOX=/bin/busybox # busybox-static: the binary prepare.sh puts in the guest
 [ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
 
-# the harness lives beside the repository: SRCDIR/../shared/kvm-nfs
-H=${KVMNFS_DIR:-}
-if [ -z "$H" ]; then
-	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
-	H=$top/../shared/kvm-nfs
-fi
-[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
-H=$(realpath "$H")
-CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
-if [ ! -f "$CACHE/current.env" ]; then
-	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
-	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
-fi
-
 it_init kvm
-it_watchdog 540 # ctest TIMEOUT is 600
+it_watchdog 840 # ctest TIMEOUT is 900
+vm_prepare
 T=$IT_TMP
 t0=$SECONDS
 bash "$HERE/mklayers.sh" "$T/layers"
@@ -54,44 +41,45 @@ for a in find stat sort sha256sum sed wc sh; do ln -s "$BUSYBOX" "$T/bb/$a"; don
 echo "layers ready and listed on the overlay mount in $((SECONDS - t0)) s" \
 	"($(tail -1 "$T/expected"))"
 
-# union-nfsd inside run.sh's network namespace, on the ports run.sh gives it; its
-# state dir in the run's work dir (run.sh removes that)
+# union-nfsd in the harness's network namespace, one server per run; its state
+# dir in the harness's work dir
 SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$O/l1:$O/l2:$O/l3'"
-SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
-SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
+SERVER_CMD+=" --nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT"
+SERVER_CMD+=" --bind=\$VM_SERVER_IP --state-dir=\$VM_WORK/state --foreground"
 SERVER_CMD+=" --no-rpcbind"
 # the guest is no loopback client: it must be named (its root reads as root)
-SERVER_CMD+=" --clients=\"\$KVMNFS_GUEST_IP(ro,no_root_squash)\""
+SERVER_CMD+=" --clients=\"$(vm_guest_ip 1)(ro,no_root_squash)\""
 
 # Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y: their NFS
 # client refuses proto=udp (EINVAL).  Its MOUNT client still speaks UDP, so with
 # such a kernel the "udp" run mounts with mountproto=udp and reads over TCP; NFS
 # over UDP itself is then covered by the protocol test's UDP calls only.
-. "$CACHE/current.env"
 UDP_OPTS=proto=udp,mountproto=udp
-if grep -qs '^CONFIG_NFS_DISABLE_UDP_SUPPORT=y' "$CACHE/kernel-$KVMNFS_KVER/boot/config-$KVMNFS_KVER"; then
+if grep -qs '^CONFIG_NFS_DISABLE_UDP_SUPPORT=y' "$VM_KCONFIG"; then
 	UDP_OPTS=mountproto=udp
-	echo "NOTE: guest kernel $KVMNFS_KVER has no NFS-over-UDP client" \
+	echo "NOTE: guest kernel $VM_KVER has no NFS-over-UDP client" \
 		"(CONFIG_NFS_DISABLE_UDP_SUPPORT=y): the udp run uses MOUNT over UDP, NFS over TCP"
 fi
 
+vm_net_up
 rc=0
 for proto in ${KVM_PROTOS:-tcp udp}; do
 	opts=()
-	[ "$proto" = udp ] && opts=(--mount-opts "$UDP_OPTS")
+	[ "$proto" = udp ] && opts=(--opts "$UDP_OPTS")
 	t1=$SECONDS
-	mkdir -p "$T/log-$proto"
 	run_rc=0
-	"$H/run.sh" --server-cmd "$SERVER_CMD" --export / --port 2049 --mountport 20048 \
-		--guest-script "$HERE/tree_busybox.sh" --timeout 150 --log-dir "$T/log-$proto" \
-		"${opts[@]}" >"$T/guest-$proto" 2>"$T/run-$proto.err" || run_rc=$?
+	vm_server_start "$SERVER_CMD" && vm_guest_start 1 "$HERE/tree_busybox.sh" --timeout 400 \
+		"${opts[@]}" && vm_guest_wait 1 2>"$T/guest-$proto.err" || run_rc=$?
+	vm_server_stop
+	cp "$VM_WORK/g1.out" "$T/guest-$proto" 2>/dev/null || : >"$T/guest-$proto"
+	cp "$VM_WORK/server.log" "$T/server-$proto.log"
 	echo "$proto: guest run took $((SECONDS - t1)) s, exit $run_rc," \
 		"$(grep -c . "$T/guest-$proto" || true) lines"
 	if [ "$run_rc" != 0 ]; then
-		echo "FAIL ($proto): run.sh exited $run_rc; its stderr:"
-		tail -40 "$T/run-$proto.err"
+		echo "FAIL ($proto): the guest ended with status $run_rc"
+		tail -30 "$T/guest-$proto.err"
 		echo "--- server log (last 30 lines):"
-		tail -30 "$T/log-$proto/server.log" 2>/dev/null || true
+		tail -30 "$T/server-$proto.log"
 		rc=1
 		# a hung guest (a dead server under a hard mount) would hang again
 		if [ "$run_rc" = 124 ]; then
@@ -99,6 +87,11 @@ for proto in ${KVM_PROTOS:-tcp udp}; do
 			break
 		fi
 		continue
+	fi
+	if [ "$VM_SERVER_STATUS" != 0 ]; then
+		echo "FAIL ($proto): union-nfsd exited $VM_SERVER_STATUS on SIGTERM (want 0)"
+		tail -30 "$T/server-$proto.log"
+		rc=1
 	fi
 	if ! diff -u --label overlayfs --label "guest-$proto" "$T/expected" "$T/guest-$proto" \
 		>"$T/diff-$proto"; then

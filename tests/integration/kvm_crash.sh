@@ -1,15 +1,15 @@
 #!/bin/bash
-# kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR - issue 4's durability promise
+# kvm_crash.sh UNION_NFSD CRASH_CLIENT - issue 4's durability promise
 # against an OS crash: handles (and COMMITted / FILE_SYNC data, and the results
 # of namespace operations) survive a kernel crash that syncs nothing.
 #
-# union-nfsd runs inside a VM (qemu, TCG; the cached Debian kernel of
-# ../shared/kvm-nfs) on an ext4 disk image that holds its layers and its state
-# dir; the client (crash_client.c, libnfs raw calls) runs in the same VM over
-# loopback.  The initramfs is the kvm-nfs base (busybox) plus guest_crash.sh as
-# /init, the modules of the virtio disk and ext4, and the two programs with the
-# shared libraries ldd lists (copied to the same paths, so the programs' own
-# loader runs them).  Three boots of one disk:
+# union-nfsd runs inside a VM (qemu; the Debian kernel of tests/vm) on an ext4
+# disk image that holds its layers and its state dir; the client
+# (crash_client.c, libnfs raw calls) runs in the same VM over loopback.  The
+# initramfs is tests/vm's base (busybox, the modules of the virtio disk and
+# ext4) plus guest_crash.sh as /init and the two programs with the shared
+# libraries ldd lists (copied to the same paths, so the programs' own loader
+# runs them).  Three boots of one disk:
 #   1. CREATE + WRITE UNSTABLE + COMMIT (created); WRITE FILE_SYNC into a
 #      lower file, its copy-up (copyup); LOOKUP of a deep lower file in a
 #      merged tree no call touched before, and 1.5 s of nothing, so only the
@@ -35,10 +35,11 @@
 # entry that names an inode never written is cleared, so a result the server
 # answered for but did not make durable shows as LOST in the next boot's
 # checks.  Without the repair a later boot could allocate blocks the lost
-# bitmaps show free and damage files that were durable.  The guest's lines reach this script through the
-# serial console; each boot's checks and SAVE lines are printed.
+# bitmaps show free and damage files that were durable.  The guest's lines reach
+# this script through the serial console; each boot's checks and SAVE lines are
+# printed.
 #
-# Env: KVMNFS_DIR, KVMNFS_CACHE (the harness and its cache, as kvm_handles.sh);
+# Env:
 #   KVMC_NOSYNC=1  run union-nfsd with the test-only UNION_NFSD_TEST_NO_SYNC=1
 #                  (the node table is never flushed): the checks must then
 #                  report lost handles and the test fail - a by-hand check
@@ -46,13 +47,13 @@
 #   KVMC_NOJOURNAL=1  the disk without a journal, checked by e2fsck -fy after
 #                  each crash (above; test integration/kvm_crash_nojournal);
 #   KVMC_KEEP=1    keep the temp dir (disk image, console logs).
-# Exit: 0 passed, 1 failed, 77 skipped (no root, qemu, mkfs.ext4 or kernel cache).
+# Exit: 0 passed, 1 failed, 77 skipped (no root, qemu or mkfs.ext4).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
-CLIENT=$(realpath "${2:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
-SRCDIR=$(realpath "${3:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT}")
+CLIENT=$(realpath "${2:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+. "$HERE/../vm/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root (the kernel cache, files owned by root on the disk)"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
@@ -66,23 +67,9 @@ fi
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || skip "$BUSYBOX missing (busybox-static)"
 
-H=${KVMNFS_DIR:-}
-if [ -z "$H" ]; then
-	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
-	H=$top/../shared/kvm-nfs
-fi
-CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
-if [ ! -f "$CACHE/current.env" ]; then
-	[ -x "$H/prepare.sh" ] || skip "no kernel cache and no kvm-nfs harness at $H"
-	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
-	KVMNFS_CACHE=$CACHE "$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
-fi
-. "$CACHE/current.env" # KVMNFS_KVER, KVMNFS_VMLINUZ, KVMNFS_INITRD
-MODROOT=$CACHE/kernel-$KVMNFS_KVER/lib/modules/$KVMNFS_KVER
-[ -f "$MODROOT/modules.dep" ] || skip "no module tree in $MODROOT (rerun prepare.sh)"
-
 it_init kvmcrash
 it_watchdog 540 # ctest TIMEOUT is 600
+vm_prepare
 T=$IT_TMP
 [ "${KVMC_KEEP:-0}" = 1 ] && IT_EXIT_CMDS[0]="echo 'kept $T'"
 t0=$SECONDS
@@ -115,7 +102,7 @@ mkfs.ext4 -q -F -L crash "${mkfs_opts[@]}" -d "$F" "$T/disk.img" 64M >/dev/null
 
 # ---- the initramfs part of ours -------------------------------------------------------
 R=$T/rd
-mkdir -p "$R/crash/mod"
+mkdir -p "$R/crash"
 install -m 0755 "$HERE/guest_crash.sh" "$R/init"
 cp "$UNION_NFSD" "$R/crash/union-nfsd"
 cp "$CLIENT" "$R/crash/crash_client"
@@ -127,39 +114,10 @@ done | sort -u); do
 	mkdir -p "$R$(dirname "$lib")"
 	cp -L "$lib" "$R$lib"
 done
-# the disk's modules with what they depend on, dependencies first (from the
-# cached tree's modules.dep, as prepare.sh resolves its own)
-declare -A seen=()
-mods=()
-add_mod() { # $1: path relative to MODROOT
-	local dep
-	[ -n "${seen[$1]:-}" ] && return 0
-	seen[$1]=1
-	for dep in $(awk -v m="$1:" '$1 == m { for (i = 2; i <= NF; i++) print $i }' \
-		"$MODROOT/modules.dep"); do
-		add_mod "$dep"
-	done
-	mods+=("$1")
-}
-for m in virtio_pci virtio_blk crc32c_generic ext4; do
-	p=$(grep -E "/$m\.ko(\.[a-z]+)?:" "$MODROOT/modules.dep" | cut -d: -f1 | head -1)
-	[ -n "$p" ] || { echo "FAIL: module $m not in $MODROOT/modules.dep"; exit 1; }
-	add_mod "$p"
-done
-for p in "${mods[@]}"; do
-	n=$(basename "$p")
-	n=${n%.xz} n=${n%.zst}
-	case "$p" in
-	*.xz) xz -dc "$MODROOT/$p" >"$R/crash/mod/$n" ;;
-	*.zst) zstd -qdc "$MODROOT/$p" >"$R/crash/mod/$n" ;;
-	*) cp "$MODROOT/$p" "$R/crash/mod/$n" ;;
-	esac
-	echo "$n" >>"$R/crash/modules"
-done
 cpio_of() { (cd "$1" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc 2>/dev/null | gzip -1); }
 cpio_of "$R" >"$T/crash.cpio.gz"
-echo "disk and initramfs ready after $((SECONDS - t0)) s: $(wc -l <"$R/crash/modules")" \
-	"modules, $(find "$R/lib" "$R/lib64" "$R/usr" -type f 2>/dev/null | wc -l) libraries"
+echo "disk and initramfs ready after $((SECONDS - t0)) s:" \
+	"$(find "$R/lib" "$R/lib64" "$R/usr" -type f 2>/dev/null | wc -l) libraries"
 
 # ---- the boots -----------------------------------------------------------------------------
 : >"$T/saved"
@@ -179,11 +137,9 @@ boot() {
 	printf 'PHASE=%s\nCRASH=%s\nNOSYNC=%s\n' "$1" "$2" "${KVMC_NOSYNC:-0}" >"$P/crash/env"
 	cp "$T/saved" "$P/crash/saved"
 	cpio_of "$P" >"$T/ph$1.cpio.gz"
-	cat "$KVMNFS_INITRD" "$T/crash.cpio.gz" "$T/ph$1.cpio.gz" >"$T/initrd-$1"
-	timeout -k 5 150 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 -M pc \
-		-nodefaults -no-user-config -display none -monitor none -no-reboot \
-		-kernel "$KVMNFS_VMLINUZ" -initrd "$T/initrd-$1" \
-		-append "console=ttyS0 loglevel=5 printk.devkmsg=on panic=-1 mitigations=off random.trust_cpu=on" \
+	cat "$VM_INITRD" "$T/crash.cpio.gz" "$T/ph$1.cpio.gz" >"$T/initrd-$1"
+	timeout -k 5 300 qemu-system-x86_64 "${VM_QEMU[@]}" -m 512 -initrd "$T/initrd-$1" \
+		-append "console=ttyS0 loglevel=5 printk.devkmsg=on panic=-1 mitigations=off no_timer_check random.trust_cpu=on" \
 		-serial "file:$T/console-$1.log" \
 		-drive "file=$T/disk.img,format=raw,if=virtio,cache=writeback" \
 		</dev/null >"$T/qemu-$1.out" 2>&1 || rc=$?

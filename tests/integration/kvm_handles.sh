@@ -1,8 +1,8 @@
 #!/bin/bash
-# kvm_handles.sh UNION_NFSD NFS_POKE SRCDIR - the kernel client test of issue 4
+# kvm_handles.sh UNION_NFSD NFS_POKE - the kernel client test of issue 4
 # (handles and fileids that clients can trust).
 #
-# A Debian kernel in qemu (../shared/kvm-nfs, beside the repository) mounts a
+# A Debian kernel in qemu (tests/vm) mounts a
 # writable union of two lower layers that share a deep directory (merged at every
 # level), hard and with actimeo=0,lookupcache=none so that every probe goes to
 # the server with the handles the client holds.  The guest (guest_handles.sh)
@@ -22,38 +22,25 @@
 # bytes) and that the fileid nfs_poke saw is the guest's inode number.
 #
 # The server command is a supervisor (written to $T/supervisor.sh) that runs
-# union-nfsd in the foreground inside run.sh's namespace, restarts it, and stops
-# qemu at once should union-nfsd die by itself (a hard mount would hang).
+# union-nfsd in the foreground inside the harness's namespace, restarts it, and
+# stops qemu at once should union-nfsd die by itself (a hard mount would hang).
 #
-# Env: KVMNFS_DIR (harness), KVMNFS_CACHE (its cache), KVMH_KEEP=1 (keep the temp
-# dir and print where it is).
+# Env: KVMH_KEEP=1 (keep the temp dir and print where it is).
 # Exit: 0 passed, 1 failed, 77 skipped (no root, /dev/net/tun or qemu).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_handles.sh UNION_NFSD NFS_POKE SRCDIR}")
-NFS_POKE=$(realpath "${2:?usage: kvm_handles.sh UNION_NFSD NFS_POKE SRCDIR}")
-SRCDIR=$(realpath "${3:?usage: kvm_handles.sh UNION_NFSD NFS_POKE SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_handles.sh UNION_NFSD NFS_POKE}")
+NFS_POKE=$(realpath "${2:?usage: kvm_handles.sh UNION_NFSD NFS_POKE}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+. "$HERE/../vm/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 
-# the harness lives beside the repository: SRCDIR/../shared/kvm-nfs
-H=${KVMNFS_DIR:-}
-if [ -z "$H" ]; then
-	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
-	H=$top/../shared/kvm-nfs
-fi
-[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
-H=$(realpath "$H")
-if [ ! -f "${KVMNFS_CACHE:-/var/cache/kvm-nfs}/current.env" ]; then
-	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
-	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
-fi
-
 it_init kvmh
 it_watchdog 540 # ctest TIMEOUT is 600
+vm_prepare
 T=$IT_TMP
 if [ "${KVMH_KEEP:-0}" = 1 ]; then
 	IT_EXIT_CMDS[0]="echo 'kept $T'" # instead of its removal
@@ -65,7 +52,7 @@ t0=$SECONDS
 # every level is a merged directory; the file under test is in the bottom layer.
 DEEP=lvl1/lvl2/lvl3/lvl4/lvl5 FILE=data.bin
 L1=$T/l1 L2=$T/l2 U=$T/upper W=$T/work
-mkdir -p "$L1/$DEEP" "$L2/$DEEP" "$U" "$W" "$T/files" "$T/log"
+mkdir -p "$L1/$DEEP" "$L2/$DEEP" "$U" "$W" "$T/files"
 chmod 755 "$T" "$U"
 d=
 for lvl in ${DEEP//\// }; do
@@ -97,12 +84,13 @@ U='$U'
 W='$W'
 DEEP='$DEEP'
 FILE='$FILE'
+GUEST_IP='$(vm_guest_ip 1)'
 EOF
 cat >"$T/supervisor.sh" <<'EOF'
-# supervisor.sh CFG - union-nfsd under kvm_handles.sh, inside run.sh's namespace.
+# supervisor.sh CFG - union-nfsd under kvm_handles.sh, in the harness's namespace.
 set -u
 . "$1"
-URL="nfs://$KVMNFS_HOST_IP/?nfsport=$KVMNFS_PORT&mountport=$KVMNFS_MOUNTPORT&version=3"
+URL="nfs://$VM_SERVER_IP/?nfsport=$VM_PORT&mountport=$VM_MOUNTPORT&version=3"
 gen=0 SRV=
 
 log() { echo "$(date +%s.%N | cut -c1-14) $*" >>"$T/events"; }
@@ -111,7 +99,7 @@ log() { echo "$(date +%s.%N | cut -c1-14) $*" >>"$T/events"; }
 # mount, so everything else in the namespace is stopped (qemu among it)
 stop_qemu() {
 	log "FAIL: $*: stopping qemu"
-	for q in $(ip netns pids "$KVMNFS_NETNS"); do
+	for q in $(ip netns pids "$VM_NS"); do
 		[ "$q" = $$ ] || kill "$q" 2>/dev/null
 	done
 	exit 1
@@ -121,9 +109,9 @@ start() {
 	local i
 	gen=$((gen + 1))
 	"$UNION_NFSD" --lowerdir="$LOWER" --upperdir="$U" --workdir="$W" \
-		--nfs-port="$KVMNFS_PORT" --mount-port="$KVMNFS_MOUNTPORT" \
-		--bind="$KVMNFS_HOST_IP" --state-dir="$KVMNFS_WORK/state" --foreground \
-		--clients="$KVMNFS_GUEST_IP(rw,no_root_squash) $KVMNFS_HOST_IP(rw,no_root_squash)" \
+		--nfs-port="$VM_PORT" --mount-port="$VM_MOUNTPORT" \
+		--bind="$VM_SERVER_IP" --state-dir="$VM_WORK/state" --foreground \
+		--clients="$GUEST_IP(rw,no_root_squash) $VM_SERVER_IP(rw,no_root_squash)" \
 		--no-rpcbind >"$T/srv-$gen.out" 2>"$T/srv-$gen.err" &
 	SRV=$!
 	for ((i = 0; i < 200; i++)); do
@@ -157,7 +145,7 @@ ack() {
 	log "ack-$1 created"
 }
 
-# run.sh ends us with SIGTERM to the process group: union-nfsd must exit 0
+# vm_server_stop ends us with SIGTERM to the process group: union-nfsd must exit 0
 trap 'stop TERM; exit 0' TERM
 
 start
@@ -194,10 +182,13 @@ echo "layers ready after $((SECONDS - t0)) s: $DEEP merged from 2 lowers," \
 # ---- the guest ---------------------------------------------------------------------------
 t1=$SECONDS
 run_rc=0
-"$H/run.sh" --server-cmd "bash '$T/supervisor.sh' '$T/server.cfg'" --export / \
-	--port 2049 --mountport 20048 --mount-opts actimeo=0,lookupcache=none \
-	--guest-script "$HERE/guest_handles.sh" --guest-file "$T/files/handles.env" \
-	--timeout 400 --log-dir "$T/log" >"$T/guest.out" 2>"$T/run.err" || run_rc=$?
+vm_net_up
+vm_server_start "bash '$T/supervisor.sh' '$T/server.cfg'" &&
+	vm_guest_start 1 "$HERE/guest_handles.sh" --opts actimeo=0,lookupcache=none \
+		--file "$T/files/handles.env" --timeout 400 &&
+	vm_guest_wait 1 2>"$T/guest.err" || run_rc=$?
+vm_server_stop
+cp "$VM_WORK/g1.out" "$T/guest.out" 2>/dev/null || : >"$T/guest.out"
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc"
 
 # the timeline: the host's events, the guest's phases
@@ -211,16 +202,16 @@ fail() {
 	echo "FAIL: $*"
 	echo "--- guest output (last 30 lines):"
 	tail -30 "$T/guest.out"
-	echo "--- run.sh stderr (last 30 lines):"
-	tail -30 "$T/run.err"
-	for f in "$T"/srv-*.err "$T/poke.log" "$T/log/server.log"; do
+	echo "--- the harness (last 30 lines):"
+	tail -30 "$T/guest.err"
+	for f in "$T"/srv-*.err "$T/poke.log" "$VM_WORK/server.log"; do
 		[ -s "$f" ] || continue
 		echo "--- $(basename "$f") (last 20 lines):"
 		tail -20 "$f"
 	done
 	exit 1
 }
-[ "$run_rc" = 0 ] || fail "run.sh exited $run_rc"
+[ "$run_rc" = 0 ] || fail "the guest ended with status $run_rc"
 grep -q '^RESULT PASS' "$T/guest.out" || fail "the guest's result is not PASS"
 for k in 1 2 3; do
 	grep -q " ack-$k created$" "$T/events" || fail "the host never did event $k"

@@ -1,41 +1,30 @@
 #!/bin/bash
-# kvm_readdir.sh UNION_NFSD SRCDIR - the kernel client test of merged READDIR.
+# kvm_readdir.sh UNION_NFSD - the kernel client test of merged READDIR.
 #
 # Three read-only layers whose directory big/ merges to 20,000 names (shadowed
 # duplicates, merged subdirectories, 0:0 white-outs in the upper two layers,
 # some hiding nothing) are exported by union-nfsd to a Linux kernel in qemu
-# (../shared/kvm-nfs/run.sh).  In the guest, readdir_walk.c (built static here)
+# (tests/vm).  In the guest, readdir_walk.c (built static here)
 # reads big/ recording telldir positions, seekdirs back to every 97th and reads
 # the same names again, and checks no name comes twice; `ls big | wc -l`,
 # `ls -a big | wc -l` and `find . | wc -l` must equal those of a kernel overlayfs
 # mount (read-only) of the same layers on the host.
 # Exit: 0 pass, 1 fail, 77 skipped (no root, /dev/net/tun, qemu or gcc -static).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_readdir.sh UNION_NFSD SRCDIR}")
-SRCDIR=$(realpath "${2:?usage: kvm_readdir.sh UNION_NFSD SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_readdir.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+. "$HERE/../vm/lib.sh"
+it_private_mounts "$@"
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
-H=${KVMNFS_DIR:-}
-if [ -z "$H" ]; then
-	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
-	H=$top/../shared/kvm-nfs
-fi
-[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
-H=$(realpath "$H")
-CACHE=${KVMNFS_CACHE:-/var/cache/kvm-nfs}
-if [ ! -f "$CACHE/current.env" ]; then
-	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
-	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
-fi
-
 it_init kvmrd
-it_watchdog 540
+it_watchdog 540 # ctest TIMEOUT is 600
+vm_prepare
 T=$IT_TMP
 gcc -static -O2 -o "$T/readdir_walk" "$HERE/readdir_walk.c" ||
 	skip "gcc -static failed (no static libc?)"
@@ -80,23 +69,23 @@ echo "overlay mount: $(tr '\n' ' ' <"$T/expected")"
 sleep 1 # settled layer dirs: the listing is cached from the first READDIR
 
 SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$L/l1:$L/l2:$L/l3'"
-SERVER_CMD+=" --nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT"
-SERVER_CMD+=" --bind=\$KVMNFS_HOST_IP --state-dir=\$KVMNFS_WORK/state --foreground"
+SERVER_CMD+=" --nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT"
+SERVER_CMD+=" --bind=\$VM_SERVER_IP --state-dir=\$VM_WORK/state --foreground"
 SERVER_CMD+=" --no-rpcbind"
 # the guest is no loopback client: it must be named (its root reads as root)
-SERVER_CMD+=" --clients=\"\$KVMNFS_GUEST_IP(ro,no_root_squash)\""
-mkdir "$T/log"
+SERVER_CMD+=" --clients=\"$(vm_guest_ip 1)(ro,no_root_squash)\""
 run_rc=0
 t1=$SECONDS
-"$H/run.sh" --server-cmd "$SERVER_CMD" --export / --port 2049 --mountport 20048 \
-	--guest-script "$HERE/guest_readdir.sh" --guest-file "$T/readdir_walk" \
-	--timeout 300 --log-dir "$T/log" >"$T/guest" 2>"$T/run.err" || run_rc=$?
+vm_net_up
+vm_server_start "$SERVER_CMD" && vm_guest_start 1 "$HERE/guest_readdir.sh" \
+	--file "$T/readdir_walk" --timeout 400 && vm_guest_wait 1 2>"$T/guest.err" || run_rc=$?
+cp "$VM_WORK/g1.out" "$T/guest" 2>/dev/null || : >"$T/guest"
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc: $(tr '\n' ' ' <"$T/guest")"
 rc=0
 if [ "$run_rc" != 0 ]; then
-	echo "FAIL: run.sh exited $run_rc; its stderr:"
-	tail -30 "$T/run.err"
-	tail -20 "$T/log/server.log" 2>/dev/null || true
+	echo "FAIL: the guest ended with status $run_rc"
+	tail -30 "$T/guest.err"
+	tail -20 "$VM_WORK/server.log"
 	rc=1
 fi
 if ! diff -u --label overlayfs --label guest "$T/expected" \

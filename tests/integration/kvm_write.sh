@@ -1,7 +1,7 @@
 #!/bin/bash
-# kvm_write.sh UNION_NFSD SRCDIR - the kernel client test of issue 3 (writes).
+# kvm_write.sh UNION_NFSD - the kernel client test of issue 3 (writes).
 #
-# A Debian kernel in qemu (../shared/kvm-nfs, beside the repository) boots with
+# A Debian kernel in qemu (tests/vm) boots with
 # its ROOT on union-nfsd's export: the thin-client netboot case.  The union is
 #   lower 1  the test layer: /srv/kvmw (a tarball of ~3000 files, guest_prog.c,
 #            the expected output of guest_prog, list_tree.sh) and part of /srv/ltree
@@ -22,15 +22,16 @@
 # (default /var/cache/union-nfsd-test; ~330 MB); changing ROOT_VERSION builds a new
 # one and removes the old.  A lock lets parallel runs build it once.
 #
-# Env: KVMNFS_DIR (harness), KVMNFS_CACHE (its cache), KVMW_CACHE, KVMW_MIRROR
+# Env: KVMW_CACHE, KVMW_MIRROR
 # (debootstrap's mirror; unset, debootstrap's default), KVMW_KEEP=1 (keep the
 # temp dir and print where it is).
 # Exit: 0 equal, 1 different or failed, 77 skipped (no root, /dev/net/tun, qemu).
 set -euo pipefail
-UNION_NFSD=$(realpath "${1:?usage: kvm_write.sh UNION_NFSD SRCDIR}")
-SRCDIR=$(realpath "${2:?usage: kvm_write.sh UNION_NFSD SRCDIR}")
+UNION_NFSD=$(realpath "${1:?usage: kvm_write.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+. "$HERE/../vm/lib.sh"
+it_private_mounts "$@"
 
 ROOT_VERSION=bookworm-minbase-gcc-1
 CACHE_DIR=${KVMW_CACHE:-/var/cache/union-nfsd-test}
@@ -43,21 +44,9 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not install
 command -v cc >/dev/null || { echo "FAIL: no host C compiler (cc) for guest_prog.c"; exit 1; }
 command -v setfattr >/dev/null || { echo "FAIL: setfattr missing (apt-get install attr)"; exit 1; }
 
-# the harness lives beside the repository: SRCDIR/../shared/kvm-nfs
-H=${KVMNFS_DIR:-}
-if [ -z "$H" ]; then
-	top=$(git -C "$SRCDIR" rev-parse --show-toplevel 2>/dev/null || echo "$SRCDIR")
-	H=$top/../shared/kvm-nfs
-fi
-[ -x "$H/run.sh" ] || { echo "FAIL: kvm-nfs harness not found at $H (set KVMNFS_DIR)"; exit 1; }
-H=$(realpath "$H")
-if [ ! -f "${KVMNFS_CACHE:-/var/cache/kvm-nfs}/current.env" ]; then
-	echo "preparing the guest kernel and initramfs (one time): $H/prepare.sh"
-	"$H/prepare.sh" || { echo "FAIL: prepare.sh failed"; exit 1; }
-fi
-
 it_init kvmw
-it_watchdog 1140 # ctest TIMEOUT is 1200
+it_watchdog 1440 # ctest TIMEOUT is 1500
+vm_prepare
 T=$IT_TMP
 if [ "${KVMW_KEEP:-0}" = 1 ]; then
 	IT_EXIT_CMDS[0]="echo 'kept $T'" # instead of its removal
@@ -204,29 +193,31 @@ echo "layers ready after $(elapsed): $(find "$T/gen/tree" | wc -l) objects in th
 
 # ---- the guest -------------------------------------------------------------------------
 
-# union-nfsd inside run.sh's namespace, on its ports, its state dir in the run's work
-# dir.  run.sh ends it with SIGTERM to its process group; the wrapper waits for it
-# and keeps its exit status.  Should the server end by itself, the wrapper stops
+# union-nfsd in the harness's namespace, on its ports, its state dir in the
+# harness's work dir.  vm_server_stop ends it with SIGTERM to its process group;
+# the wrapper waits for it and keeps its exit status.  Should the server end by itself, the wrapper stops
 # qemu at once: under the hard mount the guest would hang until --timeout.
 cat >"$T/server.sh" <<EOF
 '$UNION_NFSD' --lowerdir='$LT:$LM:$LR' --upperdir='$U' --workdir='$W' \\
-	--nfs-port=\$KVMNFS_PORT --mount-port=\$KVMNFS_MOUNTPORT --bind=\$KVMNFS_HOST_IP \\
-	--state-dir=\$KVMNFS_WORK/state --foreground --no-rpcbind \\
-	--clients="\$KVMNFS_GUEST_IP(rw,no_root_squash)" &
+	--nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT --bind=\$VM_SERVER_IP \\
+	--state-dir=\$VM_WORK/state --foreground --no-rpcbind \\
+	--clients="$(vm_guest_ip 1)(rw,no_root_squash)" &
 p=\$!
 trap 'wait \$p; echo \$? >"$T/server.status"; exit 0' TERM
 wait \$p
 echo \$? >"$T/server.status"
 echo "kvm_write: union-nfsd ended by itself (status \$(cat "$T/server.status")): stopping qemu"
-for q in \$(ip netns pids "\$KVMNFS_NETNS"); do [ "\$q" = \$\$ ] || kill "\$q" 2>/dev/null; done
+for q in \$(ip netns pids "\$VM_NS"); do [ "\$q" = \$\$ ] || kill "\$q" 2>/dev/null; done
 EOF
 
-mkdir "$T/log"
 t1=$SECONDS
 run_rc=0
-"$H/run.sh" --root --server-cmd "bash '$T/server.sh'" --export / --port 2049 --mountport 20048 \
-	--guest-script "$HERE/guest_write.sh" --timeout 900 --mem 512 --log-dir "$T/log" \
-	>"$T/guest.out" 2>"$T/run.err" || run_rc=$?
+vm_net_up
+vm_server_start "bash '$T/server.sh'" &&
+	vm_guest_start 1 "$HERE/guest_write.sh" --root --mem 512 --timeout 1100 &&
+	vm_guest_wait 1 2>"$T/guest.err" || run_rc=$?
+vm_server_stop
+cp "$VM_WORK/g1.out" "$T/guest.out" 2>/dev/null || : >"$T/guest.out"
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc; its steps:"
 grep -E '^(step|unpacked|guest_prog|deleted|renamed|lower tree)' "$T/guest.out" | sed 's/^/  /' || true
 
@@ -234,13 +225,13 @@ fail() {
 	echo "FAIL: $*"
 	echo "--- guest output (last 40 lines, listing left out):"
 	sed '/^@@LIST-BEGIN@@$/,/^@@LIST-END@@$/d' "$T/guest.out" | tail -40
-	echo "--- run.sh stderr (last 30 lines):"
-	tail -30 "$T/run.err"
+	echo "--- the harness (last 30 lines):"
+	tail -30 "$T/guest.err"
 	echo "--- server log (last 40 lines):"
-	tail -40 "$T/log/server.log" 2>/dev/null || true
+	tail -40 "$VM_WORK/server.log"
 	exit 1
 }
-[ "$run_rc" = 0 ] || fail "run.sh exited $run_rc"
+[ "$run_rc" = 0 ] || fail "the guest ended with status $run_rc"
 status=$(cat "$T/server.status" 2>/dev/null || echo none)
 [ "$status" = 0 ] || fail "union-nfsd's exit status after SIGTERM: $status (want 0)"
 sed -n '/^@@LIST-BEGIN@@$/,/^@@LIST-END@@$/p' "$T/guest.out" | sed '1d;$d' >"$T/guest.list"
