@@ -24,7 +24,7 @@ BUSYBOX=/bin/busybox # busybox-static: the binary prepare.sh puts in the guest
 [ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
 
 it_init kvm
-it_watchdog 840 # ctest TIMEOUT is 900
+it_watchdog 1140 # ctest TIMEOUT is 1200
 vm_prepare
 T=$IT_TMP
 t0=$SECONDS
