@@ -78,6 +78,14 @@ for g in "$@"; do
 	esac
 done
 mapfile -t want < <(printf '%s\n' "${want[@]}" | sort -u)
+# NFS-Ganesha's VFS export reads the mount table from /etc/mtab, which a Debian
+# system links to /proc/self/mounts (systemd-tmpfiles makes the link); a root
+# made without systemd (a debootstrap --variant=minbase chroot) lacks it, and
+# ganesha then refuses every export.
+if [[ " ${want[*]} " == *" nfs-ganesha "* ]] && [ ! -e /etc/mtab ]; then
+	ln -sfn ../proc/self/mounts /etc/mtab
+	say "made /etc/mtab -> ../proc/self/mounts (NFS-Ganesha reads it)"
+fi
 missing=()
 for p in "${want[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
