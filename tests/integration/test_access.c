@@ -14,7 +14,8 @@
  *  - two clients of a per-client-upper export write the same path: each sees
  *    its own file, the shared lower is unchanged, a handle of one client's
  *    union gives the other nothing, and after a restart the old handles
- *    still work;
+ *    still work and are refused (NFS3ERR_ACCES) to another client even
+ *    before their union is open again;
  *  - SIGHUP with a changed file: a new export is mountable, a removed one
  *    answers MNT with an error, a bad file keeps the old exports, and a
  *    client READing in a loop meanwhile never sees an error;
