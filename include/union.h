@@ -73,6 +73,8 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 void un_export_close(struct un_export *ex);
 /* A stable 32-bit id derived from the export path; also the export's fsid. */
 uint32_t un_export_id(const struct un_export *ex);
+/* The export id un_export_open gives a union whose cfg.path is PATH. */
+uint32_t un_export_id_of(const char *path);
 const char *un_export_path(const struct un_export *ex);
 bool un_export_writable(const struct un_export *ex);
 

@@ -669,6 +669,8 @@ _Static_assert(offsetof(GETATTR3res, status) == 0 && offsetof(READ3res, status) 
 
 bool srv_access_nfs(struct srv_req *req, void *args, void *res)
 {
+	static struct srv_log_limit foreign_limit;
+	char addr[INET6_ADDRSTRLEN + 16];
 	const nfs_fh3 *fh = args;
 	const struct srv_client_rule *r;
 	struct srv_export *ex;
@@ -685,6 +687,17 @@ bool srv_access_nfs(struct srv_req *req, void *args, void *res)
 	req->fh =
 	    (struct srv_fh_seen){fh->data.data_val, fh->data.data_len, export_id, id};
 	ex = srv_export_for_handle(req, export_id);
+	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
+		/* another client's union, not open (yet, or again): refused as
+		 * when it is open, never STALE to one caller and ACCES to the next */
+		srv_log_limited(
+		    &foreign_limit, SRV_LOG_WARN,
+		    "NFS call from %s with a handle of another client's "
+		    "union: refused",
+		    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-");
+		*(nfsstat3 *)res = NFS3ERR_ACCES;
+		return false;
+	}
 	if (!ex)
 		return true;
 	r = srv_access_rule(req->srv, ex, req->peer, "NFS call");

@@ -35,6 +35,7 @@
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -386,6 +387,15 @@ static bool id_taken(struct srv *s, struct srv_export *t, uint32_t id)
 	return false;
 }
 
+/* What the export id of template T's union over UPPER hashes: one id per
+ * export path and upper dir, so a client's handles name its own union and
+ * no other. */
+static void client_id_path(const struct srv_export *t, const char *upper, char *out,
+			   size_t len)
+{
+	snprintf(out, len, "%s (client upper %s)", t->path, upper);
+}
+
 /* Opens template T's union over UPPER and WORK (inst_lock held). */
 static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
 			 const char *work, struct srv_export **out)
@@ -401,9 +411,7 @@ static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
 	};
 	int rc = -ENOMEM;
 
-	/* The export id hashes this string: one id per export path and upper
-	 * dir, so a client's handles name its own union and no other. */
-	snprintf(id_path, sizeof(id_path), "%s (client upper %s)", t->path, upper);
+	client_id_path(t, upper, id_path, sizeof(id_path));
 	if (!i)
 		goto fail;
 	i->parent = t;
@@ -492,6 +500,61 @@ struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id
 			ex = i;
 	}
 	return ex;
+}
+
+/* The glob(3) pattern of every dir template T can expand to: "%a" and
+ * "%h" match any one component's part, "%%" is a '%', and glob's own
+ * special characters stand for themselves.  False when it does not fit. */
+static bool template_glob(const char *t, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *t; t++) {
+		const char *add = NULL;
+		char one[3] = {0};
+
+		if (t[0] == '%' && (t[1] == 'a' || t[1] == 'h'))
+			add = "*", t++;
+		else if (t[0] == '%' && t[1] == '%')
+			add = "%", t++;
+		else if (strchr("*?[\\", *t))
+			one[0] = '\\', one[1] = *t, add = one;
+		else
+			one[0] = *t, add = one;
+		if (n + strlen(add) >= len)
+			return false;
+		memcpy(out + n, add, strlen(add));
+		n += strlen(add);
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* True when an upper dir template T gives some client exists on disk with
+ * EXPORT_ID as its union's id. */
+static bool template_has_id(const struct srv_export *t, uint32_t export_id)
+{
+	char pattern[PATH_MAX * 2], id_path[MNTPATHLEN + PATH_MAX + 32];
+	bool found = false;
+	glob_t g;
+
+	if (!template_glob(t->conf->upperdir, pattern, sizeof(pattern)) ||
+	    glob(pattern, GLOB_ONLYDIR | GLOB_NOSORT, NULL, &g) != 0)
+		return false;
+	for (size_t k = 0; k < g.gl_pathc && !found; k++) {
+		client_id_path(t, g.gl_pathv[k], id_path, sizeof(id_path));
+		found = un_export_id_of(id_path) == export_id;
+	}
+	globfree(&g);
+	return found;
+}
+
+bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id)
+{
+	for (size_t k = 0; k < s->nexports; k++)
+		if (!s->exports[k]->ux && template_has_id(s->exports[k], export_id))
+			return true;
+	return false;
 }
 
 bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)

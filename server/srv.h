@@ -185,6 +185,12 @@ struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
 /* False (with a log line) when EX is a client instance but not REQ's
  * caller's: a handle of one client's union gives another client nothing. */
 bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex);
+/* True when EXPORT_ID, which names no open union, is the id of a client
+ * union of a per-client export whose upper dir exists but is not open (a
+ * client's, not the caller's: srv_export_for_handle opened the caller's):
+ * after a restart, or once it was released.  Reads the dirs the templates
+ * can expand to, so only for a handle no open union claims. */
+bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id);
 /* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
  * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
 const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,

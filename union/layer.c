@@ -342,6 +342,11 @@ uint32_t un_export_id(const struct un_export *ex)
 	return ex->id;
 }
 
+uint32_t un_export_id_of(const char *path)
+{
+	return export_id_of(path);
+}
+
 const char *un_export_path(const struct un_export *ex)
 {
 	return ex->path;

@@ -625,7 +625,11 @@ static int entry_add(struct build *b, size_t pos, const char *name)
 		return 0; /* removed while we read: the next version shows it */
 	if (err)
 		return err;
+	/* An empty file's xattrs are read after its stat: a name removed in
+	 * between is gone, as if getdents had not shown it. */
 	seen = un_whiteout_classify(pfd, name, &st);
+	if (seen == -ENOENT)
+		return 0;
 	if (seen < 0)
 		return seen;
 	return rec_add(b, pos, name, len, seen == UN_SEEN_WHITEOUT, &st);

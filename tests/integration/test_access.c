@@ -14,7 +14,8 @@
  *  - two clients of a per-client-upper export write the same path: each sees
  *    its own file, the shared lower is unchanged, a handle of one client's
  *    union gives the other nothing, and after a restart the old handles
- *    still work;
+ *    still work and are refused (NFS3ERR_ACCES) to another client even
+ *    before their union is open again;
  *  - SIGHUP with a changed file: a new export is mountable, a removed one
  *    answers MNT with an error, a bad file keeps the old exports, and a
  *    client READing in a loop meanwhile never sees an error;
@@ -768,8 +769,10 @@ static void test_per_client_upper(void **state)
 	a = client_new(&s, "127.0.0.2", false, 0, 0);
 	b = client_new(&s, "127.0.0.3", false, 1000, 1000);
 	c = client_new(&s, "127.0.0.4", false, 0, 0);
-	/* (a's union is not open yet: for c the handle names nothing) */
-	assert_int_equal(read_text(&c, &fa, buf, sizeof(buf)), NFS3ERR_STALE);
+	/* a's union is not open yet, and still the handle is another
+	 * client's: refused as when it is open (the README) */
+	assert_int_equal(read_text(&c, &fa, buf, sizeof(buf)), NFS3ERR_ACCES);
+	assert_int_equal(getattr(&c, &ra, NULL), NFS3ERR_ACCES);
 	assert_false(exists_in("clients/127.0.0.4", NULL));
 	assert_int_equal(read_text(&b, &fb, buf, sizeof(buf)), NFS3_OK);
 	assert_string_equal(buf, "from b\n");
