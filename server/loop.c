@@ -1133,7 +1133,7 @@ static void take_notes(struct srv_loop *l)
 	bool close_now;
 
 	if (read(l->wakefd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		srv_log(SRV_LOG_ERR, "event loop wake-up: %s", strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "event loop wake-up: %s", strerror(errno));
 	pthread_mutex_lock(&l->note_lock);
 	c = l->noted;
 	l->noted = NULL;
