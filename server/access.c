@@ -560,8 +560,8 @@ bool srv_peer_name(struct srv_names *n, const struct sockaddr_storage *peer, cha
 
 /* ---- the decision for one caller ---- */
 
-/* Refusals are logged at most once a second each (a client retrying, or a
- * flood, would bury the log), with a count of the rest. */
+/* Refusals are logged under a limit each (a client retrying, or a flood,
+ * would bury the log), with a count of the rest. */
 static struct srv_log_limit no_rule_limit, insecure_limit;
 
 /* The rule of EX for PEER, its confirmed host name into HOSTNAME ("" if none). */

@@ -176,8 +176,9 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 	if (!same)
 		srv_ident_save(&saved);
 	if (!same && !srv_ident_take(&req->cred) && srv_ident_unsafe(&req->cred)) {
-		srv_log(SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
-			req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
+		SRV_LOG_LIMITED(
+		    SRV_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
+		    req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;
 	}
 	/* exports(5) sync/async of the caller's rule, for the engine's changes

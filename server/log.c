@@ -2,6 +2,12 @@
  *
  * Each line is formatted into a local buffer and written with a single
  * write(2), so lines from concurrent workers never interleave.
+ *
+ * A line that a client can cause, or that a fault can repeat on every call,
+ * goes through a limit of its own (srv_log_limited, SRV_LOG_LIMITED in
+ * srv.h): a few lines per window of seconds, then silence counted, and the
+ * first line of a later window carries the count.  What the client sends
+ * must never decide how much the log grows.
  */
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -38,22 +44,34 @@ const char *srv_log_level_name(enum srv_log_level level)
 	return level_names[level];
 }
 
+/* The window and the count of lines in it share one word, so that one
+ * compare-and-swap takes a line's place: no lock on a path that a flood
+ * runs through. */
+bool srv_log_limit_pass_at(struct srv_log_limit *lim, long long now, unsigned long *quiet)
+{
+	unsigned long long win = (unsigned long long)(now / SRV_LOG_WINDOW_S) + 1;
+	unsigned long long prev = atomic_load(&lim->state), next;
+
+	do {
+		if (prev >> 8 != win)
+			next = win << 8 | 1;
+		else if ((prev & 0xff) < SRV_LOG_BURST)
+			next = prev + 1;
+		else {
+			atomic_fetch_add(&lim->quiet, 1);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak(&lim->state, &prev, next));
+	*quiet = atomic_exchange(&lim->quiet, 0);
+	return true;
+}
+
 bool srv_log_limit_pass(struct srv_log_limit *lim, unsigned long *quiet)
 {
 	struct timespec now;
-	long long stamp, prev;
 
-	/* + 1, so that the zero a limit starts with is no second of ours */
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	stamp = (long long)now.tv_sec + 1;
-	prev = atomic_load(&lim->second);
-	if (prev == stamp ||
-	    !atomic_compare_exchange_strong(&lim->second, &prev, stamp)) {
-		atomic_fetch_add(&lim->quiet, 1);
-		return false;
-	}
-	*quiet = atomic_exchange(&lim->quiet, 0);
-	return true;
+	return srv_log_limit_pass_at(lim, (long long)now.tv_sec, quiet);
 }
 
 static size_t format_stamp(char *buf, size_t len)

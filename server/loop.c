@@ -411,7 +411,7 @@ static bool arm_turn(struct srv_conn *c)
 		c->turn = TURN_ARMED;
 		return true;
 	}
-	srv_log(SRV_LOG_ERR, "cannot re-arm a connection: %s", strerror(errno));
+	SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot re-arm a connection: %s", strerror(errno));
 	c->turn = TURN_PARKED;
 	c->broken = true;
 	note_conn(c);
@@ -461,7 +461,8 @@ static void note_conn(struct srv_conn *c)
 	}
 	pthread_mutex_unlock(&l->note_lock);
 	if (write(l->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		srv_log(SRV_LOG_ERR, "cannot wake the event loop: %s", strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot wake the event loop: %s",
+				strerror(errno));
 }
 
 /* The unsent bytes of OB that are in memory, as iovecs: record mark, reply
@@ -615,8 +616,9 @@ static void conn_break(struct srv_conn *c, int err)
 
 	outq_drop(c);
 	if (!c->broken)
-		srv_log(SRV_LOG_INFO, "connection from %s: send failed: %s",
-			srv_addr_str(&c->peer, true, peer, sizeof(peer)), strerror(-err));
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "connection from %s: send failed: %s",
+				srv_addr_str(&c->peer, true, peer, sizeof(peer)),
+				strerror(-err));
 	c->broken = true;
 }
 
@@ -725,9 +727,10 @@ static void udp_send(struct call_job *j, const struct srv_buf *reply)
 	/* A full socket buffer is ordinary on UDP (the client retransmits); a
 	 * reply too large for one datagram means a handler ignored
 	 * SRV_MAX_UDP_IO, worth a warning. */
-	srv_log(errno == EMSGSIZE ? SRV_LOG_WARN : SRV_LOG_DEBUG,
-		"udp reply of %zu bytes to %s dropped: %s", srv_buf_wire_len(reply),
-		srv_addr_str(&j->peer, true, peer, sizeof(peer)), strerror(errno));
+	SRV_LOG_LIMITED(
+	    errno == EMSGSIZE ? SRV_LOG_WARN : SRV_LOG_DEBUG,
+	    "udp reply of %zu bytes to %s dropped: %s", srv_buf_wire_len(reply),
+	    srv_addr_str(&j->peer, true, peer, sizeof(peer)), strerror(errno));
 }
 
 /* The pool's entry point for a call: answers it and frees the job, dropping
@@ -771,7 +774,7 @@ static struct call_job *new_call_job(struct srv_loop *l, struct srv_conn *c, int
 	struct call_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
-		srv_log(SRV_LOG_ERR, "out of memory: call dropped");
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "out of memory: call dropped");
 		srv_buf_free(record);
 		return NULL;
 	}
@@ -821,10 +824,11 @@ static bool feed_conn(struct srv_loop *l, struct srv_conn *c, const uint8_t *buf
 		buf += used;
 		n -= used;
 		if (st == SRV_RM_TOOBIG) {
-			srv_log(SRV_LOG_WARN,
-				"closing connection from %s: record over %u bytes",
-				srv_addr_str(&c->peer, true, peer, sizeof(peer)),
-				SRV_MAX_RECORD);
+			SRV_LOG_LIMITED(
+			    SRV_LOG_WARN,
+			    "closing connection from %s: record over %u bytes",
+			    srv_addr_str(&c->peer, true, peer, sizeof(peer)),
+			    SRV_MAX_RECORD);
 			return false;
 		}
 		if (st == SRV_RM_RECORD)
@@ -918,10 +922,10 @@ static void take_wake(struct srv_loop *l)
 	uint64_t one;
 
 	if (read(l->jobfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		srv_log(SRV_LOG_ERR, "worker wake-up: %s", strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "worker wake-up: %s", strerror(errno));
 	if (epoll_ctl(l->rdfd, EPOLL_CTL_MOD, l->jobfd, &ev) < 0)
-		srv_log(SRV_LOG_ERR, "cannot re-arm the worker wake-up: %s",
-			strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot re-arm the worker wake-up: %s",
+				strerror(errno));
 }
 
 /* srv_pool_ops.wait: one event of rdfd. */
@@ -948,7 +952,7 @@ static void worker_wake(void *arg)
 	uint64_t one = 1;
 
 	if (write(l->jobfd, &one, sizeof(one)) < 0)
-		srv_log(SRV_LOG_ERR, "cannot wake a worker: %s", strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot wake a worker: %s", strerror(errno));
 }
 
 /* ---- the loop thread: connections ---- */
@@ -1043,7 +1047,7 @@ fail_conn:
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 fail:
-	srv_log(SRV_LOG_ERR, "cannot take a connection: %s", strerror(errno));
+	SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot take a connection: %s", strerror(errno));
 	close(fd);
 }
 
@@ -1090,8 +1094,8 @@ static void accept_conns(struct srv_loop *l, struct listener *lis)
 		}
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				srv_log(SRV_LOG_WARN, "%s accept: %s", lis->service,
-					strerror(errno));
+				SRV_LOG_LIMITED(SRV_LOG_WARN, "%s accept: %s",
+						lis->service, strerror(errno));
 			return;
 		}
 		add_conn(l, fd, &peer, len);
@@ -1129,7 +1133,7 @@ static void take_notes(struct srv_loop *l)
 	bool close_now;
 
 	if (read(l->wakefd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		srv_log(SRV_LOG_ERR, "event loop wake-up: %s", strerror(errno));
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "event loop wake-up: %s", strerror(errno));
 	pthread_mutex_lock(&l->note_lock);
 	c = l->noted;
 	l->noted = NULL;

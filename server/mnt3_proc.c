@@ -172,7 +172,8 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 
 	client_host(req, host, sizeof(host));
 	if (!ex) {
-		srv_log(SRV_LOG_INFO, "MNT %s from %s: no such export", path, host);
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "MNT %s from %s: no such export", path,
+				host);
 		r->fhs_status = MNT3ERR_NOENT;
 		return;
 	}
@@ -189,12 +190,12 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 	}
 	r->fhs_status = mnt_dir(req, u, rel, &r->mountres3_u.mountinfo);
 	if (r->fhs_status != MNT3_OK) {
-		srv_log(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
-			r->fhs_status);
+		SRV_LOG_LIMITED(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
+				r->fhs_status);
 		return;
 	}
 	mount_path(ex, rel, full, sizeof(full));
-	srv_log(SRV_LOG_INFO, "MNT %s from %s", full, host);
+	SRV_LOG_LIMITED(SRV_LOG_INFO, "MNT %s from %s", full, host);
 	mount_add(req->srv, host, full);
 }
 
@@ -231,7 +232,7 @@ static void mnt3_umnt(struct srv_req *req, void *args, void *res)
 
 	(void)res;
 	client_host(req, host, sizeof(host));
-	srv_log(SRV_LOG_INFO, "UMNT %s from %s", path, host);
+	SRV_LOG_LIMITED(SRV_LOG_INFO, "UMNT %s from %s", path, host);
 	mount_remove(req->srv, host, ex ? ex->path : path);
 }
 
@@ -242,7 +243,7 @@ static void mnt3_umntall(struct srv_req *req, void *args, void *res)
 	(void)args;
 	(void)res;
 	client_host(req, host, sizeof(host));
-	srv_log(SRV_LOG_INFO, "UMNTALL from %s", host);
+	SRV_LOG_LIMITED(SRV_LOG_INFO, "UMNTALL from %s", host);
 	mount_remove(req->srv, host, NULL);
 }
 

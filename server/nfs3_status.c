@@ -60,7 +60,7 @@ nfsstat3 nfs3_status_from_errno(int err)
 			return nfs3_errno_map[i].status;
 	/* Anything else (ENOMEM, EMFILE, ELOOP, ...) is a fault of this server
 	 * that the client cannot act on; say so in the log, where an operator
-	 * can, once a second at most: such a fault tends to fail every call. */
+	 * can, under a limit: such a fault tends to fail every call. */
 	srv_log_limited(&limit, SRV_LOG_ERR,
 			"nfs3: unexpected error %d (%s), answering SERVERFAULT", -err,
 			strerror_r(-err, buf, sizeof(buf)));

@@ -198,8 +198,9 @@ static void nfs3_override_killpriv(struct nfs3_file *f)
 		return;
 	err = un_setattr(f->ex->ux, f->obj, &sa);
 	if (err)
-		srv_log(SRV_LOG_WARN, "nfs3: clearing set-id bits of node %llu: %s",
-			(unsigned long long)un_obj_id(f->obj), strerror(-err));
+		SRV_LOG_LIMITED(SRV_LOG_WARN,
+				"nfs3: clearing set-id bits of node %llu: %s",
+				(unsigned long long)un_obj_id(f->obj), strerror(-err));
 }
 
 /* un_setattr as the caller; a truncation the kernel refused to the owner

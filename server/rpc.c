@@ -117,8 +117,8 @@ static const char *proto_name(int proto)
 	return proto == IPPROTO_UDP ? "udp" : "tcp";
 }
 
-/* Rejected and dropped calls are logged at most once a second each (a
- * flood from one client would bury the log), with a count of the rest. */
+/* Rejected and dropped calls are logged under a limit each (a flood from
+ * one client would bury the log), with a count of the rest. */
 static struct srv_log_limit reject_limit, drop_limit;
 
 static void log_reject(const struct call *c, const struct verdict *v)
@@ -452,8 +452,8 @@ static bool encode_reply(const struct call *c, struct verdict *v, struct srv_buf
 		add_payload(c, out);
 	if (ok)
 		return true;
-	srv_log(SRV_LOG_ERR, "xid %#x %s: results do not encode", c->req.xid,
-		c->proc && c->proc->name ? c->proc->name : "?");
+	SRV_LOG_LIMITED(SRV_LOG_ERR, "xid %#x %s: results do not encode", c->req.xid,
+			c->proc && c->proc->name ? c->proc->name : "?");
 	set_verdict(v, REPLY_ACCEPTED, SYSTEM_ERR, "results do not encode");
 	return encode_reply(c, v, out);
 }
@@ -508,8 +508,9 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 		goto reply;
 	drc = drc_check(&c, call, len, &key, reply);
 	if (drc == SRV_DRC_REPLAY || drc == SRV_DRC_BUSY) {
-		srv_log(SRV_LOG_INFO, "xid %#x: retransmission %s", c.req.xid,
-			drc == SRV_DRC_REPLAY ? "answered from the cache" : "dropped");
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "xid %#x: retransmission %s", c.req.xid,
+				drc == SRV_DRC_REPLAY ? "answered from the cache"
+						      : "dropped");
 		sent = drc == SRV_DRC_REPLAY;
 		goto out_arena;
 	}
@@ -519,7 +520,8 @@ reply:
 		log_reject(&c, &v);
 	sent = encode_reply(&c, &v, reply);
 	if (!sent)
-		srv_log(SRV_LOG_ERR, "xid %#x: out of memory for the reply", c.req.xid);
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "xid %#x: out of memory for the reply",
+				c.req.xid);
 	if (drc == SRV_DRC_NEW)
 		srv_drc_done(s->drc, &key, sent ? reply : NULL);
 out_arena:

@@ -433,8 +433,9 @@ static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
 	*out = i;
 	return 0;
 fail_log:
-	srv_log(SRV_LOG_ERR, "export %s: cannot open the union of client upper %s: %s",
-		t->path, upper, err);
+	SRV_LOG_LIMITED(SRV_LOG_ERR,
+			"export %s: cannot open the union of client upper %s: %s",
+			t->path, upper, err);
 fail:
 	export_free(i);
 	return rc;
@@ -451,10 +452,11 @@ static struct srv_export *instance_get(struct srv *s, struct srv_export *ex,
 	struct stat st;
 
 	if (!client_dirs(s, ex, peer, upper, work, sizeof(upper))) {
-		srv_log(SRV_LOG_WARN,
-			"export %s: client %s: no upper dir (no host name for %%h, "
-			"or a path too long)",
-			ex->path, srv_addr_str(peer, false, addr, sizeof(addr)));
+		SRV_LOG_LIMITED(
+		    SRV_LOG_WARN,
+		    "export %s: client %s: no upper dir (no host name for %%h, "
+		    "or a path too long)",
+		    ex->path, srv_addr_str(peer, false, addr, sizeof(addr)));
 		return NULL;
 	}
 	/* Opening under the lock: two first MNTs of one client must not open
@@ -467,8 +469,9 @@ static struct srv_export *instance_get(struct srv *s, struct srv_export *ex,
 	    instance_open(s, ex, upper, work, &i) == 0) {
 		i->next = ex->instances;
 		ex->instances = i;
-		srv_log(SRV_LOG_INFO, "export %s: client %s: union over upper %s",
-			ex->path, srv_addr_str(peer, false, addr, sizeof(addr)), upper);
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: client %s: union over upper %s",
+				ex->path, srv_addr_str(peer, false, addr, sizeof(addr)),
+				upper);
 	}
 	pthread_mutex_unlock(&ex->inst_lock);
 	return i;
@@ -567,10 +570,10 @@ bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
 	    client_dirs(req->srv, ex->parent, req->peer, upper, work, sizeof(upper)) &&
 	    strcmp(upper, ex->client_key) == 0)
 		return true;
-	srv_log(SRV_LOG_WARN,
-		"NFS call from %s with a handle of the union of %s: refused",
-		req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-",
-		ex->client_key);
+	SRV_LOG_LIMITED(
+	    SRV_LOG_WARN, "NFS call from %s with a handle of the union of %s: refused",
+	    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-",
+	    ex->client_key);
 	return false;
 }
 
@@ -586,8 +589,8 @@ void srv_exports_read_end(struct srv *s)
 	pthread_rwlock_unlock(&s->exports_lock);
 }
 
-/* The node table's failures (un_state_on_error), logged at most once a
- * second: a full disk under the state dir fails the LOOKUP of every name
+/* The node table's failures (un_state_on_error), logged under a limit:
+ * a full disk under the state dir fails the LOOKUP of every name
  * not seen before, and a line for each would bury the log. */
 static void log_table_error(int err, const char *what, const char *dir)
 {

@@ -413,19 +413,38 @@ void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 bool srv_log_level_parse(const char *level, enum srv_log_level *out);
 const char *srv_log_level_name(enum srv_log_level level);
 
-/* One kind of event that can repeat as fast as calls come (a full disk, no
- * descriptors left): logged at most once a second.  Starts zeroed (static). */
+/* One kind of line that a client, or a fault hit by every call, can repeat
+ * as fast as calls come: at most SRV_LOG_BURST lines in each window of
+ * SRV_LOG_WINDOW_S seconds (an average of one a second), the first line
+ * after the ones left out saying how many.  Starts zeroed (static); any
+ * thread. */
+#define SRV_LOG_WINDOW_S 5
+#define SRV_LOG_BURST	 5
 struct srv_log_limit {
-	_Atomic long long second; /* CLOCK_MONOTONIC second of the last line + 1 */
-	atomic_ulong quiet;	  /* events since then that were not logged */
+	/* (window + 1) << 8 | lines logged in it; window: CLOCK_MONOTONIC
+	 * seconds / SRV_LOG_WINDOW_S (+ 1, so that a zeroed limit holds none) */
+	_Atomic unsigned long long state;
+	atomic_ulong quiet; /* lines left out since the last one logged */
 };
-/* True when this event may be logged now; *QUIET then holds how many were
- * not since the last line. */
+/* True when this line may be logged now; *QUIET then holds how many were
+ * left out since the last one. */
 bool srv_log_limit_pass(struct srv_log_limit *lim, unsigned long *quiet);
+/* The same at NOW (CLOCK_MONOTONIC seconds): the clock passed in, for tests. */
+bool srv_log_limit_pass_at(struct srv_log_limit *lim, long long now,
+			   unsigned long *quiet);
 /* srv_log under LIM: the line only when srv_log_limit_pass lets it, with
  * "(and N more since the last such line)" when some were left out. */
 void srv_log_limited(struct srv_log_limit *lim, enum srv_log_level lvl, const char *fmt,
 		     ...) __attribute__((format(printf, 3, 4)));
+/* srv_log_limited with a limit of its own for this line of the source: for
+ * every line that a client can cause (a refusal, a bad record, a peer that
+ * went away) or that a fault can repeat per call.  Not for debug lines, which
+ * trace every call by design. */
+#define SRV_LOG_LIMITED(lvl, ...)                                                        \
+	do {                                                                             \
+		static struct srv_log_limit srv_log_site_;                               \
+		srv_log_limited(&srv_log_site_, (lvl), __VA_ARGS__);                     \
+	} while (0)
 
 /* ---- args.c: command line and --config ---- */
 

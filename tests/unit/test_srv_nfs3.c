@@ -189,69 +189,6 @@ static void test_status_map(void **state)
 	assert_int_equal(nfs3_status_from_errno(-ENOMEM), NFS3ERR_SERVERFAULT);
 }
 
-/* A repeated fault is logged once a second, with a count of the rest. */
-static void test_log_limit(void **state)
-{
-	struct srv_log_limit limit = {0};
-	unsigned long quiet = 99;
-	struct timespec t0, t1;
-
-	(void)state;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	assert_true(srv_log_limit_pass(&limit, &quiet));
-	assert_int_equal(quiet, 0);
-	for (int i = 0; i < 5; i++)
-		if (srv_log_limit_pass(&limit, &quiet)) /* a second went by */
-			return;
-	/* the next second: one line, five quiet before it */
-	do {
-		usleep(50000);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-	} while (t1.tv_sec == t0.tv_sec);
-	assert_true(srv_log_limit_pass(&limit, &quiet));
-	assert_int_equal(quiet, 5);
-	assert_false(srv_log_limit_pass(&limit, &quiet));
-}
-
-/* srv_log_limited's lines, as stderr gets them: the first, then (a second
- * later) the next with the count of those left out between. */
-static void test_log_limited_lines(void **state)
-{
-	struct srv_log_limit limit = {0};
-	enum srv_log_level saved_level = srv_log_level;
-	char buf[1024] = "";
-	FILE *f = tmpfile();
-	int saved = dup(STDERR_FILENO), fd = fileno(f);
-	struct timespec t0, t1;
-	ssize_t n;
-
-	(void)state;
-	srv_log_level = SRV_LOG_INFO;
-	assert_true(dup2(fd, STDERR_FILENO) >= 0);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	srv_log_limited(&limit, SRV_LOG_WARN, "refused %d", 1);
-	srv_log_limited(&limit, SRV_LOG_WARN, "refused %d", 2);
-	srv_log_limited(&limit, SRV_LOG_WARN, "refused %d", 3);
-	do {
-		usleep(50000);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-	} while (t1.tv_sec == t0.tv_sec);
-	srv_log_limited(&limit, SRV_LOG_WARN, "refused %d", 4);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	srv_log_level = saved_level;
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	assert_true(n > 0);
-	buf[n] = '\0';
-	assert_non_null(strstr(buf, "warn: refused 1\n"));
-	/* 2 and 3 fell in the first's second, unless the second turned */
-	assert_true(
-	    strstr(buf, "warn: refused 4 (and 2 more since the last such line)\n") ||
-	    strstr(buf, "warn: refused 2\n"));
-	assert_null(strstr(buf, "refused 3\n"));
-	fclose(f);
-}
-
 /* ---- GETATTR, LOOKUP, handles ---- */
 
 static void test_null_getattr_root(void **state)
@@ -1116,8 +1053,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_table),
 	    cmocka_unit_test(test_status_map),
-	    cmocka_unit_test(test_log_limit),
-	    cmocka_unit_test(test_log_limited_lines),
 	    cmocka_unit_test_setup_teardown(test_null_getattr_root, test_setup,
 					    test_teardown),
 	    cmocka_unit_test_setup_teardown(test_lookup, test_setup, test_teardown),
