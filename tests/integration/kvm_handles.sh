@@ -34,9 +34,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap)"
-[ -c /dev/net/tun ] || skip "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+vm_require_host
 
 it_init kvmh
 it_watchdog 540 # ctest TIMEOUT is 600

@@ -17,9 +17,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../vm/lib.sh"
 it_private_mounts "$@"
 
-[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount)"
-[ -c /dev/net/tun ] || skip "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+vm_require_host "overlay mount"
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
 it_init kvmrd

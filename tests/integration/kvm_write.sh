@@ -38,9 +38,7 @@ CACHE_DIR=${KVMW_CACHE:-/var/cache/union-nfsd-test}
 ROOT_TAR=$CACHE_DIR/root-$ROOT_VERSION.tar
 MIRROR=${KVMW_MIRROR:-}
 
-[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap, overlay mount, chroot)"
-[ -c /dev/net/tun ] || skip "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+vm_require_host "overlay mount" "chroot"
 command -v cc >/dev/null || { echo "FAIL: no host C compiler (cc) for guest_prog.c"; exit 1; }
 command -v setfattr >/dev/null || { echo "FAIL: setfattr missing (apt-get install attr)"; exit 1; }
 

@@ -144,3 +144,35 @@ int nfs_raw_mnt(int port, const char *path, struct fh *root)
 	rpc_destroy_context(rpc);
 	return o.status;
 }
+
+void nfs_raw_keep_status(void *data, void *out)
+{
+	*(int *)out = *(int *)data;
+}
+
+int nfs_raw_create_or_remove(struct rpc_context *rpc, const struct fh *dir,
+			     const char *name, bool create)
+{
+	int status = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+	int queued;
+
+	if (create) {
+		CREATE3args a;
+		memset(&a, 0, sizeof(a));
+		a.where.dir = nfs_raw_fh3(dir);
+		a.where.name = (char *)name;
+		a.how.mode = UNCHECKED;
+		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+		queued = rpc_nfs3_create_async(rpc, nfs_raw_on_reply, &a, &c);
+	} else {
+		REMOVE3args a;
+		a.object.dir = nfs_raw_fh3(dir);
+		a.object.name = (char *)name;
+		queued = rpc_nfs3_remove_async(rpc, nfs_raw_on_reply, &a, &c);
+	}
+	if (nfs_raw_finish(rpc, &c, queued))
+		return -1;
+	return status;
+}

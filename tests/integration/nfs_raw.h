@@ -82,4 +82,13 @@ void nfs_raw_copy_fh(struct fh *dst, const nfs_fh3 *src);
  * is empty. */
 int nfs_raw_mnt(int port, const char *path, struct fh *root);
 
+/* A struct call's keep for a result read only for its status (every NFSv3
+ * result starts with it): OUT is an int. */
+void nfs_raw_keep_status(void *data, void *out);
+
+/* CREATE (UNCHECKED, mode 0644, empty) or REMOVE of NAME in directory DIR.
+ * The nfsstat3 of the reply, or -1 if there was no accepted reply. */
+int nfs_raw_create_or_remove(struct rpc_context *rpc, const struct fh *dir,
+			     const char *name, bool create);
+
 #endif

@@ -93,36 +93,6 @@ static int mnt_root(void)
 	return status == MNT3_OK && g.root.len ? 0 : -1;
 }
 
-static void keep_status(void *data, void *out)
-{
-	*(int *)out = *(int *)data; /* every NFSv3 result starts with its status */
-}
-
-/* CREATE (UNCHECKED) or REMOVE of NAME in the root through RPC; the status. */
-static int create_or_remove(struct rpc_context *rpc, const char *name, bool create)
-{
-	int status = -1;
-	struct call c = {.keep = keep_status, .out = &status};
-	if (create) {
-		CREATE3args a;
-		memset(&a, 0, sizeof(a));
-		a.where.dir = nfs_raw_fh3(&g.root);
-		a.where.name = (char *)name;
-		a.how.mode = UNCHECKED;
-		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
-		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
-		if (finish(rpc, &c, rpc_nfs3_create_async(rpc, nfs_raw_on_reply, &a, &c)))
-			return -1;
-	} else {
-		REMOVE3args a;
-		a.object.dir = nfs_raw_fh3(&g.root);
-		a.object.name = (char *)name;
-		if (finish(rpc, &c, rpc_nfs3_remove_async(rpc, nfs_raw_on_reply, &a, &c)))
-			return -1;
-	}
-	return status;
-}
-
 /* ---- the layers ---- */
 
 static void fail_setup(const char *what, const char *path)
@@ -501,7 +471,8 @@ static void test_verifiers(void **state)
 	assert_int_equal(page(g.nfs, &ls), NFS3ERR_BAD_COOKIE);
 
 	/* the verifier of the version before a change */
-	assert_int_equal(create_or_remove(g.nfs, "n0999", true), NFS3_OK);
+	assert_int_equal(nfs_raw_create_or_remove(g.nfs, &g.root, "n0999", true),
+			 NFS3_OK);
 	g.want[NF + 999] = CHANGED;
 	ls.cookie = cookie;
 	ls.last_cookie = cookie;
@@ -509,7 +480,8 @@ static void test_verifiers(void **state)
 	assert_int_equal(page(g.nfs, &ls), NFS3_OK);
 	assert_true(ls.nent > 0 && ls.first_cookie > cookie);
 	assert_memory_not_equal(ls.verf, verf, sizeof(verf));
-	assert_int_equal(create_or_remove(g.nfs, "n0999", false), NFS3_OK);
+	assert_int_equal(nfs_raw_create_or_remove(g.nfs, &g.root, "n0999", false),
+			 NFS3_OK);
 	g.want[NF + 999] = ABSENT;
 	listing_free(&ls);
 }
@@ -570,10 +542,14 @@ static void change_some(struct listing *ls)
 		int j = nchanges / 2;
 		if (nchanges % 2) {
 			snprintf(name, sizeof(name), "f%06d", 20000 + 7 * j);
-			assert_int_equal(create_or_remove(other, name, false), NFS3_OK);
+			assert_int_equal(
+			    nfs_raw_create_or_remove(other, &g.root, name, false),
+			    NFS3_OK);
 		} else {
 			snprintf(name, sizeof(name), "n%04d", j);
-			assert_int_equal(create_or_remove(other, name, true), NFS3_OK);
+			assert_int_equal(
+			    nfs_raw_create_or_remove(other, &g.root, name, true),
+			    NFS3_OK);
 		}
 	}
 }

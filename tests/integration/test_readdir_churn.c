@@ -73,11 +73,6 @@ static struct {
 
 /* ---- calls ---- */
 
-static void keep_status(void *data, void *out)
-{
-	*(int *)out = *(int *)data; /* every NFSv3 result starts with its status */
-}
-
 static void keep_lookup(void *data, void *out)
 {
 	LOOKUP3res *r = data;
@@ -86,34 +81,6 @@ static void keep_lookup(void *data, void *out)
 	f->len = 0;
 	if (r->status == NFS3_OK)
 		nfs_raw_copy_fh(f, &r->LOOKUP3res_u.resok.object);
-}
-
-/* CREATE (UNCHECKED, an empty file) or REMOVE of NAME in "d"; the status. */
-static int create_or_remove(struct rpc_context *rpc, const char *name, bool create)
-{
-	int status = -1;
-	struct call c = {.keep = keep_status, .out = &status};
-
-	if (create) {
-		CREATE3args a;
-		memset(&a, 0, sizeof(a));
-		a.where.dir = nfs_raw_fh3(&g.dir);
-		a.where.name = (char *)name;
-		a.how.mode = UNCHECKED;
-		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
-		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
-		if (nfs_raw_finish(rpc, &c,
-				   rpc_nfs3_create_async(rpc, nfs_raw_on_reply, &a, &c)))
-			return -1;
-	} else {
-		REMOVE3args a;
-		a.object.dir = nfs_raw_fh3(&g.dir);
-		a.object.name = (char *)name;
-		if (nfs_raw_finish(rpc, &c,
-				   rpc_nfs3_remove_async(rpc, nfs_raw_on_reply, &a, &c)))
-			return -1;
-	}
-	return status;
 }
 
 /* ---- the churning clients ---- */
@@ -141,14 +108,14 @@ static void *churn(void *arg)
 	}
 	for (unsigned k = 0; !atomic_load(&g.stop) && time(NULL) < g.deadline; k++) {
 		churn_name(name, sizeof(name), c->id, k);
-		st = create_or_remove(rpc, name, true);
+		st = nfs_raw_create_or_remove(rpc, &g.dir, name, true);
 		c->calls++;
 		if (st != NFS3_OK && c->errs++ < MAX_ERRS)
 			fprintf(stderr, "CREATE %s: %d\n", name, st);
 		if (k < KEEP)
 			continue;
 		churn_name(name, sizeof(name), c->id, k - KEEP);
-		st = create_or_remove(rpc, name, false);
+		st = nfs_raw_create_or_remove(rpc, &g.dir, name, false);
 		c->calls++;
 		if (st != NFS3_OK && c->errs++ < MAX_ERRS)
 			fprintf(stderr, "REMOVE %s: %d\n", name, st);

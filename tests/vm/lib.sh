@@ -58,6 +58,17 @@ VM_NS=
 VM_SERVER_PID=
 declare -A VM_QPID=()
 
+# vm_require_host [NEED...]: skips the test (exit 77) unless this host can run
+# guests on a network: root, /dev/net/tun and qemu.  NEED names what else the
+# test needs root for, for the skip message.
+vm_require_host() {
+	local why="network namespace, tap" need
+	for need in "$@"; do why+=", $need"; done
+	[ "$(id -u)" = 0 ] || skip "needs root ($why)"
+	[ -c /dev/net/tun ] || skip "no /dev/net/tun"
+	command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+}
+
 vm_prepare() {
 	bash "$VM_DIR/prepare.sh" || {
 		echo "FAIL: tests/vm/prepare.sh failed"
