@@ -1092,7 +1092,6 @@ static struct srv_conn *older_idle(struct srv_conn *best, struct srv_conn *c)
  * connection there.  False when none is idle: the new one is refused. */
 static bool make_room(struct srv_loop *l, const struct sockaddr_storage *peer)
 {
-	static struct srv_log_limit limit;
 	struct srv_conn *c, *victim = NULL;
 	char peername[INET6_ADDRSTRLEN + 16];
 	unsigned same = 0;
@@ -1107,12 +1106,12 @@ static bool make_room(struct srv_loop *l, const struct sockaddr_storage *peer)
 	     c = per_addr ? c->anext : c->next)
 		if (!per_addr || same_addr(&c->peer, peer))
 			victim = older_idle(victim, c);
-	srv_log_limited(
-	    &limit, SRV_LOG_WARN, "connection from %s: %u connections%s open: %s",
-	    srv_addr_str(peer, false, peername, sizeof(peername)),
-	    per_addr ? l->max_per_addr : l->max_conns, per_addr ? " of its address" : "",
-	    victim ? "closed the least recently used idle one"
-		   : "none idle, refused the new one");
+	SRV_LOG_LIMITED(SRV_LOG_WARN, "connection from %s: %u connections%s open: %s",
+			srv_addr_str(peer, false, peername, sizeof(peername)),
+			per_addr ? l->max_per_addr : l->max_conns,
+			per_addr ? " of its address" : "",
+			victim ? "closed the least recently used idle one"
+			       : "none idle, refused the new one");
 	if (victim)
 		close_conn(l, victim);
 	return victim != NULL;
@@ -1121,12 +1120,11 @@ static bool make_room(struct srv_loop *l, const struct sockaddr_storage *peer)
 /* Whether a connection just accepted from PEER may stay (invariants 8, 9). */
 static bool admit_conn(struct srv_loop *l, const struct sockaddr_storage *peer)
 {
-	static struct srv_log_limit limit;
 	char peername[INET6_ADDRSTRLEN + 16];
 
 	if (srv_access_admits_conn(l->srv, peer))
 		return make_room(l, peer);
-	srv_log_limited(&limit, SRV_LOG_INFO,
+	SRV_LOG_LIMITED(SRV_LOG_INFO,
 			"connection from %s closed: no client rule admits it",
 			srv_addr_str(peer, false, peername, sizeof(peername)));
 	return false;
