@@ -589,6 +589,23 @@ bool srv_access_admits(struct srv *s, const struct srv_export *ex,
 	return r && (!r->opts.secure || srv_peer_port_reserved(peer));
 }
 
+/* By address alone: a name would need the resolver, which must not hold up
+ * the loop thread, so a rule list with host names admits every address
+ * here, and its calls are checked as always (srv_access_nfs, MNT). */
+bool srv_access_admits_conn(struct srv *s, const struct sockaddr_storage *peer)
+{
+	const struct srv_clients *c;
+	bool admitted = false;
+
+	srv_exports_read_begin(s);
+	for (size_t k = 0; k < s->nexports && !admitted; k++) {
+		c = &s->exports[k]->clients;
+		admitted = c->need_name || srv_clients_match(c, peer, NULL) != NULL;
+	}
+	srv_exports_read_end(s);
+	return admitted;
+}
+
 const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_export *ex,
 					      const struct sockaddr_storage *peer,
 					      const char *what)

@@ -28,6 +28,7 @@
 #define DEFAULT_MOUNT_PORT 20048
 #define DEFAULT_STATE_DIR  "/var/lib/union-nfsd"
 #define MAX_THREADS	   1024
+#define MAX_CONN_SETTING   (1u << 24) /* connections, or seconds of idleness */
 
 /* ---- values ---- */
 
@@ -61,6 +62,18 @@ static bool parse_threads(const char *text, unsigned *out)
 	unsigned long v;
 
 	if (!parse_uint(text, MAX_THREADS, &v) || v == 0)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* A connection cap or an idle timeout: 0 means the default (caps) or never
+ * (the timeout). */
+static bool parse_conn_setting(const char *text, unsigned *out)
+{
+	unsigned long v;
+
+	if (!parse_uint(text, MAX_CONN_SETTING, &v))
 		return false;
 	*out = (unsigned)v;
 	return true;
@@ -267,6 +280,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.mount_port = DEFAULT_MOUNT_PORT;
 	o->cfg.nthreads = default_threads();
 	o->cfg.register_rpcbind = true;
+	o->cfg.idle_timeout = SRV_IDLE_TIMEOUT_DEFAULT;
 	o->log_level = SRV_LOG_INFO;
 	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
 }
@@ -285,6 +299,12 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_port(value, &o->cfg.mount_port);
 	else if (strcmp(key, "threads") == 0)
 		ok = parse_threads(value, &o->cfg.nthreads);
+	else if (strcmp(key, "max-connections") == 0)
+		ok = parse_conn_setting(value, &o->cfg.max_conns);
+	else if (strcmp(key, "max-connections-per-address") == 0)
+		ok = parse_conn_setting(value, &o->cfg.max_conns_per_addr);
+	else if (strcmp(key, "idle-timeout") == 0)
+		ok = parse_conn_setting(value, &o->cfg.idle_timeout);
 	else if (strcmp(key, "log-level") == 0)
 		ok = srv_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "bind") == 0)
@@ -548,6 +568,9 @@ enum {
 	OPT_BIND,
 	OPT_STATE_DIR,
 	OPT_THREADS,
+	OPT_MAX_CONNS,
+	OPT_MAX_CONNS_PER_ADDR,
+	OPT_IDLE_TIMEOUT,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -567,6 +590,9 @@ static const struct option long_opts[] = {
     {"bind", required_argument, NULL, OPT_BIND},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"threads", required_argument, NULL, OPT_THREADS},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
+    {"max-connections-per-address", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -582,6 +608,9 @@ static void print_usage(void)
 	       "                  [--export=/PATH] [--clients='SPEC(opts) ...']\n"
 	       "                  [--nfs-port=N] [--mount-port=N]\n"
 	       "                  [--bind=ADDR] [--state-dir=DIR] [--threads=N]\n"
+	       "                  [--max-connections=N]\n"
+	       "                  [--max-connections-per-address=N]\n"
+	       "                  [--idle-timeout=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--config=FILE]\n"
 	       "\n"
@@ -597,16 +626,22 @@ static void print_usage(void)
 	       "  --nfs-port    NFS port (default %d; 0 picks one)\n"
 	       "  --mount-port  MOUNT port (default %d; 0 picks one)\n"
 	       "  --state-dir   node table and handle key (default %s)\n"
+	       "  --max-connections, --max-connections-per-address\n"
+	       "                TCP connections at once (default 0: from the limit on\n"
+	       "                open files); at the cap the oldest idle one is closed\n"
+	       "  --idle-timeout  seconds before an idle connection is closed\n"
+	       "                (default %u; 0: never)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
-	       DEFAULT_STATE_DIR);
+	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT);
 }
 
 /* What the command line said, before the config file is merged under it. */
 struct cli {
 	struct srv_opts server; /* only the fields flagged below are meaningful */
 	bool nfs_port, mount_port, threads, log_level;
+	bool max_conns, max_conns_per_addr, idle_timeout;
 	struct srv_export_opts ex; /* from --lowerdir etc. */
 	bool any_export_flag;
 	bool no_rpcbind;
@@ -628,6 +663,9 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_BIND - OPT_LOWERDIR] = "bind",
 	    [OPT_STATE_DIR - OPT_LOWERDIR] = "state-dir",
 	    [OPT_THREADS - OPT_LOWERDIR] = "threads",
+	    [OPT_MAX_CONNS - OPT_LOWERDIR] = "max-connections",
+	    [OPT_MAX_CONNS_PER_ADDR - OPT_LOWERDIR] = "max-connections-per-address",
+	    [OPT_IDLE_TIMEOUT - OPT_LOWERDIR] = "idle-timeout",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -656,6 +694,15 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 		break;
 	case OPT_THREADS:
 		cli->threads = true;
+		break;
+	case OPT_MAX_CONNS:
+		cli->max_conns = true;
+		break;
+	case OPT_MAX_CONNS_PER_ADDR:
+		cli->max_conns_per_addr = true;
+		break;
+	case OPT_IDLE_TIMEOUT:
+		cli->idle_timeout = true;
 		break;
 	case OPT_LOG_LEVEL:
 		cli->log_level = true;
@@ -726,6 +773,12 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.mount_port = cli->server.cfg.mount_port;
 	if (cli->threads)
 		o->cfg.nthreads = cli->server.cfg.nthreads;
+	if (cli->max_conns)
+		o->cfg.max_conns = cli->server.cfg.max_conns;
+	if (cli->max_conns_per_addr)
+		o->cfg.max_conns_per_addr = cli->server.cfg.max_conns_per_addr;
+	if (cli->idle_timeout)
+		o->cfg.idle_timeout = cli->server.cfg.idle_timeout;
 	if (cli->log_level)
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)

@@ -96,6 +96,30 @@
  *     brings inflight under the limit arms it again.
  *  7. A record longer than SRV_MAX_RECORD closes the connection (srv_rm_feed
  *     says so before allocating); a UDP datagram is one record.
+ *
+ * Connection limits.  Any host that reaches the port could otherwise open
+ * connections until the process has no descriptor left, and then no client
+ * is served and no MNT can open a layer.  So (admit_conn, sweep_idle):
+ *  8. A connection from an address that no client rule of any export could
+ *     admit is closed as soon as it is accepted (srv_access_admits_conn):
+ *     it costs a descriptor for no time at all.  (No port here must answer
+ *     everyone: rpcbind is the system's, not ours.)
+ *  9. At most l->max_conns connections are open, and at most
+ *     l->max_per_addr from one address.  A connection over a cap closes the
+ *     least recently active idle one (no call in flight, nothing to send) of
+ *     the address, or of all, as knfsd does, so that clients that went away
+ *     without a FIN cannot lock out the ones that came back; when none is
+ *     idle the new one is refused.  The default cap is the descriptor limit
+ *     less a reserve (conn_limits) for what else holds descriptors: the
+ *     lookup cache (a quarter of the limit, union/lookup.c), the payload
+ *     pipes (an eighth, arena.c), each worker's open file, the listeners,
+ *     MNT's layers, and the spare descriptor of shed_conns.
+ * 10. A connection idle for idle_timeout seconds is closed by the sweep the
+ *     loop thread runs between batches every SWEEP_DIV-th of the timeout.
+ *     Activity costs the hot path one relaxed load and store (c->active
+ *     from l->now, the loop thread's coarse clock): no system call.
+ *     Only the loop thread touches nconns and the address table (as the
+ *     conns list, invariant 1).
  */
 #define _GNU_SOURCE /* accept4, splice */
 #include <arpa/inet.h>
@@ -108,7 +132,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "srv.h"
@@ -119,9 +145,16 @@
 #define MAX_EVENTS	      64
 #define RM_FIRST_CAP	      512 /* bytes: a record buffer's first size */
 #define RM_DIRECT_MIN                                                                    \
-	16384	       /* fragment bytes to come worth a read straight into the record */
-#define BIND_RETRIES 8 /* tries for a TCP+UDP pair on one ephemeral port */
-#define UDP_SOCKBUF  (4 * 1024 * 1024)
+	16384 /* fragment bytes to come worth a read straight into the record */
+#define BIND_RETRIES	    8 /* tries for a TCP+UDP pair on one ephemeral port */
+#define UDP_SOCKBUF	    (4 * 1024 * 1024)
+#define CONNS_CEILING	    65536 /* default cap however high the limit */
+#define CONNS_FIXED_RESERVE 64	  /* descriptors: listeners, epoll, logs, MNT */
+#define PER_ADDR_MIN	    16	  /* default per-address cap, at least */
+#define PER_ADDR_PART	    8	  /* ... else an 8th of the global cap */
+#define SWEEP_DIV	    8	  /* idle sweeps per timeout */
+#define SWEEP_MAX_S	    30	  /* seconds between sweeps, at most */
+#define TICK_MS		    1000 /* the loop's clock, l->now, advances at least this often */
 
 enum src_kind { SRC_WAKE, SRC_JOBS, SRC_TCP_LISTEN, SRC_UDP, SRC_CONN };
 
@@ -158,11 +191,13 @@ struct srv_conn {
 	struct srv_loop *loop;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
-	struct srv_rm rm;	      /* the read turn's holder only */
-	atomic_uint turns;	      /* read turns ended: orders rm between holders */
-	struct srv_conn *prev, *next; /* l->conns or l->dead; loop thread only */
-	struct srv_conn *note_next;   /* l->noted; under l->note_lock */
-	bool noted;		      /* on l->noted; under l->note_lock */
+	struct srv_rm rm;		/* the read turn's holder only */
+	atomic_uint turns;		/* read turns ended: orders rm between holders */
+	struct srv_conn *prev, *next;	/* l->conns or l->dead; loop thread only */
+	struct srv_conn *aprev, *anext; /* l->by_addr chain; loop thread only */
+	atomic_uint active;		/* l->now at the last call read or answered */
+	struct srv_conn *note_next;	/* l->noted; under l->note_lock */
+	bool noted;			/* on l->noted; under l->note_lock */
 
 	pthread_mutex_t lock; /* guards the fields below (invariant 4) */
 	bool closed;	      /* close_conn ran: replies are dropped */
@@ -189,8 +224,14 @@ struct srv_loop {
 	uint16_t nfs_port, mount_port;
 	struct srv_pool *pool;
 	atomic_uint udp_queued;
-	struct srv_conn *conns; /* open connections */
-	struct srv_conn *dead;	/* closed, loop reference not yet dropped */
+	struct srv_conn *conns;	   /* open connections */
+	unsigned nconns;	   /* on conns */
+	struct srv_conn **by_addr; /* hash chains of conns by peer address */
+	size_t addr_mask;	   /* chains - 1, a power of 2 less one */
+	unsigned max_conns, max_per_addr, idle_timeout; /* invariants 9, 10 */
+	atomic_uint now;				/* seconds, CLOCK_MONOTONIC */
+	unsigned next_sweep;
+	struct srv_conn *dead; /* closed, loop reference not yet dropped */
 	pthread_mutex_t note_lock;
 	struct srv_conn *noted; /* connections workers want the loop to look at */
 	uint8_t rx[RX_BUF_SIZE];
@@ -348,6 +389,14 @@ static struct srv_conn *conn_get(struct srv_conn *c)
 {
 	atomic_fetch_add(&c->refs, 1);
 	return c;
+}
+
+/* Notes that C is in use now (invariant 10): no system call.  Any thread. */
+static void conn_touch(struct srv_conn *c)
+{
+	unsigned now = atomic_load_explicit(&c->loop->now, memory_order_relaxed);
+
+	atomic_store_explicit(&c->active, now, memory_order_relaxed);
 }
 
 /* Frees the replies of LIST; returns how many there were. */
@@ -675,6 +724,7 @@ static void conn_send(struct srv_conn *c, struct srv_buf *reply)
 		c->inflight--;
 		goto out;
 	}
+	conn_touch(c);
 	memcpy(ob->mark, &mark, 4);
 	ob->body = *reply;
 	*reply = (struct srv_buf){0};
@@ -891,7 +941,9 @@ static struct srv_job *read_turn(struct srv_loop *l, struct srv_conn *c, uint8_t
 
 	atomic_load_explicit(&c->turns, memory_order_acquire);
 	n = read_conn(l, c, rx, &b, &ok);
-	if (n < 0 && errno != EAGAIN && errno != EINTR)
+	if (n > 0)
+		conn_touch(c);
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
 		ok = false;
 	pthread_mutex_lock(&c->lock);
 	c->inflight += b.n;
@@ -955,6 +1007,215 @@ static void worker_wake(void *arg)
 		SRV_LOG_LIMITED(SRV_LOG_ERR, "cannot wake a worker: %s", strerror(errno));
 }
 
+/* ---- the loop thread: connection limits (invariants 8-10) ---- */
+
+static void close_conn(struct srv_loop *l, struct srv_conn *c);
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
+	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
+
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr)) == 0;
+}
+
+/* PEER's chain in l->by_addr (FNV-1a of the address bytes). */
+static struct srv_conn **addr_chain(struct srv_loop *l,
+				    const struct sockaddr_storage *peer)
+{
+	const struct sockaddr_in *p4 = (const void *)peer;
+	const struct sockaddr_in6 *p6 = (const void *)peer;
+	const uint8_t *b = peer->ss_family == AF_INET ? (const uint8_t *)&p4->sin_addr
+						      : (const uint8_t *)&p6->sin6_addr;
+	size_t n = peer->ss_family == AF_INET ? 4 : 16;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return &l->by_addr[h & l->addr_mask];
+}
+
+static void addr_link(struct srv_loop *l, struct srv_conn *c)
+{
+	struct srv_conn **head = addr_chain(l, &c->peer);
+
+	c->aprev = NULL;
+	c->anext = *head;
+	if (*head)
+		(*head)->aprev = c;
+	*head = c;
+}
+
+static void addr_unlink(struct srv_loop *l, struct srv_conn *c)
+{
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else
+		*addr_chain(l, &c->peer) = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
+	c->aprev = c->anext = NULL;
+}
+
+/* Whether C has no call in flight and nothing to send: closing it loses
+ * nothing (the client reconnects when it has a call to make). */
+static bool conn_idle(struct srv_conn *c)
+{
+	bool idle;
+
+	pthread_mutex_lock(&c->lock);
+	idle = !c->closed && c->inflight == 0 && !c->out_head && !c->sending;
+	pthread_mutex_unlock(&c->lock);
+	return idle;
+}
+
+static unsigned conn_active(const struct srv_conn *c)
+{
+	return atomic_load_explicit(&c->active, memory_order_relaxed);
+}
+
+/* Of BEST (idle, or NULL) and C, the idle one least recently active; on a
+ * tie the one further down the list, which was accepted earlier. */
+static struct srv_conn *older_idle(struct srv_conn *best, struct srv_conn *c)
+{
+	if (best && conn_active(c) > conn_active(best))
+		return best;
+	return conn_idle(c) ? c : best;
+}
+
+/* Makes room for a connection from PEER (invariant 9): when PEER's address,
+ * or the server, is at its cap, closes the least recently active idle
+ * connection there.  False when none is idle: the new one is refused. */
+static bool make_room(struct srv_loop *l, const struct sockaddr_storage *peer)
+{
+	struct srv_conn *c, *victim = NULL;
+	char peername[INET6_ADDRSTRLEN + 16];
+	unsigned same = 0;
+	bool per_addr;
+
+	for (c = *addr_chain(l, peer); c; c = c->anext)
+		same += same_addr(&c->peer, peer);
+	per_addr = same >= l->max_per_addr;
+	if (!per_addr && l->nconns < l->max_conns)
+		return true;
+	for (c = per_addr ? *addr_chain(l, peer) : l->conns; c;
+	     c = per_addr ? c->anext : c->next)
+		if (!per_addr || same_addr(&c->peer, peer))
+			victim = older_idle(victim, c);
+	SRV_LOG_LIMITED(SRV_LOG_WARN, "connection from %s: %u connections%s open: %s",
+			srv_addr_str(peer, false, peername, sizeof(peername)),
+			per_addr ? l->max_per_addr : l->max_conns,
+			per_addr ? " of its address" : "",
+			victim ? "closed the least recently used idle one"
+			       : "none idle, refused the new one");
+	if (victim)
+		close_conn(l, victim);
+	return victim != NULL;
+}
+
+/* Whether a connection just accepted from PEER may stay (invariants 8, 9). */
+static bool admit_conn(struct srv_loop *l, const struct sockaddr_storage *peer)
+{
+	char peername[INET6_ADDRSTRLEN + 16];
+
+	if (srv_access_admits_conn(l->srv, peer))
+		return make_room(l, peer);
+	SRV_LOG_LIMITED(SRV_LOG_INFO,
+			"connection from %s closed: no client rule admits it",
+			srv_addr_str(peer, false, peername, sizeof(peername)));
+	return false;
+}
+
+/* Closes FD with a reset: a refused peer leaves no TIME_WAIT behind. */
+static void refuse_conn(int fd)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+/* Closes every connection idle for more than the timeout (invariant 10). */
+static void sweep_idle(struct srv_loop *l, unsigned now)
+{
+	struct srv_conn *c, *next;
+
+	for (c = l->conns; c; c = next) {
+		next = c->next; /* close_conn moves C to l->dead */
+		if (now - conn_active(c) > l->idle_timeout && conn_idle(c))
+			close_conn(l, c);
+	}
+}
+
+/* Advances l->now and runs the idle sweep when it is due.  Loop thread. */
+static void loop_tick(struct srv_loop *l)
+{
+	struct timespec ts;
+	unsigned now, every;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (unsigned)ts.tv_sec;
+	atomic_store_explicit(&l->now, now, memory_order_relaxed);
+	if (!l->idle_timeout || now < l->next_sweep)
+		return;
+	sweep_idle(l, now);
+	every = l->idle_timeout / SWEEP_DIV;
+	every = every < 1 ? 1 : every > SWEEP_MAX_S ? SWEEP_MAX_S : every;
+	l->next_sweep = now + every;
+}
+
+/* The descriptors connections may have: the limit less what the rest of the
+ * server may hold at once (invariant 9), but at least an 8th of it. */
+static unsigned long conn_room(const struct srv_config *cfg)
+{
+	unsigned long fds = 1024, reserve;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		fds =
+		    rl.rlim_cur == RLIM_INFINITY ? 1ul << 20 : (unsigned long)rl.rlim_cur;
+	reserve = fds / 4 + fds / 8 + 2ul * cfg->nthreads + CONNS_FIXED_RESERVE;
+	return fds > reserve + fds / 8 ? fds - reserve : fds / 8 + 1;
+}
+
+/* Sets the caps and the timeout from the configuration and the descriptor
+ * limit, and makes the address table.  -ENOMEM. */
+static int conn_limits(struct srv_loop *l, const struct srv_config *cfg)
+{
+	unsigned long room = conn_room(cfg);
+	size_t chains = 64;
+
+	l->max_conns = (unsigned)(room < CONNS_CEILING ? room : CONNS_CEILING);
+	if (cfg->max_conns && cfg->max_conns <= room)
+		l->max_conns = cfg->max_conns;
+	else if (cfg->max_conns)
+		srv_log(SRV_LOG_WARN,
+			"max-connections %u: only %lu fit the limit on open files "
+			"with room for the rest of the server; using %lu",
+			cfg->max_conns, room, room);
+	l->max_per_addr = cfg->max_conns_per_addr;
+	if (!l->max_per_addr)
+		l->max_per_addr = l->max_conns / PER_ADDR_PART > PER_ADDR_MIN
+				      ? l->max_conns / PER_ADDR_PART
+				      : PER_ADDR_MIN;
+	if (l->max_per_addr > l->max_conns)
+		l->max_per_addr = l->max_conns;
+	l->idle_timeout = cfg->idle_timeout;
+	while (chains < l->max_conns / 4)
+		chains *= 2;
+	l->by_addr = calloc(chains, sizeof(*l->by_addr));
+	l->addr_mask = chains - 1;
+	srv_log(SRV_LOG_INFO,
+		"connections: at most %u, %u per address; idle ones closed after %u s "
+		"(0: never)",
+		l->max_conns, l->max_per_addr, l->idle_timeout);
+	return l->by_addr ? 0 : -ENOMEM;
+}
+
 /* ---- the loop thread: connections ---- */
 
 /* Takes C off epoll and the conns list and parks it on l->dead (invariant 3).
@@ -985,6 +1246,8 @@ static void close_conn(struct srv_loop *l, struct srv_conn *c)
 	c->prev = NULL;
 	c->next = l->dead;
 	l->dead = c;
+	l->nconns--;
+	addr_unlink(l, c);
 }
 
 /* The safe point: drops the loop's reference of every closed connection. */
@@ -1026,6 +1289,7 @@ static void add_conn(struct srv_loop *l, int fd, const struct sockaddr_storage *
 	pthread_mutex_init(&c->lock, NULL);
 	c->events = 0;
 	c->turn = TURN_ARMED;
+	conn_touch(c);
 	tune_tcp(fd);
 	ev.data.ptr = &c->src;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -1038,6 +1302,8 @@ static void add_conn(struct srv_loop *l, int fd, const struct sockaddr_storage *
 	if (l->conns)
 		l->conns->prev = c;
 	l->conns = c;
+	l->nconns++;
+	addr_link(l, c);
 	srv_log(SRV_LOG_DEBUG, "connection from %s",
 		srv_addr_str(peer, true, peername, sizeof(peername)));
 	return;
@@ -1098,7 +1364,10 @@ static void accept_conns(struct srv_loop *l, struct listener *lis)
 						lis->service, strerror(errno));
 			return;
 		}
-		add_conn(l, fd, &peer, len);
+		if (admit_conn(l, &peer))
+			add_conn(l, fd, &peer, len);
+		else
+			refuse_conn(fd);
 	}
 }
 
@@ -1398,6 +1667,12 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 	l->epfd = l->rdfd = l->wakefd = l->jobfd = -1;
 	pthread_mutex_init(&l->note_lock, NULL);
 	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	rc = conn_limits(l, &s->cfg);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	loop_tick(l); /* l->now for the first connections */
 	rc = loop_fds(l, err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -1451,7 +1726,8 @@ int srv_loop_run(struct srv_loop *l)
 
 	while (!atomic_load(&l->stop)) {
 		reap_dead(l); /* invariant 3: between batches */
-		n = epoll_wait(l->epfd, ev, MAX_EVENTS, -1);
+		n = epoll_wait(l->epfd, ev, MAX_EVENTS, TICK_MS);
+		loop_tick(l);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -1539,6 +1815,7 @@ void srv_loop_free(struct srv_loop *l)
 		close(l->epfd);
 	if (l->spare_fd >= 0)
 		close(l->spare_fd);
+	free(l->by_addr);
 	pthread_mutex_destroy(&l->note_lock);
 	free(l);
 }

@@ -705,9 +705,14 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 	const struct srv_config *a = &s->cfg, *b = &o->cfg;
 
 	if (a->nfs_port != b->nfs_port || a->mount_port != b->mount_port ||
-	    a->nthreads != b->nthreads || !same_str(a->bind_addr, b->bind_addr))
-		srv_log(SRV_LOG_WARN, "reload: ports, bind address and threads change "
-				      "only with a restart; the running ones stay");
+	    a->nthreads != b->nthreads || !same_str(a->bind_addr, b->bind_addr) ||
+	    a->max_conns != b->max_conns ||
+	    a->max_conns_per_addr != b->max_conns_per_addr ||
+	    a->idle_timeout != b->idle_timeout)
+		srv_log(SRV_LOG_WARN,
+			"reload: ports, bind address, threads and connection "
+			"limits change only with a restart; the running "
+			"ones stay");
 }
 
 /* What a reload prepares before it swaps: for each new export either an old

@@ -133,7 +133,12 @@ struct srv_config {
 	uint16_t mount_port;   /* 0: pick one */
 	unsigned nthreads;     /* worker threads */
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
+	/* TCP connections (loop.c, "Connection limits"): 0 derives the cap
+	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
+	unsigned max_conns, max_conns_per_addr, idle_timeout;
 };
+/* knfsd closes a connection idle for 6 minutes; so do we by default. */
+#define SRV_IDLE_TIMEOUT_DEFAULT 360
 
 struct srv_names; /* host names of client addresses, cached (access.c) */
 
@@ -357,6 +362,9 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 /* Whether EX admits PEER (as srv_access_rule, without a log line). */
 bool srv_access_admits(struct srv *s, const struct srv_export *ex,
 		       const struct sockaddr_storage *peer);
+/* Whether some rule of some export could admit a connection from PEER
+ * (loop.c closes one that none could at once); the port is not looked at. */
+bool srv_access_admits_conn(struct srv *s, const struct sockaddr_storage *peer);
 /* The dispatcher's check before an NFS handler (the contract at srv_req):
  * false when the call is refused, RES then holding NFS3ERR_ACCES. */
 bool srv_access_nfs(struct srv_req *req, void *args, void *res);

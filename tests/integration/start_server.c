@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,8 +32,9 @@ static bool wants_test_clients(const char *const *args)
 }
 
 static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
-		   bool test_clients, const char *out_path)
+		   bool test_clients, unsigned long nofile, const char *out_path)
 {
+	struct rlimit rl = {nofile, nofile};
 	size_t n = 0, k = 7;
 	while (args && args[n])
 		n++;
@@ -59,6 +61,8 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 		/* the server must not outlive a test that crashed or was killed (it
 		 * would also hold the test's stderr, and ctest waits for that) */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(125);
 		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
 			_exit(126);
@@ -101,6 +105,13 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 			   const char *const *args, bool test_clients,
 			   struct test_server *s)
 {
+	return test_server_start_nofile(bin, state_dir, args, test_clients, 0, s);
+}
+
+int test_server_start_nofile(const char *bin, const char *state_dir,
+			     const char *const *args, bool test_clients,
+			     unsigned long nofile, struct test_server *s)
+{
 	char *out_path = NULL;
 	int rc = -1;
 	memset(s, 0, sizeof(*s));
@@ -109,7 +120,7 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 	if (asprintf(&out_path, "%s/stdout", state_dir) < 0)
 		return -1;
 	unlink(out_path); /* the line of an earlier run must not be read as ours */
-	s->pid = spawn(bin, state_dir, args, test_clients, out_path);
+	s->pid = spawn(bin, state_dir, args, test_clients, nofile, out_path);
 	if (s->pid < 0)
 		goto out;
 	for (int i = 0; i < START_WAIT_S * 20; i++) {

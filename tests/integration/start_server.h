@@ -39,6 +39,11 @@ int test_server_start(const char *bin, const char *state_dir, const char *const 
 int test_server_start_opts(const char *bin, const char *state_dir,
 			   const char *const *args, bool test_clients,
 			   struct test_server *s);
+/* The same, the server's limit on open files (soft and hard, so that the
+ * server cannot raise it) set to NOFILE; 0: inherited. */
+int test_server_start_nofile(const char *bin, const char *state_dir,
+			     const char *const *args, bool test_clients,
+			     unsigned long nofile, struct test_server *s);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);

@@ -7,6 +7,8 @@
  *    socket bound to one before connect() is a second client) and from
  *    reserved and unreserved source ports: allowed / denied, ro / rw,
  *    root_squash / all_squash / no_root_squash, anonuid / anongid, secure;
+ *    a caller no rule admits has its TCP connection closed at once and its
+ *    UDP calls refused;
  *    owners checked on the upper layer itself;
  *  - the owner of a file chmod'ed 0277, 0177, 0077 gets from ACCESS what the
  *    owner's mode bits give (a client's open() follows ACCESS), and READ and
@@ -141,12 +143,13 @@ static CLIENT *rpc_client(const char *src, bool reserved, int port, rpcprog_t pr
 	return c;
 }
 
-/* A MOUNT client over UDP from SRC, from a reserved port or not. */
-static CLIENT *udp_mount_client(const struct test_server *s, const char *src,
-				bool reserved)
+/* An RPC client of PROG over UDP from SRC to TO_PORT, from a reserved port or
+ * not. */
+static CLIENT *udp_client(const char *src, bool reserved, int to_port, rpcprog_t prog,
+			  rpcvers_t vers)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)s->mount_port)};
+				 .sin_port = htons((uint16_t)to_port)};
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	struct timeval wait = {1, 0};
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -160,12 +163,19 @@ static CLIENT *udp_mount_client(const struct test_server *s, const char *src,
 			break;
 	}
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	c = clntudp_create(&to, MOUNT_PROGRAM, MOUNT_V3, wait, &fd);
+	c = clntudp_create(&to, prog, vers, wait, &fd);
 	assert_non_null(c);
 	clnt_control(c, CLSET_FD_CLOSE, NULL);
 	auth_destroy(c->cl_auth);
 	c->cl_auth = authunix_create("test", 0, 0, 0, NULL);
 	return c;
+}
+
+/* A MOUNT client over UDP from SRC, from a reserved port or not. */
+static CLIENT *udp_mount_client(const struct test_server *s, const char *src,
+				bool reserved)
+{
+	return udp_client(src, reserved, s->mount_port, MOUNT_PROGRAM, MOUNT_V3);
 }
 
 static void udp_client_free(CLIENT *c)
@@ -185,6 +195,18 @@ static struct client client_new(const struct test_server *s, const char *src,
 	return c;
 }
 
+/* As client_new, over UDP as root: no connection to be refused, so every
+ * call is checked on its own. */
+static struct client udp_client_new(const struct test_server *s, const char *src,
+				    bool reserved)
+{
+	struct client c;
+
+	c.nfs = udp_client(src, reserved, s->nfs_port, NFS_PROGRAM, NFS_V3);
+	c.mnt = udp_client(src, reserved, s->mount_port, MOUNT_PROGRAM, MOUNT_V3);
+	return c;
+}
+
 static void client_free(struct client *c)
 {
 	auth_destroy(c->nfs->cl_auth);
@@ -194,6 +216,13 @@ static void client_free(struct client *c)
 }
 
 static const struct timeval tmo = {10, 0};
+
+/* The arguments or results of a NULL procedure. */
+static bool_t no_data(XDR *x, ...)
+{
+	(void)x;
+	return TRUE;
+}
 
 /* A handle, copied out of a reply. */
 struct fh {
@@ -518,7 +547,7 @@ static void test_matrix(void **state)
 	all_user = client_new(&s, "127.0.0.5", false, 1000, 1000);
 	sec_ok = client_new(&s, "127.0.0.6", true, 0, 0);
 	sec_bad = client_new(&s, "127.0.0.6", false, 0, 0);
-	none = client_new(&s, "127.0.0.9", true, 0, 0);
+	none = udp_client_new(&s, "127.0.0.9", true);
 	anon = client_new(&s, "127.0.0.7", true, 0, 0);
 
 	/* rw, no_root_squash: root creates as root */
@@ -577,8 +606,17 @@ static void test_matrix(void **state)
 	assert_int_equal(getattr(&sec_bad, &root, NULL), NFS3ERR_ACCES);
 	assert_int_equal(create(&sec_bad, &pub, "sec-bad", NULL), NFS3ERR_ACCES);
 
-	/* no rule: a handle another client was given is worth nothing, and
-	 * EXPORT does not list what it may not mount */
+	/* no rule: a TCP connection is closed at once; over UDP a handle
+	 * another client was given is worth nothing, and EXPORT does not list
+	 * what it may not mount */
+	{
+		struct client tcp_none = client_new(&s, "127.0.0.9", true, 0, 0);
+
+		assert_int_not_equal(clnt_call(tcp_none.nfs, NFSPROC3_NULL, no_data, NULL,
+					       no_data, NULL, tmo),
+				     RPC_SUCCESS);
+		client_free(&tcp_none);
+	}
 	assert_string_equal(export_list(&rw, buf, sizeof(buf)), "/");
 	assert_string_equal(export_list(&none, buf, sizeof(buf)), "");
 	assert_string_equal(export_list(&sec_bad, buf, sizeof(buf)), "");

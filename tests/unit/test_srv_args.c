@@ -63,6 +63,9 @@ static void test_minimal(void **state)
 	assert_true(o.cfg.register_rpcbind);
 	assert_false(o.foreground);
 	assert_null(o.cfg.bind_addr);
+	assert_int_equal(o.cfg.max_conns, 0); /* derived by the loop */
+	assert_int_equal(o.cfg.max_conns_per_addr, 0);
+	assert_int_equal(o.cfg.idle_timeout, 360);
 	srv_opts_free(&o);
 }
 
@@ -75,7 +78,8 @@ static void test_all_flags(void **state)
 			       "--workdir=/w", "--export=/data", "--nfs-port=0",
 			       "--mount-port=0", "--bind=127.0.0.1",
 			       "--state-dir=/tmp/st", "--threads=3", "--log-level=debug",
-			       "--foreground", "--no-rpcbind", NULL),
+			       "--max-connections=300", "--max-connections-per-address=7",
+			       "--idle-timeout=0", "--foreground", "--no-rpcbind", NULL),
 			 SRV_ARGS_RUN);
 	assert_string_equal(o.exports[0].lowerdirs[0], "/l:1");
 	assert_string_equal(o.exports[0].lowerdirs[1], "/l2");
@@ -87,6 +91,9 @@ static void test_all_flags(void **state)
 	assert_string_equal(o.cfg.bind_addr, "127.0.0.1");
 	assert_string_equal(o.state_dir, "/tmp/st");
 	assert_int_equal(o.cfg.nthreads, 3);
+	assert_int_equal(o.cfg.max_conns, 300);
+	assert_int_equal(o.cfg.max_conns_per_addr, 7);
+	assert_int_equal(o.cfg.idle_timeout, 0);
 	assert_int_equal(o.log_level, SRV_LOG_DEBUG);
 	assert_true(o.foreground);
 	assert_false(o.cfg.register_rpcbind);
@@ -108,6 +115,10 @@ static void test_bad_flags(void **state)
 	expect_error("--nfs-port", parse(&o, "--lowerdir=/a", "--nfs-port=", NULL), &o);
 	expect_error("--nfs-port", parse(&o, "--lowerdir=/a", "--nfs-port=-1", NULL), &o);
 	expect_error("--threads", parse(&o, "--lowerdir=/a", "--threads=0", NULL), &o);
+	expect_error("--max-connections",
+		     parse(&o, "--lowerdir=/a", "--max-connections=-5", NULL), &o);
+	expect_error("--idle-timeout",
+		     parse(&o, "--lowerdir=/a", "--idle-timeout=6m", NULL), &o);
 	expect_error("--log-level", parse(&o, "--lowerdir=/a", "--log-level=loud", NULL),
 		     &o);
 	expect_error("--bind 'localhost'",
@@ -179,6 +190,8 @@ static void test_config(void **state)
 				    "nfs-port = 3049\n"
 				    "mount-port = 0\n"
 				    "  threads = 5\n"
+				    "max-connections = 900\n"
+				    "idle-timeout = 60\n"
 				    "bind = ::1\n"
 				    "state-dir = /tmp/s\n"
 				    "log-level = warn\n"
@@ -192,6 +205,8 @@ static void test_config(void **state)
 				    "--nfs-port=4049"),
 			 SRV_ARGS_RUN);
 	assert_int_equal(o.cfg.nfs_port, 4049); /* the flag wins */
+	assert_int_equal(o.cfg.max_conns, 900);
+	assert_int_equal(o.cfg.idle_timeout, 60);
 	assert_int_equal(o.cfg.mount_port, 0);
 	assert_int_equal(o.cfg.nthreads, 5);
 	assert_string_equal(o.cfg.bind_addr, "::1");

@@ -1,0 +1,16 @@
+# conns.cmake: tests of one area, included from CMakeLists.txt.
+
+# ---- issue 17: connection limits (test_conns.c).  The server's limit on open
+# files at 1,024: 5,000 idle connections from addresses no rule admits are
+# closed at once and 127.0.0.1 is served; 1,500 idle admitted connections meet
+# the cap, which closes the least recently used idle ones; idle connections
+# close within the timeout (3 s) while a busy one stays; a per-address cap.
+# Runs as root.  ~15 s.
+add_executable(test_conns test_conns.c)
+target_link_libraries(test_conns PRIVATE it_rawrpc PkgConfig::CMOCKA)
+target_compile_options(test_conns PRIVATE ${IT_WARN})
+add_test(NAME integration/conns
+         COMMAND test_conns $<TARGET_FILE:union-nfsd>)
+set_tests_properties(integration/conns PROPERTIES
+                     LABELS integration TIMEOUT 300 COST 30 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "LSAN_OPTIONS=suppressions=${IT_DIR}/lsan.supp")
