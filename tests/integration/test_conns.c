@@ -132,14 +132,15 @@ static size_t count_closed(size_t from, size_t to)
 	return n;
 }
 
-/* Waits up to SECONDS for the server to close all of held[FROM..TO);
- * returns how many it closed. */
-static size_t wait_closed(size_t from, size_t to, double seconds)
+/* Waits up to SECONDS for the server to close WANT of held[FROM..TO); returns
+ * how many it closed.  The server accepts at its own pace: on a busy machine
+ * it is still working through the listen backlog when the clients are done. */
+static size_t wait_closed(size_t from, size_t to, size_t want, double seconds)
 {
 	double end = now_s() + seconds;
 	size_t n;
 
-	while ((n = count_closed(from, to)) < to - from && now_s() < end)
+	while ((n = count_closed(from, to)) < want && now_s() < end)
 		sleep_ms(100);
 	return n;
 }
@@ -239,7 +240,7 @@ static void unadmitted_flood(void **state)
 		if (fd >= 0)
 			hold(fd);
 	}
-	closed = wait_closed(0, nheld, 10);
+	closed = wait_closed(0, nheld, nheld, 60);
 	fds = server_fds();
 	ok = serve_new(SERVED);
 	printf("unadmitted: %zu connected, %zu closed by the server, server holds %u "
@@ -272,13 +273,13 @@ static void cap_and_idle(void **state)
 		}
 	}
 	assert_int_equal(nheld, CAP_CONNS);
-	closed = count_closed(0, nheld);
+	/* the cap is under the limit: at least the rest are closed */
+	closed = wait_closed(0, nheld, CAP_CONNS - SERVER_NOFILE, 60);
 	ok = serve_new(SERVED);
 	printf("cap: %zu of %u idle connections closed to make room, %u of %u new "
 	       "ones served, server held at most %u descriptors\n",
 	       closed, CAP_CONNS, ok, SERVED, max_fds);
 	assert_int_equal(ok, SERVED);
-	/* the cap is under the limit: the rest were closed (or went idle) */
 	assert_true(closed >= CAP_CONNS - SERVER_NOFILE);
 	assert_true(max_fds < SERVER_NOFILE);
 
@@ -320,7 +321,7 @@ static void per_address(void **state)
 		sleep_ms(20);
 	}
 	/* the first 6 make room for the last 4, oldest first */
-	assert_int_equal(wait_closed(0, 6, 5), 6);
+	assert_int_equal(wait_closed(0, 6, 6, 30), 6);
 	assert_int_equal(count_closed(6, 10), 0);
 	for (unsigned i = 6; i < 10; i++)
 		assert_true(served(held[i]));
