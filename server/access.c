@@ -686,7 +686,6 @@ _Static_assert(offsetof(GETATTR3res, status) == 0 && offsetof(READ3res, status) 
 
 bool srv_access_nfs(struct srv_req *req, void *args, void *res)
 {
-	static struct srv_log_limit foreign_limit;
 	char addr[INET6_ADDRSTRLEN + 16];
 	const nfs_fh3 *fh = args;
 	const struct srv_client_rule *r;
@@ -707,8 +706,8 @@ bool srv_access_nfs(struct srv_req *req, void *args, void *res)
 	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
 		/* another client's union, not open (yet, or again): refused as
 		 * when it is open, never STALE to one caller and ACCES to the next */
-		srv_log_limited(
-		    &foreign_limit, SRV_LOG_WARN,
+		SRV_LOG_LIMITED(
+		    SRV_LOG_WARN,
 		    "NFS call from %s with a handle of another client's "
 		    "union: refused",
 		    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-");
