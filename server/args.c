@@ -281,6 +281,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.nthreads = default_threads();
 	o->cfg.register_rpcbind = true;
 	o->cfg.idle_timeout = SRV_IDLE_TIMEOUT_DEFAULT;
+	o->cfg.client_union_idle = SRV_CLIENT_UNION_IDLE_DEFAULT;
 	o->log_level = SRV_LOG_INFO;
 	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
 }
@@ -305,6 +306,10 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_conn_setting(value, &o->cfg.max_conns_per_addr);
 	else if (strcmp(key, "idle-timeout") == 0)
 		ok = parse_conn_setting(value, &o->cfg.idle_timeout);
+	else if (strcmp(key, "max-client-unions") == 0)
+		ok = parse_conn_setting(value, &o->cfg.max_client_unions);
+	else if (strcmp(key, "client-union-idle") == 0)
+		ok = parse_conn_setting(value, &o->cfg.client_union_idle);
 	else if (strcmp(key, "log-level") == 0)
 		ok = srv_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "bind") == 0)
@@ -571,6 +576,8 @@ enum {
 	OPT_MAX_CONNS,
 	OPT_MAX_CONNS_PER_ADDR,
 	OPT_IDLE_TIMEOUT,
+	OPT_MAX_CLIENT_UNIONS,
+	OPT_CLIENT_UNION_IDLE,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -593,6 +600,8 @@ static const struct option long_opts[] = {
     {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
     {"max-connections-per-address", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
     {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+    {"max-client-unions", required_argument, NULL, OPT_MAX_CLIENT_UNIONS},
+    {"client-union-idle", required_argument, NULL, OPT_CLIENT_UNION_IDLE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -611,6 +620,7 @@ static void print_usage(void)
 	       "                  [--max-connections=N]\n"
 	       "                  [--max-connections-per-address=N]\n"
 	       "                  [--idle-timeout=SECONDS]\n"
+	       "                  [--max-client-unions=N] [--client-union-idle=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--config=FILE]\n"
 	       "\n"
@@ -631,10 +641,16 @@ static void print_usage(void)
 	       "                open files); at the cap the oldest idle one is closed\n"
 	       "  --idle-timeout  seconds before an idle connection is closed\n"
 	       "                (default %u; 0: never)\n"
+	       "  --max-client-unions  per-client unions open at once (default 0:\n"
+	       "                from the limit on open files); the least recently\n"
+	       "                used one is released, and reopens on its next call\n"
+	       "  --client-union-idle  seconds before an unmounted client's union\n"
+	       "                is released (default %u; 0: never)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
-	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT);
+	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT,
+	       SRV_CLIENT_UNION_IDLE_DEFAULT);
 }
 
 /* What the command line said, before the config file is merged under it. */
@@ -642,6 +658,7 @@ struct cli {
 	struct srv_opts server; /* only the fields flagged below are meaningful */
 	bool nfs_port, mount_port, threads, log_level;
 	bool max_conns, max_conns_per_addr, idle_timeout;
+	bool max_client_unions, client_union_idle;
 	struct srv_export_opts ex; /* from --lowerdir etc. */
 	bool any_export_flag;
 	bool no_rpcbind;
@@ -666,6 +683,8 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_MAX_CONNS - OPT_LOWERDIR] = "max-connections",
 	    [OPT_MAX_CONNS_PER_ADDR - OPT_LOWERDIR] = "max-connections-per-address",
 	    [OPT_IDLE_TIMEOUT - OPT_LOWERDIR] = "idle-timeout",
+	    [OPT_MAX_CLIENT_UNIONS - OPT_LOWERDIR] = "max-client-unions",
+	    [OPT_CLIENT_UNION_IDLE - OPT_LOWERDIR] = "client-union-idle",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -703,6 +722,12 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 		break;
 	case OPT_IDLE_TIMEOUT:
 		cli->idle_timeout = true;
+		break;
+	case OPT_MAX_CLIENT_UNIONS:
+		cli->max_client_unions = true;
+		break;
+	case OPT_CLIENT_UNION_IDLE:
+		cli->client_union_idle = true;
 		break;
 	case OPT_LOG_LEVEL:
 		cli->log_level = true;
@@ -779,6 +804,10 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.max_conns_per_addr = cli->server.cfg.max_conns_per_addr;
 	if (cli->idle_timeout)
 		o->cfg.idle_timeout = cli->server.cfg.idle_timeout;
+	if (cli->max_client_unions)
+		o->cfg.max_client_unions = cli->server.cfg.max_client_unions;
+	if (cli->client_union_idle)
+		o->cfg.client_union_idle = cli->server.cfg.client_union_idle;
 	if (cli->log_level)
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)

@@ -112,8 +112,9 @@
  *     idle the new one is refused.  The default cap is the descriptor limit
  *     less a reserve (conn_limits) for what else holds descriptors: the
  *     lookup cache (a quarter of the limit, union/lookup.c), the payload
- *     pipes (an eighth, arena.c), each worker's open file, the listeners,
- *     MNT's layers, and the spare descriptor of shed_conns.
+ *     pipes (an eighth, arena.c), the client unions (an eighth, unions.c),
+ *     each worker's open file, the listeners, and the spare descriptor of
+ *     shed_conns.
  * 10. A connection idle for idle_timeout seconds is closed by the sweep the
  *     loop thread runs between batches every SWEEP_DIV-th of the timeout.
  *     Activity costs the hot path one relaxed load and store (c->active
@@ -1178,7 +1179,8 @@ static unsigned long conn_room(const struct srv_config *cfg)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds =
 		    rl.rlim_cur == RLIM_INFINITY ? 1ul << 20 : (unsigned long)rl.rlim_cur;
-	reserve = fds / 4 + fds / 8 + 2ul * cfg->nthreads + CONNS_FIXED_RESERVE;
+	reserve = fds / 4 + fds / 8 + fds / SRV_UNIONS_FDS_PART + 2ul * cfg->nthreads +
+		  CONNS_FIXED_RESERVE;
 	return fds > reserve + fds / 8 ? fds - reserve : fds / 8 + 1;
 }
 

@@ -183,7 +183,7 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 		r->fhs_status = MNT3ERR_ACCES;
 		return;
 	}
-	u = srv_export_instance(req->srv, ex, req->peer);
+	u = srv_export_instance(req, ex);
 	if (!u) {
 		r->fhs_status = MNT3ERR_SERVERFAULT;
 		return;
@@ -192,8 +192,10 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 	if (r->fhs_status != MNT3_OK) {
 		SRV_LOG_LIMITED(SRV_LOG_WARN, "MNT %s from %s: error %d", path, host,
 				r->fhs_status);
+		srv_export_abandon(req, u); /* no dirs for a client not mounted */
 		return;
 	}
+	srv_export_mounted(req, u);
 	mount_path(ex, rel, full, sizeof(full));
 	SRV_LOG_LIMITED(SRV_LOG_INFO, "MNT %s from %s", full, host);
 	mount_add(req->srv, host, full);
@@ -228,12 +230,15 @@ static void mnt3_umnt(struct srv_req *req, void *args, void *res)
 {
 	const char *path = *(dirpath *)args;
 	struct srv_export *ex = srv_export_by_path(req->srv, path);
-	char host[INET6_ADDRSTRLEN];
+	char host[INET6_ADDRSTRLEN], rel[MNTPATHLEN + 1];
+	struct srv_export *t = srv_export_containing(req->srv, path, rel, sizeof(rel));
 
 	(void)res;
 	client_host(req, host, sizeof(host));
 	SRV_LOG_LIMITED(SRV_LOG_INFO, "UMNT %s from %s", path, host);
 	mount_remove(req->srv, host, ex ? ex->path : path);
+	if (t && !t->ux)
+		srv_export_unmounted(req, t);
 }
 
 static void mnt3_umntall(struct srv_req *req, void *args, void *res)
@@ -245,6 +250,7 @@ static void mnt3_umntall(struct srv_req *req, void *args, void *res)
 	client_host(req, host, sizeof(host));
 	SRV_LOG_LIMITED(SRV_LOG_INFO, "UMNTALL from %s", host);
 	mount_remove(req->srv, host, NULL);
+	srv_export_unmounted(req, NULL);
 }
 
 /* The client specs of EX as EXPORT's group list, in the arena (the export

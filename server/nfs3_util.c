@@ -38,7 +38,7 @@ static nfsstat3 nfs3_file_resolve(struct srv_req *req, const nfs_fh3 *fh, bool v
 	/* A well-formed handle of an export we no longer serve is stale, not
 	 * bad: the client held it legitimately. */
 	err = -ESTALE;
-	f->ex = srv_export_by_id(req->srv, export_id);
+	f->ex = srv_export_for_handle(req, export_id);
 	if (!f->ex)
 		goto fail;
 	err = view ? un_resolve_view(f->ex->ux, id, &f->obj)

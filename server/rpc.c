@@ -530,6 +530,7 @@ out_arena:
 	srv_arena_free(c.req.arena);
 out_xdr:
 	xdr_destroy(&c.xdr);
+	srv_unions_unpin(&c.req);
 	srv_exports_read_end(s);
 	return sent;
 }

@@ -4,7 +4,7 @@
  *
  * struct srv is built once at start-up (srv_open) and torn down once at exit
  * (srv_close).  In between, SIGHUP may replace its export table (srv_reload),
- * a per-client export gains a union for each new client (srv_export_instance),
+ * a per-client export opens and releases its clients' unions (unions.c),
  * and the mount list changes under mounts_lock (mnt3_proc.c).
  *
  * Invariants:
@@ -24,13 +24,13 @@
  *     replaced (reload_one).  A changed one is a new union under the same
  *     path, so the same export id, and its clients' handles stay valid.
  *  4. A client's union of a per-client export is named by the export path
- *     and the upper dir the template gives that client (instance_open): its
+ *     and the upper dir the template gives that client (unions.c): its
  *     export id, and so its handles, are its own.  A handle of one client's
  *     union is refused to every caller whose template expansion differs
  *     (srv_export_is_callers), even one the export's rules admit.
- *  5. Instances are only added while serving, under their template's
- *     inst_lock, and freed with their template: a pointer to one is good for
- *     as long as the read lock is held.
+ *  5. Client unions open and close while serving, under the rules of
+ *     unions.c: a call pins each one it uses until its reply is encoded,
+ *     and a template frees its client unions when it is freed itself.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <arpa/inet.h>
@@ -66,33 +66,6 @@ static bool normalise_path(const char *path, char *out, size_t len)
 		n--;
 	out[n] = '\0';
 	return true;
-}
-
-/* The instance of template T with export id ID, or NULL. */
-static struct srv_export *instance_by_id(struct srv_export *t, uint32_t id)
-{
-	struct srv_export *i;
-
-	pthread_mutex_lock(&t->inst_lock);
-	for (i = t->instances; i; i = i->next)
-		if (un_export_id(i->ux) == id)
-			break;
-	pthread_mutex_unlock(&t->inst_lock);
-	return i;
-}
-
-struct srv_export *srv_export_by_id(struct srv *s, uint32_t id)
-{
-	struct srv_export *ex;
-
-	for (size_t i = 0; i < s->nexports; i++) {
-		ex = s->exports[i];
-		if (ex->ux && un_export_id(ex->ux) == id)
-			return ex;
-		if (!ex->ux && (ex = instance_by_id(ex, id)) != NULL)
-			return ex;
-	}
-	return NULL;
 }
 
 struct srv_export *srv_export_by_path(struct srv *s, const char *path)
@@ -178,25 +151,18 @@ const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, ch
 
 /* ---- opening and closing exports ---- */
 
-static void export_free(struct srv_export *ex)
+/* Frees export EX of S (a template with its client unions). */
+static void export_free(struct srv *s, struct srv_export *ex)
 {
-	struct srv_export *i, *next;
-
 	if (!ex)
 		return;
-	for (i = ex->instances; i; i = next) {
-		next = i->next;
-		export_free(i);
-	}
+	srv_unions_drop_template(s, ex);
 	if (ex->ux)
 		un_export_close(ex->ux);
-	if (!ex->parent)
-		pthread_mutex_destroy(&ex->inst_lock);
 	srv_clients_free(&ex->clients);
 	if (ex->conf)
 		srv_export_opts_free(ex->conf);
 	free(ex->conf);
-	free(ex->client_key);
 	free(ex->path);
 	free(ex);
 }
@@ -255,7 +221,6 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 
 	if (!ex)
 		goto fail_msg;
-	pthread_mutex_init(&ex->inst_lock, NULL);
 	ex->conf = calloc(1, sizeof(*ex->conf));
 	if (!ex->conf || srv_export_opts_copy(ex->conf, eo) < 0)
 		goto fail_msg;
@@ -282,7 +247,7 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 fail_msg:
 	snprintf(err, errlen, "out of memory");
 fail:
-	export_free(ex);
+	export_free(s, ex);
 	return rc;
 }
 
@@ -306,275 +271,6 @@ static bool table_check(struct srv_export *const *tab, size_t n, char *err, size
 		}
 	}
 	return true;
-}
-
-/* ---- per-client unions ---- */
-
-/* The upper and work dirs template EX gives PEER, into UPPER and WORK. */
-static bool client_dirs(struct srv *s, const struct srv_export *ex,
-			const struct sockaddr_storage *peer, char *upper, char *work,
-			size_t len)
-{
-	char addr[INET6_ADDRSTRLEN], host[NI_MAXHOST];
-	bool named = false;
-
-	srv_addr_str(peer, false, addr, sizeof(addr));
-	if (strstr(ex->conf->upperdir, "%h") || strstr(ex->conf->workdir, "%h"))
-		named = srv_peer_name(s->names, peer, host, sizeof(host));
-	return srv_template_expand(ex->conf->upperdir, addr, named ? host : NULL, upper,
-				   len) &&
-	       srv_template_expand(ex->conf->workdir, addr, named ? host : NULL, work,
-				   len);
-}
-
-/* mkdir -p DIR, the last component with MODE; 0 or -errno. */
-static int mkdir_p(const char *dir, mode_t mode)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, dir, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(dir, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/* Creates a client's upper (as the top lower's root: the merged root shows
- * the upper's mode and owner, as in overlayfs) and its private work dir. */
-static int client_dirs_make(const struct srv_export *ex, const char *upper,
-			    const char *work)
-{
-	struct stat st;
-	int rc;
-
-	if (stat(ex->conf->lowerdirs[0], &st) < 0)
-		return -errno;
-	rc = mkdir_p(upper, st.st_mode & 07777);
-	/* (a server run as a user makes it its own: it can give it no other) */
-	if (rc == 0 && geteuid() == 0 && lchown(upper, st.st_uid, st.st_gid) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = mkdir_p(work, 0700);
-	return rc;
-}
-
-/* True if an open union other than T's instances has ID, or one of T's
- * instances has it (T's inst_lock held by the caller, the others taken). */
-static bool id_taken(struct srv *s, struct srv_export *t, uint32_t id)
-{
-	struct srv_export *ex;
-
-	for (size_t k = 0; k < s->nexports; k++) {
-		ex = s->exports[k];
-		if (ex->ux && un_export_id(ex->ux) == id)
-			return true;
-		if (!ex->ux && ex != t && instance_by_id(ex, id))
-			return true;
-	}
-	for (ex = t->instances; ex; ex = ex->next)
-		if (un_export_id(ex->ux) == id)
-			return true;
-	return false;
-}
-
-/* What the export id of template T's union over UPPER hashes: one id per
- * export path and upper dir, so a client's handles name its own union and
- * no other. */
-static void client_id_path(const struct srv_export *t, const char *upper, char *out,
-			   size_t len)
-{
-	snprintf(out, len, "%s (client upper %s)", t->path, upper);
-}
-
-/* Opens template T's union over UPPER and WORK (inst_lock held). */
-static int instance_open(struct srv *s, struct srv_export *t, const char *upper,
-			 const char *work, struct srv_export **out)
-{
-	struct srv_export *i = calloc(1, sizeof(*i));
-	char id_path[MNTPATHLEN + PATH_MAX + 32], err[PATH_MAX + 512];
-	struct un_export_cfg cfg = {
-	    .path = id_path,
-	    .upperdir = upper,
-	    .workdir = work,
-	    .lowerdirs = (const char *const *)t->conf->lowerdirs,
-	    .nlower = t->conf->nlower,
-	};
-	int rc = -ENOMEM;
-
-	client_id_path(t, upper, id_path, sizeof(id_path));
-	if (!i)
-		goto fail;
-	i->parent = t;
-	if (!(i->path = strdup(t->path)) || !(i->client_key = strdup(upper)))
-		goto fail;
-	rc = client_dirs_make(t, upper, work);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "%s: %s", upper, strerror(-rc));
-		goto fail_log;
-	}
-	rc = un_export_open(s->state, &cfg, &i->ux, err, sizeof(err));
-	if (rc < 0)
-		goto fail_log;
-	rc = -EEXIST;
-	if (id_taken(s, t, un_export_id(i->ux))) {
-		snprintf(err, sizeof(err), "its export id collides with another's");
-		goto fail_log;
-	}
-	*out = i;
-	return 0;
-fail_log:
-	SRV_LOG_LIMITED(SRV_LOG_ERR,
-			"export %s: cannot open the union of client upper %s: %s",
-			t->path, upper, err);
-fail:
-	export_free(i);
-	return rc;
-}
-
-/* The client union of template EX for PEER; when none is open, opens it, if
- * CREATE or its upper dir is already there (srv_export_for_handle must not
- * make dirs for a client that never mounted the export). */
-static struct srv_export *instance_get(struct srv *s, struct srv_export *ex,
-				       const struct sockaddr_storage *peer, bool create)
-{
-	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN];
-	struct srv_export *i;
-	struct stat st;
-
-	if (!client_dirs(s, ex, peer, upper, work, sizeof(upper))) {
-		SRV_LOG_LIMITED(
-		    SRV_LOG_WARN,
-		    "export %s: client %s: no upper dir (no host name for %%h, "
-		    "or a path too long)",
-		    ex->path, srv_addr_str(peer, false, addr, sizeof(addr)));
-		return NULL;
-	}
-	/* Opening under the lock: two first MNTs of one client must not open
-	 * two unions over one upper. */
-	pthread_mutex_lock(&ex->inst_lock);
-	for (i = ex->instances; i; i = i->next)
-		if (strcmp(i->client_key, upper) == 0)
-			break;
-	if (!i && (create || stat(upper, &st) == 0) &&
-	    instance_open(s, ex, upper, work, &i) == 0) {
-		i->next = ex->instances;
-		ex->instances = i;
-		SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: client %s: union over upper %s",
-				ex->path, srv_addr_str(peer, false, addr, sizeof(addr)),
-				upper);
-	}
-	pthread_mutex_unlock(&ex->inst_lock);
-	return i;
-}
-
-struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
-				       const struct sockaddr_storage *peer)
-{
-	return ex->ux ? ex : instance_get(s, ex, peer, true);
-}
-
-struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id)
-{
-	struct srv *s = req->srv;
-	struct srv_export *ex = srv_export_by_id(s, export_id), *i;
-	char host[NI_MAXHOST];
-	bool named;
-
-	for (size_t k = 0; !ex && req->peer && k < s->nexports; k++) {
-		if (s->exports[k]->ux)
-			continue;
-		named = s->exports[k]->clients.need_name &&
-			srv_peer_name(s->names, req->peer, host, sizeof(host));
-		if (!srv_clients_match(&s->exports[k]->clients, req->peer,
-				       named ? host : NULL))
-			continue;
-		i = instance_get(s, s->exports[k], req->peer, false);
-		if (i && un_export_id(i->ux) == export_id)
-			ex = i;
-	}
-	return ex;
-}
-
-/* The glob(3) pattern of every dir template T can expand to: "%a" and
- * "%h" match any one component's part, "%%" is a '%', and glob's own
- * special characters stand for themselves.  False when it does not fit. */
-static bool template_glob(const char *t, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (; *t; t++) {
-		const char *add = NULL;
-		char one[3] = {0};
-
-		if (t[0] == '%' && (t[1] == 'a' || t[1] == 'h'))
-			add = "*", t++;
-		else if (t[0] == '%' && t[1] == '%')
-			add = "%", t++;
-		else if (strchr("*?[\\", *t))
-			one[0] = '\\', one[1] = *t, add = one;
-		else
-			one[0] = *t, add = one;
-		if (n + strlen(add) >= len)
-			return false;
-		memcpy(out + n, add, strlen(add));
-		n += strlen(add);
-	}
-	out[n] = '\0';
-	return true;
-}
-
-/* True when an upper dir template T gives some client exists on disk with
- * EXPORT_ID as its union's id. */
-static bool template_has_id(const struct srv_export *t, uint32_t export_id)
-{
-	char pattern[PATH_MAX * 2], id_path[MNTPATHLEN + PATH_MAX + 32];
-	bool found = false;
-	glob_t g;
-
-	if (!template_glob(t->conf->upperdir, pattern, sizeof(pattern)) ||
-	    glob(pattern, GLOB_ONLYDIR | GLOB_NOSORT, NULL, &g) != 0)
-		return false;
-	for (size_t k = 0; k < g.gl_pathc && !found; k++) {
-		client_id_path(t, g.gl_pathv[k], id_path, sizeof(id_path));
-		found = un_export_id_of(id_path) == export_id;
-	}
-	globfree(&g);
-	return found;
-}
-
-bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id)
-{
-	for (size_t k = 0; k < s->nexports; k++)
-		if (!s->exports[k]->ux && template_has_id(s->exports[k], export_id))
-			return true;
-	return false;
-}
-
-bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
-{
-	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN + 16];
-
-	if (!ex->parent)
-		return true;
-	if (req->peer &&
-	    client_dirs(req->srv, ex->parent, req->peer, upper, work, sizeof(upper)) &&
-	    strcmp(upper, ex->client_key) == 0)
-		return true;
-	SRV_LOG_LIMITED(
-	    SRV_LOG_WARN, "NFS call from %s with a handle of the union of %s: refused",
-	    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-",
-	    ex->client_key);
-	return false;
 }
 
 /* ---- the server ---- */
@@ -620,6 +316,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 	int rc;
 
 	s->cfg = o->cfg;
+	srv_unions_init(s);
 	pthread_mutex_init(&s->mounts_lock, NULL);
 	exports_lock_init(&s->exports_lock);
 	/* Random per start, so a client that sees it change resends unstable writes. */
@@ -657,6 +354,12 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		if (!table_check(s->exports, s->nexports, err, errlen))
 			goto fail;
 	}
+	rc = srv_unions_start(s);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start the client union reaper: %s",
+			 strerror(-rc));
+		goto fail;
+	}
 	return 0;
 fail:
 	srv_close(s);
@@ -665,8 +368,9 @@ fail:
 
 void srv_close(struct srv *s)
 {
+	srv_unions_stop(s);
 	for (size_t i = 0; i < s->nexports; i++)
-		export_free(s->exports[i]);
+		export_free(s, s->exports[i]);
 	free(s->exports);
 	if (s->state)
 		un_state_close(s->state);
@@ -675,6 +379,7 @@ void srv_close(struct srv *s)
 	pthread_rwlock_destroy(&s->exports_lock);
 	srv_drc_free(s->drc);
 	srv_names_free(s->names);
+	srv_unions_fini(s);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -708,11 +413,13 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 	    a->nthreads != b->nthreads || !same_str(a->bind_addr, b->bind_addr) ||
 	    a->max_conns != b->max_conns ||
 	    a->max_conns_per_addr != b->max_conns_per_addr ||
-	    a->idle_timeout != b->idle_timeout)
+	    a->idle_timeout != b->idle_timeout ||
+	    a->max_client_unions != b->max_client_unions ||
+	    a->client_union_idle != b->client_union_idle)
 		srv_log(SRV_LOG_WARN,
-			"reload: ports, bind address, threads and connection "
-			"limits change only with a restart; the running "
-			"ones stay");
+			"reload: ports, bind address, threads, connection "
+			"and client union limits change only with a restart; "
+			"the running ones stay");
 }
 
 /* What a reload prepares before it swaps: for each new export either an old
@@ -725,11 +432,11 @@ struct reload {
 	size_t n;
 };
 
-static void reload_free(struct reload *r, bool swapped)
+static void reload_free(struct srv *s, struct reload *r, bool swapped)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		if (!r->kept[i] && !swapped)
-			export_free(r->tab[i]);
+			export_free(s, r->tab[i]);
 		srv_clients_free(&r->clients[i]);
 		if (r->conf[i])
 			srv_export_opts_free(r->conf[i]);
@@ -814,7 +521,7 @@ static void reload_swap(struct srv *s, struct reload *r)
 			srv_log(SRV_LOG_INFO, "reload: export %s %s", old[i]->path,
 				replaced ? "replaced (layers or dirs changed)"
 					 : "removed");
-			export_free(old[i]);
+			export_free(s, old[i]);
 		}
 	}
 	r->tab = old;
@@ -844,9 +551,10 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 	if (!table_check(r.tab, r.n, err, errlen))
 		goto fail;
 	reload_swap(s, &r);
-	reload_free(&r, true);
+	reload_free(s, &r, true);
+	srv_unions_limits(s);
 	return 0;
 fail:
-	reload_free(&r, false);
+	reload_free(s, &r, false);
 	return rc;
 }

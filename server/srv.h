@@ -106,21 +106,50 @@ struct srv_clients {
 /* An export as clients see it.  A per-client export (its upperdir holds %a or
  * %h) is a template without a union of its own: each client's union is an
  * instance of it, opened on the client's first MNT (or first handle after a
- * restart), its export id derived from the export path and the client's
- * upper dir, so that handles of one client's union name no other union. */
+ * restart or a release), its export id derived from the export path and the
+ * client's upper dir, so that handles of one client's union name no other
+ * union.  Instances come and go while serving (unions.c). */
+enum srv_union_state {
+	SRV_UNION_OPENING, /* in its template's list, its union being opened */
+	SRV_UNION_OPEN,
+	SRV_UNION_CLOSING, /* being released: out of the LRU, still listed */
+};
 struct srv_export {
 	char *path;		      /* as clients mount it */
 	struct un_export *ux;	      /* owned; NULL for a per-client template */
 	struct srv_clients clients;   /* a template's, for its instances too */
 	struct srv_export_opts *conf; /* owned: as configured (srv_reload compares) */
-	/* a client's instance: */
+	/* a client's instance (fields below guarded by srv->unions.lock): */
 	struct srv_export *parent; /* its template */
 	char *client_key;	   /* the upper dir the template gave the client */
-	struct srv_export *next;   /* in parent->instances */
+	uint32_t id;		   /* its export id, known before it opens */
+	enum srv_union_state state;
+	unsigned pins;		 /* calls using it (unions.c, rule 2) */
+	bool mounted;		 /* MNT since the last UMNT/UMNTALL */
+	time_t last_used;	 /* CLOCK_MONOTONIC seconds of the last pin */
+	char *made_upper;	 /* the first dir its open made, or NULL */
+	char *made_work;	 /* (for srv_export_abandon) */
+	struct srv_export *next; /* in parent->instances */
+	struct srv_export *lru_prev, *lru_next; /* in srv->unions, OPEN ones */
 	/* a template: */
-	pthread_mutex_t inst_lock;    /* guards instances (added while serving) */
 	struct srv_export *instances; /* owned list */
 };
+
+/* The open client unions of every template (unions.c). */
+struct srv_unions {
+	pthread_mutex_t lock;	/* the registry: unions.c, rule 1 */
+	pthread_cond_t changed; /* an instance left OPENING or CLOSING */
+	pthread_cond_t wake;	/* for the reaper: over the cap, or stop */
+	struct srv_export *lru_head, *lru_tail; /* least recently used first */
+	size_t nopen;				/* instances in any state */
+	unsigned cap;				/* at most this many open */
+	unsigned idle; /* seconds before an unmounted one is released; 0 never */
+	pthread_t reaper;
+	bool ready, reaping, stop;
+};
+/* Client unions may hold this part of the descriptor limit (the default
+ * cap); loop.c keeps it out of the connections' room. */
+#define SRV_UNIONS_FDS_PART 8
 
 struct srv_mount_entry {
 	char host[64]; /* client address as text */
@@ -136,9 +165,13 @@ struct srv_config {
 	/* TCP connections (loop.c, "Connection limits"): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
+	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
+	 * seconds an unmounted one stays open unused, 0 never released. */
+	unsigned max_client_unions, client_union_idle;
 };
 /* knfsd closes a connection idle for 6 minutes; so do we by default. */
-#define SRV_IDLE_TIMEOUT_DEFAULT 360
+#define SRV_IDLE_TIMEOUT_DEFAULT      360
+#define SRV_CLIENT_UNION_IDLE_DEFAULT 60
 
 struct srv_names; /* host names of client addresses, cached (access.c) */
 
@@ -162,11 +195,9 @@ struct srv {
 	size_t nmounts;
 
 	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
+	struct srv_unions unions;
 };
 
-/* Finds the export with union export id ID, or NULL; a client's union of a
- * per-client export is found too (only those already open). */
-struct srv_export *srv_export_by_id(struct srv *s, uint32_t id);
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
 struct srv_export *srv_export_by_path(struct srv *s, const char *path);
 /* Finds the export whose path is the longest leading part of PATH (as mountd
@@ -177,16 +208,25 @@ struct srv_export *srv_export_containing(struct srv *s, const char *path, char *
 /* Takes and drops the read side of exports_lock around one call. */
 void srv_exports_read_begin(struct srv *s);
 void srv_exports_read_end(struct srv *s);
-/* The export or client instance a handle's EXPORT_ID names for REQ's caller:
- * when none is open, the caller's instance of each per-client export is
- * opened (as MNT would) in case the handle is of one (after a restart).
- * NULL when none. */
+/* The export or client union a handle's EXPORT_ID names, for REQ's call
+ * (a client union is pinned until the reply is encoded): when no open union
+ * has the id but the caller's own union of a per-client export would, that
+ * one is reopened (after a restart or a release).  NULL when none. */
 struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id);
-/* The client union of template EX for PEER, opened (upper and work dirs
- * created) on first use; EX itself when it is no template.  NULL with a log
- * line when it cannot be opened. */
-struct srv_export *srv_export_instance(struct srv *s, struct srv_export *ex,
-				       const struct sockaddr_storage *peer);
+/* The client union of template EX for REQ's caller, pinned, opened (upper
+ * and work dirs created) when not open; EX itself when it is no template.
+ * NULL with a log line when it cannot be opened. */
+struct srv_export *srv_export_instance(struct srv_req *req, struct srv_export *ex);
+/* MNT of client union EX succeeded: kept open while idle (up to the cap). */
+void srv_export_mounted(struct srv_req *req, struct srv_export *ex);
+/* UMNT of template T (NULL: UMNTALL) by REQ's caller: its union may be
+ * released once idle. */
+void srv_export_unmounted(struct srv_req *req, struct srv_export *t);
+/* The MNT that opened client union EX failed: closes it and removes the dirs
+ * its open made, unless another call uses it. */
+void srv_export_abandon(struct srv_req *req, struct srv_export *ex);
+/* Drops the pins REQ's call holds (srv_rpc_handle, after encoding). */
+void srv_unions_unpin(struct srv_req *req);
 /* False (with a log line) when EX is a client instance but not REQ's
  * caller's: a handle of one client's union gives another client nothing. */
 bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex);
@@ -196,6 +236,17 @@ bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex);
  * after a restart, or once it was released.  Reads the dirs the templates
  * can expand to, so only for a handle no open union claims. */
 bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id);
+/* The client union registry: its locks (srv_unions_init, first in
+ * srv_open), its reaper thread (srv_unions_start, last in srv_open;
+ * srv_unions_stop, first in srv_close) and the configuration's cap and idle
+ * time (srv_unions_limits, also after a reload). */
+void srv_unions_init(struct srv *s);
+int srv_unions_start(struct srv *s);
+void srv_unions_stop(struct srv *s);
+void srv_unions_fini(struct srv *s);
+void srv_unions_limits(struct srv *s);
+/* Closes and frees every instance of template T (export_free). */
+void srv_unions_drop_template(struct srv *s, struct srv_export *t);
 /* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
  * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
 const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
@@ -225,6 +276,7 @@ struct srv_cred {
  * resolve, which the handler then refuses before touching a file.  A read-only
  * rule (!client->rw) makes the export read-only for this call: modifying
  * procedures answer NFS3ERR_ROFS, ACCESS grants no modify bits. */
+#define SRV_REQ_PINS 4 /* a handle, RENAME's and LINK's second, MNT's */
 struct srv_req {
 	struct srv *srv;
 	struct srv_cred cred;
@@ -250,6 +302,9 @@ struct srv_req {
 		uint32_t len, export_id;
 		un_id id;
 	} fh;
+	/* The client unions this call uses (unions.c, rule 2). */
+	struct srv_export *pins[SRV_REQ_PINS];
+	unsigned npins;
 };
 
 /* One procedure of one program.  The dispatcher decodes into a zeroed args

@@ -721,14 +721,16 @@ static void test_export_list(void **state)
 
 static void test_export_lookup(void **state)
 {
+	struct srv_req req = {.srv = &srv};
+
 	(void)state;
 	assert_non_null(srv_export_by_path(&srv, "/"));
 	assert_non_null(srv_export_by_path(&srv, "///"));
 	assert_null(srv_export_by_path(&srv, "/x"));
 	assert_null(srv_export_by_path(&srv, ""));
-	assert_ptr_equal(srv_export_by_id(&srv, un_export_id(srv.exports[0]->ux)),
+	assert_ptr_equal(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux)),
 			 srv.exports[0]);
-	assert_null(srv_export_by_id(&srv, un_export_id(srv.exports[0]->ux) + 1));
+	assert_null(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux) + 1));
 }
 
 static void test_arena(void **state)
