@@ -34,6 +34,29 @@ int raw_connect(enum raw_proto proto, int port)
 	return fd;
 }
 
+int raw_connect_from(const char *src, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+	struct timeval tv = {.tv_sec = 5};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (inet_pton(AF_INET, src, &a.sin_addr) != 1 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	to.sin_port = htons((uint16_t)port);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0)
+		goto fail;
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
 /* The credential of a call: AUTH_SYS for uid/gid 0, or junk of another flavour. */
 static void set_cred(struct opaque_auth *cred, int flavor, char *space, size_t cap)
 {
@@ -370,6 +393,64 @@ int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t 
 	 * fsid (hyper) fileid (hyper): fileid at offset 4 + 5*4 + 16 + 8 + 8 = 56 */
 	if (st == 0 && r.bodylen >= 64 && fileid)
 		*fileid = ((uint64_t)get32(r.body + 56) << 32) | get32(r.body + 60);
+	raw_reply_free(&r);
+	return st;
+}
+
+int raw_umnt(int fd, enum raw_proto proto, const char *path)
+{
+	unsigned char args[1100];
+	struct raw_call c = {.xid = 0x554d4e00u ^ (uint32_t)rand(),
+			     .rpcvers = 2,
+			     .prog = MOUNT_PROG,
+			     .vers = 3,
+			     .proc = 3,
+			     .flavor = AUTH_UNIX,
+			     .args = args};
+	struct raw_reply r;
+	int st;
+
+	if (strlen(path) > 1024)
+		return -1;
+	c.arglen = raw_enc_string(args, path);
+	if (raw_call(fd, proto, &c, &r))
+		return -1;
+	st = r.reply_stat == RAW_ACCEPTED && r.accept_stat == RAW_SUCCESS ? 0 : -1;
+	raw_reply_free(&r);
+	return st;
+}
+
+int raw_lookup(int fd, enum raw_proto proto, const unsigned char *dir, uint32_t dirlen,
+	       const char *name, unsigned char *fh, uint32_t *fhlen)
+{
+	unsigned char args[400];
+	struct raw_call c = {.xid = 0x4c4f4f00u ^ (uint32_t)rand(),
+			     .rpcvers = 2,
+			     .prog = NFS_PROG,
+			     .vers = 3,
+			     .proc = 3,
+			     .flavor = AUTH_UNIX,
+			     .args = args};
+	struct raw_reply r;
+	uint32_t n;
+	int st;
+
+	if (dirlen > 64 || strlen(name) > 255)
+		return -1;
+	c.arglen = raw_enc_fh(args, dir, dirlen);
+	c.arglen += raw_enc_string(args + c.arglen, name);
+	if (raw_call(fd, proto, &c, &r))
+		return -1;
+	st = raw_body_status(&r);
+	if (st == 0) { /* LOOKUP3resok starts with the object's handle */
+		n = r.bodylen >= 8 ? get32(r.body + 4) : 65;
+		if (n > 64 || 8 + n > r.bodylen) {
+			st = -1;
+		} else {
+			memcpy(fh, r.body + 8, n);
+			*fhlen = n;
+		}
+	}
 	raw_reply_free(&r);
 	return st;
 }

@@ -53,6 +53,11 @@ struct raw_call {
  * -1 on failure. */
 int raw_connect(enum raw_proto proto, int port);
 
+/* A TCP socket bound to source address SRC (any 127/8 address on loopback
+ * is another client) and connected to 127.0.0.1:port, 5 s timeouts; -1 on
+ * failure. */
+int raw_connect_from(const char *src, int port);
+
 /* Encodes call header + args into buf (capacity cap); returns the length or 0. */
 size_t raw_encode_call(const struct raw_call *c, unsigned char *buf, size_t cap);
 
@@ -79,6 +84,12 @@ size_t raw_enc_string(unsigned char *buf, const char *s);
  * its length into *fhlen; returns the mountstat3 or -1. */
 int raw_mnt(int fd, enum raw_proto proto, const char *path, unsigned char *fh,
 	    uint32_t *fhlen);
+/* MOUNT3 UMNT of path; 0 when answered, -1 if not. */
+int raw_umnt(int fd, enum raw_proto proto, const char *path);
+/* NFSv3 LOOKUP of NAME in DIR; returns the nfsstat3 or -1, and the handle
+ * (64 bytes at most) when OK. */
+int raw_lookup(int fd, enum raw_proto proto, const unsigned char *dir, uint32_t dirlen,
+	       const char *name, unsigned char *fh, uint32_t *fhlen);
 /* NFSv3 GETATTR; returns the nfsstat3 or -1, and the fileid when OK. */
 int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t fhlen,
 		uint64_t *fileid);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "start_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -174,6 +175,46 @@ bool test_server_alive(const struct test_server *s)
 	if (s->pid <= 0)
 		return false;
 	return waitpid(s->pid, &st, WNOHANG) == 0;
+}
+
+unsigned test_server_fds(const struct test_server *s)
+{
+	char path[64];
+	unsigned n = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)s->pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+bool test_server_holds(const struct test_server *s, const char *file)
+{
+	char dir[32], path[320], link[4096];
+	struct dirent *e;
+	bool found = false;
+	ssize_t n;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)s->pid);
+	d = opendir(dir);
+	while (d && !found && (e = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = '\0';
+			found = strcmp(link, file) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag,

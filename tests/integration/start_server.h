@@ -47,6 +47,11 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);
+/* How many descriptors the server holds (0 when it cannot be read). */
+unsigned test_server_fds(const struct test_server *s);
+/* True when one of the server's descriptors is FILE (an absolute path, as
+ * /proc/PID/fd shows it). */
+bool test_server_holds(const struct test_server *s, const char *file);
 /* Removes DIR and everything below it, never following a symlink; stops at
  * the first entry it cannot remove.  Returns 0, or -1 (nftw's result). */
 int test_tree_remove(const char *dir);

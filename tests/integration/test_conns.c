@@ -20,10 +20,7 @@
  * Runs as root (a raised limit on open files for the test's own sockets).
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,26 +72,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A TCP connection from SRC to the server's NFS port, 5 s timeouts; -1 if
- * connect fails. */
+/* A TCP connection from SRC to the server's NFS port; -1 if connect fails. */
 static int connect_from(const char *src)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
-	struct timeval tv = {.tv_sec = 5};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(inet_pton(AF_INET, src, &a.sin_addr), 1);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	to.sin_port = htons((uint16_t)server.nfs_port);
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return raw_connect_from(src, server.nfs_port);
 }
 
 static void hold(int fd)
@@ -147,17 +128,7 @@ static size_t wait_closed(size_t from, size_t to, size_t want, double seconds)
 
 static unsigned server_fds(void)
 {
-	char path[64];
-	unsigned n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)server.pid);
-	d = opendir(path);
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n - 2;
+	return test_server_fds(&server);
 }
 
 /* MNT and GETATTR of the root over FD; true when both succeed. */
