@@ -147,7 +147,7 @@
  *       behind the server's back races with any lookup alike).
  *     - That lookup could not have filled the resolve cache: the
  *       directory's upper ctime had just changed, so it was not settled
- *       (lookup.c, rc invariant 3).
+ *       (rcache.c rule 3).
  *
  * EXCLUSIVE create keeps the client's verifier in the new file's atime and
  * mtime seconds, as knfsd does: it lives exactly as long as the client needs
