@@ -153,22 +153,21 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	    .ninst = lk->m.nfound,
 	    .links = un_links_of(lk->ex, lk->found[0].layer, &lk->top),
 	};
+	struct un_obj_ident who = {
+	    .parent = lk->dir->id,
+	    .type = obs.type,
+	    .name = lk->name,
+	    .len = lk->len,
+	};
 	struct un_obj *o;
-	un_id id, fileid;
 	int err;
 
-	err = un_node_assign(lk->ex->st, &obs, 1, &id, &fileid);
+	err = un_node_assign(lk->ex->st, &obs, 1, &who.id, &who.fileid);
 	if (err)
 		return err;
-	o = un_obj_alloc(lk->m.nfound);
+	o = un_obj_new(lk->m.nfound, &who);
 	if (!o)
 		return -ENOMEM;
-	o->id = id;
-	o->fileid = fileid;
-	o->parent = lk->dir->id;
-	o->type = obs.type;
-	o->namelen = (uint16_t)lk->len;
-	memcpy(o->name, lk->name, lk->len);
 	o->ninst = lk->m.nfound;
 	memcpy(o->inst, lk->found, o->ninst * sizeof(o->inst[0]));
 	lk->m.nfound = 0;

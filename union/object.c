@@ -13,7 +13,7 @@
  *     reference (un_obj_put); none outlives it.  A view owns none: it holds
  *     a reference to the object whose descriptors it borrows (its owner).
  *  2. Every object has room for one instance more than it was made with
- *     (un_obj_alloc), so that a copy-up can put an upper instance on top
+ *     (un_obj_new), so that a copy-up can put an upper instance on top
  *     (un_obj_push_top) without moving it.
  *  3. A view is never changed: un_obj_push_top asserts it has no owner, so
  *     the stat a view carries (un_getattr) is never older than a change
@@ -35,18 +35,35 @@
 
 #include "un_private.h"
 
-/* An object with room for NINST instances and one more, which a copy-up
- * may put on top (un_obj_push_top). */
-struct un_obj *un_obj_alloc(size_t ninst)
+struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who)
 {
 	struct un_obj *o =
 	    un_sys_calloc(1, sizeof(*o) + (ninst + 1) * sizeof(o->inst[0]));
 
-	if (o) {
-		atomic_init(&o->ref, 1);
-		o->cap = ninst + 1;
-	}
+	if (!o)
+		return NULL;
+	atomic_init(&o->ref, 1);
+	o->cap = ninst + 1; /* rule 2 */
+	o->id = who->id;
+	o->fileid = who->fileid;
+	o->parent = who->parent;
+	o->type = who->type;
+	assert(who->len <= UN_NAME_MAX);
+	o->namelen = (uint16_t)who->len;
+	memcpy(o->name, who->name, who->len);
 	return o;
+}
+
+/* Puts a duplicate of FD, of layer LAYER, below O's instances. */
+static int obj_add_dup(struct un_obj *o, int fd, uint16_t layer)
+{
+	int nfd = un_sys_dup(fd);
+
+	if (nfd < 0)
+		return nfd;
+	assert(o->ninst < o->cap);
+	o->inst[o->ninst++] = (struct un_inst){.fd = nfd, .layer = layer};
+	return 0;
 }
 
 enum un_links un_links_of(const struct un_export *ex, uint16_t layer,
@@ -124,22 +141,24 @@ int un_name_check(const char *name, size_t *len)
 
 int un_root(struct un_export *ex, struct un_obj **out)
 {
-	struct un_obj *o;
-	int fd;
+	const struct un_obj_ident who = {
+	    .id = ex->root_id,
+	    .fileid = ex->root_id,
+	    .parent = ex->root_id,
+	    .type = S_IFDIR,
+	    .name = "",
+	};
+	struct un_obj *o = un_obj_new(ex->nlayers, &who);
+	int err = 0;
 
-	o = un_obj_alloc(ex->nlayers);
 	if (!o)
 		return -ENOMEM;
-	o->id = o->parent = o->fileid = ex->root_id;
-	o->type = S_IFDIR;
 	/* The roots of all layers always merge, as in overlayfs. */
-	for (size_t i = 0; i < ex->nlayers; i++) {
-		fd = un_sys_dup(ex->layers[i].fd);
-		if (fd < 0) {
-			un_obj_put(o);
-			return fd;
-		}
-		o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = (uint16_t)i};
+	for (size_t i = 0; i < ex->nlayers && !err; i++)
+		err = obj_add_dup(o, ex->layers[i].fd, (uint16_t)i);
+	if (err) {
+		un_obj_put(o);
+		return err;
 	}
 	*out = o;
 	return 0;
@@ -149,25 +168,24 @@ int un_root(struct un_export *ex, struct un_obj **out)
  * it (a copy-up puts a new top instance on its object). */
 int un_obj_copy(const struct un_obj *o, struct un_obj **out)
 {
-	struct un_obj *c = un_obj_alloc(o->ninst);
-	int fd;
+	const struct un_obj_ident who = {
+	    .id = o->id,
+	    .fileid = o->fileid,
+	    .parent = o->parent,
+	    .type = o->type,
+	    .name = o->name,
+	    .len = o->namelen,
+	};
+	struct un_obj *c = un_obj_new(o->ninst, &who);
+	int err = 0;
 
 	if (!c)
 		return -ENOMEM;
-	c->id = o->id;
-	c->parent = o->parent;
-	c->fileid = o->fileid;
-	c->type = o->type;
-	c->namelen = o->namelen;
-	memcpy(c->name, o->name, o->namelen);
-	for (size_t j = 0; j < o->ninst; j++) {
-		fd = un_sys_dup(o->inst[j].fd);
-		if (fd < 0) {
-			un_obj_put(c);
-			return fd;
-		}
-		c->inst[c->ninst++] =
-		    (struct un_inst){.fd = fd, .layer = o->inst[j].layer};
+	for (size_t j = 0; j < o->ninst && !err; j++)
+		err = obj_add_dup(c, o->inst[j].fd, o->inst[j].layer);
+	if (err) {
+		un_obj_put(c);
+		return err;
 	}
 	*out = c;
 	return 0;

@@ -473,6 +473,14 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 			struct un_obj **next)
 {
 	const struct un_inst *pi = &w->cur->inst[e->nvis - 1];
+	const struct un_obj_ident who = {
+	    .id = e->id,
+	    .fileid = e->fileid,
+	    .parent = e->parent,
+	    .type = e->type,
+	    .name = e->name,
+	    .len = e->namelen,
+	};
 	struct un_obj *o = NULL;
 	struct stat st;
 	int fd;
@@ -483,17 +491,11 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 	if (fd < 0)
 		return false;
 	if (!un_sys_fstat(fd, &st) && rc_same_file(e, &st))
-		o = un_obj_alloc(1);
+		o = un_obj_new(1, &who);
 	if (!o) {
 		un_sys_close(fd);
 		return false;
 	}
-	o->id = e->id;
-	o->fileid = e->fileid;
-	o->parent = e->parent;
-	o->type = e->type;
-	o->namelen = e->namelen;
-	memcpy(o->name, e->name, e->namelen);
 	o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = pi->layer};
 	w->nst[0] = rc_stamp_of(&st, pi->layer);
 	w->ntop = st;

@@ -515,10 +515,17 @@ struct un_obj {
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 
-/* A new object (one reference, all else zero) with room for NINST
- * instances and one more, which a copy-up may put on top; NULL without
- * memory. */
-struct un_obj *un_obj_alloc(size_t ninst);
+/* Who an object is: what un_obj_new puts in a new one. */
+struct un_obj_ident {
+	un_id id, fileid, parent;
+	mode_t type;
+	const char *name; /* its name in PARENT, LEN bytes, not NUL-ended */
+	size_t len;
+};
+/* A new object WHO (one reference) with no instance yet and room for
+ * NINST and one more, which a copy-up may put on top (object.c rule 2);
+ * NULL without memory. */
+struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who);
 /* A copy of O with descriptors of its own, for a caller that may change
  * it (a copy-up puts a new top instance on its object). */
 int un_obj_copy(const struct un_obj *o, struct un_obj **out);
