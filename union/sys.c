@@ -389,7 +389,9 @@ int un_sys_mkdirat(int dirfd, const char *name, mode_t mode)
 	return (int)ret(mkdirat(dirfd, name, mode));
 }
 
-ssize_t un_sys_write(int fd, const void *buf, size_t n)
+/* Writes all N bytes of BUF to FD, at *AT (pwrite) or, when AT is NULL,
+ * at FD's offset (write), retrying short writes. */
+static ssize_t write_all(int fd, const void *buf, size_t n, const off_t *at)
 {
 	const char *p = buf;
 	size_t done = 0;
@@ -398,7 +400,8 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 	if (err)
 		return -err;
 	while (done < n) {
-		ssize_t w = write(fd, p + done, n - done);
+		ssize_t w = at ? pwrite(fd, p + done, n - done, *at + (off_t)done)
+			       : write(fd, p + done, n - done);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -407,6 +410,11 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 		done += (size_t)w;
 	}
 	return (ssize_t)done;
+}
+
+ssize_t un_sys_write(int fd, const void *buf, size_t n)
+{
+	return write_all(fd, buf, n, NULL);
 }
 
 /* No test hook: a syncfs is no fsync of one inode that a test could hold. */
@@ -469,22 +477,7 @@ int un_sys_fdatasync(int fd)
 
 ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	const char *p = buf;
-	size_t done = 0;
-	int err = un_sys_fault(UN_SYS_WRITE);
-
-	if (err)
-		return -err;
-	while (done < n) {
-		ssize_t w = pwrite(fd, p + done, n - done, off + (off_t)done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
-	return (ssize_t)done;
+	return write_all(fd, buf, n, &off);
 }
 
 int un_sys_ftruncate(int fd, off_t len)
