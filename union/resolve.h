@@ -31,16 +31,16 @@ struct un_rc_stamp {
 /* What a lookup read, for the resolve cache. */
 struct un_lookup_read {
 	size_t nvis; /* DIR's instances read; for -ENOENT, 0 when the absence
-		      * rests on more than their entries (rc invariant 9) */
+		      * rests on more than their entries (rcache.c rule 9) */
 	bool open;   /* no stop: a DIR with more instances would have more read */
 	int8_t opq;  /* the own opaque flag of the result's last instance as
-		      * read; -1: not read (rc invariant 11) */
+		      * read; -1: not read (rcache.c rule 11) */
 	struct un_rc_stamp *stamps; /* the result's instances'; room for
 				     * DIR->ninst */
 };
 
 /* A walk from the root: the object reached so far and its instances'
- * stamps, each taken before any name in it was read (rc invariant 2). */
+ * stamps, each taken before any name in it was read (rcache.c rule 2). */
 struct un_walk {
 	struct un_export *ex;
 	uint64_t epoch;	    /* read before the table was */
