@@ -78,7 +78,7 @@ uint32_t un_export_id_of(const char *path);
 const char *un_export_path(const struct un_export *ex);
 bool un_export_writable(const struct un_export *ex);
 
-/* ---- objects (lookup.c) ---- */
+/* ---- objects (object.c; un_resolve and un_lookup: lookup.c) ---- */
 
 /* Resolves the export root.  Caller owns *out (un_obj_put). */
 int un_root(struct un_export *ex, struct un_obj **out);

@@ -655,14 +655,19 @@ static void print_usage(void)
 
 /* What the command line said, before the config file is merged under it. */
 struct cli {
-	struct srv_opts server; /* only the fields flagged below are meaningful */
-	bool nfs_port, mount_port, threads, log_level;
-	bool max_conns, max_conns_per_addr, idle_timeout;
-	bool max_client_unions, client_union_idle;
-	struct srv_export_opts ex; /* from --lowerdir etc. */
+	struct srv_opts server; /* only the fields of flags given are meaningful */
+	bool given[OPT_LOG_LEVEL - OPT_LOWERDIR + 1]; /* by flag: cli_given */
+	struct srv_export_opts ex;		      /* from --lowerdir etc. */
 	bool any_export_flag;
 	bool no_rpcbind;
 };
+
+/* The entry of CLI->given that says whether flag OPT was given. */
+static bool *cli_given(struct cli *cli, int opt)
+{
+	assert(opt >= OPT_LOWERDIR && opt <= OPT_LOG_LEVEL);
+	return &cli->given[opt - OPT_LOWERDIR];
+}
 
 static const char *flag_name(int opt)
 {
@@ -697,41 +702,10 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	assert(opt >= OPT_LOWERDIR && opt <= OPT_LOG_LEVEL);
 	key = keys[opt - OPT_LOWERDIR];
 
-	switch (opt) {
-	case OPT_LOWERDIR:
-	case OPT_UPPERDIR:
-	case OPT_WORKDIR:
-	case OPT_EXPORT:
-	case OPT_CLIENTS:
+	*cli_given(cli, opt) = true;
+	if (opt <= OPT_CLIENTS) { /* the export's flags, OPT_LOWERDIR first */
 		cli->any_export_flag = true;
 		return set_export_key(&cli->ex, key, optarg, err, errlen);
-	case OPT_NFS_PORT:
-		cli->nfs_port = true;
-		break;
-	case OPT_MOUNT_PORT:
-		cli->mount_port = true;
-		break;
-	case OPT_THREADS:
-		cli->threads = true;
-		break;
-	case OPT_MAX_CONNS:
-		cli->max_conns = true;
-		break;
-	case OPT_MAX_CONNS_PER_ADDR:
-		cli->max_conns_per_addr = true;
-		break;
-	case OPT_IDLE_TIMEOUT:
-		cli->idle_timeout = true;
-		break;
-	case OPT_MAX_CLIENT_UNIONS:
-		cli->max_client_unions = true;
-		break;
-	case OPT_CLIENT_UNION_IDLE:
-		cli->client_union_idle = true;
-		break;
-	case OPT_LOG_LEVEL:
-		cli->log_level = true;
-		break;
 	}
 	if (!set_server_key(&cli->server, key, optarg, err, errlen)) {
 		/* name the flag, not the config key */
@@ -792,23 +766,23 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 {
 	struct srv_export_opts *e;
 
-	if (cli->nfs_port)
+	if (*cli_given(cli, OPT_NFS_PORT))
 		o->cfg.nfs_port = cli->server.cfg.nfs_port;
-	if (cli->mount_port)
+	if (*cli_given(cli, OPT_MOUNT_PORT))
 		o->cfg.mount_port = cli->server.cfg.mount_port;
-	if (cli->threads)
+	if (*cli_given(cli, OPT_THREADS))
 		o->cfg.nthreads = cli->server.cfg.nthreads;
-	if (cli->max_conns)
+	if (*cli_given(cli, OPT_MAX_CONNS))
 		o->cfg.max_conns = cli->server.cfg.max_conns;
-	if (cli->max_conns_per_addr)
+	if (*cli_given(cli, OPT_MAX_CONNS_PER_ADDR))
 		o->cfg.max_conns_per_addr = cli->server.cfg.max_conns_per_addr;
-	if (cli->idle_timeout)
+	if (*cli_given(cli, OPT_IDLE_TIMEOUT))
 		o->cfg.idle_timeout = cli->server.cfg.idle_timeout;
-	if (cli->max_client_unions)
+	if (*cli_given(cli, OPT_MAX_CLIENT_UNIONS))
 		o->cfg.max_client_unions = cli->server.cfg.max_client_unions;
-	if (cli->client_union_idle)
+	if (*cli_given(cli, OPT_CLIENT_UNION_IDLE))
 		o->cfg.client_union_idle = cli->server.cfg.client_union_idle;
-	if (cli->log_level)
+	if (*cli_given(cli, OPT_LOG_LEVEL))
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)
 		o->cfg.register_rpcbind = false;

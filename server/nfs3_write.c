@@ -638,44 +638,45 @@ void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
 
 /* ---- REMOVE, RMDIR ---- */
 
+/* REMOVE and RMDIR: the same checks, with DOT_ERR for "." and ".."
+ * (nfs3_dirop_check), then DEL of WHAT's name; the directory's wcc data to
+ * OK or FAIL. */
+static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot_err,
+			    int (*del)(struct un_export *, struct un_obj *, const char *),
+			    wcc_data *ok, wcc_data *fail)
+{
+	struct nfs3_file dir;
+	nfsstat3 st;
+
+	st = nfs3_file_get(req, &what->dir, &dir);
+	if (!st)
+		st = nfs3_dirop_check(&dir, what->name, dot_err);
+	if (!st)
+		st = nfs3_delete_check(req, &dir, what->name);
+	if (!st)
+		st = nfs3_status_from_errno(del(dir.ex->ux, dir.obj, what->name));
+	nfs3_file_done(&dir, st, ok, fail);
+	return st;
+}
+
 void nfs3_remove(struct srv_req *req, void *argp, void *resp)
 {
 	REMOVE3args *args = argp;
 	REMOVE3res *res = resp;
-	const char *fname = args->object.name;
-	struct nfs3_file dir;
-	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->object.dir, &dir);
-	if (!st)
-		st = nfs3_dirop_check(&dir, fname, -EACCES);
-	if (!st)
-		st = nfs3_delete_check(req, &dir, fname);
-	if (!st)
-		st = nfs3_status_from_errno(un_remove(dir.ex->ux, dir.obj, fname));
-	nfs3_file_done(&dir, st, &res->REMOVE3res_u.resok.dir_wcc,
-		       &res->REMOVE3res_u.resfail.dir_wcc);
-	res->status = st;
+	res->status = nfs3_delete(req, &args->object, -EACCES, un_remove,
+				  &res->REMOVE3res_u.resok.dir_wcc,
+				  &res->REMOVE3res_u.resfail.dir_wcc);
 }
 
 void nfs3_rmdir(struct srv_req *req, void *argp, void *resp)
 {
 	RMDIR3args *args = argp;
 	RMDIR3res *res = resp;
-	const char *fname = args->object.name;
-	struct nfs3_file dir;
-	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->object.dir, &dir);
-	if (!st)
-		st = nfs3_dirop_check(&dir, fname, -EINVAL);
-	if (!st)
-		st = nfs3_delete_check(req, &dir, fname);
-	if (!st)
-		st = nfs3_status_from_errno(un_rmdir(dir.ex->ux, dir.obj, fname));
-	nfs3_file_done(&dir, st, &res->RMDIR3res_u.resok.dir_wcc,
-		       &res->RMDIR3res_u.resfail.dir_wcc);
-	res->status = st;
+	res->status = nfs3_delete(req, &args->object, -EINVAL, un_rmdir,
+				  &res->RMDIR3res_u.resok.dir_wcc,
+				  &res->RMDIR3res_u.resfail.dir_wcc);
 }
 
 /* ---- RENAME, LINK ---- */

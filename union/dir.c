@@ -147,7 +147,7 @@
  *       behind the server's back races with any lookup alike).
  *     - That lookup could not have filled the resolve cache: the
  *       directory's upper ctime had just changed, so it was not settled
- *       (lookup.c, rc invariant 3).
+ *       (rcache.c rule 3).
  *
  * EXCLUSIVE create keeps the client's verifier in the new file's atime and
  * mtime seconds, as knfsd does: it lives exactly as long as the client needs
@@ -867,28 +867,26 @@ static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *
 	    .ninst = 1,
 	    .links = un_links_of(ex, layer, st),
 	};
+	struct un_obj_ident who = {
+	    .id = UN_ID_NONE,
+	    .fileid = UN_ID_NONE,
+	    .parent = dir->id,
+	    .type = obs.type,
+	    .name = name,
+	    .len = len,
+	};
 	struct un_obj *o;
-	un_id id = UN_ID_NONE, fileid = UN_ID_NONE;
 	int err = 0;
 
 	if (pend)
 		un_node_assign_queue(ex->st, &obs, pend);
 	else
-		err = un_node_assign(ex->st, &obs, 1, &id, &fileid);
+		err = un_node_assign(ex->st, &obs, 1, &who.id, &who.fileid);
 	if (err)
 		return err;
-	/* Room for one instance more, as lookup.c's objects (a copy-up's). */
-	o = un_sys_calloc(1, sizeof(*o) + 2 * sizeof(o->inst[0]));
+	o = un_obj_new(1, &who);
 	if (!o)
 		return -ENOMEM;
-	atomic_init(&o->ref, 1);
-	o->cap = 2;
-	o->id = id;
-	o->fileid = fileid;
-	o->parent = dir->id;
-	o->type = obs.type;
-	o->namelen = (uint16_t)len;
-	memcpy(o->name, name, len);
 	o->inst[0] = (struct un_inst){.fd = fd, .layer = layer};
 	o->ninst = 1;
 	*out = o;

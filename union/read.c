@@ -24,6 +24,7 @@
  *     the pages away (Linux 6.18: the bytes go out as they were read).
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -88,49 +89,45 @@ static ssize_t read_full(int fd, char *buf, size_t count, uint64_t off)
 	return (ssize_t)got;
 }
 
-ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
-		uint64_t off, bool *eof)
+/* Reads up to COUNT bytes of O at OFF into BUF, or, when PIPEFD is not -1,
+ * into that pipe; *EOF as un_read says.  A short splice may mean a full
+ * pipe, not the end of the file; and bytes already in a pipe must be
+ * answered even if the stat after them fails. */
+static ssize_t read_to(struct un_obj *o, void *buf, int pipefd, size_t count,
+		       uint64_t off, bool *eof)
 {
 	struct stat st;
 	ssize_t n;
 	int fd, err;
 
-	(void)ex;
 	fd = open_for_read(o, &count, off);
 	if (fd < 0)
 		return fd;
-	n = read_full(fd, buf, count, off);
+	n = pipefd < 0 ? read_full(fd, buf, count, off)
+		       : splice_full(fd, pipefd, count, off);
 	if (n >= 0) {
 		err = un_sys_fstat(fd, &st);
 		if (err)
-			n = err;
+			n = pipefd < 0 || n == 0 ? err : n;
 		else
-			*eof = (size_t)n < count ||
+			*eof = (pipefd < 0 && (size_t)n < count) ||
 			       off + (uint64_t)n >= (uint64_t)st.st_size;
 	}
 	un_sys_close(fd);
 	return n;
 }
 
+ssize_t un_read(struct un_export *ex, struct un_obj *o, void *buf, size_t count,
+		uint64_t off, bool *eof)
+{
+	(void)ex;
+	return read_to(o, buf, -1, count, off, eof);
+}
+
 ssize_t un_read_pipe(struct un_export *ex, struct un_obj *o, int pipefd, size_t count,
 		     uint64_t off, bool *eof)
 {
-	struct stat st;
-	ssize_t n;
-	int fd, err;
-
 	(void)ex;
-	fd = open_for_read(o, &count, off);
-	if (fd < 0)
-		return fd;
-	n = splice_full(fd, pipefd, count, off);
-	if (n >= 0) {
-		err = un_sys_fstat(fd, &st);
-		if (err)
-			n = n ? n : err; /* bytes in the pipe must be answered */
-		else
-			*eof = off + (uint64_t)n >= (uint64_t)st.st_size;
-	}
-	un_sys_close(fd);
-	return n;
+	assert(pipefd >= 0);
+	return read_to(o, NULL, pipefd, count, off, eof);
 }

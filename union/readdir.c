@@ -1306,7 +1306,7 @@ static long long mono_ns(void)
 	return ts_ns(&t);
 }
 
-/* What un_getattr (lookup.c) gives for entry E of L, whose fileid is ID,
+/* What un_getattr (object.c) gives for entry E of L, whose fileid is ID,
  * from stat ST of its top-most instance. */
 static void attr_of(const struct un_export *ex, const struct lent *e,
 		    const struct stat *st, un_id id, struct un_attr *out)
@@ -1425,7 +1425,7 @@ int un_listing_attrs(struct un_export *ex, struct un_obj *dir,
 	return 0;
 }
 
-/* Must give what un_getattr (lookup.c) gives for the node: the unit test
+/* Must give what un_getattr (object.c) gives for the node: the unit test
  * test_listing_attr compares the two for every entry. */
 int un_listing_attr(struct un_export *ex, struct un_obj *dir, const struct un_listing *l,
 		    size_t i, un_id id, struct un_attr *out)

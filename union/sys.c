@@ -156,14 +156,25 @@ static void proc_fd_path(char *buf, int fd, const char *name)
 		snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
 }
 
-int un_sys_reopen(int fd, int flags)
+/* The seam's part of a call made through FD's /proc path: -errno when a
+ * test made OP fail, else 0 with the path in BUF. */
+static int proc_fd_call(enum un_sys_op op, int fd, char buf[PROC_FD_PATH_MAX])
 {
-	char path[PROC_FD_PATH_MAX];
-	int err = un_sys_fault(UN_SYS_OPEN);
+	int err = un_sys_fault(op);
 
 	if (err)
 		return -err;
-	proc_fd_path(path, fd, "");
+	proc_fd_path(buf, fd, "");
+	return 0;
+}
+
+int un_sys_reopen(int fd, int flags)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = proc_fd_call(UN_SYS_OPEN, fd, path);
+
+	if (err)
+		return err;
 	return (int)ret(open(path, flags | O_CLOEXEC));
 }
 
@@ -348,11 +359,10 @@ int un_sys_inotify_init(void)
 int un_sys_inotify_watch(int ifd, int fd, uint32_t mask)
 {
 	char path[PROC_FD_PATH_MAX];
-	int err = un_sys_fault(UN_SYS_OPEN);
+	int err = proc_fd_call(UN_SYS_OPEN, fd, path);
 
 	if (err)
-		return -err;
-	proc_fd_path(path, fd, "");
+		return err;
 	return (int)ret(inotify_add_watch(ifd, path, mask | IN_ONLYDIR));
 }
 
@@ -379,7 +389,9 @@ int un_sys_mkdirat(int dirfd, const char *name, mode_t mode)
 	return (int)ret(mkdirat(dirfd, name, mode));
 }
 
-ssize_t un_sys_write(int fd, const void *buf, size_t n)
+/* Writes all N bytes of BUF to FD, at *AT (pwrite) or, when AT is NULL,
+ * at FD's offset (write), retrying short writes. */
+static ssize_t write_all(int fd, const void *buf, size_t n, const off_t *at)
 {
 	const char *p = buf;
 	size_t done = 0;
@@ -388,7 +400,8 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 	if (err)
 		return -err;
 	while (done < n) {
-		ssize_t w = write(fd, p + done, n - done);
+		ssize_t w = at ? pwrite(fd, p + done, n - done, *at + (off_t)done)
+			       : write(fd, p + done, n - done);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -397,6 +410,11 @@ ssize_t un_sys_write(int fd, const void *buf, size_t n)
 		done += (size_t)w;
 	}
 	return (ssize_t)done;
+}
+
+ssize_t un_sys_write(int fd, const void *buf, size_t n)
+{
+	return write_all(fd, buf, n, NULL);
 }
 
 /* No test hook: a syncfs is no fsync of one inode that a test could hold. */
@@ -459,22 +477,7 @@ int un_sys_fdatasync(int fd)
 
 ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	const char *p = buf;
-	size_t done = 0;
-	int err = un_sys_fault(UN_SYS_WRITE);
-
-	if (err)
-		return -err;
-	while (done < n) {
-		ssize_t w = pwrite(fd, p + done, n - done, off + (off_t)done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		done += (size_t)w;
-	}
-	return (ssize_t)done;
+	return write_all(fd, buf, n, &off);
 }
 
 int un_sys_ftruncate(int fd, off_t len)
@@ -534,13 +537,12 @@ int un_sys_symlinkat(const char *target, int dirfd, const char *name)
 int un_sys_link_fd(int fd, int dirfd, const char *name)
 {
 	char path[PROC_FD_PATH_MAX];
-	int err = un_sys_fault(UN_SYS_LINK);
+	int err = proc_fd_call(UN_SYS_LINK, fd, path);
 
 	if (err)
-		return -err;
+		return err;
 	/* AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH; the magic link of an
 	 * O_PATH descriptor, followed, is the object itself (a symlink too). */
-	proc_fd_path(path, fd, "");
 	return (int)ret(linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW));
 }
 
@@ -594,22 +596,20 @@ int un_sys_utimens_fd(int fd, const struct timespec ts[2])
 int un_sys_fsetxattr_fd(int fd, const char *attr, const void *val, size_t size, int flags)
 {
 	char path[PROC_FD_PATH_MAX];
-	int err = un_sys_fault(UN_SYS_SETXATTR);
+	int err = proc_fd_call(UN_SYS_SETXATTR, fd, path);
 
 	if (err)
-		return -err;
-	proc_fd_path(path, fd, "");
+		return err;
 	return (int)ret(setxattr(path, attr, val, size, flags));
 }
 
 ssize_t un_sys_listxattr_fd(int fd, char *buf, size_t size)
 {
 	char path[PROC_FD_PATH_MAX];
-	int err = un_sys_fault(UN_SYS_LISTXATTR);
+	int err = proc_fd_call(UN_SYS_LISTXATTR, fd, path);
 
 	if (err)
-		return -err;
-	proc_fd_path(path, fd, "");
+		return err;
 	return ret(listxattr(path, buf, size));
 }
 
@@ -634,8 +634,8 @@ ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size)
  *     its creator's identity, whatever that is at the clone, so it reads
  *     the kernel once at its first use (ident_get).  fork keeps the calling
  *     thread's record and its credentials alike; exec starts afresh.
- *  2. Only ident_set_groups, ident_set_fsgid and ident_set_fsuid change a
- *     thread's identity, by raw per-thread calls, and each updates the
+ *  2. Only ident_set_groups and ident_set_fsid change a thread's
+ *     identity, by raw per-thread calls, and each updates the
  *     record with the call.  Every other way to change it is outside the
  *     record's knowledge: glibc's set*id and setgroups, which broadcast to
  *     every thread, and which the server never calls (main.c and args.c
@@ -677,16 +677,16 @@ struct ident_rec {
 
 static _Thread_local struct ident_rec ident;
 
+/* uid_t and gid_t are both unsigned int, so that one function serves
+ * both fs ids: NR is SYS_ID_SETFSUID or SYS_ID_SETFSGID. */
+_Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsigned),
+	       "fs ids are unsigned int");
+
 /* setfsuid and setfsgid return the current id whether or not they change
  * it; an invalid id (-1) changes nothing, so it only reads. */
-static uid_t fsuid_read(void)
+static unsigned fsid_read(long nr)
 {
-	return (uid_t)syscall(SYS_ID_SETFSUID, (uid_t)-1);
-}
-
-static gid_t fsgid_read(void)
-{
-	return (gid_t)syscall(SYS_ID_SETFSGID, (gid_t)-1);
+	return (unsigned)syscall(nr, (unsigned)-1);
 }
 
 /* Sorts LIST of N ids in place: a few ids, insertion sort. */
@@ -705,8 +705,8 @@ static void gids_sort(gid_t *list, size_t n)
 static struct un_ident *ident_get(void)
 {
 	if (!ident.known) {
-		ident.id.fsuid = fsuid_read();
-		ident.id.fsgid = fsgid_read();
+		ident.id.fsuid = fsid_read(SYS_ID_SETFSUID);
+		ident.id.fsgid = fsid_read(SYS_ID_SETFSGID);
 		/* -1 (EINVAL) when the thread has more groups than we keep */
 		ident.id.ngroups =
 		    (int)syscall(SYS_ID_GETGROUPS, UN_IDENT_GROUPS_MAX, ident.id.groups);
@@ -761,61 +761,51 @@ static bool ident_set_groups(const gid_t *list, size_t n)
 	return true;
 }
 
-/* Gives the thread fsuid UID unless it has it (invariant 3), and records
- * it as held (invariant 4); true if a call was made. */
-static bool ident_set_fsuid(uid_t uid)
+/* Gives the thread fs id WANT by call NR (SYS_ID_SETFSUID or
+ * SYS_ID_SETFSGID) unless *HELD, its record, shows it (invariant 3), and
+ * records it as held (invariant 4); true if a call was made. */
+static bool ident_set_fsid(long nr, unsigned *held, unsigned want)
 {
-	struct un_ident *id = ident_get();
-	uid_t old;
+	unsigned old;
 
-	if (id->fsuid == uid)
+	if (*held == want)
 		return false;
-	old = (uid_t)syscall(SYS_ID_SETFSUID, uid);
-	assert(old == id->fsuid); /* invariant 5 */
+	old = (unsigned)syscall(nr, want);
+	assert(old == *held); /* invariant 5 */
 	(void)old;
-	id->fsuid = uid;
+	*held = want;
 	return true;
 }
 
-static bool ident_set_fsgid(gid_t gid)
+/* ident_set_fsid of a switch that may fail, read back (invariant 4): true
+ * if the thread holds WANT now. */
+static bool ident_take_fsid(long nr, unsigned *held, unsigned want)
 {
-	struct un_ident *id = ident_get();
-	gid_t old;
-
-	if (id->fsgid == gid)
-		return false;
-	old = (gid_t)syscall(SYS_ID_SETFSGID, gid);
-	assert(old == id->fsgid); /* invariant 5 */
-	(void)old;
-	id->fsgid = gid;
-	return true;
+	if (ident_set_fsid(nr, held, want))
+		*held = fsid_read(nr);
+	return *held == want;
 }
 
 bool un_ident_take(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
 {
 	bool ok = ident_set_groups(groups, ngroups);
-	struct un_ident *id;
+	struct un_ident *id = ident_get();
 
 	/* groups and fsgid before fsuid: a thread whose fsuid is no longer 0
-	 * has lost the capabilities a later step might need */
-	if (ident_set_fsgid(gid)) {
-		id = ident_get();
-		id->fsgid = fsgid_read(); /* invariant 4 */
-		ok = ok && id->fsgid == gid;
-	}
-	if (ident_set_fsuid(uid)) {
-		id = ident_get();
-		id->fsuid = fsuid_read();
-		ok = ok && id->fsuid == uid;
-	}
+	 * has lost the capabilities a later step might need; each runs
+	 * whatever the one before gave */
+	ok = ident_take_fsid(SYS_ID_SETFSGID, &id->fsgid, gid) && ok;
+	ok = ident_take_fsid(SYS_ID_SETFSUID, &id->fsuid, uid) && ok;
 	return ok;
 }
 
 void un_ident_resume(uid_t uid, gid_t gid, int ngroups, const gid_t *groups)
 {
+	struct un_ident *id = ident_get();
+
 	/* fsuid first: back to 0 gives the filesystem capabilities back */
-	ident_set_fsuid(uid);
-	ident_set_fsgid(gid);
+	ident_set_fsid(SYS_ID_SETFSUID, &id->fsuid, uid);
+	ident_set_fsid(SYS_ID_SETFSGID, &id->fsgid, gid);
 	/* -1: the groups were not known, so they are not restored */
 	if (ngroups >= 0)
 		ident_set_groups(groups, (size_t)ngroups);

@@ -5,9 +5,11 @@
  * state.c owns the state dir (LMDB env, secret, derived keys); node.c keeps the
  * node table; layer.c opens and checks the layer stack of an export;
  * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names) and
- * the one merge rule; lookup.c resolves names and ids to objects and reads
- * them; readdir.c builds, caches and serves merged listings; handle.c encodes
- * and checks file handles.  The write side: copyup.c copies objects into the
+ * the one merge rule; object.c holds objects and reads them; lookup.c
+ * resolves names and ids to objects, through the opaque memo (opaque.c) and
+ * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
+ * caches and serves merged listings; handle.c encodes and checks file
+ * handles.  The write side: copyup.c copies objects into the
  * upper layer and owns the work dir; dir.c changes names (create, remove,
  * rename, link) and writes white-outs and opaque markers; write.c changes
  * attributes and data.
@@ -47,13 +49,13 @@
  * change the version, so a listing built inside that tick could go stale
  * unnoticed.  One second covers the coarsest timestamps we expect. */
 #define UN_LISTING_SETTLE_NS 1000000000ll
-/* The same bound for lookup.c's memo of opaque flags and its resolve
- * cache, both keyed by ctime. */
+/* The same bound for the memo of opaque flags (opaque.c) and the resolve
+ * cache (rcache.c), both keyed by ctime. */
 #define UN_OPAQUE_SETTLE_NS 1000000000ll
 /* ... for a ctime with nanoseconds: ten ticks of the coarsest kernel clock
- * a filesystem stamps it from (lookup.c, settle_of) */
+ * a filesystem stamps it from (opaque.c, settle_of) */
 #define UN_SETTLE_FINE_NS 100000000ll
-/* Resolve cache slots per export and table (lookup.c), in buckets of
+/* Resolve cache slots per export and table (rcache.c), in buckets of
  * UN_RC_WAYS: a working set of tens of thousands of files fits; 640 KiB of
  * buckets per table, touched as used (the export is calloc'd), entries
  * ~100-200 bytes each. */
@@ -421,7 +423,7 @@ struct un_export {
 	pthread_mutex_t rename_lock; /* cross-directory renames, as the VFS's */
 	/* The root object walks share, and objects a walk resolved, by node
 	 * id and by (parent, name), the latter with names found absent too
-	 * (lookup.c, the resolve cache). */
+	 * (rcache.c). */
 	_Atomic(struct un_obj *) rc_root;
 	struct un_rc_slot {
 		_Atomic bool busy; /* try-lock of the bucket */
@@ -470,14 +472,19 @@ int un_dir_opaque(int dir, int parent, const char *name, size_t len, bool lower)
 /* The part of un_dir_opaque that DIR itself carries (its xattr, and in a
  * lower layer the ".wh..wh..opq" inside): what DIR's ctime covers. */
 int un_dir_opaque_own(int dir, bool lower);
-/* Test hook: how long a directory must be unchanged before lookup.c
- * remembers its opaque flag or a resolved object (default, or -1: by its
- * ctime, UN_SETTLE_FINE_NS or UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
+/* ---- opaque.c: the opaque memo ---- */
+
+/* Test hook: how long a directory must be unchanged before its opaque flag
+ * or a resolved object is remembered (default, or -1: by its ctime,
+ * UN_SETTLE_FINE_NS or UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
 void un_lookup_test_settle_ns(long long ns);
+
+/* ---- rcache.c: the resolve cache ---- */
+
 /* Drops the resolve cache of EX (un_export_close). */
 void un_rc_clear(struct un_export *ex);
 
-/* ---- lookup.c: objects ---- */
+/* ---- object.c: objects ---- */
 
 struct un_inst {
 	int fd;		/* O_PATH, owned by the object */
@@ -499,15 +506,29 @@ struct un_obj {
 	 * holds the descriptors inst[] names, and what the view's walk read
 	 * serves the same call: inst[0]'s stat (TOP, if HAVE_TOP) for
 	 * un_getattr, the stamps of its NSTAMPS instances for un_lookup in it
-	 * (lookup.c, rc invariant 10).  NULL, false, 0 for any other object. */
+	 * (rcache.c rule 10).  NULL, false, 0 for any other object. */
 	struct un_obj *owner;
 	bool have_top;
 	struct stat top;
 	size_t nstamps;
-	struct rc_stamp *stamps;
+	struct un_rc_stamp *stamps;
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 
+/* Who an object is: what un_obj_new puts in a new one. */
+struct un_obj_ident {
+	un_id id, fileid, parent;
+	mode_t type;
+	const char *name; /* its name in PARENT, LEN bytes, not NUL-ended */
+	size_t len;
+};
+/* A new object WHO (one reference) with no instance yet and room for
+ * NINST and one more, which a copy-up may put on top (object.c rule 2);
+ * NULL without memory. */
+struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who);
+/* A copy of O with descriptors of its own, for a caller that may change
+ * it (a copy-up puts a new top instance on its object). */
+int un_obj_copy(const struct un_obj *o, struct un_obj **out);
 /* 0, -EINVAL (empty, or a '/') or -ENAMETOOLONG. */
 int un_name_check(const char *name, size_t *len);
 /* How the names of the object ST, whose top-most instance is in layer

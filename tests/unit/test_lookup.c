@@ -77,7 +77,7 @@ static void test_merge_depth(void **state)
 }
 
 /* A change of a lower directory's opaque flag, xattr or OCI marker, shows
- * at the next lookup although lookup.c remembered the flag (settle time 0
+ * at the next lookup although opaque.c remembered the flag (settle time 0
  * here, so the memo holds the flag at once; each change waits out a
  * timestamp tick, which the real settle time does for it). */
 static void test_opaque_memo_follows_changes(void **state)
@@ -436,7 +436,7 @@ static int resolve_ninst(struct fx *fx, un_id id)
 	return rc;
 }
 
-/* The resolve cache (lookup.c) follows changes an administrator makes in
+/* The resolve cache (rcache.c) follows changes an administrator makes in
  * the lower layers of a path it remembers: an opaque flag set on a
  * directory above, a white-out beside it, a directory renamed, each at the
  * next resolve (settle time 0 here; each change waits out a tick). */
@@ -482,7 +482,7 @@ static void test_resolve_cache_follows_changes(void **state)
 }
 
 /* A directory's entry whose lookup read every instance of its parent
- * (rc invariant 2) misses once the parent has an instance more below
+ * (rcache.c rule 2) misses once the parent has an instance more below
  * them, which that lookup would read too: a/b gains l3's instance, and a
  * name remembered absent in a/b appears in it (settle time 0; each change
  * waits out a tick). */
@@ -528,7 +528,7 @@ static void resolve_calls(struct fx *fx, un_id id, int ninst, unsigned long *ope
 #define SETTLE_WAIT_US 150000
 
 /* A directory whose own instance's ctime moves (entries made and removed
- * in it) stays in the resolve cache (rc invariant 11): a hop re-reads
+ * in it) stays in the resolve cache (rcache.c rule 11): a hop re-reads
  * only the instance's opaque flag (the two getxattr of an upper instance)
  * and opens nothing, whether the entry was made settled or not; once the
  * ctime has settled the entry is replaced and a hop reads nothing again.
@@ -732,7 +732,7 @@ static void test_resolve_cache_lower_opaque(void **state)
 
 /* A directory's entry holds across changes of the node table elsewhere
  * (every removal moves its epoch) while the table still gives its node the
- * entry's parent and name (rc invariant 1): after a removal in another
+ * entry's parent and name (rcache.c rule 1): after a removal in another
  * directory a resolve opens and reads nothing, after one in the directory
  * itself it reads its upper instance's flag.  A rename in the table alone
  * (no layer changes) is not taken: the node is looked for under its new
@@ -790,7 +790,7 @@ static unsigned long resolve_opens(struct fx *fx, un_id id)
 }
 
 /* The resolve cache's entries of non-directories, the name index and the
- * names remembered absent (lookup.c, rc invariants 6 to 9) follow changes
+ * names remembered absent (rcache.c rules 6 to 9) follow changes
  * made directly in the layers, at the next call: a file replaced by
  * another inode, a white-out made over it (an OCI one in a layer above, the
  * xattr form on an empty file), a rename in its layer, a name that appears
@@ -870,7 +870,7 @@ static long long view_size(struct fx *fx, un_id dir, const char *name)
 	return rc ? rc : (long long)a.size;
 }
 
-/* Views (rc invariant 10) borrow the cache's descriptors (none left open
+/* Views (rcache.c rule 10) borrow the cache's descriptors (none left open
  * when they go) and show a change made in a layer at the next call: a
  * file's new size, a white-out, a name that appears. */
 static void test_views_follow_changes(void **state)

@@ -150,7 +150,7 @@ static inline int t_setup(void **state)
 	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
 	un_readdir_test_settle_ns(0); /* test dirs are always fresh */
 	un_readdir_test_hash_bits(63);
-	/* No opaque memo (lookup.c): counts of xattr calls stay the same
+	/* No opaque memo (opaque.c): counts of xattr calls stay the same
 	 * however long a test runs; test_lookup turns it on where it checks it. */
 	un_lookup_test_settle_ns(LLONG_MAX);
 	un_sys_inject_reset();

@@ -1,0 +1,687 @@
+/* rcache.c - the resolve cache: per export, the objects that walks found,
+ * by node id (ex->rc) and by (parent, name) (ex->rn, which also holds names
+ * found absent), so that a walk (lookup.c) can take a hop from an entry
+ * instead of looking its name up again in every layer of its parent (an
+ * openat2, an fstat, white-out and opaque checks and a table read per name
+ * and layer).
+ *
+ * An entry keeps stamps (dev, ino, ctime, layer) of the instances of its
+ * parent that its lookup read (the first nvis: down to the one that ended
+ * the lookup) and of its own instances, and the node table's epoch read
+ * before its walk.  A hop uses an entry when rules 1 to 3 hold.
+ *
+ * Invariants:
+ *  1. The node still has the entry's parent and name (rc_same_name): the
+ *     table's epoch is the one read before the walk that made the entry
+ *     (node.c invariant 10), or, for a directory's entry on un_resolve's
+ *     walk, the table's record of the hop names the entry's parent and name.
+ *  2. Every stamp is equal now: the parent's (rc_valid_parent) and the
+ *     entry's own (rc_hit_dir, rc_hit_file).  A walk takes a parent's
+ *     stamps before it reads any name in it (un_rc_stamps), so equal stamps
+ *     down the path mean every lookup of the walk would find what it found.
+ *  3. Every parent stamp was settled when the entry was made
+ *     (rc_parent_settled; opaque.c rule 2).  An own stamp that was not is
+ *     kept as RC_UNSETTLED, which equals no ctime (rc_own_kept).
+ *  4. An entry and its object never change once in a slot; entries are
+ *     reference counted (un_rc_put).  A slot's try-lock guards only its
+ *     pointers and a busy bucket is a miss (bucket_get, bucket_swap); an
+ *     entry found stale leaves its slots at once (un_rc_evict).
+ *  5. Only directories' entries hold descriptors, and the entries of all
+ *     exports together hold at most UN_RC_FDS_MAX and a quarter of
+ *     RLIMIT_NOFILE (rc_reserve): a full cache stops remembering, it never
+ *     makes the server run out of descriptors.
+ *  6. A non-directory's entry holds the parent instance it was found in
+ *     and its stamp, no descriptor: a hit opens the name again there and
+ *     takes the object only if it is the same (dev, ino, type) and still no
+ *     white-out (rc_hit_file, rc_same_file).
+ *  7. The name index holds the same entries by (parent, name) for
+ *     un_lookup (un_rn_get); an entry says which (parent, name) it is, so a
+ *     hash collision is a miss (rc_is_name).
+ *  8. A walk takes a node's path from entries alone only when every hop up
+ *     to the root has an entry of the epoch read before (un_rc_path); each
+ *     hop is still checked as rule 2 says.
+ *  9. A name found absent is remembered, in the name index only, when the
+ *     absence rests on the entries of the parent's instances alone
+ *     (un_rc_remember_absent; lookup_in says which).  A hit is -ENOENT.
+ * 10. A view (un_resolve_view, un_lookup_view) borrows the descriptors of
+ *     the object its walk ended at and carries what the walk read of it:
+ *     inst[0]'s stat and its stamps, for the one call that made it
+ *     (view_of in lookup.c).
+ * 11. A directory's entry whose parent holds, but one of whose own
+ *     instances shows another ctime (or RC_UNSETTLED), still holds if that
+ *     instance's own opaque flag reads as its lookup read it
+ *     (rc_same_dir_inst); rc_refresh then remembers the new ctimes once
+ *     they are settled.
+ *
+ * What ctime does not cover (opaque.c, "not covered") this does not either.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/sysmacros.h>
+
+#include "resolve.h"
+
+/* A resolved object, shared by the cache and the walks that use it; never
+ * changes once in a slot (rule 4).  A directory's holds its object; a
+ * non-directory's holds no descriptor, only what a hit checks (rule 6):
+ * an O_PATH descriptor pins its inode, and a removed file's blocks should
+ * not wait for its slot to be reused. */
+struct un_rc_entry {
+	atomic_uint ref;
+	un_id id, parent, fileid;
+	uint64_t epoch;	    /* node table epoch read before its walk */
+	mode_t type;	    /* S_IFMT */
+	struct un_obj *obj; /* a directory's, read only (rule 4); NULL */
+	uint16_t namelen;
+	char *name;  /* its name in PARENT, NUL-ended, after st[] */
+	size_t nvis; /* instances of the parent the lookup read */
+	bool open;   /* it read them all with no stop: more would be read too */
+	int8_t opq;  /* a directory's last instance's own opaque flag as read;
+		      * -1: not read (rule 11) */
+	/* nvis of the parent's, then its own: obj->ninst, or one for a
+	 * non-directory (ctime RC_UNSETTLED if it was not settled) */
+	struct un_rc_stamp st[];
+};
+
+#define RC_UNSETTLED LLONG_MIN /* equals no ctime */
+
+/* Descriptors held by entries of every export (rule 5), and the
+ * bound on them, read once: a quarter of what the process may open. */
+static atomic_size_t rc_nfds, rc_cap;
+
+static size_t rc_fds_max(void)
+{
+	size_t cap = atomic_load(&rc_cap);
+	struct rlimit rl;
+
+	if (cap)
+		return cap;
+	cap = UN_RC_FDS_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 4 < cap)
+		cap = (size_t)(rl.rlim_cur / 4);
+	atomic_store(&rc_cap, cap ? cap : 1);
+	return cap;
+}
+
+void un_rc_put(struct un_rc_entry *e)
+{
+	if (!e || atomic_fetch_sub(&e->ref, 1) != 1)
+		return;
+	if (e->obj) {
+		atomic_fetch_sub(&rc_nfds, e->obj->ninst);
+		un_obj_put(e->obj);
+	}
+	free(e);
+}
+
+/* Slots come in buckets of UN_RC_WAYS (one try-lock each, one cache line
+ * or so): a key may sit in any way of its bucket, so a few keys that hash
+ * alike do not evict each other on every use. */
+static bool rc_is_id(const struct un_rc_entry *e, un_id id, const char *name, size_t len)
+{
+	(void)name;
+	(void)len;
+	return e->id == id;
+}
+
+static bool rc_is_name(const struct un_rc_entry *e, un_id parent, const char *name,
+		       size_t len)
+{
+	return e->parent == parent && e->namelen == len && !memcmp(e->name, name, len);
+}
+
+typedef bool rc_match_fn(const struct un_rc_entry *e, un_id k, const char *name,
+			 size_t len);
+
+static struct un_rc_slot *rc_slot_of(struct un_export *ex, un_id id)
+{
+	return &ex->rc[(id * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
+}
+
+/* The name index (rule 7): entries by (parent, name), for
+ * un_lookup, which has no node id to go by; also the negative ones. */
+static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const char *name,
+				     size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ parent;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
+	h ^= h >> 29;
+	return &ex->rn[(h * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
+}
+
+/* The entry of bucket S that MATCH says is (K, NAME), with a reference of
+ * the caller's, or NULL. */
+static struct un_rc_entry *bucket_get(struct un_rc_slot *s, rc_match_fn *match, un_id k,
+				      const char *name, size_t len)
+{
+	struct un_rc_entry *e = NULL;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+		return NULL;
+	for (unsigned i = 0; i < UN_RC_WAYS && !e; i++)
+		if (s->e[i] && match(s->e[i], k, name, len)) {
+			e = s->e[i];
+			atomic_fetch_add(&e->ref, 1);
+		}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	return e;
+}
+
+/* Puts E (the caller's reference moves) in bucket S: in place of the entry
+ * of its own key (K, NAME), else in an empty way, else in place of the
+ * next in turn.  With OLD: takes OLD's place only if it is still there
+ * (NULL stays).  A busy bucket changes nothing. */
+static void bucket_swap(struct un_rc_slot *s, rc_match_fn *match, un_id k,
+			const char *name, size_t len, struct un_rc_entry *e,
+			const struct un_rc_entry *old)
+{
+	struct un_rc_entry *gone = e;
+	unsigned w = UN_RC_WAYS;
+
+	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
+		un_rc_put(gone);
+		return;
+	}
+	for (unsigned i = 0; i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
+		if (old ? s->e[i] == old : s->e[i] && match(s->e[i], k, name, len))
+			w = i;
+	for (unsigned i = 0; !old && i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
+		if (!s->e[i])
+			w = i;
+	if (!old && w == UN_RC_WAYS)
+		w = s->next++ % UN_RC_WAYS;
+	if (w < UN_RC_WAYS) {
+		gone = s->e[w];
+		s->e[w] = e;
+	}
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+	un_rc_put(gone);
+}
+
+/* The entry of ID with a reference of the caller's, or NULL. */
+struct un_rc_entry *un_rc_get(struct un_export *ex, un_id id)
+{
+	return bucket_get(rc_slot_of(ex, id), rc_is_id, id, NULL, 0);
+}
+
+/* Puts E (the caller's reference moves) in the slot of ID, or, when OLD is
+ * given, takes OLD's place only if it is still there (NULL stays). */
+static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
+		    const struct un_rc_entry *old)
+{
+	bucket_swap(rc_slot_of(ex, id), rc_is_id, id, NULL, 0, e, old);
+}
+
+/* The entry of NAME in directory PARENT with a reference of the caller's,
+ * or NULL. */
+struct un_rc_entry *un_rn_get(struct un_export *ex, un_id parent, const char *name,
+			      size_t len)
+{
+	return bucket_get(rn_slot_of(ex, parent, name, len), rc_is_name, parent, name,
+			  len);
+}
+
+/* As rc_swap, in E's (or OLD's) slot of the name index. */
+static void rn_swap(struct un_export *ex, struct un_rc_entry *e,
+		    const struct un_rc_entry *old)
+{
+	const struct un_rc_entry *k = e ? e : old;
+
+	bucket_swap(rn_slot_of(ex, k->parent, k->name, k->namelen), rc_is_name, k->parent,
+		    k->name, k->namelen, e, old);
+}
+
+void un_rc_evict(struct un_export *ex, const struct un_rc_entry *e)
+{
+	rn_swap(ex, NULL, e); /* its descriptors go with its last reference */
+	if (e->id != UN_ID_NONE)
+		rc_swap(ex, e->id, NULL, e);
+}
+
+void un_rc_clear(struct un_export *ex)
+{
+	un_obj_put(atomic_load(&ex->rc_root));
+	atomic_store(&ex->rc_root, NULL);
+	for (size_t i = 0; i < UN_RC_BUCKETS; i++)
+		for (unsigned w = 0; w < UN_RC_WAYS; w++) {
+			un_rc_put(ex->rc[i].e[w]);
+			ex->rc[i].e[w] = NULL;
+			un_rc_put(ex->rn[i].e[w]);
+			ex->rn[i].e[w] = NULL;
+		}
+}
+
+static struct un_rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
+{
+	return (struct un_rc_stamp){.dev = st->st_dev,
+				    .ino = st->st_ino,
+				    .ctime = un_ts_ns(&st->st_ctim),
+				    .layer = layer};
+}
+
+/* The stamp of FD; its stat to *KEEP too when KEEP. */
+static int rc_stamp_fd(int fd, uint16_t layer, struct un_rc_stamp *out, struct stat *keep)
+{
+	struct stat st;
+	int err = un_sys_fstat(fd, &st);
+
+	if (!err) {
+		*out = rc_stamp_of(&st, layer);
+		if (keep)
+			*keep = st;
+	}
+	return err;
+}
+
+static bool rc_stamp_eq(const struct un_rc_stamp *a, const struct un_rc_stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->ctime == b->ctime &&
+	       a->layer == b->layer;
+}
+
+/* Stamps of cur's first N instances, taking those not known yet.  A walk
+ * takes them before it reads any name in cur (walk_lookup), so a change
+ * racing with that lookup leaves an older ctime in the entry it makes, and
+ * the next check fails (rule 2). */
+int un_rc_stamps(struct un_walk *w, size_t n)
+{
+	int err;
+
+	for (; w->have < n; w->have++) {
+		err = rc_stamp_fd(w->cur->inst[w->have].fd, w->cur->inst[w->have].layer,
+				  &w->cst[w->have], w->have ? NULL : &w->ctop);
+		if (err)
+			return err; /* that one stays unknown */
+		w->ctop_ok |= w->have == 0;
+	}
+	return 0;
+}
+
+/* Whether the node table still gives E's node E's parent and name: the
+ * epoch is E's, or E is a directory's and HOP, the table's record of its
+ * node read after W's epoch, names E's parent and name (rule 1).
+ *
+ * The record is read from the table after the walk's epoch, or from
+ * entries of that epoch (rule 8).  It is enough for a directory: every
+ * REMOVE moves the epoch, and a client working in one directory would
+ * otherwise have its path walked through every layer on every call.  A
+ * lookup of that name finding the same instances (rule 2) is given that
+ * node, as un_node_assign keeps the node a name maps to while its object is
+ * not replaced (node.c invariant 10), and a directory has one name: no
+ * links, no groups, so no change of the table alone gives its name another
+ * node or fileid (its copy-up keeps the node and adds an entry to the
+ * parent's upper instance; a rename or removal changes a layer before the
+ * table).  Not so for a non-directory, whose name a copy-up of another name
+ * may give a new node and fileid with no change in its directory (node.c
+ * invariant 9), nor for the name index (rule 7), which has no record to
+ * compare: both keep to the epoch.  A new node (un_node_assign moves no
+ * epoch) needs a change in a layer dir, which rule 2 sees. */
+static bool rc_same_name(const struct un_walk *w, const struct un_rc_entry *e,
+			 const struct un_node_hop *hop)
+{
+	if (e->epoch == w->epoch)
+		return true;
+	return hop && e->obj && hop->id == e->id && hop->parent == e->parent &&
+	       hop->namelen == e->namelen && !memcmp(hop->name, e->name, e->namelen);
+}
+
+/* Whether what E's lookup read of cur is unchanged: the node's name in the
+ * table (HOP: its record, or NULL), the same parent and the stamps of the
+ * parent's instances it read (rules 1, 2).
+ *
+ * A lookup of a name reads only the parent instances it visited (their
+ * entries: the name, its ".wh.NAME"; adding, removing or renaming either
+ * changes that instance's ctime) and the found instances (type, white-out
+ * xattr and size, the opaque xattr and ".wh..wh..opq": their own ctime).
+ * The parent's instances were found by the previous hop, checked the same
+ * way; the root's are the layer roots.  A lookup that read every instance
+ * of the parent without a stop (E's OPEN) would read one more of a parent
+ * that has more now (a layer below gained the parent's name): such an
+ * entry holds only while the parent has exactly NVIS instances. */
+static bool rc_valid_parent(struct un_walk *w, const struct un_rc_entry *e,
+			    const struct un_node_hop *hop)
+{
+	if (!rc_same_name(w, e, hop) || e->parent != w->cur->id || e->nvis == 0 ||
+	    e->nvis > w->cur->ninst || (e->open && e->nvis != w->cur->ninst) ||
+	    un_rc_stamps(w, e->nvis))
+		return false;
+	for (size_t j = 0; j < e->nvis; j++)
+		if (!rc_stamp_eq(&w->cst[j], &e->st[j]))
+			return false;
+	return true;
+}
+
+/* Whether own instance J of directory entry E, whose stat ST was just
+ * taken, reads as it did for the lookup that made E (rule 11): the same
+ * (dev, ino, layer) and ctime, or, when only the ctime differs, the same
+ * own opaque flag read again now if a lookup reads it (*READ set).
+ *
+ * A directory a client makes and removes names in moves its ctime with
+ * every call, and rule 2 alone would walk its path through every layer
+ * each time.  Why the flag is enough: with the parent's stamps equal, the
+ * lookup opens the same inodes under the name in the same parent instances
+ * (their entries are unchanged; the entry's descriptors pin its inodes, so
+ * their (dev, ino) cannot name another); a directory's type classifies it
+ * without reading more; the OCI ".wh.NAME" beside it is its parent's entry.
+ * What lookup_in reads of a kept directory instance beyond its stat is its
+ * opaque flag, and only when the parent has an instance below it; it keeps
+ * instances down to the first opaque one.  So it keeps the same list when
+ * every instance but the last is still not opaque (it read each and went
+ * on), and the last one's own flag is what that lookup read (E's OPQ), or
+ * was not read (-1: the parent had no instance below it, and has none now,
+ * rule 2's count).  The same instances give the same node id (rule 6's
+ * reason).  The flag is read after the fstat that took the new stamp, so a
+ * change after that read moves the ctime again.  Not covered: what rule 2
+ * leaves out, for the parent's stamps; the directory's own entries, which
+ * no lookup of its name reads (lookups in it check their entries against
+ * stamps taken then, and nothing is remembered under an unsettled parent
+ * stamp). */
+static bool rc_same_dir_inst(struct un_walk *w, const struct un_rc_entry *e, size_t j,
+			     const struct stat *st, bool *read)
+{
+	const struct un_rc_stamp *was = &e->st[e->nvis + j];
+	const struct un_inst *in = &e->obj->inst[j];
+	/* kept below: not opaque; the last: as the entry says */
+	int want = j + 1 < e->obj->ninst ? 0 : e->opq;
+
+	if (st->st_dev != was->dev || st->st_ino != was->ino || in->layer != was->layer)
+		return false;
+	if (un_ts_ns(&st->st_ctim) == was->ctime || want < 0)
+		return true;
+	*read = true;
+	return un_opq_own(in->fd, st, w->ex->layers[in->layer].lower, &w->t0) == want;
+}
+
+/* After a hop that read flags again (rule 11): E is made again with the
+ * ctimes W->nst took, if all are settled, so that the next hop reads none;
+ * else E stays (entries never change, rule 4): its stamp is RC_UNSETTLED
+ * or a settled ctime the instance has since moved from, neither equal to
+ * any ctime read later, so every hop reads the flag again until the
+ * directory settles. */
+static void rc_refresh(struct un_walk *w, const struct un_rc_entry *e)
+{
+	struct un_lookup_read rd = {.nvis = e->nvis, .open = e->open, .opq = e->opq};
+
+	for (size_t j = 0; j < e->obj->ninst; j++)
+		if (!un_settled(w->nst[j].ctime, &w->t0))
+			return;
+	un_rc_remember(w, e->obj, &rd, e);
+}
+
+/* Directory entry E (parent valid) is what a lookup would give if its own
+ * instances read as they did (rule 11); their stamps, taken now, go to
+ * W->nst, and inst[0]'s stat to W->ntop: the walk goes on with what it read
+ * now, so a view's stat and stamps (rule 10) are fresh, never E's. */
+static bool rc_hit_dir(struct un_walk *w, const struct un_rc_entry *e,
+		       struct un_obj **next)
+{
+	const struct un_obj *o = e->obj;
+	bool read = false;
+	struct stat st;
+
+	for (size_t j = 0; j < o->ninst; j++) {
+		if (un_sys_fstat(o->inst[j].fd, &st) ||
+		    !rc_same_dir_inst(w, e, j, &st, &read))
+			return false;
+		w->nst[j] = rc_stamp_of(&st, o->inst[j].layer);
+		if (j == 0)
+			w->ntop = st;
+	}
+	w->ntop_ok = true;
+	if (read)
+		rc_refresh(w, e);
+	*next = un_obj_get(e->obj);
+	return true;
+}
+
+/* Whether ST, the object under E's name in the layer E found it in, is the
+ * object E found and still no white-out (rule 6): a 0:0 character device is
+ * never one of E's, and an empty regular file may have gained the white-out
+ * xattr, so its ctime must be the remembered one, which is kept only when
+ * settled (else RC_UNSETTLED, equal to none). */
+static bool rc_same_file(const struct un_rc_entry *e, const struct stat *st)
+{
+	const struct un_rc_stamp *own = &e->st[e->nvis];
+
+	if (st->st_dev != own->dev || st->st_ino != own->ino ||
+	    (st->st_mode & S_IFMT) != e->type)
+		return false;
+	/* What un_whiteout_classify reads beyond the stat: the white-out
+	 * xattr of an empty regular file, which its ctime covers. */
+	if (S_ISREG(st->st_mode) && st->st_size == 0)
+		return un_ts_ns(&st->st_ctim) == own->ctime;
+	return !(S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0));
+}
+
+/* Non-directory entry E (parent valid): opens its name again in the
+ * parent's instance it was found in (the last one its lookup read: a
+ * non-directory ends a lookup), and makes the object from that descriptor
+ * if it is E's object still (rule 6).  The rest of the file (data, size,
+ * times, modes) is what the new descriptor reads, like any lookup's; the
+ * node id is E's, as with the epoch unchanged the table maps the same name
+ * and instance to the same node (node.c invariant 10).  So a file replaced
+ * by another inode, a white-out made over it, or a rename in the layer
+ * shows at once: the first two change the parent's ctime or the identity
+ * the open finds, the last the parent's ctime and the open's result. */
+static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
+			struct un_obj **next)
+{
+	const struct un_inst *pi = &w->cur->inst[e->nvis - 1];
+	const struct un_obj_ident who = {
+	    .id = e->id,
+	    .fileid = e->fileid,
+	    .parent = e->parent,
+	    .type = e->type,
+	    .name = e->name,
+	    .len = e->namelen,
+	};
+	struct un_obj *o = NULL;
+	struct stat st;
+	int fd;
+
+	if (pi->layer != e->st[e->nvis].layer)
+		return false;
+	fd = un_sys_open_beneath(pi->fd, e->name, O_PATH);
+	if (fd < 0)
+		return false;
+	if (!un_sys_fstat(fd, &st) && rc_same_file(e, &st))
+		o = un_obj_new(1, &who);
+	if (!o) {
+		un_sys_close(fd);
+		return false;
+	}
+	o->inst[o->ninst++] = (struct un_inst){.fd = fd, .layer = pi->layer};
+	w->nst[0] = rc_stamp_of(&st, pi->layer);
+	w->ntop = st;
+	w->ntop_ok = true;
+	*next = o;
+	return true;
+}
+
+/* What looking E's name up in cur would give now, from E, if E still
+ * holds (HOP: the table's record of E's node, or NULL): *NEXT (a reference
+ * of the caller's; *SHARED when it is the cache's object; NULL for a
+ * negative entry: absent) and its stamps in W->nst.  Any failure is a
+ * miss. */
+bool un_rc_hit(struct un_walk *w, const struct un_rc_entry *e,
+	       const struct un_node_hop *hop, struct un_obj **next, bool *shared)
+{
+	if (!rc_valid_parent(w, e, hop))
+		return false;
+	*shared = e->obj != NULL;
+	if (e->id == UN_ID_NONE) {
+		*next = NULL; /* the name is absent (rule 9) */
+		return true;
+	}
+	return e->obj ? rc_hit_dir(w, e, next) : rc_hit_file(w, e, next);
+}
+
+/* A new entry (one reference) for NAME in cur with NST stamps, the
+ * parent's NVIS first, copied from W; the rest is the caller's to fill. */
+static struct un_rc_entry *rc_entry_new(struct un_walk *w, const char *name, size_t len,
+					size_t nvis, size_t nst)
+{
+	struct un_rc_entry *e =
+	    un_sys_malloc(sizeof(*e) + nst * sizeof(e->st[0]) + len + 1);
+
+	if (!e)
+		return NULL;
+	*e = (struct un_rc_entry){.parent = w->cur->id, .epoch = w->epoch, .nvis = nvis};
+	atomic_init(&e->ref, 1);
+	e->name = (char *)(e->st + nst);
+	e->namelen = (uint16_t)len;
+	memcpy(e->name, name, len);
+	e->name[len] = '\0';
+	memcpy(e->st, w->cst, nvis * sizeof(e->st[0]));
+	return e;
+}
+
+/* Whether the stamps of the first NVIS instances of cur, which a new
+ * entry would hold, are settled (rule 3). */
+static bool rc_parent_settled(const struct un_walk *w, size_t nvis)
+{
+	for (size_t j = 0; j < nvis; j++)
+		if (!un_settled(w->cst[j].ctime, &w->t0))
+			return false;
+	return true;
+}
+
+/* The stamp an entry keeps of its own instance S: an unsettled ctime as
+ * RC_UNSETTLED, which no hop takes for unchanged (rules 6, 11). */
+static struct un_rc_stamp rc_own_kept(const struct un_walk *w,
+				      const struct un_rc_stamp *s)
+{
+	struct un_rc_stamp k = *s;
+
+	if (!un_settled(k.ctime, &w->t0))
+		k.ctime = RC_UNSETTLED;
+	return k;
+}
+
+/* Counts the descriptors a directory's entry will hold against the bound
+ * (rule 5); false if they do not fit. */
+static bool rc_reserve(const struct un_obj *next)
+{
+	if (!S_ISDIR(next->type))
+		return true;
+	if (atomic_fetch_add(&rc_nfds, next->ninst) + next->ninst > rc_fds_max()) {
+		atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
+	return true;
+}
+
+/* Remembers NEXT, found by a lookup in cur that read what RD says (its
+ * stamps in W), if the parent's stamps are settled (rule 3); with
+ * OLD, in OLD's place only, if it is still there (rc_refresh).  True if
+ * NEXT is now the cache's too. */
+bool un_rc_remember(struct un_walk *w, struct un_obj *next,
+		    const struct un_lookup_read *rd, const struct un_rc_entry *old)
+{
+	bool dir = S_ISDIR(next->type);
+	size_t nown = dir ? next->ninst : 1;
+	struct un_rc_entry *e;
+
+	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis) || !rc_reserve(next))
+		return false;
+	e = rc_entry_new(w, next->name, next->namelen, rd->nvis, rd->nvis + nown);
+	if (!e) {
+		if (dir)
+			atomic_fetch_sub(&rc_nfds, next->ninst);
+		return false;
+	}
+	e->id = next->id;
+	e->fileid = next->fileid;
+	e->type = next->type;
+	e->open = rd->open;
+	e->opq = rd->opq;
+	e->obj = dir ? un_obj_get(next) : NULL; /* rule 6 */
+	for (size_t j = 0; j < nown; j++)
+		e->st[rd->nvis + j] = rc_own_kept(w, &w->nst[j]);
+	atomic_fetch_add(&e->ref, 1);
+	rn_swap(w->ex, e, old);
+	rc_swap(w->ex, e->id, e, old);
+	return dir;
+}
+
+/* Remembers that NAME is absent from cur, by a lookup that read what RD
+ * says (nvis 0: one it may not remember; rule 9).  lookup_in gives a
+ * nonzero nvis when the absence rests on the entries of the parent's
+ * instances alone: no name, an OCI ".wh.NAME" beside it, or a 0:0 device
+ * under it (whose inode cannot become anything else); not when a white-out
+ * file ended it (the xattr form, which only its own ctime covers). */
+void un_rc_remember_absent(struct un_walk *w, const char *name, size_t len,
+			   const struct un_lookup_read *rd)
+{
+	struct un_rc_entry *e;
+
+	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis))
+		return;
+	e = rc_entry_new(w, name, len, rd->nvis, rd->nvis);
+	if (!e)
+		return;
+	e->open = rd->open;
+	rn_swap(w->ex, e, NULL);
+}
+
+/* The path of ID from the cache's entries alone (rule 8): HOPS gets at
+ * most UN_RC_CHAIN_MAX of them, root first; false if any entry on the way
+ * is missing or of another epoch than W's.  An entry's (parent, name) is
+ * the table's record as read after that epoch, which no record changes
+ * while it stands (node.c invariant 10), so the table would give the same
+ * path; a hop that fails makes the next try read it from the table. */
+bool un_rc_path(struct un_walk *w, un_id id, struct un_node_hop *hops, size_t *n)
+{
+	struct un_rc_entry *e;
+	size_t k = UN_RC_CHAIN_MAX;
+
+	while (id != w->ex->root_id) {
+		if (k == 1)
+			return false;
+		e = un_rc_get(w->ex, id);
+		if (!e || e->epoch != w->epoch) {
+			un_rc_put(e);
+			return false;
+		}
+		k--;
+		hops[k] = (struct un_node_hop){.id = id,
+					       .parent = e->parent,
+					       .type = e->type,
+					       .namelen = e->namelen};
+		memcpy(hops[k].name, e->name, e->namelen);
+		hops[k].name[e->namelen] = '\0';
+		id = e->parent;
+		un_rc_put(e);
+	}
+	hops[--k] = (struct un_node_hop){.id = id};
+	*n = UN_RC_CHAIN_MAX - k;
+	memmove(hops, hops + k, *n * sizeof(hops[0]));
+	return true;
+}
+
+/* The export's root object, which walks share (its instances are the
+ * layer roots, fixed for the export's life): no descriptors to dup and
+ * close per walk.  A reference of the caller's. */
+int un_rc_root(struct un_export *ex, struct un_obj **out)
+{
+	struct un_obj *root = atomic_load(&ex->rc_root), *none = NULL;
+	int err;
+
+	if (!root) {
+		err = un_root(ex, &root);
+		if (err)
+			return err;
+		if (!atomic_compare_exchange_strong(&ex->rc_root, &none, root)) {
+			un_obj_put(root); /* another walk's came first */
+			root = none;
+		}
+	}
+	*out = un_obj_get(root);
+	return 0;
+}
