@@ -1,0 +1,884 @@
+/* lock.c - the byte-range lock table: locks, waiters and what an unlock lets
+ * through, with the semantics of POSIX locks as Linux fcntl keeps them.
+ *
+ * Rules
+ *  1. One mutex per table guards all of it.  Every public function takes it
+ *     and drops it before returning; nothing of the caller runs under it
+ *     (granted waiters come back as a list, not through a callback).
+ *  2. A range is inclusive [first, last]; last UINT64_MAX runs to the end of
+ *     the file.  NLM's length 0, and an offset + length past 2^64, both mean
+ *     that (span_of).
+ *  3. A file's locks are one list sorted by first byte, so the first conflict
+ *     found is the one with the lowest first byte (first_conflict).
+ *  4. One owner's locks on a file never overlap, and two of one type never
+ *     touch: cut() removes the owner's hold on a range, splitting a lock that
+ *     covers it; insert() merges the new lock with same-type neighbours.  So
+ *     the same bytes held always give the same list.
+ *  5. Locks of two owners conflict when they overlap and one is exclusive;
+ *     an owner never conflicts with itself: its new lock replaces what it
+ *     held on the range (upgrade, downgrade).
+ *  6. A call applies whole or changes nothing: plan() counts the entries it
+ *     adds before anything changes, room() checks the caps, and the records
+ *     it may need are allocated first (struct spares).
+ *  7. The caps count locks plus waiters, per host and in all.
+ *  8. Owners, hosts and files exist only while they hold a lock or a waiter
+ *     (owner_tidy, file_tidy); the hash tables shrink with their content.
+ *  9. Waiters are tried in order of arrival, in passes until a pass grants
+ *     none (wake), after every call that can free a range.  A granted waiter
+ *     is a lock at once, so nothing takes the range before GRANTED is sent.
+ * 10. Owners and hosts are interned: equal host name, svid and oh bytes are
+ *     one struct, so owner identity is pointer equality.
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "lock.h"
+
+/* ---- a chained hash table of intrusive nodes, keyed by SipHash ---- */
+
+#define HT_MIN 16
+
+struct hnode {
+	struct hnode *next;
+	uint64_t hash;
+};
+
+struct htab {
+	struct hnode **b;
+	size_t nb, count;
+};
+
+static int ht_init(struct htab *h)
+{
+	h->b = calloc(HT_MIN, sizeof(*h->b));
+	h->nb = HT_MIN;
+	h->count = 0;
+	return h->b ? 0 : -1;
+}
+
+/* A failed resize keeps the old buckets: chains grow longer, nothing lost. */
+static void ht_resize(struct htab *h, size_t nb)
+{
+	struct hnode **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < h->nb; i++) {
+		struct hnode *n, *next;
+
+		for (n = h->b[i]; n; n = next) {
+			next = n->next;
+			n->next = b[n->hash % nb];
+			b[n->hash % nb] = n;
+		}
+	}
+	free(h->b);
+	h->b = b;
+	h->nb = nb;
+}
+
+static void ht_add(struct htab *h, struct hnode *n)
+{
+	struct hnode **head = &h->b[n->hash % h->nb];
+
+	n->next = *head;
+	*head = n;
+	if (++h->count > h->nb)
+		ht_resize(h, h->nb * 2);
+}
+
+static void ht_del(struct htab *h, struct hnode *n)
+{
+	struct hnode **pp = &h->b[n->hash % h->nb];
+
+	while (*pp != n)
+		pp = &(*pp)->next;
+	*pp = n->next;
+	if (--h->count < h->nb / 4 && h->nb > HT_MIN)
+		ht_resize(h, h->nb / 2);
+}
+
+static struct hnode *ht_chain(const struct htab *h, uint64_t hash)
+{
+	return h->b[hash % h->nb];
+}
+
+/* ---- the table ---- */
+
+struct lk_host {
+	struct hnode hn; /* first: a host is its node */
+	LIST_HEAD(, lk_owner) owners;
+	size_t count; /* locks + waiters of its owners (rule 7) */
+	size_t name_len;
+	char name[];
+};
+
+struct lk_owner {
+	struct hnode hn;
+	LIST_ENTRY(lk_owner) in_host;
+	struct lk_host *host;
+	LIST_HEAD(, lk_lock) locks;
+	LIST_HEAD(, lk_waiter) waiters;
+	int32_t svid;
+	size_t oh_len;
+	uint8_t oh[];
+};
+
+struct lk_file {
+	struct hnode hn;
+	struct lock_file key;
+	TAILQ_HEAD(, lk_lock) locks;	 /* sorted by first (rule 3) */
+	TAILQ_HEAD(, lk_waiter) waiters; /* in order of arrival */
+	struct lk_file *dirty_next;	 /* lock_free_host's list of files to wake */
+	bool dirty;
+};
+
+struct lk_lock {
+	TAILQ_ENTRY(lk_lock) in_file;
+	LIST_ENTRY(lk_lock) in_owner;
+	struct lk_owner *owner;
+	struct lk_file *file;
+	uint64_t first, last;
+	enum lock_type type;
+};
+
+struct lk_waiter {
+	TAILQ_ENTRY(lk_waiter) in_file;
+	LIST_ENTRY(lk_waiter) in_owner;
+	struct lk_owner *owner;
+	struct lk_file *file;
+	uint64_t first, last;
+	enum lock_type type;
+	size_t cookie_len;
+	uint8_t cookie[];
+};
+
+struct lock_table {
+	pthread_mutex_t mu;
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	struct lock_limits lim;
+	struct htab files, hosts, owners;
+	size_t locks, waiters;
+};
+
+/* The records one change may need (rule 6): a split-off piece and the new
+ * lock; what is left unused is freed by spares_put. */
+struct spares {
+	struct lk_lock *l[2];
+};
+
+static uint64_t hash_bytes(const struct lock_table *t, const void *p, size_t n)
+{
+	unsigned char out[crypto_shorthash_BYTES];
+	uint64_t h;
+
+	crypto_shorthash(out, p, n, t->key);
+	memcpy(&h, out, sizeof(h));
+	return h;
+}
+
+static void span_of(const struct lock_range *r, uint64_t *first, uint64_t *last)
+{
+	*first = r->off;
+	if (r->len == 0 || r->len - 1 > UINT64_MAX - r->off)
+		*last = UINT64_MAX;
+	else
+		*last = r->off + r->len - 1;
+}
+
+static struct lock_range range_of(uint64_t first, uint64_t last)
+{
+	struct lock_range r = {first, last == UINT64_MAX ? 0 : last - first + 1};
+
+	return r;
+}
+
+static bool overlaps(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
+{
+	return a1 <= b2 && b1 <= a2;
+}
+
+/* ---- hosts, owners, files: found or made, and freed when empty ---- */
+
+static struct lk_host *host_find(struct lock_table *t, const char *name, bool make)
+{
+	size_t len = strlen(name);
+	uint64_t hash = hash_bytes(t, name, len);
+	struct lk_host *h;
+
+	for (struct hnode *n = ht_chain(&t->hosts, hash); n; n = n->next) {
+		h = (struct lk_host *)n;
+		if (n->hash == hash && h->name_len == len && !memcmp(h->name, name, len))
+			return h;
+	}
+	if (!make || !(h = calloc(1, sizeof(*h) + len + 1)))
+		return NULL;
+	h->hn.hash = hash;
+	LIST_INIT(&h->owners);
+	h->name_len = len;
+	memcpy(h->name, name, len);
+	ht_add(&t->hosts, &h->hn);
+	return h;
+}
+
+static uint64_t owner_hash(struct lock_table *t, const struct lk_host *h,
+			   const struct lock_owner *o)
+{
+	uint8_t buf[sizeof(h) + sizeof(o->svid) + LOCK_MAX_OH];
+
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), &o->svid, sizeof(o->svid));
+	memcpy(buf + sizeof(h) + sizeof(o->svid), o->oh, o->oh_len);
+	return hash_bytes(t, buf, sizeof(h) + sizeof(o->svid) + o->oh_len);
+}
+
+static void host_tidy(struct lock_table *t, struct lk_host *h)
+{
+	if (!LIST_EMPTY(&h->owners))
+		return;
+	assert(h->count == 0);
+	ht_del(&t->hosts, &h->hn);
+	free(h);
+}
+
+/* OWNER's struct; made (with its host) when MAKE, else NULL when unknown. */
+static struct lk_owner *owner_find(struct lock_table *t, const struct lock_owner *id,
+				   bool make)
+{
+	struct lk_host *h;
+	struct lk_owner *o;
+	uint64_t hash;
+
+	assert(id->host && strlen(id->host) <= LOCK_MAX_HOST &&
+	       id->oh_len <= LOCK_MAX_OH);
+	if (!(h = host_find(t, id->host, make)))
+		return NULL;
+	hash = owner_hash(t, h, id);
+	for (struct hnode *n = ht_chain(&t->owners, hash); n; n = n->next) {
+		o = (struct lk_owner *)n;
+		if (n->hash == hash && o->host == h && o->svid == id->svid &&
+		    o->oh_len == id->oh_len && !memcmp(o->oh, id->oh, id->oh_len))
+			return o;
+	}
+	if (!make || !(o = calloc(1, sizeof(*o) + id->oh_len))) {
+		host_tidy(t, h);
+		return NULL;
+	}
+	o->hn.hash = hash;
+	o->host = h;
+	LIST_INIT(&o->locks);
+	LIST_INIT(&o->waiters);
+	o->svid = id->svid;
+	o->oh_len = id->oh_len;
+	memcpy(o->oh, id->oh, id->oh_len);
+	LIST_INSERT_HEAD(&h->owners, o, in_host);
+	ht_add(&t->owners, &o->hn);
+	return o;
+}
+
+static void owner_tidy(struct lock_table *t, struct lk_owner *o)
+{
+	struct lk_host *h;
+
+	if (!o || !LIST_EMPTY(&o->locks) || !LIST_EMPTY(&o->waiters))
+		return;
+	h = o->host;
+	LIST_REMOVE(o, in_host);
+	ht_del(&t->owners, &o->hn);
+	free(o);
+	host_tidy(t, h);
+}
+
+static struct lk_file *file_find(struct lock_table *t, const struct lock_file *key,
+				 bool make)
+{
+	uint64_t hash = hash_bytes(t, key, sizeof(*key));
+	struct lk_file *f;
+
+	for (struct hnode *n = ht_chain(&t->files, hash); n; n = n->next) {
+		f = (struct lk_file *)n;
+		if (n->hash == hash && f->key.export_id == key->export_id &&
+		    f->key.node_id == key->node_id)
+			return f;
+	}
+	if (!make || !(f = calloc(1, sizeof(*f))))
+		return NULL;
+	f->hn.hash = hash;
+	f->key = *key;
+	TAILQ_INIT(&f->locks);
+	TAILQ_INIT(&f->waiters);
+	ht_add(&t->files, &f->hn);
+	return f;
+}
+
+static void file_tidy(struct lock_table *t, struct lk_file *f)
+{
+	if (!f || f->dirty || !TAILQ_EMPTY(&f->locks) || !TAILQ_EMPTY(&f->waiters))
+		return;
+	ht_del(&t->files, &f->hn);
+	free(f);
+}
+
+/* ---- locks and waiters: linking keeps the counts of rule 7 ---- */
+
+static void lock_link(struct lock_table *t, struct lk_file *f, struct lk_lock *l)
+{
+	struct lk_lock *at;
+
+	l->file = f;
+	TAILQ_FOREACH(at, &f->locks, in_file)
+	{
+		if (at->first > l->first)
+			break;
+	}
+	if (at)
+		TAILQ_INSERT_BEFORE(at, l, in_file);
+	else
+		TAILQ_INSERT_TAIL(&f->locks, l, in_file);
+	LIST_INSERT_HEAD(&l->owner->locks, l, in_owner);
+	l->owner->host->count++;
+	t->locks++;
+}
+
+static void lock_unlink(struct lock_table *t, struct lk_file *f, struct lk_lock *l)
+{
+	TAILQ_REMOVE(&f->locks, l, in_file);
+	LIST_REMOVE(l, in_owner);
+	l->owner->host->count--;
+	t->locks--;
+}
+
+static void waiter_unlink(struct lock_table *t, struct lk_file *f, struct lk_waiter *w)
+{
+	TAILQ_REMOVE(&f->waiters, w, in_file);
+	LIST_REMOVE(w, in_owner);
+	w->owner->host->count--;
+	t->waiters--;
+	free(w);
+}
+
+/* Whether H may hold DELTA more entries (rule 7). */
+static bool room(const struct lock_table *t, const struct lk_host *h, long delta)
+{
+	if (delta <= 0)
+		return true;
+	if (t->lim.per_host && h->count + (size_t)delta > t->lim.per_host)
+		return false;
+	return !t->lim.total || t->locks + t->waiters + (size_t)delta <= t->lim.total;
+}
+
+static struct lk_lock *first_conflict(struct lk_file *f, const struct lk_owner *o,
+				      enum lock_type type, uint64_t first, uint64_t last)
+{
+	struct lk_lock *l;
+
+	TAILQ_FOREACH(l, &f->locks, in_file)
+	{
+		if (l->first > last)
+			break;
+		if (l->owner != o && l->last >= first &&
+		    (type == LOCK_EXCLUSIVE || l->type == LOCK_EXCLUSIVE))
+			return l;
+	}
+	return NULL;
+}
+
+/* How many entries O's locks on F gain when [FIRST, LAST] is cut out and,
+ * when INSERT, a TYPE lock put there (rule 6). */
+static long plan(struct lk_file *f, const struct lk_owner *o, uint64_t first,
+		 uint64_t last, bool insert, enum lock_type type)
+{
+	long d = insert ? 1 : 0;
+	struct lk_lock *l;
+
+	TAILQ_FOREACH(l, &f->locks, in_file)
+	{
+		if (l->owner != o)
+			continue;
+		if (overlaps(l->first, l->last, first, last))
+			d += l->first < first && l->last > last	    ? 1
+			     : l->first >= first && l->last <= last ? -1
+								    : 0;
+		if (!insert || l->type != type)
+			continue;
+		/* a same-type neighbour once the range is cut: merged away */
+		if (first > 0 && l->first < first && l->last >= first - 1)
+			d--;
+		if (last < UINT64_MAX && l->last > last && l->first <= last + 1)
+			d--;
+	}
+	return d;
+}
+
+static int spares_get(struct spares *s)
+{
+	s->l[0] = malloc(sizeof(struct lk_lock));
+	s->l[1] = malloc(sizeof(struct lk_lock));
+	return s->l[0] && s->l[1] ? 0 : -1;
+}
+
+static struct lk_lock *spares_take(struct spares *s)
+{
+	struct lk_lock *l = s->l[0] ? s->l[0] : s->l[1];
+
+	assert(l);
+	if (l == s->l[0])
+		s->l[0] = NULL;
+	else
+		s->l[1] = NULL;
+	return l;
+}
+
+static void spares_put(struct spares *s)
+{
+	free(s->l[0]);
+	free(s->l[1]);
+}
+
+/* Removes O's hold on [FIRST, LAST] of F (rule 4). */
+static void cut(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
+		uint64_t first, uint64_t last, struct spares *s)
+{
+	struct lk_lock *l, *next, *piece;
+
+	for (l = TAILQ_FIRST(&f->locks); l && l->first <= last; l = next) {
+		next = TAILQ_NEXT(l, in_file);
+		if (l->owner != o || l->last < first)
+			continue;
+		if (l->first < first && l->last > last) {
+			piece = spares_take(s);
+			*piece = *l;
+			piece->first = last + 1;
+			l->last = first - 1;
+			lock_link(t, f, piece);
+		} else if (l->first < first) {
+			l->last = first - 1;
+		} else if (l->last > last) {
+			/* its first byte moves: relink to keep the order */
+			lock_unlink(t, f, l);
+			l->first = last + 1;
+			lock_link(t, f, l);
+		} else {
+			lock_unlink(t, f, l);
+			free(l);
+		}
+	}
+}
+
+/* Puts a TYPE lock of O on [FIRST, LAST] of F, where O holds nothing,
+ * merged with O's same-type neighbours (rule 4). */
+static void insert(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
+		   enum lock_type type, uint64_t first, uint64_t last, struct spares *s)
+{
+	struct lk_lock *l, *next, *n;
+	uint64_t lo = first, hi = last;
+
+	for (l = TAILQ_FIRST(&f->locks); l; l = next) {
+		next = TAILQ_NEXT(l, in_file);
+		if (l->owner != o || l->type != type)
+			continue;
+		if ((first > 0 && l->last == first - 1) ||
+		    (last < UINT64_MAX && l->first == last + 1)) {
+			lo = l->first < lo ? l->first : lo;
+			hi = l->last > hi ? l->last : hi;
+			lock_unlink(t, f, l);
+			free(l);
+		}
+	}
+	n = spares_take(s);
+	*n = (struct lk_lock){.owner = o, .first = lo, .last = hi, .type = type};
+	lock_link(t, f, n);
+}
+
+static void holder_fill(struct lock_holder *h, const struct lk_owner *o,
+			enum lock_type type, uint64_t first, uint64_t last)
+{
+	memcpy(h->host, o->host->name, o->host->name_len + 1);
+	h->svid = o->svid;
+	h->oh_len = o->oh_len;
+	memcpy(h->oh, o->oh, o->oh_len);
+	h->type = type;
+	h->range = range_of(first, last);
+}
+
+/* O takes TYPE on [FIRST, LAST] of F, where nothing conflicts: OK or
+ * NOLOCKS, when over a cap or out of memory (nothing changed).  SLACK
+ * entries of O's host are about to go (a waiter becoming this lock). */
+static enum lock_result apply(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
+			      enum lock_type type, uint64_t first, uint64_t last,
+			      long slack)
+{
+	struct spares s = {{NULL, NULL}};
+	enum lock_result res = LOCK_NOLOCKS;
+
+	if (!room(t, o->host, plan(f, o, first, last, true, type) - slack) ||
+	    spares_get(&s) < 0)
+		goto out;
+	cut(t, f, o, first, last, &s);
+	insert(t, f, o, type, first, last, &s);
+	res = LOCK_OK;
+out:
+	spares_put(&s);
+	return res;
+}
+
+/* One pass over F's waiters in order of arrival (rule 9); whether it
+ * granted any.  Grants go to the end of the list at *TAIL. */
+static bool wake_pass(struct lock_table *t, struct lk_file *f, struct lock_grant ***tail)
+{
+	struct lk_waiter *w, *next;
+	struct lock_grant *g;
+	bool any = false;
+
+	for (w = TAILQ_FIRST(&f->waiters); w; w = next) {
+		next = TAILQ_NEXT(w, in_file);
+		if (first_conflict(f, w->owner, w->type, w->first, w->last))
+			continue;
+		if (!(g = calloc(1, sizeof(*g))))
+			continue;
+		if (apply(t, f, w->owner, w->type, w->first, w->last, 1) != LOCK_OK) {
+			free(g);
+			continue;
+		}
+		g->file = f->key;
+		holder_fill(&g->lock, w->owner, w->type, w->first, w->last);
+		g->cookie_len = w->cookie_len;
+		memcpy(g->cookie, w->cookie, w->cookie_len);
+		**tail = g;
+		*tail = &g->next;
+		waiter_unlink(t, f, w);
+		any = true;
+	}
+	return any;
+}
+
+static void wake(struct lock_table *t, struct lk_file *f, struct lock_grant **grants)
+{
+	struct lock_grant **tail = grants;
+
+	if (!grants)
+		return;
+	while (*tail)
+		tail = &(*tail)->next;
+	while (wake_pass(t, f, &tail))
+		;
+}
+
+/* ---- the public calls ---- */
+
+struct lock_table *lock_table_new(const struct lock_limits *lim)
+{
+	struct lock_table *t = calloc(1, sizeof(*t));
+
+	if (!t || sodium_init() < 0)
+		goto fail;
+	if (ht_init(&t->files) < 0 || ht_init(&t->hosts) < 0 || ht_init(&t->owners) < 0)
+		goto fail;
+	randombytes_buf(t->key, sizeof(t->key));
+	t->lim = *lim;
+	pthread_mutex_init(&t->mu, NULL);
+	return t;
+fail:
+	if (t) {
+		free(t->files.b);
+		free(t->hosts.b);
+		free(t->owners.b);
+	}
+	free(t);
+	return NULL;
+}
+
+void lock_table_free(struct lock_table *t)
+{
+	if (!t)
+		return;
+	while (t->hosts.count)
+		for (size_t i = 0; i < t->hosts.nb; i++)
+			if (t->hosts.b[i]) {
+				lock_free_host(t, ((struct lk_host *)t->hosts.b[i])->name,
+					       NULL);
+				break;
+			}
+	assert(t->files.count == 0 && t->owners.count == 0);
+	free(t->files.b);
+	free(t->hosts.b);
+	free(t->owners.b);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+void lock_set_limits(struct lock_table *t, const struct lock_limits *lim)
+{
+	pthread_mutex_lock(&t->mu);
+	t->lim = *lim;
+	pthread_mutex_unlock(&t->mu);
+}
+
+enum lock_result lock_test(struct lock_table *t, const struct lock_file *fk,
+			   const struct lock_owner *owner, enum lock_type type,
+			   const struct lock_range *r, struct lock_holder *conflict)
+{
+	enum lock_result res = LOCK_OK;
+	struct lk_file *f;
+	struct lk_lock *l;
+	uint64_t first, last;
+
+	span_of(r, &first, &last);
+	pthread_mutex_lock(&t->mu);
+	f = file_find(t, fk, false);
+	l = f ? first_conflict(f, owner_find(t, owner, false), type, first, last) : NULL;
+	if (l) {
+		res = LOCK_DENIED;
+		if (conflict)
+			holder_fill(conflict, l->owner, l->type, l->first, l->last);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+/* lock_acquire and lock_block: on a conflict, a waiter with COOKIE when
+ * BLOCK, else DENIED.  Called with the mutex held. */
+static enum lock_result acquire(struct lock_table *t, const struct lock_file *fk,
+				const struct lock_owner *id, enum lock_type type,
+				const struct lock_range *r, bool block,
+				const void *cookie, size_t cookie_len,
+				struct lock_grant **grants)
+{
+	enum lock_result res = LOCK_NOLOCKS;
+	struct lk_owner *o = owner_find(t, id, true);
+	struct lk_file *f = file_find(t, fk, true);
+	struct lk_waiter *w;
+	uint64_t first, last;
+
+	span_of(r, &first, &last);
+	if (!o || !f)
+		goto out;
+	if (!first_conflict(f, o, type, first, last)) {
+		res = apply(t, f, o, type, first, last, 0);
+		if (res == LOCK_OK)
+			wake(t, f, grants);
+		goto out;
+	}
+	res = LOCK_DENIED;
+	if (!block)
+		goto out;
+	res = LOCK_BLOCKED;
+	LIST_FOREACH(w, &o->waiters, in_owner)
+	{
+		if (w->file == f && w->type == type && w->first == first &&
+		    w->last == last)
+			goto out;
+	}
+	res = LOCK_NOLOCKS;
+	assert(cookie_len <= LOCK_MAX_COOKIE);
+	if (!room(t, o->host, 1) || !(w = malloc(sizeof(*w) + cookie_len)))
+		goto out;
+	*w = (struct lk_waiter){.owner = o,
+				.file = f,
+				.first = first,
+				.last = last,
+				.type = type,
+				.cookie_len = cookie_len};
+	memcpy(w->cookie, cookie, cookie_len);
+	TAILQ_INSERT_TAIL(&f->waiters, w, in_file);
+	LIST_INSERT_HEAD(&o->waiters, w, in_owner);
+	o->host->count++;
+	t->waiters++;
+	res = LOCK_BLOCKED;
+out:
+	file_tidy(t, f);
+	owner_tidy(t, o);
+	return res;
+}
+
+enum lock_result lock_acquire(struct lock_table *t, const struct lock_file *f,
+			      const struct lock_owner *owner, enum lock_type type,
+			      const struct lock_range *r, struct lock_grant **grants)
+{
+	enum lock_result res;
+
+	pthread_mutex_lock(&t->mu);
+	res = acquire(t, f, owner, type, r, false, NULL, 0, grants);
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+enum lock_result lock_block(struct lock_table *t, const struct lock_file *f,
+			    const struct lock_owner *owner, enum lock_type type,
+			    const struct lock_range *r, const void *cookie,
+			    size_t cookie_len, struct lock_grant **grants)
+{
+	enum lock_result res;
+
+	pthread_mutex_lock(&t->mu);
+	res = acquire(t, f, owner, type, r, true, cookie, cookie_len, grants);
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+enum lock_result lock_cancel(struct lock_table *t, const struct lock_file *fk,
+			     const struct lock_owner *owner, enum lock_type type,
+			     const struct lock_range *r)
+{
+	enum lock_result res = LOCK_DENIED;
+	struct lk_owner *o;
+	struct lk_file *f;
+	struct lk_waiter *w;
+	uint64_t first, last;
+
+	span_of(r, &first, &last);
+	pthread_mutex_lock(&t->mu);
+	o = owner_find(t, owner, false);
+	f = file_find(t, fk, false);
+	if (!o || !f)
+		goto out;
+	TAILQ_FOREACH(w, &f->waiters, in_file)
+	{
+		if (w->owner == o && w->type == type && w->first == first &&
+		    w->last == last) {
+			waiter_unlink(t, f, w);
+			res = LOCK_OK;
+			break;
+		}
+	}
+	file_tidy(t, f);
+	owner_tidy(t, o);
+out:
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+enum lock_result lock_release(struct lock_table *t, const struct lock_file *fk,
+			      const struct lock_owner *owner, const struct lock_range *r,
+			      struct lock_grant **grants)
+{
+	struct spares s = {{NULL, NULL}};
+	enum lock_result res = LOCK_OK;
+	struct lk_owner *o;
+	struct lk_file *f;
+	uint64_t first, last;
+
+	span_of(r, &first, &last);
+	pthread_mutex_lock(&t->mu);
+	o = owner_find(t, owner, false);
+	f = file_find(t, fk, false);
+	if (!o || !f)
+		goto out;
+	res = LOCK_NOLOCKS;
+	if (!room(t, o->host, plan(f, o, first, last, false, LOCK_SHARED)) ||
+	    spares_get(&s) < 0)
+		goto out;
+	cut(t, f, o, first, last, &s);
+	wake(t, f, grants);
+	res = LOCK_OK;
+out:
+	spares_put(&s);
+	if (f)
+		file_tidy(t, f);
+	owner_tidy(t, o);
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+static void mark_dirty(struct lk_file *f, struct lk_file **dirty)
+{
+	if (f->dirty)
+		return;
+	f->dirty = true;
+	f->dirty_next = *dirty;
+	*dirty = f;
+}
+
+/* Drops O's locks and waiters, their files put on the list at *DIRTY. */
+static void owner_drop(struct lock_table *t, struct lk_owner *o, struct lk_file **dirty)
+{
+	struct lk_lock *l;
+	struct lk_waiter *w;
+
+	while ((w = LIST_FIRST(&o->waiters))) {
+		mark_dirty(w->file, dirty);
+		waiter_unlink(t, w->file, w);
+	}
+	while ((l = LIST_FIRST(&o->locks))) {
+		mark_dirty(l->file, dirty);
+		lock_unlink(t, l->file, l);
+		free(l);
+	}
+}
+
+void lock_free_host(struct lock_table *t, const char *host, struct lock_grant **grants)
+{
+	struct lk_file *dirty = NULL, *f;
+	struct lk_owner *o;
+	struct lk_host *h;
+	bool last;
+
+	pthread_mutex_lock(&t->mu);
+	if (!(h = host_find(t, host, false)))
+		goto out;
+	LIST_FOREACH(o, &h->owners, in_host)
+	owner_drop(t, o, &dirty);
+	/* the last owner's tidy frees the host */
+	do {
+		o = LIST_FIRST(&h->owners);
+		last = !LIST_NEXT(o, in_host);
+		owner_tidy(t, o);
+	} while (!last);
+	while ((f = dirty)) {
+		dirty = f->dirty_next;
+		f->dirty = false;
+		wake(t, f, grants);
+		file_tidy(t, f);
+	}
+out:
+	pthread_mutex_unlock(&t->mu);
+}
+
+void lock_grants_free(struct lock_grant *g)
+{
+	struct lock_grant *next;
+
+	for (; g; g = next) {
+		next = g->next;
+		free(g);
+	}
+}
+
+size_t lock_list(struct lock_table *t, const struct lock_file *fk,
+		 const struct lock_owner *owner, struct lock_span *out, size_t max)
+{
+	struct lk_owner *o;
+	struct lk_file *f;
+	struct lk_lock *l;
+	size_t n = 0;
+
+	pthread_mutex_lock(&t->mu);
+	o = owner_find(t, owner, false);
+	f = file_find(t, fk, false);
+	if (o && f)
+		TAILQ_FOREACH(l, &f->locks, in_file)
+		{
+			if (l->owner != o)
+				continue;
+			if (n < max)
+				out[n] = (struct lock_span){l->first, l->last, l->type};
+			n++;
+		}
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+void lock_get_stats(struct lock_table *t, struct lock_stats *st)
+{
+	pthread_mutex_lock(&t->mu);
+	st->locks = t->locks;
+	st->waiters = t->waiters;
+	st->files = t->files.count;
+	st->owners = t->owners.count;
+	st->hosts = t->hosts.count;
+	pthread_mutex_unlock(&t->mu);
+}
