@@ -579,6 +579,7 @@ struct model {
 	int nw;
 	char grants[M_WAITS * 2][24]; /* cookies, in order granted */
 	int ng;
+	long seen[4], granted, peak; /* results, grants, most locks held */
 };
 
 static struct lock_owner m_owner(int i)
@@ -745,6 +746,7 @@ static void m_step(struct lock_table *t, struct model *m, long op, struct lock_g
 		bool c = m_conflicts(m, owner, type, &r);
 
 		res = lock_acquire(t, &F1, &id, type, &lr, g);
+		m->seen[res]++;
 		assert_int_equal(res, c ? LOCK_DENIED : LOCK_OK);
 		if (!c)
 			m_set(m, owner, type == X ? M_X : M_S, &r);
@@ -762,6 +764,7 @@ static void m_step(struct lock_table *t, struct model *m, long op, struct lock_g
 		if (c && !dup && m->nw == M_WAITS)
 			return; /* the model's queue is full: skip */
 		res = lock_block(t, &F1, &id, type, &lr, w.cookie, strlen(w.cookie), g);
+		m->seen[res]++;
 		assert_int_equal(res, c ? LOCK_BLOCKED : LOCK_OK);
 		if (!c)
 			m_set(m, owner, type == X ? M_X : M_S, &r);
@@ -830,14 +833,19 @@ static void test_random_against_model(void **state)
 		struct lock_grant *g = NULL;
 
 		m_step(t, m, op, &g);
+		m->granted += m->ng;
 		m_check_grants(m, g, op);
 		lock_grants_free(g);
 		for (int o = 0; o < M_OWNERS; o++)
 			m_check_held(t, m, o, op);
 		lock_get_stats(t, &st);
 		assert_int_equal(st.waiters, m->nw);
+		m->peak = (long)st.locks > m->peak ? (long)st.locks : m->peak;
 	}
-	print_message("%ld random operations, no divergence\n", ops);
+	print_message("%ld random operations, no divergence: %ld ok, %ld denied, "
+		      "%ld blocked, %ld waiters granted, at most %ld locks\n",
+		      ops, m->seen[LOCK_OK], m->seen[LOCK_DENIED], m->seen[LOCK_BLOCKED],
+		      m->granted, m->peak);
 	free(m);
 	empty_and_free(t, HOSTS);
 }
