@@ -20,14 +20,19 @@
  *  6. A call applies whole or changes nothing: plan() counts the entries it
  *     adds before anything changes, room() checks the caps, and the records
  *     it may need are allocated first (struct spares).
- *  7. The caps count locks plus waiters, per host and in all.
- *  8. Owners, hosts and files exist only while they hold a lock or a waiter
+ *  7. The caps count locks, waiters and share reservations, per host and
+ *     in all.
+ *  8. Owners, hosts and files exist only while they hold a lock, a waiter or
+ *     a share
  *     (owner_tidy, file_tidy); the hash tables shrink with their content.
  *  9. Waiters are tried in order of arrival, in passes until a pass grants
  *     none (wake), after every call that can free a range.  A granted waiter
  *     is a lock at once, so nothing takes the range before GRANTED is sent.
  * 10. Owners and hosts are interned: equal host name, svid and oh bytes are
- *     one struct, so owner identity is pointer equality.
+ *     one struct, so owner identity is pointer equality.  A share
+ *     reservation's owner has svid 0 (share_owner): NLM names none.
+ * 11. Share reservations are apart from byte-range locks: neither blocks
+ *     the other, as in Linux lockd.  One per owner per file.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -123,6 +128,7 @@ struct lk_owner {
 	struct lk_host *host;
 	LIST_HEAD(, lk_lock) locks;
 	LIST_HEAD(, lk_waiter) waiters;
+	LIST_HEAD(, lk_share) shares;
 	int32_t svid;
 	size_t oh_len;
 	uint8_t oh[];
@@ -133,7 +139,8 @@ struct lk_file {
 	struct lock_file key;
 	TAILQ_HEAD(, lk_lock) locks;	 /* sorted by first (rule 3) */
 	TAILQ_HEAD(, lk_waiter) waiters; /* in order of arrival */
-	struct lk_file *dirty_next;	 /* lock_free_host's list of files to wake */
+	LIST_HEAD(, lk_share) shares;
+	struct lk_file *dirty_next; /* lock_free_host's list of files to wake */
 	bool dirty;
 };
 
@@ -157,12 +164,20 @@ struct lk_waiter {
 	uint8_t cookie[];
 };
 
+struct lk_share {
+	LIST_ENTRY(lk_share) in_file;
+	LIST_ENTRY(lk_share) in_owner;
+	struct lk_owner *owner;
+	struct lk_file *file;
+	unsigned access, deny;
+};
+
 struct lock_table {
 	pthread_mutex_t mu;
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	struct lock_limits lim;
 	struct htab files, hosts, owners;
-	size_t locks, waiters;
+	size_t locks, waiters, shares;
 };
 
 /* The records one change may need (rule 6): a split-off piece and the new
@@ -272,6 +287,7 @@ static struct lk_owner *owner_find(struct lock_table *t, const struct lock_owner
 	o->host = h;
 	LIST_INIT(&o->locks);
 	LIST_INIT(&o->waiters);
+	LIST_INIT(&o->shares);
 	o->svid = id->svid;
 	o->oh_len = id->oh_len;
 	memcpy(o->oh, id->oh, id->oh_len);
@@ -284,7 +300,8 @@ static void owner_tidy(struct lock_table *t, struct lk_owner *o)
 {
 	struct lk_host *h;
 
-	if (!o || !LIST_EMPTY(&o->locks) || !LIST_EMPTY(&o->waiters))
+	if (!o || !LIST_EMPTY(&o->locks) || !LIST_EMPTY(&o->waiters) ||
+	    !LIST_EMPTY(&o->shares))
 		return;
 	h = o->host;
 	LIST_REMOVE(o, in_host);
@@ -311,13 +328,15 @@ static struct lk_file *file_find(struct lock_table *t, const struct lock_file *k
 	f->key = *key;
 	TAILQ_INIT(&f->locks);
 	TAILQ_INIT(&f->waiters);
+	LIST_INIT(&f->shares);
 	ht_add(&t->files, &f->hn);
 	return f;
 }
 
 static void file_tidy(struct lock_table *t, struct lk_file *f)
 {
-	if (!f || f->dirty || !TAILQ_EMPTY(&f->locks) || !TAILQ_EMPTY(&f->waiters))
+	if (!f || f->dirty || !TAILQ_EMPTY(&f->locks) || !TAILQ_EMPTY(&f->waiters) ||
+	    !LIST_EMPTY(&f->shares))
 		return;
 	ht_del(&t->files, &f->hn);
 	free(f);
@@ -368,7 +387,8 @@ static bool room(const struct lock_table *t, const struct lk_host *h, long delta
 		return true;
 	if (t->lim.per_host && h->count + (size_t)delta > t->lim.per_host)
 		return false;
-	return !t->lim.total || t->locks + t->waiters + (size_t)delta <= t->lim.total;
+	return !t->lim.total ||
+	       t->locks + t->waiters + t->shares + (size_t)delta <= t->lim.total;
 }
 
 static struct lk_lock *first_conflict(struct lk_file *f, const struct lk_owner *o,
@@ -784,6 +804,107 @@ out:
 	return res;
 }
 
+static void share_unlink(struct lock_table *t, struct lk_share *sh)
+{
+	LIST_REMOVE(sh, in_file);
+	LIST_REMOVE(sh, in_owner);
+	sh->owner->host->count--;
+	t->shares--;
+	free(sh);
+}
+
+/* A share reservation's owner: host and oh (rule 10). */
+static struct lk_owner *share_owner(struct lock_table *t, const struct lock_owner *id,
+				    bool make)
+{
+	struct lock_owner o = *id;
+
+	o.svid = 0;
+	return owner_find(t, &o, make);
+}
+
+/* OWNER's reservation on F, or NULL. */
+static struct lk_share *share_find(struct lk_file *f, const struct lk_owner *o)
+{
+	struct lk_share *sh;
+
+	LIST_FOREACH(sh, &f->shares, in_file)
+	{
+		if (sh->owner == o)
+			return sh;
+	}
+	return NULL;
+}
+
+static bool share_conflicts(struct lk_file *f, const struct lk_owner *o, unsigned access,
+			    unsigned deny)
+{
+	struct lk_share *sh;
+
+	LIST_FOREACH(sh, &f->shares, in_file)
+	{
+		if (sh->owner != o && ((sh->deny & access) || (sh->access & deny)))
+			return true;
+	}
+	return false;
+}
+
+enum lock_result lock_share(struct lock_table *t, const struct lock_file *fk,
+			    const struct lock_owner *owner, unsigned access,
+			    unsigned deny)
+{
+	enum lock_result res = LOCK_NOLOCKS;
+	struct lk_owner *o;
+	struct lk_file *f;
+	struct lk_share *sh;
+
+	pthread_mutex_lock(&t->mu);
+	o = share_owner(t, owner, true);
+	f = file_find(t, fk, true);
+	if (!o || !f)
+		goto out;
+	res = LOCK_DENIED;
+	if (share_conflicts(f, o, access, deny))
+		goto out;
+	res = LOCK_NOLOCKS;
+	if (!(sh = share_find(f, o))) {
+		if (!room(t, o->host, 1) || !(sh = calloc(1, sizeof(*sh))))
+			goto out;
+		sh->owner = o;
+		sh->file = f;
+		LIST_INSERT_HEAD(&f->shares, sh, in_file);
+		LIST_INSERT_HEAD(&o->shares, sh, in_owner);
+		o->host->count++;
+		t->shares++;
+	}
+	sh->access = access;
+	sh->deny = deny;
+	res = LOCK_OK;
+out:
+	file_tidy(t, f);
+	owner_tidy(t, o);
+	pthread_mutex_unlock(&t->mu);
+	return res;
+}
+
+void lock_unshare(struct lock_table *t, const struct lock_file *fk,
+		  const struct lock_owner *owner)
+{
+	struct lk_owner *o;
+	struct lk_file *f;
+	struct lk_share *sh;
+
+	pthread_mutex_lock(&t->mu);
+	o = share_owner(t, owner, false);
+	f = file_find(t, fk, false);
+	if (o && f && (sh = share_find(f, o)))
+		share_unlink(t, sh);
+	if (f)
+		file_tidy(t, f);
+	owner_tidy(t, o);
+	pthread_mutex_unlock(&t->mu);
+}
+
 static void mark_dirty(struct lk_file *f, struct lk_file **dirty)
 {
 	if (f->dirty)
@@ -798,7 +919,12 @@ static void owner_drop(struct lock_table *t, struct lk_owner *o, struct lk_file 
 {
 	struct lk_lock *l;
 	struct lk_waiter *w;
+	struct lk_share *sh;
 
+	while ((sh = LIST_FIRST(&o->shares))) {
+		mark_dirty(sh->file, dirty);
+		share_unlink(t, sh);
+	}
 	while ((w = LIST_FIRST(&o->waiters))) {
 		mark_dirty(w->file, dirty);
 		waiter_unlink(t, w->file, w);
@@ -877,6 +1003,7 @@ void lock_get_stats(struct lock_table *t, struct lock_stats *st)
 	pthread_mutex_lock(&t->mu);
 	st->locks = t->locks;
 	st->waiters = t->waiters;
+	st->shares = t->shares;
 	st->files = t->files.count;
 	st->owners = t->owners.count;
 	st->hosts = t->hosts.count;

@@ -72,13 +72,23 @@ struct lock_span {
 	enum lock_type type;
 };
 
-/* Caps on locks plus waiters, per host and in all.  0: no cap. */
+/* Caps on locks, waiters and share reservations together, per host and in
+ * all.  0: no cap. */
 struct lock_limits {
 	size_t per_host, total;
 };
 
 struct lock_stats {
-	size_t locks, waiters, files, owners, hosts;
+	size_t locks, waiters, shares, files, owners, hosts;
+};
+
+/* A share reservation's bits, as NLM's fsh4_access and fsh4_mode number
+ * them: what the owner opens the file for, and what it denies others. */
+enum {
+	LOCK_ACCESS_READ = 1,
+	LOCK_ACCESS_WRITE = 2,
+	LOCK_DENY_READ = 1,
+	LOCK_DENY_WRITE = 2,
 };
 
 struct lock_table;
@@ -124,11 +134,23 @@ enum lock_result lock_release(struct lock_table *t, const struct lock_file *f,
 			      const struct lock_owner *owner, const struct lock_range *r,
 			      struct lock_grant **grants);
 
-/* Drops every lock and waiter of HOST (SM_NOTIFY, FREE_ALL); other hosts'
- * waiters let through are granted and appended to *GRANTS. */
+/* Drops every lock, waiter and share reservation of HOST (SM_NOTIFY, FREE_ALL); other
+ * hosts' waiters let through are granted and appended to *GRANTS. */
 void lock_free_host(struct lock_table *t, const char *host, struct lock_grant **grants);
 
 void lock_grants_free(struct lock_grant *g);
+
+/* A share reservation (NLM SHARE) of OWNER on F: ACCESS and DENY are
+ * LOCK_ACCESS_* and LOCK_DENY_* bits.  The owner is host and oh; its svid is
+ * not part of it.  OWNER's reservation on F, if any, is replaced.  OK,
+ * DENIED when another's deny bits meet ACCESS or its access meets DENY
+ * (nothing changed), or NOLOCKS. */
+enum lock_result lock_share(struct lock_table *t, const struct lock_file *f,
+			    const struct lock_owner *owner, unsigned access,
+			    unsigned deny);
+/* Removes OWNER's reservation on F (none is OK). */
+void lock_unshare(struct lock_table *t, const struct lock_file *f,
+		  const struct lock_owner *owner);
 
 /* OWNER's locks on F in order of first byte, at most MAX of them in OUT;
  * returns how many there are. */

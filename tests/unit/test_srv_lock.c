@@ -90,7 +90,8 @@ static void empty_and_free(struct lock_table *t, const char *const *hosts)
 	for (; *hosts; hosts++)
 		lock_free_host(t, *hosts, NULL);
 	lock_get_stats(t, &st);
-	assert_int_equal(st.locks + st.waiters + st.files + st.owners + st.hosts, 0);
+	assert_int_equal(
+	    st.locks + st.waiters + st.shares + st.files + st.owners + st.hosts, 0);
 	lock_table_free(t);
 }
 
@@ -517,6 +518,63 @@ static void test_free_host(void **state)
 	empty_and_free(t, HOSTS);
 }
 
+/* ---- share reservations ---- */
+
+#define AR LOCK_ACCESS_READ
+#define AW LOCK_ACCESS_WRITE
+#define DR LOCK_DENY_READ
+#define DW LOCK_DENY_WRITE
+
+static void test_shares(void **state)
+{
+	struct lock_owner a = own("a", 1, "x"), a_svid = own("a", 9, "x"),
+			  a_oh = own("a", 1, "y"), b = own("b", 1, "x");
+	struct lock_limits lim = {2, 0};
+	struct lock_stats st;
+	struct lock_table *t = table();
+
+	(void)state;
+	/* a reads and denies writers */
+	assert_int_equal(lock_share(t, &F1, &a, AR, DW), LOCK_OK);
+	assert_int_equal(lock_share(t, &F1, &b, AW, 0), LOCK_DENIED);
+	assert_int_equal(lock_share(t, &F1, &b, AR | AW, 0), LOCK_DENIED);
+	assert_int_equal(lock_share(t, &F1, &b, AR, DR), LOCK_DENIED); /* a reads */
+	assert_int_equal(lock_share(t, &F1, &b, AR, DW), LOCK_OK);
+	/* another oh is another owner; another svid is the same owner */
+	assert_int_equal(lock_share(t, &F1, &a_oh, AW, 0), LOCK_DENIED);
+	assert_int_equal(lock_share(t, &F1, &a_svid, AR, 0), LOCK_OK); /* replaced */
+	lock_get_stats(t, &st);
+	assert_int_equal(st.shares, 2);
+	/* other files are apart; byte-range locks are apart */
+	assert_int_equal(lock_share(t, &F2, &a_oh, AW, DR | DW), LOCK_OK);
+	assert_int_equal(lk(t, a_oh, X, 0, EOF_), LOCK_OK);
+	/* b still denies writers: a cannot replace its own with a write */
+	assert_int_equal(lock_share(t, &F1, &a, AW, 0), LOCK_DENIED);
+	lock_unshare(t, &F1, &b);
+	lock_unshare(t, &F1, &b); /* none: no harm */
+	assert_int_equal(lock_share(t, &F1, &a, AW, 0), LOCK_OK);
+	/* caps count shares and locks together, per host: b may hold 2 */
+	lock_set_limits(t, &lim);
+	assert_int_equal(lock_share(t, &F1, &b, 0, 0), LOCK_OK);
+	assert_int_equal(lock_share(t, &F2, &b, 0, 0), LOCK_OK);
+	assert_int_equal(lock_share(t, &(struct lock_file){5, 5}, &b, 0, 0),
+			 LOCK_NOLOCKS);
+	assert_int_equal(lock_acquire(t, &F2, &b, S, &(struct lock_range){100, 1}, NULL),
+			 LOCK_NOLOCKS);
+	assert_int_equal(lock_share(t, &F1, &b, AR, 0), LOCK_OK); /* a replacement */
+	/* freeing a host frees its shares */
+	lock_free_host(t, "a", NULL);
+	assert_int_equal(lock_share(t, &F1, &b, AR | AW, DR | DW), LOCK_OK);
+	lock_get_stats(t, &st);
+	assert_int_equal(st.shares, 2);
+	assert_int_equal(st.locks, 0);
+	lock_unshare(t, &F1, &b);
+	lock_unshare(t, &F2, &b);
+	lock_get_stats(t, &st);
+	assert_int_equal(st.files + st.owners + st.hosts, 0);
+	empty_and_free(t, HOSTS);
+}
+
 /* Memory follows what is held: many files and hosts, all released, leave
  * nothing. */
 static void test_memory_follows_locks(void **state)
@@ -863,6 +921,7 @@ int main(void)
 	    cmocka_unit_test(test_waiters_granted_and_cancelled),
 	    cmocka_unit_test(test_waiters_downgrade_and_passes),
 	    cmocka_unit_test(test_free_host),
+	    cmocka_unit_test(test_shares),
 	    cmocka_unit_test(test_memory_follows_locks),
 	    cmocka_unit_test(test_random_against_model),
 	};
