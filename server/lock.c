@@ -217,6 +217,13 @@ static bool overlaps(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
 	return a1 <= b2 && b1 <= a2;
 }
 
+/* Whether a lock starting at FIRST, and every later one in its file's list,
+ * lies past LAST and does not touch it. */
+static bool beyond(uint64_t first, uint64_t last)
+{
+	return first > last && first - last > 1;
+}
+
 /* ---- hosts, owners, files: found or made, and freed when empty ---- */
 
 static struct lk_host *host_find(struct lock_table *t, const char *name, bool make)
@@ -417,6 +424,8 @@ static long plan(struct lk_file *f, const struct lk_owner *o, uint64_t first,
 
 	TAILQ_FOREACH(l, &f->locks, in_file)
 	{
+		if (beyond(l->first, last))
+			break;
 		if (l->owner != o)
 			continue;
 		if (overlaps(l->first, l->last, first, last))
@@ -497,7 +506,7 @@ static void insert(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
 	struct lk_lock *l, *next, *n;
 	uint64_t lo = first, hi = last;
 
-	for (l = TAILQ_FIRST(&f->locks); l; l = next) {
+	for (l = TAILQ_FIRST(&f->locks); l && !beyond(l->first, last); l = next) {
 		next = TAILQ_NEXT(l, in_file);
 		if (l->owner != o || l->type != type)
 			continue;
