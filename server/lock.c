@@ -8,8 +8,11 @@
  *  2. A range is inclusive [first, last]; last UINT64_MAX runs to the end of
  *     the file.  NLM's length 0, and an offset + length past 2^64, both mean
  *     that (span_of).
- *  3. A file's locks are one list sorted by first byte, so the first conflict
- *     found is the one with the lowest first byte (first_conflict).
+ *  3. A file's locks are one tree in order of first byte (ties: older
+ *     first), each node holding the highest last byte below it, so the locks
+ *     that overlap a range are found in O(log n + found) (tr_find), in
+ *     order: the first conflict found has the lowest first byte.  A lock's
+ *     bytes change only while it is out of the tree (lock_unlink, lock_link).
  *  4. One owner's locks on a file never overlap, and two of one type never
  *     touch: cut() removes the owner's hold on a range, splitting a lock that
  *     covers it; insert() merges the new lock with same-type neighbours.  So
@@ -137,7 +140,7 @@ struct lk_owner {
 struct lk_file {
 	struct hnode hn;
 	struct lock_file key;
-	TAILQ_HEAD(, lk_lock) locks;	 /* sorted by first (rule 3) */
+	struct lk_lock *root;		 /* the locks' tree (rule 3) */
 	TAILQ_HEAD(, lk_waiter) waiters; /* in order of arrival */
 	LIST_HEAD(, lk_share) shares;
 	struct lk_file *dirty_next; /* lock_free_host's list of files to wake */
@@ -145,7 +148,10 @@ struct lk_file {
 };
 
 struct lk_lock {
-	TAILQ_ENTRY(lk_lock) in_file;
+	struct lk_lock *left, *right; /* in the file's tree */
+	uint64_t max_last;	      /* the highest last in this subtree */
+	uint64_t seq;		      /* ties of first: older first */
+	uint32_t prio;		      /* a treap's: above its children's */
 	LIST_ENTRY(lk_lock) in_owner;
 	struct lk_owner *owner;
 	struct lk_file *file;
@@ -178,6 +184,7 @@ struct lock_table {
 	struct lock_limits lim;
 	struct htab files, hosts, owners;
 	size_t locks, waiters, shares;
+	uint64_t seq, prio_state;
 };
 
 /* The records one change may need (rule 6): a split-off piece and the new
@@ -215,13 +222,6 @@ static struct lock_range range_of(uint64_t first, uint64_t last)
 static bool overlaps(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
 {
 	return a1 <= b2 && b1 <= a2;
-}
-
-/* Whether a lock starting at FIRST, and every later one in its file's list,
- * lies past LAST and does not touch it. */
-static bool beyond(uint64_t first, uint64_t last)
-{
-	return first > last && first - last > 1;
 }
 
 /* ---- hosts, owners, files: found or made, and freed when empty ---- */
@@ -333,7 +333,6 @@ static struct lk_file *file_find(struct lock_table *t, const struct lock_file *k
 		return NULL;
 	f->hn.hash = hash;
 	f->key = *key;
-	TAILQ_INIT(&f->locks);
 	TAILQ_INIT(&f->waiters);
 	LIST_INIT(&f->shares);
 	ht_add(&t->files, &f->hn);
@@ -342,7 +341,7 @@ static struct lk_file *file_find(struct lock_table *t, const struct lock_file *k
 
 static void file_tidy(struct lock_table *t, struct lk_file *f)
 {
-	if (!f || f->dirty || !TAILQ_EMPTY(&f->locks) || !TAILQ_EMPTY(&f->waiters) ||
+	if (!f || f->dirty || f->root || !TAILQ_EMPTY(&f->waiters) ||
 	    !LIST_EMPTY(&f->shares))
 		return;
 	ht_del(&t->files, &f->hn);
@@ -351,20 +350,125 @@ static void file_tidy(struct lock_table *t, struct lk_file *f)
 
 /* ---- locks and waiters: linking keeps the counts of rule 7 ---- */
 
+/* ---- a file's locks: a treap by (first, seq), augmented by max_last ---- */
+
+static bool tr_before(const struct lk_lock *a, const struct lk_lock *b)
+{
+	return a->first < b->first || (a->first == b->first && a->seq < b->seq);
+}
+
+static void tr_fix(struct lk_lock *n)
+{
+	n->max_last = n->last;
+	if (n->left && n->left->max_last > n->max_last)
+		n->max_last = n->left->max_last;
+	if (n->right && n->right->max_last > n->max_last)
+		n->max_last = n->right->max_last;
+}
+
+static struct lk_lock *tr_rotate_right(struct lk_lock *x)
+{
+	struct lk_lock *y = x->left;
+
+	x->left = y->right;
+	y->right = x;
+	tr_fix(x);
+	tr_fix(y);
+	return y;
+}
+
+static struct lk_lock *tr_rotate_left(struct lk_lock *x)
+{
+	struct lk_lock *y = x->right;
+
+	x->right = y->left;
+	y->left = x;
+	tr_fix(x);
+	tr_fix(y);
+	return y;
+}
+
+/* The subtree ROOT with N added; returns its new root. */
+static struct lk_lock *tr_insert(struct lk_lock *root, struct lk_lock *n)
+{
+	if (!root) {
+		n->left = n->right = NULL;
+		tr_fix(n);
+		return n;
+	}
+	if (tr_before(n, root)) {
+		root->left = tr_insert(root->left, n);
+		if (root->left->prio > root->prio)
+			return tr_rotate_right(root);
+	} else {
+		root->right = tr_insert(root->right, n);
+		if (root->right->prio > root->prio)
+			return tr_rotate_left(root);
+	}
+	tr_fix(root);
+	return root;
+}
+
+/* Joins A and B, every key of A before every key of B. */
+static struct lk_lock *tr_join(struct lk_lock *a, struct lk_lock *b)
+{
+	if (!a || !b)
+		return a ? a : b;
+	if (a->prio > b->prio) {
+		a->right = tr_join(a->right, b);
+		tr_fix(a);
+		return a;
+	}
+	b->left = tr_join(a, b->left);
+	tr_fix(b);
+	return b;
+}
+
+/* The subtree ROOT without N, which is in it; returns its new root. */
+static struct lk_lock *tr_remove(struct lk_lock *root, struct lk_lock *n)
+{
+	if (root == n)
+		return tr_join(n->left, n->right);
+	if (tr_before(n, root))
+		root->left = tr_remove(root->left, n);
+	else
+		root->right = tr_remove(root->right, n);
+	tr_fix(root);
+	return root;
+}
+
+typedef bool tr_match_fn(const struct lk_lock *l, void *arg);
+
+/* The first lock of subtree N, in order, that overlaps [FIRST, LAST] and
+ * that MATCH accepts, or NULL. */
+static struct lk_lock *tr_find(struct lk_lock *n, uint64_t first, uint64_t last,
+			       tr_match_fn *match, void *arg)
+{
+	struct lk_lock *x;
+
+	if (!n || n->max_last < first)
+		return NULL;
+	if ((x = tr_find(n->left, first, last, match, arg)))
+		return x;
+	if (n->first > last)
+		return NULL; /* and all of the right subtree */
+	if (n->last >= first && match(n, arg))
+		return n;
+	return tr_find(n->right, first, last, match, arg);
+}
+
+/* ---- locks and waiters: linking keeps the counts of rule 7 ---- */
+
 static void lock_link(struct lock_table *t, struct lk_file *f, struct lk_lock *l)
 {
-	struct lk_lock *at;
-
+	/* xorshift: priorities need only be independent of the keys */
+	t->prio_state ^= t->prio_state << 13;
+	t->prio_state ^= t->prio_state >> 7;
+	t->prio_state ^= t->prio_state << 17;
+	l->prio = (uint32_t)(t->prio_state >> 32);
+	l->seq = t->seq++;
 	l->file = f;
-	TAILQ_FOREACH(at, &f->locks, in_file)
-	{
-		if (at->first > l->first)
-			break;
-	}
-	if (at)
-		TAILQ_INSERT_BEFORE(at, l, in_file);
-	else
-		TAILQ_INSERT_TAIL(&f->locks, l, in_file);
+	f->root = tr_insert(f->root, l);
 	LIST_INSERT_HEAD(&l->owner->locks, l, in_owner);
 	l->owner->host->count++;
 	t->locks++;
@@ -372,7 +476,7 @@ static void lock_link(struct lock_table *t, struct lk_file *f, struct lk_lock *l
 
 static void lock_unlink(struct lock_table *t, struct lk_file *f, struct lk_lock *l)
 {
-	TAILQ_REMOVE(&f->locks, l, in_file);
+	f->root = tr_remove(f->root, l);
 	LIST_REMOVE(l, in_owner);
 	l->owner->host->count--;
 	t->locks--;
@@ -398,20 +502,69 @@ static bool room(const struct lock_table *t, const struct lk_host *h, long delta
 	       t->locks + t->waiters + t->shares + (size_t)delta <= t->lim.total;
 }
 
+struct want {
+	const struct lk_owner *owner;
+	enum lock_type type;
+};
+
+static bool conflicts(const struct lk_lock *l, void *arg)
+{
+	const struct want *w = arg;
+
+	return l->owner != w->owner &&
+	       (w->type == LOCK_EXCLUSIVE || l->type == LOCK_EXCLUSIVE);
+}
+
 static struct lk_lock *first_conflict(struct lk_file *f, const struct lk_owner *o,
 				      enum lock_type type, uint64_t first, uint64_t last)
 {
-	struct lk_lock *l;
+	struct want w = {o, type};
 
-	TAILQ_FOREACH(l, &f->locks, in_file)
-	{
-		if (l->first > last)
-			break;
-		if (l->owner != o && l->last >= first &&
-		    (type == LOCK_EXCLUSIVE || l->type == LOCK_EXCLUSIVE))
-			return l;
-	}
-	return NULL;
+	return tr_find(f->root, first, last, conflicts, &w);
+}
+
+/* Whether L is the owner's of W (and of its type). */
+static bool owners(const struct lk_lock *l, void *arg)
+{
+	const struct want *w = arg;
+
+	return l->owner == w->owner;
+}
+
+static bool owners_of_type(const struct lk_lock *l, void *arg)
+{
+	const struct want *w = arg;
+
+	return l->owner == w->owner && l->type == w->type;
+}
+
+struct plan {
+	const struct lk_owner *owner;
+	uint64_t first, last;
+	bool insert;
+	enum lock_type type;
+	long delta;
+};
+
+/* Counts what L adds to the plan at ARG; never stops the walk. */
+static bool plan_one(const struct lk_lock *l, void *arg)
+{
+	struct plan *p = arg;
+
+	if (l->owner != p->owner)
+		return false;
+	if (overlaps(l->first, l->last, p->first, p->last))
+		p->delta += l->first < p->first && l->last > p->last	 ? 1
+			    : l->first >= p->first && l->last <= p->last ? -1
+									 : 0;
+	if (!p->insert || l->type != p->type)
+		return false;
+	/* a same-type neighbour once the range is cut: merged away */
+	if (p->first > 0 && l->first < p->first && l->last >= p->first - 1)
+		p->delta--;
+	if (p->last < UINT64_MAX && l->last > p->last && l->first <= p->last + 1)
+		p->delta--;
+	return false;
 }
 
 /* How many entries O's locks on F gain when [FIRST, LAST] is cut out and,
@@ -419,28 +572,11 @@ static struct lk_lock *first_conflict(struct lk_file *f, const struct lk_owner *
 static long plan(struct lk_file *f, const struct lk_owner *o, uint64_t first,
 		 uint64_t last, bool insert, enum lock_type type)
 {
-	long d = insert ? 1 : 0;
-	struct lk_lock *l;
+	struct plan p = {o, first, last, insert, type, insert ? 1 : 0};
 
-	TAILQ_FOREACH(l, &f->locks, in_file)
-	{
-		if (beyond(l->first, last))
-			break;
-		if (l->owner != o)
-			continue;
-		if (overlaps(l->first, l->last, first, last))
-			d += l->first < first && l->last > last	    ? 1
-			     : l->first >= first && l->last <= last ? -1
-								    : 0;
-		if (!insert || l->type != type)
-			continue;
-		/* a same-type neighbour once the range is cut: merged away */
-		if (first > 0 && l->first < first && l->last >= first - 1)
-			d--;
-		if (last < UINT64_MAX && l->last > last && l->first <= last + 1)
-			d--;
-	}
-	return d;
+	tr_find(f->root, first > 0 ? first - 1 : 0, last < UINT64_MAX ? last + 1 : last,
+		plan_one, &p);
+	return p.delta;
 }
 
 static int spares_get(struct spares *s)
@@ -468,34 +604,45 @@ static void spares_put(struct spares *s)
 	free(s->l[1]);
 }
 
-/* Removes O's hold on [FIRST, LAST] of F (rule 4). */
+/* Removes O's hold on [FIRST, LAST] of F (rule 4).  Each lock found is
+ * left not overlapping the range, so the loop ends. */
 static void cut(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
 		uint64_t first, uint64_t last, struct spares *s)
 {
-	struct lk_lock *l, *next, *piece;
+	struct want w = {o, LOCK_SHARED};
+	struct lk_lock *l, *piece;
 
-	for (l = TAILQ_FIRST(&f->locks); l && l->first <= last; l = next) {
-		next = TAILQ_NEXT(l, in_file);
-		if (l->owner != o || l->last < first)
-			continue;
+	while ((l = tr_find(f->root, first, last, owners, &w))) {
+		lock_unlink(t, f, l);
 		if (l->first < first && l->last > last) {
 			piece = spares_take(s);
 			*piece = *l;
 			piece->first = last + 1;
-			l->last = first - 1;
 			lock_link(t, f, piece);
+			l->last = first - 1;
 		} else if (l->first < first) {
 			l->last = first - 1;
 		} else if (l->last > last) {
-			/* its first byte moves: relink to keep the order */
-			lock_unlink(t, f, l);
 			l->first = last + 1;
-			lock_link(t, f, l);
 		} else {
-			lock_unlink(t, f, l);
 			free(l);
+			continue;
 		}
+		lock_link(t, f, l);
 	}
+}
+
+/* O's lock of TYPE that holds byte AT, taken out of F's tree, or NULL. */
+static struct lk_lock *take_neighbour(struct lock_table *t, struct lk_file *f,
+				      struct lk_owner *o, enum lock_type type,
+				      uint64_t at)
+{
+	struct want w = {o, type};
+	struct lk_lock *l = tr_find(f->root, at, at, owners_of_type, &w);
+
+	if (l)
+		lock_unlink(t, f, l);
+	return l;
 }
 
 /* Puts a TYPE lock of O on [FIRST, LAST] of F, where O holds nothing,
@@ -503,23 +650,17 @@ static void cut(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
 static void insert(struct lock_table *t, struct lk_file *f, struct lk_owner *o,
 		   enum lock_type type, uint64_t first, uint64_t last, struct spares *s)
 {
-	struct lk_lock *l, *next, *n;
-	uint64_t lo = first, hi = last;
+	struct lk_lock *n = spares_take(s), *l;
 
-	for (l = TAILQ_FIRST(&f->locks); l && !beyond(l->first, last); l = next) {
-		next = TAILQ_NEXT(l, in_file);
-		if (l->owner != o || l->type != type)
-			continue;
-		if ((first > 0 && l->last == first - 1) ||
-		    (last < UINT64_MAX && l->first == last + 1)) {
-			lo = l->first < lo ? l->first : lo;
-			hi = l->last > hi ? l->last : hi;
-			lock_unlink(t, f, l);
-			free(l);
-		}
+	*n = (struct lk_lock){.owner = o, .first = first, .last = last, .type = type};
+	if (first > 0 && (l = take_neighbour(t, f, o, type, first - 1))) {
+		n->first = l->first;
+		free(l);
 	}
-	n = spares_take(s);
-	*n = (struct lk_lock){.owner = o, .first = lo, .last = hi, .type = type};
+	if (last < UINT64_MAX && (l = take_neighbour(t, f, o, type, last + 1))) {
+		n->last = l->last;
+		free(l);
+	}
 	lock_link(t, f, n);
 }
 
@@ -608,6 +749,7 @@ struct lock_table *lock_table_new(const struct lock_limits *lim)
 	if (ht_init(&t->files) < 0 || ht_init(&t->hosts) < 0 || ht_init(&t->owners) < 0)
 		goto fail;
 	randombytes_buf(t->key, sizeof(t->key));
+	t->prio_state = randombytes_random() | 1ull << 40; /* never 0 */
 	t->lim = *lim;
 	pthread_mutex_init(&t->mu, NULL);
 	return t;
@@ -983,26 +1125,41 @@ void lock_grants_free(struct lock_grant *g)
 	}
 }
 
+struct listing {
+	const struct lk_owner *owner;
+	struct lock_span *out;
+	size_t max, n;
+};
+
+/* Adds L to the listing at ARG when it is the owner's; never stops the walk. */
+static bool list_one(const struct lk_lock *l, void *arg)
+{
+	struct listing *ls = arg;
+
+	if (l->owner != ls->owner)
+		return false;
+	if (ls->n < ls->max)
+		ls->out[ls->n] = (struct lock_span){l->first, l->last, l->type};
+	ls->n++;
+	return false;
+}
+
 size_t lock_list(struct lock_table *t, const struct lock_file *fk,
 		 const struct lock_owner *owner, struct lock_span *out, size_t max)
 {
 	struct lk_owner *o;
 	struct lk_file *f;
-	struct lk_lock *l;
 	size_t n = 0;
 
 	pthread_mutex_lock(&t->mu);
 	o = owner_find(t, owner, false);
 	f = file_find(t, fk, false);
-	if (o && f)
-		TAILQ_FOREACH(l, &f->locks, in_file)
-		{
-			if (l->owner != o)
-				continue;
-			if (n < max)
-				out[n] = (struct lock_span){l->first, l->last, l->type};
-			n++;
-		}
+	if (o && f) {
+		struct listing ls = {o, out, max, 0};
+
+		tr_find(f->root, 0, UINT64_MAX, list_one, &ls);
+		n = ls.n;
+	}
 	pthread_mutex_unlock(&t->mu);
 	return n;
 }

@@ -575,6 +575,36 @@ static void test_shares(void **state)
 	empty_and_free(t, HOSTS);
 }
 
+/* A flood of distinct ranges from one client: each call stays cheap (the
+ * file's tree), a cap stops it with NOLOCKS, and freeing the host takes
+ * all.  Without the tree the 100,000 calls take minutes. */
+static void test_flood(void **state)
+{
+	struct lock_owner a = own("a", 1, "x"), b = own("b", 1, "x");
+	struct lock_limits lim = {50000, 0};
+	struct lock_stats st;
+	struct lock_table *t = table();
+
+	(void)state;
+	for (uint64_t i = 0; i < 100000; i++)
+		assert_int_equal(lk(t, a, i % 3 ? S : X, 2 * i, 1), LOCK_OK);
+	/* the first conflict is found among them, from both ends */
+	assert_int_equal(lk(t, b, S, 199998, EOF_), LOCK_DENIED); /* a's last, X */
+	assert_int_equal(lk(t, b, S, 1, 1), LOCK_OK);
+	assert_int_equal(lk(t, b, X, 1, 2), LOCK_DENIED);
+	lock_free_host(t, "a", NULL);
+	lock_get_stats(t, &st);
+	assert_int_equal(st.locks, 1);
+	lock_set_limits(t, &lim);
+	for (uint64_t i = 0; i < 49999; i++)
+		assert_int_equal(lk(t, b, X, 1000 + 2 * i, 1), LOCK_OK);
+	assert_int_equal(lk(t, b, X, 0, 1), LOCK_NOLOCKS);
+	/* one lock over all of them merges them into one */
+	assert_int_equal(lk(t, b, X, 0, EOF_), LOCK_OK);
+	assert_string_equal(held(t, b), "0-$X");
+	empty_and_free(t, HOSTS);
+}
+
 /* Memory follows what is held: many files and hosts, all released, leave
  * nothing. */
 static void test_memory_follows_locks(void **state)
@@ -922,6 +952,7 @@ int main(void)
 	    cmocka_unit_test(test_waiters_downgrade_and_passes),
 	    cmocka_unit_test(test_free_host),
 	    cmocka_unit_test(test_shares),
+	    cmocka_unit_test(test_flood),
 	    cmocka_unit_test(test_memory_follows_locks),
 	    cmocka_unit_test(test_random_against_model),
 	};
