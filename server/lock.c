@@ -10,9 +10,10 @@
  *     that (span_of).
  *  3. A file's locks are one tree in order of first byte (ties: older
  *     first), each node holding the highest last byte below it, so the locks
- *     that overlap a range are found in O(log n + found) (tr_find), in
- *     order: the first conflict found has the lowest first byte.  A lock's
- *     bytes change only while it is out of the tree (lock_unlink, lock_link).
+ *     that overlap a range are found in O(log n) plus those passed over
+ *     (tr_find), in order: the first conflict found has the lowest first
+ *     byte.  A lock's bytes change only while it is out of the tree
+ *     (lock_unlink, lock_link).
  *  4. One owner's locks on a file never overlap, and two of one type never
  *     touch: cut() removes the owner's hold on a range, splitting a lock that
  *     covers it; insert() merges the new lock with same-type neighbours.  So
@@ -26,11 +27,13 @@
  *  7. The caps count locks, waiters and share reservations, per host and
  *     in all.
  *  8. Owners, hosts and files exist only while they hold a lock, a waiter or
- *     a share
- *     (owner_tidy, file_tidy); the hash tables shrink with their content.
+ *     a share reservation (owner_tidy, file_tidy); the hash tables shrink
+ *     with their content.
  *  9. Waiters are tried in order of arrival, in passes until a pass grants
- *     none (wake), after every call that can free a range.  A granted waiter
- *     is a lock at once, so nothing takes the range before GRANTED is sent.
+ *     none (wake), after every call that can free a range; a pass costs one
+ *     conflict search per waiter of the file, so the caps bound it.  A
+ *     granted waiter is a lock at once, so nothing takes the range before
+ *     GRANTED is sent.
  * 10. Owners and hosts are interned: equal host name, svid and oh bytes are
  *     one struct, so owner identity is pointer equality.  A share
  *     reservation's owner has svid 0 (share_owner): NLM names none.
