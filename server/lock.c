@@ -43,6 +43,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -1177,4 +1178,107 @@ void lock_get_stats(struct lock_table *t, struct lock_stats *st)
 	st->owners = t->owners.count;
 	st->hosts = t->hosts.count;
 	pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- lock_check: the rules as code, for tests ---- */
+
+struct check {
+	const struct lk_lock *prev; /* in order, for rule 3's order */
+	size_t locks;
+	const char *bad;
+};
+
+/* Another lock of L's owner that overlaps L or touches it with L's type. */
+static bool touches_own(const struct lk_lock *x, void *arg)
+{
+	const struct lk_lock *l = arg;
+
+	return x != l && x->owner == l->owner &&
+	       (overlaps(x->first, x->last, l->first, l->last) || x->type == l->type);
+}
+
+static void check_tree(struct lk_file *f, const struct lk_lock *n, struct check *c)
+{
+	uint64_t max;
+
+	if (!n || c->bad)
+		return;
+	check_tree(f, n->left, c);
+	max = n->last;
+	for (int i = 0; i < 2; i++) {
+		const struct lk_lock *k = i ? n->right : n->left;
+
+		if (k && k->prio > n->prio)
+			c->bad = "a child above its parent";
+		if (k && k->max_last > max)
+			max = k->max_last;
+	}
+	if (n->max_last != max)
+		c->bad = "max_last stale";
+	if (n->first > n->last)
+		c->bad = "first after last";
+	if (c->prev && !tr_before(c->prev, n))
+		c->bad = "out of order";
+	if (n->file != f)
+		c->bad = "in another file's tree";
+	if (tr_find(f->root, n->first > 0 ? n->first - 1 : 0,
+		    n->last < UINT64_MAX ? n->last + 1 : n->last, touches_own, (void *)n))
+		c->bad = "an owner's locks overlap or touch";
+	c->prev = n;
+	c->locks++;
+	check_tree(f, n->right, c);
+}
+
+static const char *check_file(struct lk_file *f, size_t *locks)
+{
+	struct check c = {NULL, 0, NULL};
+
+	check_tree(f, f->root, &c);
+	*locks += c.locks;
+	if (!c.bad && !f->root && TAILQ_EMPTY(&f->waiters) && LIST_EMPTY(&f->shares))
+		c.bad = "an empty file kept";
+	return c.bad;
+}
+
+static const char *check_host(struct lk_host *h)
+{
+	struct lk_owner *o;
+	size_t n = 0;
+
+	LIST_FOREACH(o, &h->owners, in_host)
+	{
+		struct lk_lock *l;
+		struct lk_waiter *w;
+		struct lk_share *sh;
+
+		if (LIST_EMPTY(&o->locks) && LIST_EMPTY(&o->waiters) &&
+		    LIST_EMPTY(&o->shares))
+			return "an empty owner kept";
+		LIST_FOREACH(l, &o->locks, in_owner) n++;
+		LIST_FOREACH(w, &o->waiters, in_owner) n++;
+		LIST_FOREACH(sh, &o->shares, in_owner) n++;
+	}
+	if (LIST_EMPTY(&h->owners))
+		return "an empty host kept";
+	return n == h->count ? NULL : "a host's count is wrong";
+}
+
+int lock_check(struct lock_table *t, char *why, size_t why_len)
+{
+	const char *bad = NULL;
+	size_t locks = 0;
+
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; !bad && i < t->files.nb; i++)
+		for (struct hnode *n = t->files.b[i]; !bad && n; n = n->next)
+			bad = check_file((struct lk_file *)n, &locks);
+	for (size_t i = 0; !bad && i < t->hosts.nb; i++)
+		for (struct hnode *n = t->hosts.b[i]; !bad && n; n = n->next)
+			bad = check_host((struct lk_host *)n);
+	if (!bad && locks != t->locks)
+		bad = "the table's count is wrong";
+	pthread_mutex_unlock(&t->mu);
+	if (bad)
+		snprintf(why, why_len, "%s", bad);
+	return bad ? -1 : 0;
 }

@@ -159,4 +159,8 @@ size_t lock_list(struct lock_table *t, const struct lock_file *f,
 
 void lock_get_stats(struct lock_table *t, struct lock_stats *st);
 
+/* Checks rules 3, 4, 7 and 8 of lock.c over the whole table (for tests):
+ * 0, or -1 with what is wrong in WHY. */
+int lock_check(struct lock_table *t, char *why, size_t why_len);
+
 #endif

@@ -81,12 +81,21 @@ static struct lock_table *table(void)
 	return t;
 }
 
+static void check(struct lock_table *t)
+{
+	char why[128];
+
+	if (lock_check(t, why, sizeof(why)))
+		fail_msg("lock_check: %s", why);
+}
+
 /* Frees T after checking that nothing is left behind (memory in proportion
  * to locks held). */
 static void empty_and_free(struct lock_table *t, const char *const *hosts)
 {
 	struct lock_stats st;
 
+	check(t);
 	for (; *hosts; hosts++)
 		lock_free_host(t, *hosts, NULL);
 	lock_get_stats(t, &st);
@@ -592,6 +601,7 @@ static void test_flood(void **state)
 	assert_int_equal(lk(t, b, S, 199998, EOF_), LOCK_DENIED); /* a's last, X */
 	assert_int_equal(lk(t, b, S, 1, 1), LOCK_OK);
 	assert_int_equal(lk(t, b, X, 1, 2), LOCK_DENIED);
+	check(t);
 	lock_free_host(t, "a", NULL);
 	lock_get_stats(t, &st);
 	assert_int_equal(st.locks, 1);
@@ -941,6 +951,7 @@ static void test_random_against_model(void **state)
 		lock_grants_free(g);
 		for (int o = 0; o < M_OWNERS; o++)
 			m_check_held(t, m, o, op);
+		check(t);
 		lock_get_stats(t, &st);
 		assert_int_equal(st.waiters, m->nw);
 		m->peak = (long)st.locks > m->peak ? (long)st.locks : m->peak;
