@@ -23,7 +23,7 @@ set_tests_properties(integration/conns PROPERTIES
 # time.  Runs as root.  ~40 s, several minutes in the ASan tree on a busy
 # machine.
 add_executable(test_client_unions test_client_unions.c)
-target_link_libraries(test_client_unions PRIVATE it_rawrpc PkgConfig::CMOCKA)
+target_link_libraries(test_client_unions PRIVATE it_rawrpc PkgConfig::CMOCKA Threads::Threads)
 target_compile_options(test_client_unions PRIVATE ${IT_WARN})
 add_test(NAME integration/client_unions
          COMMAND test_client_unions $<TARGET_FILE:union-nfsd>)

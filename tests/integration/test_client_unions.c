@@ -22,11 +22,16 @@
  *    client;
  *  - idle: a client that unmounted has its union released once it has been
  *    unused for --client-union-idle seconds; a client still mounted keeps its.
+ *  - concurrent: with --max-client-unions=2, 6 threads of 5 clients each call
+ *    at once, so unions are released and reopened under calls, and every
+ *    call must succeed with its handles' first fileids (in the ASan tree this
+ *    is the registry's use-after-free and race check).
  *
  * Runs as root.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +58,9 @@
 #define MNT3ERR_NOENT  2
 #define IDLE_S	       2
 #define RELEASE_WAIT_S 30 /* for the reaper, on a busy machine */
+#define CC_THREADS     6
+#define CC_CLIENTS     5    /* per thread */
+#define CC_ROUNDS      1500 /* calls per thread, each on one of its clients */
 #define CLIENTS	       "127.0.0.1(rw,no_root_squash,insecure) 127.1.0.0/16(rw,insecure)"
 
 static const char *server_bin;
@@ -326,6 +334,84 @@ static void idle(void **state)
 	client_close(&stays);
 }
 
+/* One of a thread's clients: mounted, its handles and their first fileids. */
+struct cc_client {
+	struct client c;
+	unsigned char f[64];
+	uint32_t flen;
+	uint64_t root_id, f_id;
+};
+
+static bool cc_mount(struct cc_client *k, const char *addr)
+{
+	return client_mount(&k->c, addr, "/") == 0 &&
+	       raw_lookup(k->c.fd, RAW_TCP, k->c.root, k->c.rootlen, "f", k->f,
+			  &k->flen) == 0;
+}
+
+/* Calls on K; false when one fails or a fileid changed. */
+static bool cc_call(struct cc_client *k)
+{
+	uint64_t root_id, f_id;
+
+	if (raw_getattr(k->c.fd, RAW_TCP, k->c.root, k->c.rootlen, &root_id) != 0 ||
+	    raw_getattr(k->c.fd, RAW_TCP, k->f, k->flen, &f_id) != 0)
+		return false;
+	if (!k->root_id)
+		k->root_id = root_id, k->f_id = f_id;
+	return root_id == k->root_id && f_id == k->f_id;
+}
+
+static void *cc_thread(void *arg)
+{
+	unsigned t = (unsigned)(uintptr_t)arg, bad = 0;
+	struct cc_client k[CC_CLIENTS] = {0};
+	char addr[32];
+
+	for (unsigned i = 0; i < CC_ROUNDS; i++) {
+		struct cc_client *c = &k[i % CC_CLIENTS];
+
+		snprintf(addr, sizeof(addr), "127.1.%u.%u", 210 + t, 1 + i % CC_CLIENTS);
+		if (!c->c.rootlen && !cc_mount(c, addr))
+			bad++;
+		else if (!cc_call(c))
+			bad++;
+		if (i % 7 == 6 && c->c.rootlen) { /* unmount, and come back */
+			raw_umnt(c->c.fd, RAW_TCP, "/");
+			client_close(&c->c);
+			c->c.rootlen = 0;
+		}
+	}
+	for (unsigned j = 0; j < CC_CLIENTS; j++)
+		if (k[j].c.rootlen)
+			client_close(&k[j].c);
+	return (void *)(uintptr_t)bad;
+}
+
+static void concurrent(void **state)
+{
+	pthread_t th[CC_THREADS];
+	unsigned bad = 0;
+	void *ret;
+	double t0;
+
+	(void)state;
+	start("--max-client-unions=2");
+	t0 = now_s();
+	for (unsigned t = 0; t < CC_THREADS; t++)
+		assert_int_equal(
+		    pthread_create(&th[t], NULL, cc_thread, (void *)(uintptr_t)t), 0);
+	for (unsigned t = 0; t < CC_THREADS; t++) {
+		pthread_join(th[t], &ret);
+		bad += (unsigned)(uintptr_t)ret;
+	}
+	printf("concurrent: %u threads x %u calls on %u clients over 2 open unions in "
+	       "%.1f s: %u failed\n",
+	       CC_THREADS, CC_ROUNDS, CC_THREADS * CC_CLIENTS, now_s() - t0, bad);
+	assert_int_equal(bad, 0);
+	assert_true(test_server_alive(&server));
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +419,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(foreign, setup, teardown),
 	    cmocka_unit_test_setup_teardown(failed_mnt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(idle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(concurrent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(churn, setup, teardown),
 	};
 
