@@ -688,6 +688,9 @@ struct ident_rec {
 	struct un_ident id;
 };
 
+/* A thread-local that carries no request: a cache of what the kernel keeps
+ * per thread (the thread's ids), true whichever call reads it
+ * (include/union.h, the request context's rule 5). */
 static _Thread_local struct ident_rec ident;
 
 /* uid_t and gid_t are both unsigned int, so that one function serves
