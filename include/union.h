@@ -22,11 +22,12 @@
  *  3. A zeroed context is the safe one: sync, as exports(5)'s default.
  *  4. The caller's identity is not in the context: the kernel checks the
  *     thread's filesystem ids, which the caller gives the thread
- *     (un_ident_take) before the call.
+ *     (un_ident_take) before the call.  Nor is the union: every call names
+ *     its export (EX), a client's own union where the server serves one.
  *  5. No thread-local carries a request from one engine function to
- *     another.  Those that remain are per-thread caches of what the kernel
- *     holds for the thread (sys.c's identity record) or caches reused
- *     across calls, and each says so where it is defined.
+ *     another.  The one that remains is a per-thread cache of what the
+ *     kernel holds for the thread (sys.c's identity record), and says so
+ *     where it is defined.
  */
 #ifndef UNION_H
 #define UNION_H
@@ -193,7 +194,10 @@ int un_statfs(struct un_export *ex, struct un_statfs *out);
  * engine's own work (copy-up, white-outs, the work dir) runs with the server's
  * identity.  NAME arguments are single components (checked: -EINVAL,
  * -ENAMETOOLONG).  On success the objects passed in stay valid and describe
- * the new state (an object that was copied up now names its upper instance). */
+ * the new state (an object that was copied up now names its upper instance).
+ * The changes of names and attributes take the caller's context first (the
+ * opening note; struct un_ctx): an `async` one skips their sync before the
+ * return.  un_write and un_commit take none: HOW and COMMIT say theirs. */
 
 /* Which attributes un_setattr changes.  A time of UTIME_NOW in tv_nsec means
  * the server's clock. */

@@ -73,7 +73,7 @@
  * (copyup_locked), so the entry is durable before the change goes on: a
  * copy-up of a path makes each directory durable and then the entry naming
  * it, top-down, and the change's own sync covers only the directory it
- * changes.  These fsyncs are shared (sync.c), also on an `async` thread (a
+ * changes.  These fsyncs are shared (sync.c), also for an `async` caller (a
  * COMMIT there promises the entry too); the change that caused the copy-up
  * then makes itself durable (write.c, un_sync_change).
  */

@@ -622,9 +622,9 @@ int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *
  * a change needs no syncfs for an inode no fsync reaches.  0 or -errno. */
 int un_sync_probe_fs(struct un_export *ex);
 /* A shared fsync of the inode FD (O_PATH, regular file or directory) names,
- * begun after the call, without the node table, on any thread (a COMMIT on
- * an `async` thread promises a copied-up file's entry too): copy-ups make
- * what they create durable (copyup.c). */
+ * begun after the call, without the node table, whatever the caller's
+ * context (an `async` caller's COMMIT promises a copied-up file's entry
+ * too): copy-ups make what they create durable (copyup.c). */
 int un_sync_inode(struct un_export *ex, int fd);
 /* The shared fsyncs of a state (un_state_open). */
 int un_fsyncs_new(struct un_fsyncs **out);
