@@ -8,6 +8,26 @@
  *
  * Thread safety: every function may be called from any thread concurrently,
  * except un_state_open/close and un_export_open/close.
+ *
+ * The request context (struct un_ctx): what an engine call depends on beyond
+ * its arguments is passed to it, never left in the calling thread.
+ *  1. The calls that change names or attributes (un_setattr, the creates,
+ *     un_remove, un_rmdir, un_rename, un_link) take the caller's context
+ *     first; no other call depends on one.  The server builds one per call
+ *     from its request (server/cred.c, srv_call_handler).
+ *  2. A context is the caller's and read-only: the engine keeps no pointer
+ *     to it after the call returns, and what one change learns on its way
+ *     (an inode only a syncfs reaches) travels in the engine's own per-call
+ *     state (un_private.h, struct un_change), not in the context.
+ *  3. A zeroed context is the safe one: sync, as exports(5)'s default.
+ *  4. The caller's identity is not in the context: the kernel checks the
+ *     thread's filesystem ids, which the caller gives the thread
+ *     (un_ident_take) before the call.  Nor is the union: every call names
+ *     its export (EX), a client's own union where the server serves one.
+ *  5. No thread-local carries a request from one engine function to
+ *     another.  The one that remains is a per-thread cache of what the
+ *     kernel holds for the thread (sys.c's identity record), and says so
+ *     where it is defined.
  */
 #ifndef UNION_H
 #define UNION_H
@@ -47,12 +67,21 @@ int un_state_sync(struct un_state *st);
  * themselves answer the error as well. */
 typedef void un_state_error_fn(int err, const char *what, const char *dir);
 void un_state_on_error(struct un_state *st, un_state_error_fn *fn);
-/* Per thread (default true): whether changes of names and SETATTR made by
- * this thread are on stable storage before they return, as exports(5)
- * `sync`.  False (`async`) leaves them to the once-a-second flush of the node
- * table and the filesystem's writeback; stable WRITEs and un_commit keep
- * their promise either way.  The dispatcher sets it per request. */
-void un_thread_sync(bool sync);
+/* TEST ONLY: states opened after un_state_test_no_sync(true) never flush
+ * the node table to disk (LMDB's MDB_NOSYNC; both flushes do nothing), so
+ * that the OS crash test can show that it notices lost handles.  union-nfsd
+ * calls it at start-up when UNION_NFSD_TEST_NO_SYNC=1 (server/main.c); the
+ * switch is kept with the engine's other test switches (sys.c). */
+void un_state_test_no_sync(bool on);
+
+/* A request's context (the opening note's rules).  ASYNC: the call's
+ * changes of names and attributes are not on stable storage before it
+ * returns, as exports(5) `async`; they are left to the once-a-second flush
+ * of the node table and the filesystem's writeback.  Stable WRITEs and
+ * un_commit keep their promise either way.  False (zero): `sync`. */
+struct un_ctx {
+	bool async;
+};
 
 /* ---- exports and layers (layer.c) ---- */
 
@@ -165,7 +194,10 @@ int un_statfs(struct un_export *ex, struct un_statfs *out);
  * engine's own work (copy-up, white-outs, the work dir) runs with the server's
  * identity.  NAME arguments are single components (checked: -EINVAL,
  * -ENAMETOOLONG).  On success the objects passed in stay valid and describe
- * the new state (an object that was copied up now names its upper instance). */
+ * the new state (an object that was copied up now names its upper instance).
+ * The changes of names and attributes take the caller's context first (the
+ * opening note; struct un_ctx): an `async` one skips their sync before the
+ * return.  un_write and un_commit take none: HOW and COMMIT say theirs. */
 
 /* Which attributes un_setattr changes.  A time of UTIME_NOW in tv_nsec means
  * the server's clock. */
@@ -180,7 +212,8 @@ struct un_sattr {
 
 enum un_stable { UN_UNSTABLE = 0, UN_DATA_SYNC = 1, UN_FILE_SYNC = 2 };
 
-int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa);
+int un_setattr(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
+	       const struct un_sattr *sa);
 /* Writes N bytes at OFF; returns the count written.  *committed gets how
  * durable the data is on return (never less than HOW). */
 ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t n,
@@ -192,28 +225,33 @@ int un_commit(struct un_export *ex, struct un_obj *o);
  * regular file is opened (and truncated if SA sets size 0), as UNCHECKED, and
  * copied up if it is a lower one (as an open for writing on overlayfs).
  * SA (may be NULL) is applied to the new file. */
-int un_create(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	      bool excl, const struct un_sattr *sa, struct un_obj **out);
+int un_create(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	      const char *name, mode_t mode, bool excl, const struct un_sattr *sa,
+	      struct un_obj **out);
 /* Exclusive create with a client's 8-byte verifier kept with the file: a
  * retransmission (same name, same verifier) gets the same file again; another
  * verifier gets -EEXIST. */
-int un_create_verf(struct un_export *ex, struct un_obj *dir, const char *name,
-		   const uint8_t verf[8], struct un_obj **out);
-int un_mkdir(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	     struct un_obj **out);
-int un_symlink(struct un_export *ex, struct un_obj *dir, const char *name,
-	       const char *target, struct un_obj **out);
+int un_create_verf(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+		   const char *name, const uint8_t verf[8], struct un_obj **out);
+int un_mkdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name, mode_t mode, struct un_obj **out);
+int un_symlink(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	       const char *name, const char *target, struct un_obj **out);
 /* MODE holds the type (S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK) and permissions. */
-int un_mknod(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	     uint32_t major, uint32_t minor, struct un_obj **out);
-int un_remove(struct un_export *ex, struct un_obj *dir, const char *name);
+int un_mknod(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name, mode_t mode, uint32_t major, uint32_t minor,
+	     struct un_obj **out);
+int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	      const char *name);
 /* -ENOTEMPTY unless empty across all layers; -EXDEV never. */
-int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name);
+int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name);
 /* -EXDEV for a directory with lower parts (as overlayfs without redirect_dir). */
-int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname,
-	      struct un_obj *todir, const char *toname);
+int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *fromdir,
+	      const char *fromname, struct un_obj *todir, const char *toname);
 /* A new name NAME in DIR for O (copied up first). */
-int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const char *name);
+int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
+	    struct un_obj *dir, const char *name);
 
 /* ---- merged directory listings (readdir.c) ----
  *

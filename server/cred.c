@@ -163,6 +163,9 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 
 	if (!p->handler)
 		return true;
+	/* exports(5) sync/async of the caller's rule, for the engine's changes
+	 * of names and attributes. */
+	req->un = (struct un_ctx){.async = req->client && !req->client->sync};
 	if (!prog->caller_identity) {
 		p->handler(req, args, res);
 		return true;
@@ -181,12 +184,8 @@ bool srv_call_handler(const struct srv_program *prog, const struct srv_proc *p,
 		    req->xid, (unsigned)req->cred.uid, (unsigned)req->cred.gid);
 		ok = false;
 	}
-	/* exports(5) sync/async of the caller's rule, for the engine's changes
-	 * of names and attributes (un_thread_sync); back to sync after. */
-	un_thread_sync(!req->client || req->client->sync);
 	if (ok)
 		p->handler(req, args, res);
-	un_thread_sync(true);
 	if (!same)
 		srv_ident_leave(&saved);
 	return ok;

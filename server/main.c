@@ -321,9 +321,10 @@ out:
  * bits so that integration tests can force cookie collisions on a real server
  * (tests/integration/test_readdir_big.c).  Never set it in production: cookies
  * then collide often and pages must carry whole groups of names.
- * UNION_NFSD_TEST_NO_SYNC=1 (read by union/state.c, which has no log, so it is
- * announced here) keeps the node table from ever being flushed, for the OS
- * crash test (tests/integration/kvm_crash.sh). */
+ * UNION_NFSD_TEST_NO_SYNC=1 keeps the node table from ever being flushed
+ * (un_state_test_no_sync), for the OS crash test
+ * (tests/integration/kvm_crash.sh).  Both are read here, before the state
+ * is opened: the engine reads no environment. */
 static void test_hooks_from_env(void)
 {
 	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS"), *nosync;
@@ -334,9 +335,11 @@ static void test_hooks_from_env(void)
 			"test-only: readdir cookie hash narrowed to %s bits", bits);
 	}
 	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
-	if (nosync && !strcmp(nosync, "1"))
+	if (nosync && !strcmp(nosync, "1")) {
+		un_state_test_no_sync(true);
 		srv_log(SRV_LOG_WARN,
 			"test-only: the node table is never flushed to disk");
+	}
 }
 
 int main(int argc, char **argv)

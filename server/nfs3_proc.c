@@ -941,16 +941,18 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 
 /* ---- the table ---- */
 
-#define NFS3_PROC_XDR(NAME, handler_fn, idem, decoder, encoder)                          \
+#define NFS3_PROC_ARGS(NAME, handler_fn, idem, decoder, args_type, encoder)              \
 	[NFSPROC3_##NAME] = {                                                            \
 	    .name = #NAME,                                                               \
 	    .decode_args = (xdrproc_t)decoder,                                           \
-	    .args_size = sizeof(NAME##3args),                                            \
+	    .args_size = sizeof(args_type),                                              \
 	    .encode_res = (xdrproc_t)encoder,                                            \
 	    .res_size = sizeof(NAME##3res),                                              \
 	    .handler = handler_fn,                                                       \
 	    .idempotent = idem,                                                          \
 	}
+#define NFS3_PROC_XDR(NAME, handler_fn, idem, decoder, encoder)                          \
+	NFS3_PROC_ARGS(NAME, handler_fn, idem, decoder, NAME##3args, encoder)
 #define NFS3_PROC_ENC(NAME, handler_fn, idem, encoder)                                   \
 	NFS3_PROC_XDR(NAME, handler_fn, idem, xdr_##NAME##3args, encoder)
 #define NFS3_PROC(NAME, handler_fn, idem)                                                \
@@ -974,7 +976,8 @@ static const struct srv_proc nfs3_procs[] = {
     NFS3_PROC(READLINK, nfs3_readlink, true),
     NFS3_PROC_ENC(READ, nfs3_read, true, nfs3_xdr_read_res),
     /* Not idempotent: a retransmission must not undo a later WRITE (drc.c). */
-    NFS3_PROC_XDR(WRITE, nfs3_write, false, nfs3_xdr_write_args, xdr_WRITE3res),
+    NFS3_PROC_ARGS(WRITE, nfs3_write, false, nfs3_xdr_write_args, struct nfs3_write_args,
+		   xdr_WRITE3res),
     NFS3_PROC(CREATE, nfs3_create, false),
     NFS3_PROC(MKDIR, nfs3_mkdir, false),
     NFS3_PROC(SYMLINK, nfs3_symlink, false),

@@ -120,13 +120,20 @@ mode_t nfs3_mode_killpriv(mode_t mode);
 /* ---- nfs3_write.c: the handlers of the modifying procedures ---- */
 void nfs3_setattr(struct srv_req *req, void *argp, void *resp);
 void nfs3_write(struct srv_req *req, void *argp, void *resp);
+/* WRITE's arguments as the dispatcher holds them (the table's args_size):
+ * the decoded WRITE3args first, so that the handler and the access check
+ * read them as every procedure's, and what the decoder lent them. */
+struct nfs3_write_args {
+	WRITE3args a;
+	bool lent; /* a.data's bytes are the call record's, not a copy */
+};
 /* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its
  * bytes stay in the call record (xdr_inline), which outlives the arguments
  * (rpc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:
  * two passes over every byte written less.  A stream that cannot lend its
  * bytes (xdrmem over an unaligned buffer) gets the copy; XDR_FREE frees
- * only a copy, as the thread knows which arguments it lent bytes to. */
-bool_t nfs3_xdr_write_args(XDR *x, WRITE3args *a);
+ * only a copy, as W->lent says which it is. */
+bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w);
 void nfs3_create(struct srv_req *req, void *argp, void *resp);
 void nfs3_mkdir(struct srv_req *req, void *argp, void *resp);
 void nfs3_symlink(struct srv_req *req, void *argp, void *resp);

@@ -188,7 +188,7 @@ static nfsstat3 nfs3_setattr_check(const struct nfs3_file *f, const SETATTR3args
  * keeps set-id bits), clears them as the kernel would have for the caller.
  * The data is changed whether this succeeds or not, so a failure is only
  * logged. */
-static void nfs3_override_killpriv(struct nfs3_file *f)
+static void nfs3_override_killpriv(const struct srv_req *req, struct nfs3_file *f)
 {
 	struct un_sattr sa = {.set_mode = true};
 	int err;
@@ -196,7 +196,7 @@ static void nfs3_override_killpriv(struct nfs3_file *f)
 	sa.mode = nfs3_mode_killpriv(f->attr.mode);
 	if (sa.mode == (f->attr.mode & 07777))
 		return;
-	err = un_setattr(f->ex->ux, f->obj, &sa);
+	err = un_setattr(&req->un, f->ex->ux, f->obj, &sa);
 	if (err)
 		SRV_LOG_LIMITED(SRV_LOG_WARN,
 				"nfs3: clearing set-id bits of node %llu: %s",
@@ -210,16 +210,16 @@ static int nfs3_setattr_as(const struct srv_req *req, struct nfs3_file *f,
 			   const struct un_sattr *sa)
 {
 	struct srv_ident saved;
-	int err = un_setattr(f->ex->ux, f->obj, sa);
+	int err = un_setattr(&req->un, f->ex->ux, f->obj, sa);
 
 	if (err != -EACCES || !sa->set_size || sa->set_uid || sa->set_gid ||
 	    sa->set_mode || !nfs3_owner_override(req, f))
 		return err;
 	srv_ident_server(&saved);
-	err = un_setattr(f->ex->ux, f->obj, sa);
+	err = un_setattr(&req->un, f->ex->ux, f->obj, sa);
 	srv_ident_leave(&saved);
 	if (!err)
-		nfs3_override_killpriv(f);
+		nfs3_override_killpriv(req, f);
 	return err;
 }
 
@@ -249,23 +249,19 @@ void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
 
 /* ---- WRITE, COMMIT ---- */
 
-/* The WRITE arguments of this thread's call whose data nfs3_xdr_write_args
- * lent from the call record rather than copied; NULL when none. */
-static _Thread_local const WRITE3args *lent_args;
-
-bool_t nfs3_xdr_write_args(XDR *x, WRITE3args *a)
+bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w)
 {
+	WRITE3args *a = &w->a;
 	u_int len, pos;
 	char *bytes;
 
-	if (x->x_op == XDR_FREE && a == lent_args) {
-		lent_args = NULL;
+	if (x->x_op == XDR_FREE && w->lent) {
+		w->lent = false;
 		a->data.data_val = NULL; /* the record's, not ours to free */
 	}
 	if (x->x_op != XDR_DECODE)
 		return xdr_WRITE3args(x, a);
-	if (a == lent_args)
-		lent_args = NULL; /* an earlier call's, at the same address */
+	w->lent = false;
 	if (!xdr_nfs_fh3(x, &a->file) || !xdr_offset3(x, &a->offset) ||
 	    !xdr_count3(x, &a->count) || !xdr_stable_how(x, &a->stable))
 		return FALSE;
@@ -279,7 +275,7 @@ bool_t nfs3_xdr_write_args(XDR *x, WRITE3args *a)
 		       xdr_bytes(x, &a->data.data_val, &a->data.data_len, NFS3_MAXDATA);
 	a->data.data_len = len;
 	a->data.data_val = bytes;
-	lent_args = a;
+	w->lent = true;
 	return TRUE;
 }
 
@@ -330,7 +326,7 @@ static ssize_t nfs3_write_as(const struct srv_req *req, struct nfs3_file *f,
 		     how, committed);
 	srv_ident_leave(&saved);
 	if (n >= 0)
-		nfs3_override_killpriv(f);
+		nfs3_override_killpriv(req, f);
 	return n;
 }
 
@@ -485,31 +481,32 @@ static void nfs3_new_reply(struct srv_req *req, struct nfs3_file *dir, struct un
 	*r->status = st;
 }
 
-static int nfs3_new_make(struct nfs3_file *dir, const char *fname,
-			 const struct nfs3_new *n, struct un_obj **out)
+static int nfs3_new_make(const struct un_ctx *cx, struct nfs3_file *dir,
+			 const char *fname, const struct nfs3_new *n, struct un_obj **out)
 {
 	switch (n->type) {
 	case S_IFDIR:
-		return un_mkdir(dir->ex->ux, dir->obj, fname, n->mode, out);
+		return un_mkdir(cx, dir->ex->ux, dir->obj, fname, n->mode, out);
 	case S_IFLNK:
-		return un_symlink(dir->ex->ux, dir->obj, fname, n->target, out);
+		return un_symlink(cx, dir->ex->ux, dir->obj, fname, n->target, out);
 	default:
-		return un_mknod(dir->ex->ux, dir->obj, fname, n->type | n->mode, n->major,
-				n->minor, out);
+		return un_mknod(cx, dir->ex->ux, dir->obj, fname, n->type | n->mode,
+				n->major, n->minor, out);
 	}
 }
 
 /* Makes N as FNAME in DIR, then applies the rest of its attributes (the
  * caller's uid and gid only from root: nfs3_new_attrs).  *OUT is set when
  * the object was made, even if its attributes then failed. */
-static nfsstat3 nfs3_new_node(struct nfs3_file *dir, const char *fname,
-			      const struct nfs3_new *n, struct un_obj **out)
+static nfsstat3 nfs3_new_node(const struct srv_req *req, struct nfs3_file *dir,
+			      const char *fname, const struct nfs3_new *n,
+			      struct un_obj **out)
 {
 	int err;
 
-	err = nfs3_new_make(dir, fname, n, out);
+	err = nfs3_new_make(&req->un, dir, fname, n, out);
 	if (!err && nfs3_sattr_any(&n->sa))
-		err = un_setattr(dir->ex->ux, *out, &n->sa);
+		err = un_setattr(&req->un, dir->ex->ux, *out, &n->sa);
 	return nfs3_status_from_errno(err);
 }
 
@@ -523,7 +520,7 @@ static nfsstat3 nfs3_create_file(const struct srv_req *req, struct nfs3_file *di
 
 	if (args->how.mode == EXCLUSIVE)
 		return nfs3_status_from_errno(
-		    un_create_verf(dir->ex->ux, dir->obj, fname,
+		    un_create_verf(&req->un, dir->ex->ux, dir->obj, fname,
 				   (const uint8_t *)args->how.createhow3_u.verf, out));
 	if (args->how.mode != UNCHECKED && args->how.mode != GUARDED)
 		return nfs3_status_from_errno(-EINVAL);
@@ -532,8 +529,9 @@ static nfsstat3 nfs3_create_file(const struct srv_req *req, struct nfs3_file *di
 		return st;
 	/* UNCHECKED over an existing file truncates it as the caller: the
 	 * kernel checks the write permission. */
-	return nfs3_status_from_errno(un_create(dir->ex->ux, dir->obj, fname, n.mode,
-						args->how.mode == GUARDED, &n.sa, out));
+	return nfs3_status_from_errno(un_create(&req->un, dir->ex->ux, dir->obj, fname,
+						n.mode, args->how.mode == GUARDED, &n.sa,
+						out));
 }
 
 void nfs3_create(struct srv_req *req, void *argp, void *resp)
@@ -565,7 +563,7 @@ void nfs3_mkdir(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_new_attrs(req, &args->attributes, &n);
 	if (!st)
-		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
@@ -586,7 +584,7 @@ void nfs3_symlink(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_new_attrs(req, &args->symlink.symlink_attributes, &n);
 	if (!st)
-		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
@@ -632,7 +630,7 @@ void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_mknod_what(req, &args->what, &n);
 	if (!st)
-		st = nfs3_new_node(&dir, args->where.name, &n, &obj);
+		st = nfs3_new_node(req, &dir, args->where.name, &n, &obj);
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
@@ -642,7 +640,8 @@ void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
  * (nfs3_dirop_check), then DEL of WHAT's name; the directory's wcc data to
  * OK or FAIL. */
 static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot_err,
-			    int (*del)(struct un_export *, struct un_obj *, const char *),
+			    int (*del)(const struct un_ctx *, struct un_export *,
+				       struct un_obj *, const char *),
 			    wcc_data *ok, wcc_data *fail)
 {
 	struct nfs3_file dir;
@@ -654,7 +653,8 @@ static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot
 	if (!st)
 		st = nfs3_delete_check(req, &dir, what->name);
 	if (!st)
-		st = nfs3_status_from_errno(del(dir.ex->ux, dir.obj, what->name));
+		st = nfs3_status_from_errno(
+		    del(&req->un, dir.ex->ux, dir.obj, what->name));
 	nfs3_file_done(&dir, st, ok, fail);
 	return st;
 }
@@ -747,8 +747,9 @@ void nfs3_rename(struct srv_req *req, void *argp, void *resp)
 	if (!st)
 		st = nfs3_rename_check(req, args, &from, &to);
 	if (!st)
-		st = nfs3_status_from_errno(un_rename(
-		    from.ex->ux, from.obj, args->from.name, to.obj, args->to.name));
+		st = nfs3_status_from_errno(un_rename(&req->un, from.ex->ux, from.obj,
+						      args->from.name, to.obj,
+						      args->to.name));
 	nfs3_file_done(&from, st, &ok->fromdir_wcc, &fail->fromdir_wcc);
 	nfs3_file_done(&to, st, &ok->todir_wcc, &fail->todir_wcc);
 	res->status = st;
@@ -784,7 +785,7 @@ void nfs3_link(struct srv_req *req, void *argp, void *resp)
 		st = nfs3_link_check(req, &file, &dir, args->link.name);
 	if (!st)
 		st = nfs3_status_from_errno(
-		    un_link(dir.ex->ux, file.obj, dir.obj, args->link.name));
+		    un_link(&req->un, dir.ex->ux, file.obj, dir.obj, args->link.name));
 	if (file.obj) {
 		/* The file changed too (its link count, maybe a copy-up). */
 		if (nfs3_file_refresh(&file))

@@ -305,6 +305,11 @@ struct srv_req {
 	/* The client unions this call uses (unions.c, rule 2). */
 	struct srv_export *pins[SRV_REQ_PINS];
 	unsigned npins;
+	/* The engine's context of this call (include/union.h), which the
+	 * handler passes to the engine's changes: `async` from the caller's
+	 * client rule (exports(5)).  Set by srv_call_handler; zero (sync)
+	 * until then. */
+	struct un_ctx un;
 };
 
 /* One procedure of one program.  The dispatcher decodes into a zeroed args

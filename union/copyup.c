@@ -25,7 +25,8 @@
  *              as a filesystem without a journal writes no inode before its
  *              own fsync (dir.c, step 7), and no entry may name an inode
  *              not on disk; symlinks and devices, which no fsync reaches,
- *              leave a note for the change's syncfs (sync.c)
+ *              leave a note in the change (struct un_change) for its
+ *              syncfs (sync.c)
  *   cu_node    the node record learns the temp's (dev, ino), keeping the
  *              lower one as its origin; a lower file with several links is
  *              one file per name after copy-up (as in overlayfs without its
@@ -72,7 +73,7 @@
  * (copyup_locked), so the entry is durable before the change goes on: a
  * copy-up of a path makes each directory durable and then the entry naming
  * it, top-down, and the change's own sync covers only the directory it
- * changes.  These fsyncs are shared (sync.c), also on an `async` thread (a
+ * changes.  These fsyncs are shared (sync.c), also for an `async` caller (a
  * COMMIT there promises the entry too); the change that caused the copy-up
  * then makes itself durable (write.c, un_sync_change).
  */
@@ -112,6 +113,8 @@ struct copyup {
 	int datafd;	  /* writable temp (regular files) */
 	int tmpfd;	  /* O_PATH of the temp: O's upper instance to be */
 	struct un_devino di;
+	/* The change that caused the copy-up, for its note (may be NULL). */
+	struct un_change *ch;
 };
 
 /* ---- the work dir ---- */
@@ -384,7 +387,8 @@ static int cu_sync(struct copyup *c)
 		return un_sys_fsync(c->datafd); /* also when async: the order */
 	if (S_ISREG(c->st.st_mode) || S_ISDIR(c->st.st_mode))
 		return un_sync_inode(c->ex, c->tmpfd);
-	un_sync_note_fs(); /* no fsync reaches it: the change's syncfs */
+	if (c->ch) /* no fsync reaches it: the change's syncfs */
+		c->ch->fs = true;
 	return 0;
 }
 
@@ -506,12 +510,15 @@ static int copyup_recheck(struct un_export *ex, struct un_obj *parent, struct un
 	return err;
 }
 
-/* Copies O, a child of PARENT (which has an upper instance), up. */
-static int copyup_locked(struct un_export *ex, struct un_obj *parent, struct un_obj *o)
+/* Copies O, a child of PARENT (which has an upper instance), up, for the
+ * change CH (may be NULL: a directory, or a regular file). */
+static int copyup_locked(struct un_export *ex, struct un_change *ch,
+			 struct un_obj *parent, struct un_obj *o)
 {
 	pthread_mutex_t *lock = &ex->cu_locks[un_stripe(o->id)];
 	struct copyup c = {
 	    .ex = ex,
+	    .ch = ch,
 	    .o = o,
 	    .pdir = parent->inst[0].fd,
 	    .src = o->inst[0].fd,
@@ -547,7 +554,7 @@ static int copyup_walk(struct un_export *ex, const struct un_node_hop *hops, siz
 		if (next->id != hops[i].id || !S_ISDIR(next->type))
 			err = -ESTALE;
 		if (!err && !un_obj_upper(ex, next))
-			err = copyup_locked(ex, cur, next);
+			err = copyup_locked(ex, NULL, cur, next); /* a directory */
 		un_obj_put(cur);
 		cur = next;
 	}
@@ -577,7 +584,7 @@ static int copyup_parent(struct un_export *ex, un_id pid, struct un_obj **out)
 	return err;
 }
 
-int un_copyup(struct un_export *ex, struct un_obj *o)
+int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o)
 {
 	struct un_obj *parent = NULL;
 	struct un_creds saved;
@@ -598,7 +605,7 @@ int un_copyup(struct un_export *ex, struct un_obj *o)
 			break;
 	}
 	if (!err)
-		err = copyup_locked(ex, parent, o);
+		err = copyup_locked(ex, ch, parent, o);
 	un_obj_put(parent);
 	un_sys_creds_revert(&saved);
 	return err;

@@ -48,7 +48,7 @@
  *      replaced target's link count are left to the fsck such a filesystem
  *      needs after a crash anyway, which loses no name).  What no fsync
  *      can reach (a symlink, a device, a white-out that remove, rmdir or
- *      rename leaves: un_sync_note_fs) makes the sync a syncfs of the
+ *      rename leaves: struct un_change's fs) makes the sync a syncfs of the
  *      upper filesystem instead, unless the export's probe found a
  *      filesystem whose directory fsync carries it (ext4 with its journal,
  *      xfs: un_sync_probe_fs); a syncfs writes every dirty page of the
@@ -61,10 +61,10 @@
  *      alone (un_sync_made): that commit carries the object, and the
  *      concurrent creates of the directory share it, where each object's
  *      own fsync was a commit of its own (a mode fixed or attributes set
- *      after the entry keep the object's fsync: changed_after_entry).
+ *      after the entry keep the object's fsync: struct newobj's changed).
  *      Concurrent changes share these fsyncs and the flushes of the node
- *      table (sync.c, group commit).  A thread serving an `async` client
- *      (exports(5)) skips step 7 (un_thread_sync): the 1-second flush of
+ *      table (sync.c, group commit).  A call whose context is `async`
+ *      (exports(5); union.h, struct un_ctx) skips step 7: the 1-second flush of
  *      the table and the filesystem's own writeback bound the loss, as on
  *      knfsd.
  *
@@ -183,6 +183,10 @@ struct newobj {
 	const char *target;  /* symlinks */
 	int linkfd;	     /* hard links: O_PATH of the object, else -1 */
 	const uint8_t *verf; /* exclusive create: the verifier to keep */
+	/* Set by the create: it changed the object after making its entry (a
+	 * mode fixed, attributes set), which then needs its own fsync
+	 * (un_sync_made). */
+	bool changed;
 };
 
 /* What to do when the name to create exists. */
@@ -529,7 +533,8 @@ static int wh_make(struct un_export *ex, char tmp[32])
  * overlayfs makes the white-outs of unlink and rmdir: it is the engine's,
  * 0:0, where RENAME_WHITEOUT would make it in UDIR and give it a set-gid
  * UDIR's group. */
-static int whiteout_put(struct un_export *ex, int udir, const char *name, bool present)
+static int whiteout_put(struct un_export *ex, struct un_change *ch, int udir,
+			const char *name, bool present)
 {
 	char tmp[32];
 	int err;
@@ -546,18 +551,18 @@ static int whiteout_put(struct un_export *ex, int udir, const char *name, bool p
 	if (err || present)
 		un_work_remove(ex->tmpfd, tmp, 2);
 	if (!err)
-		un_sync_note_fs(); /* a new white-out: step 7 */
+		ch->fs = true; /* a new white-out: step 7 */
 	return err;
 }
 
 /* The same, where a racing copy-up may have put an entry at NAME since the
  * lookup that found none (copy-up does not take directory locks). */
-static int whiteout_put_any(struct un_export *ex, int udir, const char *name,
-			    bool present)
+static int whiteout_put_any(struct un_export *ex, struct un_change *ch, int udir,
+			    const char *name, bool present)
 {
-	int err = whiteout_put(ex, udir, name, present);
+	int err = whiteout_put(ex, ch, udir, name, present);
 
-	return err == -EEXIST && !present ? whiteout_put(ex, udir, name, true) : err;
+	return err == -EEXIST && !present ? whiteout_put(ex, ch, udir, name, true) : err;
 }
 
 /* Copies owner, mode and times of FROM to TO (both O_PATH). */
@@ -633,25 +638,20 @@ static int nb_make(int dirfd, const char *name, const struct newobj *nb)
 	}
 }
 
-/* The calling thread's create changed its new object after making its entry
- * (a mode fixed, attributes set): the object then needs its own fsync
- * (un_sync_made).  create_obj clears it before it creates. */
-static _Thread_local bool changed_after_entry;
-
 /* The process umask may have dropped permission bits the caller asked for:
  * NFS has no umask (the client applied its own), so the mode is exact.  FD
  * (O_PATH) is the new object, ST its stat. */
-static int nb_fix_mode_fd(int fd, const struct stat *st, const struct newobj *nb)
+static int nb_fix_mode_fd(int fd, const struct stat *st, struct newobj *nb)
 {
 	if (nb->linkfd >= 0 || S_ISLNK(nb->mode) ||
 	    (st->st_mode & 0777) == (nb->mode & 0777))
 		return 0;
-	changed_after_entry = true;
+	nb->changed = true;
 	return un_sys_chmod_fd(fd, (st->st_mode & 07000) | (nb->mode & 0777));
 }
 
 /* The same for the new object NAME of UDIR. */
-static int nb_fix_mode(int udir, const char *name, const struct newobj *nb)
+static int nb_fix_mode(int udir, const char *name, struct newobj *nb)
 {
 	struct stat st;
 	int fd, err;
@@ -785,7 +785,7 @@ static int create_over(struct un_export *ex, struct un_obj *dir, const char *nam
 /* Makes NB at NAME of DIR, whose upper instance exists; NAME is absent from
  * the merged view. */
 static int create_in(struct un_export *ex, struct un_obj *dir, const char *name,
-		     const struct newobj *nb)
+		     struct newobj *nb)
 {
 	int udir = dir->inst[0].fd, kind, err;
 
@@ -839,7 +839,7 @@ static int create_existing(struct un_export *ex, struct un_obj *c, enum on_exist
 	 * creates. */
 	if (!err && how == EXIST_OPEN)
 		err = sa && sa->set_size && sa->size == 0
-			  ? un_setattr_nosync(ex, c, &trunc)
+			  ? un_setattr_nosync(ex, NULL, c, &trunc) /* regular */
 			  : un_open_write(ex, c);
 	if (!err)
 		*out = un_obj_get(c);
@@ -897,8 +897,8 @@ static int obj_made(struct un_export *ex, const struct un_obj *dir, const char *
  * under DIR's lock: opened and read once as un_lookup would, without its
  * white-out probes (invariant 7); its mode made exact when FIX. */
 static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
-		    size_t len, const struct newobj *nb, bool fix,
-		    struct un_node_job *pend, struct un_obj **out)
+		    size_t len, struct newobj *nb, bool fix, struct un_node_job *pend,
+		    struct un_obj **out)
 {
 	struct stat st;
 	int fd, err;
@@ -924,7 +924,7 @@ static int made_obj(struct un_export *ex, struct un_obj *dir, const char *name,
  * else the merged view showed nothing, and the kind is read as the
  * caller, as create_in reads it. */
 static int create_made(struct un_export *ex, struct un_obj *dir, const char *name,
-		       size_t len, const struct newobj *nb, bool probe,
+		       size_t len, struct newobj *nb, bool probe,
 		       struct un_node_job *pend, struct un_obj **out)
 {
 	int udir = dir->inst[0].fd, kind, err = 0;
@@ -946,7 +946,7 @@ static int create_made(struct un_export *ex, struct un_obj *dir, const char *nam
 /* create_obj's decision in the merged view: *out gets the existing object
  * (create_existing) or the new one (*made set). */
 static int create_merged(struct un_export *ex, struct un_obj *dir, const char *name,
-			 size_t len, const struct newobj *nb, enum on_exist how,
+			 size_t len, struct newobj *nb, enum on_exist how,
 			 const struct un_sattr *sa, struct un_obj **out, bool *made)
 {
 	struct un_obj *c = NULL;
@@ -956,7 +956,7 @@ static int create_merged(struct un_export *ex, struct un_obj *dir, const char *n
 		err = create_existing(ex, c, how, nb, sa, out);
 	} else if (!err) {
 		*made = true;
-		err = un_copyup(ex, dir);
+		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 		if (!err)
 			err = create_made(ex, dir, name, len, nb, false, NULL, out);
 	}
@@ -964,12 +964,13 @@ static int create_merged(struct un_export *ex, struct un_obj *dir, const char *n
 	return err;
 }
 
-/* Creates NB at NAME in DIR (see un_create for HOW and SA); *out (may be
- * NULL) gets the object. */
-static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name,
-		      const struct newobj *nb, enum on_exist how,
+/* Creates NB at NAME in DIR (see un_create for HOW and SA) for a caller
+ * whose context is CX; *out (may be NULL) gets the object. */
+static int create_obj(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+		      const char *name, struct newobj *nb, enum on_exist how,
 		      const struct un_sattr *sa, struct un_obj **out)
 {
+	struct un_change ch = UN_CHANGE(cx);
 	struct un_node_job job = {0};
 	struct un_obj *o = NULL;
 	struct nslocks l;
@@ -982,7 +983,6 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		err = -ENOTDIR;
 	if (err)
 		return err;
-	changed_after_entry = false;
 	err = 1;
 	if (upper_only(ex, dir, name)) {
 		ns_lock_name(ex, &l, dir->id, name);
@@ -996,8 +996,8 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 		err = create_merged(ex, dir, name, len, nb, how, sa, &o, &made);
 	}
 	if (!err && made && sa && un_sattr_any(sa)) {
-		changed_after_entry = true;
-		err = un_setattr_nosync(ex, o, sa);
+		nb->changed = true;
+		err = un_setattr_nosync(ex, &ch, o, sa);
 	}
 	ns_unlock(ex, &l);
 	if (job.fn) { /* queued by create_made: the new object's node */
@@ -1010,8 +1010,8 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	}
 	/* The object before the entry that names it (design notes, step 7). */
 	if (!err)
-		err = made && !changed_after_entry ? un_sync_made(ex, o, dir)
-						   : un_sync_change(ex, o, dir);
+		err = made && !nb->changed ? un_sync_made(ex, &ch, o, dir)
+					   : un_sync_change(ex, &ch, o, dir);
 	if (!err && out)
 		*out = o;
 	else
@@ -1019,33 +1019,35 @@ static int create_obj(struct un_export *ex, struct un_obj *dir, const char *name
 	return err;
 }
 
-int un_create(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	      bool excl, const struct un_sattr *sa, struct un_obj **out)
+int un_create(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	      const char *name, mode_t mode, bool excl, const struct un_sattr *sa,
+	      struct un_obj **out)
 {
 	struct newobj nb = {.mode = S_IFREG | (mode & 07777), .linkfd = -1};
 
-	return create_obj(ex, dir, name, &nb, excl ? EXIST_FAIL : EXIST_OPEN, sa, out);
+	return create_obj(cx, ex, dir, name, &nb, excl ? EXIST_FAIL : EXIST_OPEN, sa,
+			  out);
 }
 
-int un_create_verf(struct un_export *ex, struct un_obj *dir, const char *name,
-		   const uint8_t verf[8], struct un_obj **out)
+int un_create_verf(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+		   const char *name, const uint8_t verf[8], struct un_obj **out)
 {
 	/* The client sets the real mode with the SETATTR that follows. */
 	struct newobj nb = {.mode = S_IFREG | 0600, .linkfd = -1, .verf = verf};
 
-	return create_obj(ex, dir, name, &nb, EXIST_VERF, NULL, out);
+	return create_obj(cx, ex, dir, name, &nb, EXIST_VERF, NULL, out);
 }
 
-int un_mkdir(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	     struct un_obj **out)
+int un_mkdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name, mode_t mode, struct un_obj **out)
 {
 	struct newobj nb = {.mode = S_IFDIR | (mode & 07777), .linkfd = -1};
 
-	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+	return create_obj(cx, ex, dir, name, &nb, EXIST_FAIL, NULL, out);
 }
 
-int un_symlink(struct un_export *ex, struct un_obj *dir, const char *name,
-	       const char *target, struct un_obj **out)
+int un_symlink(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	       const char *name, const char *target, struct un_obj **out)
 {
 	struct newobj nb = {.mode = S_IFLNK | 0777, .linkfd = -1, .target = target};
 	size_t tlen = strnlen(target, PATH_MAX);
@@ -1054,11 +1056,12 @@ int un_symlink(struct un_export *ex, struct un_obj *dir, const char *name,
 		return -ENOENT; /* as symlink(2) */
 	if (tlen >= PATH_MAX)
 		return -ENAMETOOLONG;
-	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+	return create_obj(cx, ex, dir, name, &nb, EXIST_FAIL, NULL, out);
 }
 
-int un_mknod(struct un_export *ex, struct un_obj *dir, const char *name, mode_t mode,
-	     uint32_t major, uint32_t minor, struct un_obj **out)
+int un_mknod(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name, mode_t mode, uint32_t major, uint32_t minor,
+	     struct un_obj **out)
 {
 	struct newobj nb = {.mode = mode, .linkfd = -1};
 
@@ -1076,14 +1079,14 @@ int un_mknod(struct un_export *ex, struct un_obj *dir, const char *name, mode_t 
 	default:
 		return -EINVAL;
 	}
-	return create_obj(ex, dir, name, &nb, EXIST_FAIL, NULL, out);
+	return create_obj(cx, ex, dir, name, &nb, EXIST_FAIL, NULL, out);
 }
 
 /* ---- removing ---- */
 
 /* Removes C, the non-directory NAME of DIR (whose upper instance exists). */
-static int remove_nondir(struct un_export *ex, struct un_obj *dir, struct un_obj *c,
-			 const char *name, size_t len)
+static int remove_nondir(struct un_export *ex, struct un_change *ch, struct un_obj *dir,
+			 struct un_obj *c, const char *name, size_t len)
 {
 	int udir = dir->inst[0].fd, lower, err;
 	struct un_creds saved;
@@ -1097,7 +1100,7 @@ static int remove_nondir(struct un_export *ex, struct un_obj *dir, struct un_obj
 	if (err)
 		return err;
 	un_sys_creds_override(&saved);
-	err = whiteout_put_any(ex, udir, name, un_obj_upper(ex, c));
+	err = whiteout_put_any(ex, ch, udir, name, un_obj_upper(ex, c));
 	un_sys_creds_revert(&saved);
 	return err;
 }
@@ -1126,8 +1129,8 @@ static int remove_fast(struct un_obj *dir, const char *name)
 }
 
 /* un_remove's decision in the merged view, and the removal. */
-static int remove_merged(struct un_export *ex, struct un_obj *dir, const char *name,
-			 size_t len)
+static int remove_merged(struct un_export *ex, struct un_change *ch, struct un_obj *dir,
+			 const char *name, size_t len)
 {
 	struct un_obj *c = NULL;
 	int err = un_lookup(ex, dir, name, &c);
@@ -1135,16 +1138,18 @@ static int remove_merged(struct un_export *ex, struct un_obj *dir, const char *n
 	if (!err && S_ISDIR(c->type))
 		err = -EISDIR;
 	if (!err)
-		err = un_copyup(ex, dir);
+		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 	if (!err)
-		err = remove_nondir(ex, dir, c, name, len);
+		err = remove_nondir(ex, ch, dir, c, name, len);
 	un_obj_put(c);
 	return err;
 }
 
-int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
+int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	      const char *name)
 {
 	struct un_node_name nm = {dir->id, name, 0};
+	struct un_change ch = UN_CHANGE(cx);
 	struct un_node_job job;
 	struct nslocks l;
 	int err;
@@ -1163,7 +1168,7 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 	}
 	if (err == 1) {
 		ns_lock(ex, &l, &dir->id, 1);
-		err = remove_merged(ex, dir, name, nm.len);
+		err = remove_merged(ex, &ch, dir, name, nm.len);
 	}
 	/* Queued in the order of the removal, committed after the lock
 	 * (node.c, the writer). */
@@ -1172,7 +1177,7 @@ int un_remove(struct un_export *ex, struct un_obj *dir, const char *name)
 	ns_unlock(ex, &l);
 	if (!err)
 		err = un_node_job_wait(ex->st, &job);
-	return err ? err : un_sync_change(ex, dir, NULL);
+	return err ? err : un_sync_change(ex, &ch, dir, NULL);
 }
 
 /* Moves upper dir NAME of UDIR into the work dir and removes it there with
@@ -1190,8 +1195,8 @@ static int rmdir_upper(struct un_export *ex, int udir, const char *name)
 }
 
 /* Removes C, the directory NAME of DIR, empty in the merged view. */
-static int remove_dir(struct un_export *ex, struct un_obj *dir, struct un_obj *c,
-		      const char *name, size_t len)
+static int remove_dir(struct un_export *ex, struct un_change *ch, struct un_obj *dir,
+		      struct un_obj *c, const char *name, size_t len)
 {
 	int udir = dir->inst[0].fd, lower, err;
 	bool upper = un_obj_upper(ex, c);
@@ -1210,15 +1215,17 @@ static int remove_dir(struct un_export *ex, struct un_obj *dir, struct un_obj *c
 		return err;
 	un_sys_creds_override(&saved);
 	if (lower)
-		err = whiteout_put_any(ex, udir, name, upper);
+		err = whiteout_put_any(ex, ch, udir, name, upper);
 	else
 		err = rmdir_upper(ex, udir, name);
 	un_sys_creds_revert(&saved);
 	return err;
 }
 
-int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name)
+int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
+	     const char *name)
 {
+	struct un_change ch = UN_CHANGE(cx);
 	struct un_obj *c = NULL;
 	struct nslocks l;
 	un_id ids[2] = {dir->id};
@@ -1239,20 +1246,21 @@ int un_rmdir(struct un_export *ex, struct un_obj *dir, const char *name)
 	if (!err)
 		err = dir_empty(ex, c);
 	if (!err)
-		err = un_copyup(ex, dir);
+		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 	if (!err)
-		err = remove_dir(ex, dir, c, name, len);
+		err = remove_dir(ex, &ch, dir, c, name, len);
 	if (!err)
 		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	return err ? err : un_sync_change(ex, dir, NULL);
+	return err ? err : un_sync_change(ex, &ch, dir, NULL);
 }
 
 /* ---- renaming ---- */
 
 struct rn {
 	struct un_export *ex;
+	struct un_change ch;
 	struct un_obj *fdir, *tdir, *src, *dst; /* dst NULL: nothing there */
 	const char *fname, *tname;
 	size_t flen, tlen;
@@ -1303,12 +1311,12 @@ static int rename_move(struct rn *r, unsigned flags)
 	if (!(flags & RENAME_WHITEOUT) || !atomic_load(&r->ex->wh_xattr))
 		err = un_sys_renameat2(fu, r->fname, tu, r->tname, flags);
 	if (!err && (flags & RENAME_WHITEOUT))
-		un_sync_note_fs(); /* a new white-out: step 7 */
+		r->ch.fs = true; /* a new white-out: step 7 */
 	if (!(flags & RENAME_WHITEOUT) ||
 	    (err != -EINVAL && err != -EPERM && err != -EOPNOTSUPP))
 		return err;
 	err = un_sys_renameat2(fu, r->fname, tu, r->tname, flags & ~RENAME_WHITEOUT);
-	return err ? err : whiteout_put(r->ex, fu, r->fname, false);
+	return err ? err : whiteout_put(r->ex, &r->ch, fu, r->fname, false);
 }
 
 /* The flags of the upper rename for a target of kind TK, as overlayfs picks
@@ -1391,11 +1399,11 @@ static int rename_upper(struct rn *r)
 	bool engine;
 	int tk, slower, err;
 
-	err = un_copyup(r->ex, r->fdir);
+	err = un_copyup(r->ex, NULL, r->fdir);
 	if (!err)
-		err = un_copyup(r->ex, r->tdir);
+		err = un_copyup(r->ex, NULL, r->tdir);
 	if (!err)
-		err = un_copyup(r->ex, r->src);
+		err = un_copyup(r->ex, &r->ch, r->src);
 	if (err)
 		return err;
 	slower = un_lower_has(r->ex, r->fdir, r->fname, r->flen);
@@ -1440,11 +1448,15 @@ static void rename_unlock(struct rn *r, struct nslocks *l)
 		pthread_mutex_unlock(&r->ex->rename_lock);
 }
 
-int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname,
-	      struct un_obj *todir, const char *toname)
+int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *fromdir,
+	      const char *fromname, struct un_obj *todir, const char *toname)
 {
-	struct rn r = {
-	    .ex = ex, .fdir = fromdir, .tdir = todir, .fname = fromname, .tname = toname};
+	struct rn r = {.ex = ex,
+		       .ch = UN_CHANGE(cx),
+		       .fdir = fromdir,
+		       .tdir = todir,
+		       .fname = fromname,
+		       .tname = toname};
 	struct nslocks l;
 	int err;
 
@@ -1473,15 +1485,17 @@ int un_rename(struct un_export *ex, struct un_obj *fromdir, const char *fromname
 	un_obj_put(r.src);
 	un_obj_put(r.dst);
 	if (!err) /* 1: a rename onto itself changed nothing */
-		err = un_sync_change(ex, fromdir, todir);
+		err = un_sync_change(ex, &r.ch, fromdir, todir);
 	return err < 0 ? err : 0;
 }
 
 /* ---- linking ---- */
 
-int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const char *name)
+int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
+	    struct un_obj *dir, const char *name)
 {
 	struct newobj nb = {.mode = o->type};
+	struct un_change ch = UN_CHANGE(cx);
 	struct un_obj *c = NULL;
 	struct nslocks l;
 	struct stat st;
@@ -1500,9 +1514,9 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 	if (!err && S_ISDIR(o->type))
 		err = -EPERM; /* as link(2), after the new name's checks */
 	if (!err)
-		err = un_copyup(ex, o);
+		err = un_copyup(ex, &ch, o);
 	if (!err)
-		err = un_copyup(ex, dir);
+		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 	nb.linkfd = o->inst[0].fd;
 	if (!err)
 		err = create_in(ex, dir, name, &nb);
@@ -1516,5 +1530,5 @@ int un_link(struct un_export *ex, struct un_obj *o, struct un_obj *dir, const ch
 	ns_unlock(ex, &l);
 	un_obj_put(c);
 	/* The link count before the entry that adds to it (step 7). */
-	return err ? err : un_sync_change(ex, o, dir);
+	return err ? err : un_sync_change(ex, &ch, o, dir);
 }

@@ -46,12 +46,13 @@
  * reverted) closes nothing under MDB_NOSYNC and makes every commit after a
  * flush fault on the pages the flush write-protected.
  *
- * TEST ONLY: UNION_NFSD_TEST_NO_SYNC=1 in the environment when the state is
- * opened runs the environment with MDB_NOSYNC and turns both flushes into
- * no-ops (the commits still reach the page cache), so that the OS crash
- * test (tests/integration/kvm_crash.sh) can show that it notices lost
- * handles.  Never set it in production: an OS crash then loses every node
- * made since the last clean shutdown.
+ * TEST ONLY: un_state_test_no_sync(true) before the state is opened (the
+ * server calls it for UNION_NFSD_TEST_NO_SYNC=1) runs the environment with
+ * MDB_NOSYNC and turns both flushes into no-ops (the commits still reach
+ * the page cache), so that the OS crash test
+ * (tests/integration/kvm_crash.sh) can show that it notices lost handles.
+ * Never set it in production: an OS crash then loses every node made since
+ * the last clean shutdown.
  *
  * Keys: the secret never leaves this file.  Each purpose gets its own key,
  * derived with crypto_kdf under the context "unfsd-k1" and a fixed subkey id,
@@ -84,9 +85,6 @@ enum {
 	KEY_ID_VERF = 3,
 	KEY_ID_VERSION = 4,
 };
-
-/* Set by un_state_open from UNION_NFSD_TEST_NO_SYNC (design notes). */
-static bool test_no_sync;
 
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
@@ -220,8 +218,9 @@ static int env_open(struct un_state *st, const char *dir)
 		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
 	 * any worker may run any request.  MDB_NOMETASYNC: design notes. */
-	rc = mdb_env_open(st->env, dir,
-			  (test_no_sync ? MDB_NOSYNC : MDB_NOMETASYNC) | MDB_NOTLS, 0600);
+	rc = mdb_env_open(
+	    st->env, dir,
+	    (un_sys_test_no_sync_on() ? MDB_NOSYNC : MDB_NOMETASYNC) | MDB_NOTLS, 0600);
 	if (!rc)
 		mdb_reader_check(st->env, &dead); /* slots of crashed processes */
 	return un_mdb_err(rc);
@@ -248,7 +247,7 @@ static int tables_init(struct un_state *st)
 static int flush_job(void *arg)
 {
 	struct un_state *st = arg;
-	int err = test_no_sync ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
+	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 
 	if (err)
 		un_state_failed(st, err, "flush");
@@ -355,14 +354,11 @@ static void state_free(struct un_state *st)
 
 int un_state_open(const char *dir, struct un_state **out)
 {
-	const char *nosync;
 	struct un_state *st;
 	int err = -EIO;
 
 	if (sodium_init() < 0)
 		return err;
-	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
-	test_no_sync = nosync && !strcmp(nosync, "1");
 	err = -ENOMEM;
 	st = un_sys_calloc(1, sizeof(*st));
 	if (!st)

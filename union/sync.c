@@ -359,21 +359,6 @@ static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush)
 	return fsync_shared(&j);
 }
 
-/* Whether this thread's changes wait for stable storage (un_thread_sync). */
-static _Thread_local bool thread_async;
-/* The thread's change made an inode only a syncfs reaches (un_sync_note_fs). */
-static _Thread_local bool thread_fs;
-
-void un_thread_sync(bool sync)
-{
-	thread_async = !sync;
-}
-
-void un_sync_note_fs(void)
-{
-	thread_fs = true;
-}
-
 int un_sync_inode(struct un_export *ex, int fd)
 {
 	struct fsync_job j = {.fd = fd, .st = ex->st};
@@ -381,21 +366,21 @@ int un_sync_inode(struct un_export *ex, int fd)
 	return fsync_shared(&j);
 }
 
-int un_sync_made(struct un_export *ex, struct un_obj *o, struct un_obj *dir)
+int un_sync_made(struct un_export *ex, struct un_change *ch, struct un_obj *o,
+		 struct un_obj *dir)
 {
 	/* Under a journal the transactions commit in order, and DIR's fsync
 	 * commits the one that made O's entry and every one before it, which
 	 * hold all of O's changes: O's own fsync would be a second commit,
 	 * unshared (each new file has its own slot), that the concurrent
 	 * changes of DIR could not join. */
-	return un_sync_change(ex, ex->dirsync_orders ? NULL : o, dir);
+	return un_sync_change(ex, ch, ex->dirsync_orders ? NULL : o, dir);
 }
 
-int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+int un_sync_change(struct un_export *ex, struct un_change *ch, struct un_obj *a,
+		   struct un_obj *b)
 {
-	if (thread_async)
-		thread_fs = false;
-	return thread_async ? 0 : un_sync_now(ex, a, b);
+	return ch->cx->async ? 0 : un_sync_now(ex, ch->fs, a, b);
 }
 
 /* The syncfs a change takes instead of its fsyncs when one cannot reach
@@ -459,17 +444,18 @@ int un_sync_probe_fs(struct un_export *ex)
 	return 0;
 }
 
-/* Whether the change needs the syncfs: it made an inode no fsync reaches,
- * on a filesystem where a directory's fsync does not carry it. */
-static bool change_needs_fs(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+/* Whether the change needs the syncfs: it made an inode no fsync reaches
+ * (FS, or A or B is one), on a filesystem where a directory's fsync does
+ * not carry it. */
+static bool change_needs_fs(struct un_export *ex, bool fs, struct un_obj *a,
+			    struct un_obj *b)
 {
-	bool made = thread_fs || needs_fs(ex, a) || needs_fs(ex, b);
+	bool made = fs || needs_fs(ex, a) || needs_fs(ex, b);
 
-	thread_fs = false;
 	return made && !ex->dirsync_orders;
 }
 
-int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
+int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b)
 {
 	uint64_t ticket;
 	int err;
@@ -481,7 +467,7 @@ int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b)
 		return err;
 	if (b == a)
 		b = NULL;
-	if (change_needs_fs(ex, a, b))
+	if (change_needs_fs(ex, fs, a, b))
 		err = sync_fs(ex);
 	else {
 		err = sync_upper(ex, a, !b);

@@ -58,6 +58,19 @@ void un_sys_test_no_openat2(bool on)
 	atomic_store(&no_openat2, on);
 }
 
+/* un_state_test_no_sync's switch: a test switch, kept with the seam's. */
+static atomic_bool no_sync;
+
+void un_state_test_no_sync(bool on)
+{
+	atomic_store(&no_sync, on);
+}
+
+bool un_sys_test_no_sync_on(void)
+{
+	return atomic_load_explicit(&no_sync, memory_order_relaxed);
+}
+
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err)
 {
 	struct inject *in = &injects[op];
@@ -675,6 +688,9 @@ struct ident_rec {
 	struct un_ident id;
 };
 
+/* A thread-local that carries no request: a cache of what the kernel keeps
+ * per thread (the thread's ids), true whichever call reads it
+ * (include/union.h, the request context's rule 5). */
 static _Thread_local struct ident_rec ident;
 
 /* uid_t and gid_t are both unsigned int, so that one function serves

@@ -181,6 +181,9 @@ unsigned long un_sys_calls(enum un_sys_op op);
 void un_sys_test_no_openat2(bool on);
 /* Test hook: read xattrs through /proc only, as on kernels without getxattrat. */
 void un_sys_test_no_getxattrat(bool on);
+/* Whether un_state_test_no_sync switched the node table's flushes off
+ * (state.c asks when it opens a state and when it flushes). */
+bool un_sys_test_no_sync_on(void);
 /* Test hook: FN (NULL: none) is called on the calling thread just before
  * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
  * test can see which fsyncs began after a change, and hold one; an errno
@@ -229,6 +232,7 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 /* ---- state.c: the state dir ---- */
 
 struct un_listing_cache; /* readdir.c */
+struct un_change;	 /* sync.c */
 
 struct un_state {
 	MDB_env *env;
@@ -553,8 +557,11 @@ void un_obj_push_top(struct un_obj *o, int fd);
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen);
 /* Makes O's top-most instance an upper one, copying O (ancestors first) up
  * unless it is already; O then names its upper instance.  -ESTALE when O's
- * name no longer holds O. */
-int un_copyup(struct un_export *ex, struct un_obj *o);
+ * name no longer holds O.  A copy no fsync reaches (a symlink, a device)
+ * sets CH->fs, for the sync of the change that caused it; CH may be NULL
+ * only where O is a directory or a regular file, whose copies their own
+ * fsyncs make durable (no note can come of them). */
+int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o);
 /* A fresh temp name for the work dir. */
 void un_work_tmpname(char buf[32]);
 /* Removes NAME from directory DIRFD, and if it is a directory what it holds
@@ -571,7 +578,8 @@ int un_copy_xattrs(int src, int dst);
 int un_lower_has(struct un_export *ex, const struct un_obj *dir, const char *name,
 		 size_t len);
 /* un_setattr without the sync: for changes that sync once at their end. */
-int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa);
+int un_setattr_nosync(struct un_export *ex, struct un_change *ch, struct un_obj *o,
+		      const struct un_sattr *sa);
 /* Whether SA sets anything. */
 bool un_sattr_any(const struct un_sattr *sa);
 /* Test hook: write white-outs in the xattr form (as when mknod is refused). */
@@ -579,34 +587,44 @@ void un_dir_test_xattr_whiteouts(struct un_export *ex, bool on);
 
 /* ---- sync.c: changes durable before the reply ---- */
 
+/* One change on its way to stable storage, from the engine call that makes
+ * it to its sync: the caller's context (union.h), and what the change
+ * learned on the way.  Each call that changes names or attributes keeps
+ * one on its stack (UN_CHANGE) and passes it down to the steps that can
+ * add to it; nothing else holds it. */
+struct un_change {
+	const struct un_ctx *cx;
+	/* The change made an inode no fsync reaches (a white-out, a copied-up
+	 * symlink or device): its sync is a syncfs of the upper filesystem. */
+	bool fs;
+};
+#define UN_CHANGE(ctx) ((struct un_change){.cx = (ctx)})
+
 /* Makes a change durable before its reply: syncs the upper instances of A
  * and then B (either may be NULL; a lower one has nothing pending; A first:
  * pass a new object before the directory that names it), then the node
  * table; concurrent changes share these syncs.  An upper A or B that cannot
- * be opened (symlink, device), or a note of un_sync_note_fs, makes it a
- * syncfs of the upper filesystem instead.  dir.c's changes of names and
- * un_setattr end with it.  Does nothing on a thread that serves an `async`
- * client (un_thread_sync). */
-int un_sync_change(struct un_export *ex, struct un_obj *a, struct un_obj *b);
-/* un_sync_change(EX, O, DIR) of a change that made O's entry in DIR and
+ * be opened (symlink, device), or CH->fs, makes it a syncfs of the upper
+ * filesystem instead.  dir.c's changes of names and un_setattr end with it.
+ * Does nothing for an `async` caller (CH->cx). */
+int un_sync_change(struct un_export *ex, struct un_change *ch, struct un_obj *a,
+		   struct un_obj *b);
+/* un_sync_change(EX, CH, O, DIR) of a change that made O's entry in DIR and
  * changed O no more after it (a create that set no attributes later): where
  * a directory's fsync orders (un_sync_probe_fs), DIR's shared fsync alone
  * makes O durable too. */
-int un_sync_made(struct un_export *ex, struct un_obj *o, struct un_obj *dir);
-/* un_sync_change whatever the thread's setting: un_commit. */
-int un_sync_now(struct un_export *ex, struct un_obj *a, struct un_obj *b);
-/* Notes that the calling thread's change made an inode no fsync can reach
- * (a white-out, a copied-up symlink or device): its un_sync_change is a
- * syncfs of the upper filesystem. */
-void un_sync_note_fs(void);
+int un_sync_made(struct un_export *ex, struct un_change *ch, struct un_obj *o,
+		 struct un_obj *dir);
+/* un_sync_change whatever the caller's context, FS as CH->fs: un_commit. */
+int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b);
 /* Learns whether a directory's fsync on EX's upper filesystem also makes
  * durable every inode made before it (ext4 with its journal, xfs), so that
  * a change needs no syncfs for an inode no fsync reaches.  0 or -errno. */
 int un_sync_probe_fs(struct un_export *ex);
 /* A shared fsync of the inode FD (O_PATH, regular file or directory) names,
- * begun after the call, without the node table, on any thread (a COMMIT on
- * an `async` thread promises a copied-up file's entry too): copy-ups make
- * what they create durable (copyup.c). */
+ * begun after the call, without the node table, whatever the caller's
+ * context (an `async` caller's COMMIT promises a copied-up file's entry
+ * too): copy-ups make what they create durable (copyup.c). */
 int un_sync_inode(struct un_export *ex, int fd);
 /* The shared fsyncs of a state (un_state_open). */
 int un_fsyncs_new(struct un_fsyncs **out);

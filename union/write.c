@@ -15,8 +15,8 @@
  * file visible is not synced separately: the filesystems we serve from
  * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
  * file forces.  SETATTR, like every change of names (dir.c), is durable
- * before it returns (un_sync_change) unless the thread serves an `async`
- * client (un_thread_sync); stable WRITEs and COMMIT always are.
+ * before it returns (un_sync_change) unless its caller's context is
+ * `async` (union.h, struct un_ctx); stable WRITEs and COMMIT always are.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -127,7 +127,8 @@ bool un_sattr_any(const struct un_sattr *sa)
 	       sa->set_atime || sa->set_mtime;
 }
 
-int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
+int un_setattr_nosync(struct un_export *ex, struct un_change *ch, struct un_obj *o,
+		      const struct un_sattr *sa)
 {
 	int err;
 
@@ -141,15 +142,17 @@ int un_setattr_nosync(struct un_export *ex, struct un_obj *o, const struct un_sa
 		return 0; /* nothing to change: no reason to copy up */
 	err = un_obj_upper(ex, o) ? 0 : may_modify(o, sa);
 	if (!err)
-		err = un_copyup(ex, o);
+		err = un_copyup(ex, ch, o);
 	return err ? err : setattr_upper(o, sa);
 }
 
-int un_setattr(struct un_export *ex, struct un_obj *o, const struct un_sattr *sa)
+int un_setattr(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
+	       const struct un_sattr *sa)
 {
-	int err = un_setattr_nosync(ex, o, sa);
+	struct un_change ch = UN_CHANGE(cx);
+	int err = un_setattr_nosync(ex, &ch, o, sa);
 
-	return err ? err : un_sync_change(ex, o, NULL);
+	return err ? err : un_sync_change(ex, &ch, o, NULL);
 }
 
 int un_open_write(struct un_export *ex, struct un_obj *o)
@@ -164,7 +167,7 @@ int un_open_write(struct un_export *ex, struct un_obj *o)
 	err = may_modify(o, NULL);
 	if (err == -EACCES)
 		return 0;
-	return err ? err : un_copyup(ex, o);
+	return err ? err : un_copyup(ex, NULL, o); /* a regular file: no note */
 }
 
 /* Makes what FD holds as durable as HOW asks, and with any stable write the
@@ -196,7 +199,7 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 		return -EFBIG;
 	err = un_obj_upper(ex, o) ? 0 : may_modify(o, NULL);
 	if (!err)
-		err = un_copyup(ex, o);
+		err = un_copyup(ex, NULL, o); /* a regular file: no note */
 	if (err)
 		return err;
 	fd = un_sys_reopen(o->inst[0].fd, O_WRONLY | O_NOCTTY);
@@ -216,5 +219,6 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 
 int un_commit(struct un_export *ex, struct un_obj *o)
 {
-	return un_sync_now(ex, o, NULL); /* also under `async`: COMMIT's promise */
+	/* also under `async`: COMMIT's promise */
+	return un_sync_now(ex, false, o, NULL);
 }

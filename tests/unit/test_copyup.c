@@ -102,7 +102,7 @@ static void test_data_attrs_parents(void **state)
 	ida = t_id(fx, "a");
 	assert_int_equal(t_walk(fx, "a/b/c/f", &o), 0);
 	assert_false(un_obj_upper(fx->ex, o));
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	assert_true(un_obj_upper(fx->ex, o));
 	assert_int_equal(un_obj_id(o), id);
 
@@ -144,7 +144,7 @@ static void test_data_attrs_parents(void **state)
 	t_list_eq(fx, "a", "b,other");
 	/* A second copy-up is a no-op. */
 	assert_int_equal(t_walk(fx, "a/b/c/f", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	un_obj_put(o);
 }
 
@@ -163,7 +163,7 @@ static void test_sparse_kept(void **state)
 	assert_int_equal(truncate(t_path(fx, "l1/sparse"), 64 * MIB), 0);
 	w_export(fx);
 	assert_int_equal(t_walk(fx, "sparse", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	assert_int_equal(stat(t_path(fx, "u/sparse"), &st), 0);
 	assert_int_equal(st.st_size, 64 * MIB);
 	assert_true((uint64_t)st.st_blocks * 512 < 1 * MIB);
@@ -195,7 +195,7 @@ static void test_types(void **state)
 		char l[32], u[32];
 
 		assert_int_equal(t_walk(fx, names[i], &o), 0);
-		assert_int_equal(un_copyup(fx->ex, o), 0);
+		assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 		un_obj_put(o);
 		snprintf(l, sizeof(l), "l1/%s", names[i]);
 		snprintf(u, sizeof(u), "u/%s", names[i]);
@@ -221,7 +221,7 @@ static void test_markers_not_copied(void **state)
 	w_export(fx);
 	t_list_eq(fx, "d", "top");
 	assert_int_equal(t_walk(fx, "d", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	assert_int_equal(o->ninst, 2); /* the upper on top of the opaque lower */
 	un_obj_put(o);
 	assert_string_equal(w_xattr(fx, "u/d", "trusted.overlay.opaque"), "");
@@ -256,7 +256,7 @@ static void test_readonly_export(void **state)
 	t_file(fx, "l1/f", "x");
 	t_export(fx, "l1", NULL, NULL);
 	assert_int_equal(t_walk(fx, "f", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), -EROFS);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), -EROFS);
 	un_obj_put(o);
 }
 
@@ -269,8 +269,8 @@ static void test_stale_object(void **state)
 	w_export(fx);
 	assert_int_equal(t_walk(fx, "f", &o), 0);
 	assert_int_equal(un_root(fx->ex, &root), 0);
-	assert_int_equal(un_remove(fx->ex, root, "f"), 0);
-	assert_int_equal(un_copyup(fx->ex, o), -ESTALE);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, root, "f"), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), -ESTALE);
 	un_obj_put(o);
 	un_obj_put(root);
 }
@@ -340,7 +340,7 @@ static void test_lower_hardlinks(void **state)
 	assert_int_not_equal(t_id(fx, "x2"), id1);
 	assert_int_equal(fileid_of(fx, "x2"), id1);
 	assert_int_equal(t_walk(fx, "x1", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	un_obj_put(o);
 	assert_int_equal(t_id(fx, "x1"), id1);
 	assert_int_equal(fileid_of(fx, "x1"), id1);
@@ -357,7 +357,7 @@ static void test_lower_hardlinks(void **state)
 	assert_int_equal(t_id(fx, "y1"), id1);
 	assert_int_equal(fileid_of(fx, "y1"), id1);
 	assert_int_equal(t_walk(fx, "y2", &o), 0);
-	assert_int_equal(un_copyup(fx->ex, o), 0);
+	assert_int_equal(un_copyup(fx->ex, NULL, o), 0);
 	un_obj_put(o);
 	assert_int_equal(t_id(fx, "y1"), id1);
 	assert_int_equal(fileid_of(fx, "y1"), id1);

@@ -28,7 +28,7 @@ static int rm(struct fx *fx, const char *dir, const char *name)
 	int rc = t_walk(fx, dir, &d);
 
 	if (!rc)
-		rc = un_remove(fx->ex, d, name);
+		rc = un_remove(SYNC_CX, fx->ex, d, name);
 	un_obj_put(d);
 	return rc;
 }
@@ -39,7 +39,7 @@ static int rmd(struct fx *fx, const char *dir, const char *name)
 	int rc = t_walk(fx, dir, &d);
 
 	if (!rc)
-		rc = un_rmdir(fx->ex, d, name);
+		rc = un_rmdir(SYNC_CX, fx->ex, d, name);
 	un_obj_put(d);
 	return rc;
 }
@@ -50,7 +50,7 @@ static int mkd(struct fx *fx, const char *dir, const char *name, mode_t mode)
 	int rc = t_walk(fx, dir, &d);
 
 	if (!rc)
-		rc = un_mkdir(fx->ex, d, name, mode, &o);
+		rc = un_mkdir(SYNC_CX, fx->ex, d, name, mode, &o);
 	un_obj_put(o);
 	un_obj_put(d);
 	return rc;
@@ -65,7 +65,7 @@ static int mv(struct fx *fx, const char *fdir, const char *fname, const char *td
 	if (!rc)
 		rc = t_walk(fx, tdir, &t);
 	if (!rc)
-		rc = un_rename(fx->ex, f, fname, t, tname);
+		rc = un_rename(SYNC_CX, fx->ex, f, fname, t, tname);
 	un_obj_put(f);
 	un_obj_put(t);
 	return rc;
@@ -74,7 +74,7 @@ static int mv(struct fx *fx, const char *fdir, const char *fname, const char *td
 static int creat_in(struct fx *fx, const char *dir, const char *name, bool excl)
 {
 	struct un_obj *d = walk(fx, dir), *o = NULL;
-	int rc = un_create(fx->ex, d, name, 0644, excl, NULL, &o);
+	int rc = un_create(SYNC_CX, fx->ex, d, name, 0644, excl, NULL, &o);
 
 	un_obj_put(o);
 	un_obj_put(d);
@@ -260,7 +260,7 @@ static void *sgid_create_main(void *arg)
 	syscall(SYS_setfsuid, 4242);
 	c->rc = t_walk(c->fx, "s", &d);
 	if (!c->rc)
-		c->rc = un_create(c->fx->ex, d, c->name, 02755, true, NULL, &o);
+		c->rc = un_create(SYNC_CX, c->fx->ex, d, c->name, 02755, true, NULL, &o);
 	un_obj_put(o);
 	un_obj_put(d);
 	return NULL;
@@ -481,7 +481,7 @@ static unsigned long rename_mdb_calls(struct fx *fx, const char *name, const cha
 
 	assert_int_equal(un_root(fx->ex, &root), 0);
 	un_sys_inject_reset();
-	assert_int_equal(un_rename(fx->ex, root, name, root, name2), 0);
+	assert_int_equal(un_rename(SYNC_CX, fx->ex, root, name, root, name2), 0);
 	n = un_sys_calls(UN_SYS_MDB);
 	un_obj_put(root);
 	return n;
@@ -576,8 +576,8 @@ static void test_link(void **state)
 	id = t_id(fx, "d/f");
 	o = walk(fx, "d/f");
 	d = walk(fx, "e");
-	assert_int_equal(un_link(fx->ex, o, d, "g"), 0);
-	assert_int_equal(un_link(fx->ex, o, d, "g"), -EEXIST);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, d, "g"), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, d, "g"), -EEXIST);
 	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
 	assert_int_equal(a.nlink, 2);
 	assert_int_equal(t_id(fx, "e/g"), id);
@@ -587,9 +587,9 @@ static void test_link(void **state)
 	assert_string_equal(buf, "UPwer");
 	un_obj_put(o);
 	/* The name the node record holds goes: the node lives on. */
-	assert_int_equal(un_remove(fx->ex, d, "g"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "g"), 0);
 	o = walk(fx, "d/f");
-	assert_int_equal(un_link(fx->ex, o, d, "g2"), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, d, "g2"), 0);
 	un_obj_put(o);
 	un_obj_put(d);
 	assert_int_equal(rm(fx, "d", "f"), 0);
@@ -602,7 +602,7 @@ static void test_link(void **state)
 	assert_int_equal(rm(fx, "e", "g2"), 0);
 	stale(fx, id);
 	o = walk(fx, "e");
-	assert_int_equal(un_link(fx->ex, o, o, "x"), -EPERM);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, o, "x"), -EPERM);
 	un_obj_put(o);
 }
 
@@ -619,7 +619,7 @@ static void test_link_names(void **state)
 	id = t_id(fx, "d/f");
 	o = walk(fx, "d/f");
 	d = walk(fx, "e");
-	assert_int_equal(un_link(fx->ex, o, d, "g"), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, d, "g"), 0);
 	un_obj_put(o);
 	un_obj_put(d);
 	assert_int_equal(mv(fx, "e", "g", "e", "g"), 0);
@@ -653,7 +653,7 @@ static void test_link_rename_remove(void **state)
 	id = t_id(fx, "d/q");
 	o = walk(fx, "d/q");
 	d = walk(fx, "d");
-	assert_int_equal(un_link(fx->ex, o, d, "r"), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, d, "r"), 0);
 	un_obj_put(o);
 	un_obj_put(d);
 	assert_int_equal(mv(fx, "d", "q", "d", "s"), 0);
@@ -676,25 +676,27 @@ static void test_create(void **state)
 	t_file(fx, "l2/d/gone", "x");
 	w_export(fx);
 	d = walk(fx, "d");
-	assert_int_equal(un_create(fx->ex, d, "f", 0600, true, NULL, &o), -EEXIST);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "f", 0600, true, NULL, &o),
+			 -EEXIST);
 	/* UNCHECKED over an existing file opens it, truncating when asked */
-	assert_int_equal(un_create(fx->ex, d, "f", 0600, false, &sa, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "f", 0600, false, &sa, &o), 0);
 	assert_int_equal(un_obj_id(o), t_id(fx, "d/f"));
 	un_obj_put(o);
 	assert_int_equal(stat(t_path(fx, "u/d/f"), &st), 0);
 	assert_int_equal(st.st_size, 0);
-	assert_int_equal(un_create(fx->ex, d, "new", 0640, true, NULL, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "new", 0640, true, NULL, &o), 0);
 	un_obj_put(o);
 	assert_int_equal(stat(t_path(fx, "u/d/new"), &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0640);
 	/* over a white-out */
-	assert_int_equal(un_remove(fx->ex, d, "gone"), 0);
-	assert_int_equal(un_create(fx->ex, d, "gone", 0604, true, NULL, &o), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "gone"), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "gone", 0604, true, NULL, &o), 0);
 	un_obj_put(o);
 	assert_int_equal(lstat(t_path(fx, "u/d/gone"), &st), 0);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_mode & 07777, 0604);
-	assert_int_equal(un_create(fx->ex, d, "a/b", 0600, true, NULL, &o), -EINVAL);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "a/b", 0600, true, NULL, &o),
+			 -EINVAL);
 	un_obj_put(d);
 	t_list_eq(fx, "d", "f,gone,new");
 	assert_int_equal(w_count(fx, "w/work"), 0);
@@ -738,7 +740,7 @@ static void test_upper_only(void **state)
 	d = walk(fx, "p");
 	t_list_eq(fx, "p", "old,sub");
 	umask(022); /* a mode the umask cut is made exact */
-	assert_int_equal(un_create(fx->ex, d, "f", 0666, true, NULL, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "f", 0666, true, NULL, &o), 0);
 	umask(0);
 	assert_int_equal(stat(t_path(fx, "u/p/f"), &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0666);
@@ -746,51 +748,54 @@ static void test_upper_only(void **state)
 	id = un_obj_id(o);
 	un_obj_put(o);
 	/* present: GUARDED fails, UNCHECKED opens (truncating) */
-	assert_int_equal(un_create(fx->ex, d, "old", 0600, true, NULL, &o), -EEXIST);
-	assert_int_equal(un_create(fx->ex, d, "sub", 0600, true, NULL, &o), -EEXIST);
-	assert_int_equal(un_create(fx->ex, d, ".", 0600, true, NULL, &o), -EEXIST);
-	assert_int_equal(un_create(fx->ex, d, "old", 0600, false, &sa, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "old", 0600, true, NULL, &o),
+			 -EEXIST);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "sub", 0600, true, NULL, &o),
+			 -EEXIST);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, ".", 0600, true, NULL, &o),
+			 -EEXIST);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "old", 0600, false, &sa, &o), 0);
 	same_as_lookup(fx, o, "p/old");
 	un_obj_put(o);
 	assert_int_equal(stat(t_path(fx, "u/p/old"), &st), 0);
 	assert_int_equal(st.st_size, 0);
 	/* white-outs are absent: removing one leaves it */
-	assert_int_equal(un_remove(fx->ex, d, "wh"), -ENOENT);
-	assert_int_equal(un_remove(fx->ex, d, "xwh"), -ENOENT);
-	assert_int_equal(un_remove(fx->ex, d, "none"), -ENOENT);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "wh"), -ENOENT);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "xwh"), -ENOENT);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "none"), -ENOENT);
 	assert_true(w_is_whiteout(fx, "u/p/wh"));
 	assert_string_equal(w_xattr(fx, "u/p/xwh", "trusted.overlay.whiteout"), "y");
-	assert_int_equal(un_remove(fx->ex, d, "sub"), -EISDIR);
-	assert_int_equal(un_remove(fx->ex, d, "."), -EISDIR);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "sub"), -EISDIR);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "."), -EISDIR);
 	/* and making a name over one replaces it */
-	assert_int_equal(un_create(fx->ex, d, "wh", 0640, true, NULL, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "wh", 0640, true, NULL, &o), 0);
 	same_as_lookup(fx, o, "p/wh");
 	un_obj_put(o);
 	assert_int_equal(lstat(t_path(fx, "u/p/wh"), &st), 0);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_mode & 07777, 0640);
-	assert_int_equal(un_mkdir(fx->ex, d, "xwh", 0750, &o), 0);
+	assert_int_equal(un_mkdir(SYNC_CX, fx->ex, d, "xwh", 0750, &o), 0);
 	same_as_lookup(fx, o, "p/xwh");
 	un_obj_put(o);
 	assert_string_equal(w_xattr(fx, "u/p/xwh", "trusted.overlay.opaque"), "y");
 	/* an exclusive create and its retransmission */
-	assert_int_equal(un_create_verf(fx->ex, d, "v", v, &o), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "v", v, &o), 0);
 	same_as_lookup(fx, o, "p/v");
-	assert_int_equal(un_create_verf(fx->ex, d, "v", v, &o2), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "v", v, &o2), 0);
 	assert_int_equal(un_obj_id(o2), un_obj_id(o));
 	un_obj_put(o);
 	un_obj_put(o2);
-	assert_int_equal(un_symlink(fx->ex, d, "sl", "old", &o), 0);
+	assert_int_equal(un_symlink(SYNC_CX, fx->ex, d, "sl", "old", &o), 0);
 	same_as_lookup(fx, o, "p/sl");
 	un_obj_put(o);
-	assert_int_equal(un_mkdir(fx->ex, d, "nd", 0700, &o), 0);
+	assert_int_equal(un_mkdir(SYNC_CX, fx->ex, d, "nd", 0700, &o), 0);
 	same_as_lookup(fx, o, "p/nd");
 	un_obj_put(o);
 	/* a removed name's node is forgotten */
-	assert_int_equal(un_remove(fx->ex, d, "f"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "f"), 0);
 	assert_false(w_exists(fx, "u/p/f"));
 	stale(fx, id);
-	assert_int_equal(un_remove(fx->ex, d, "sl"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "sl"), 0);
 	un_obj_put(d);
 	t_list_eq(fx, "p", "nd,old,sub,v,wh,xwh");
 	assert_int_equal(w_count(fx, "w/work"), 0);
@@ -811,32 +816,25 @@ static void test_create_merged_objects(void **state)
 	t_file(fx, "l1/d/keep", "k");
 	w_export(fx);
 	d = walk(fx, "d");
-	assert_int_equal(un_create(fx->ex, d, "new", 0640, true, NULL, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "new", 0640, true, NULL, &o), 0);
 	same_as_lookup(fx, o, "d/new");
 	un_obj_put(o);
-	assert_int_equal(un_mkdir(fx->ex, d, "hid", 0750, &o), 0);
+	assert_int_equal(un_mkdir(SYNC_CX, fx->ex, d, "hid", 0750, &o), 0);
 	same_as_lookup(fx, o, "d/hid");
 	assert_int_equal(un_listing_get(fx->ex, o, &l), 0);
 	assert_int_equal(un_listing_count(l), 2); /* "." and ".." */
 	un_listing_put(l);
 	un_obj_put(o);
 	t_list_eq(fx, "d/hid", "");
-	assert_int_equal(un_remove(fx->ex, d, "gone"), 0);
-	assert_int_equal(un_symlink(fx->ex, d, "gone", "keep", &o), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "gone"), 0);
+	assert_int_equal(un_symlink(SYNC_CX, fx->ex, d, "gone", "keep", &o), 0);
 	same_as_lookup(fx, o, "d/gone");
 	un_obj_put(o);
-	assert_int_equal(un_create(fx->ex, d, "keep", 0600, true, NULL, &o), -EEXIST);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, "keep", 0600, true, NULL, &o),
+			 -EEXIST);
 	un_obj_put(d);
 	t_list_eq(fx, "d", "gone,hid,keep,new");
 	assert_int_equal(w_count(fx, "w/work"), 0);
-}
-
-/* w_teardown, and the thread synchronous again after a test that failed
- * while it was not. */
-static int w_teardown_sync(void **state)
-{
-	un_thread_sync(true);
-	return w_teardown(state);
 }
 
 /* What they cost there: a create makes the file and reads it once (no
@@ -849,16 +847,15 @@ static void test_upper_only_cost(void **state)
 	t_mkdir(fx, "u/p");
 	w_export(fx);
 	d = walk(fx, "p");
-	un_thread_sync(false); /* no fsyncs counted */
-	un_sys_inject_reset();
-	assert_int_equal(un_create(fx->ex, d, "f", 0644, true, NULL, &o), 0);
+	un_sys_inject_reset(); /* async below: no fsyncs counted */
+	assert_int_equal(un_create(ASYNC_CX, fx->ex, d, "f", 0644, true, NULL, &o), 0);
 	assert_int_equal(un_sys_calls(UN_SYS_MKNOD), 1);
 	assert_int_equal(un_sys_calls(UN_SYS_OPEN), 1);
 	assert_int_equal(un_sys_calls(UN_SYS_STAT), 1);
 	assert_int_equal(un_sys_calls(UN_SYS_XATTR), 0);
 	un_obj_put(o);
 	un_sys_inject_reset();
-	assert_int_equal(un_remove(fx->ex, d, "f"), 0);
+	assert_int_equal(un_remove(ASYNC_CX, fx->ex, d, "f"), 0);
 	assert_int_equal(un_sys_calls(UN_SYS_OPEN), 0);
 	assert_int_equal(un_sys_calls(UN_SYS_STAT), 1);
 	assert_int_equal(un_sys_calls(UN_SYS_XATTR), 2); /* an empty file */
@@ -922,7 +919,7 @@ static void *sh_create(void *arg)
 	struct sh_change *c = arg;
 	struct un_obj *o = NULL;
 
-	c->rc = un_create(c->fx->ex, c->dir, c->name, 0644, true, NULL, &o);
+	c->rc = un_create(SYNC_CX, c->fx->ex, c->dir, c->name, 0644, true, NULL, &o);
 	un_obj_put(o);
 	pthread_mutex_lock(&sh.lock);
 	c->ended_after_mark = sh.ended_after_mark;
@@ -1029,7 +1026,7 @@ static void test_sync_shared_error(void **state)
 	assert_int_equal(c.rc, -EIO);
 	assert_int_equal(sh.begun, 2);
 	un_sys_test_fsync_hook(sh_hook); /* counting only */
-	assert_int_equal(un_create(fx->ex, a.dir, "d", 0644, true, NULL, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, a.dir, "d", 0644, true, NULL, &o), 0);
 	un_sys_test_fsync_hook(NULL);
 	assert_int_equal(sh.begun, 3);
 	un_obj_put(o);
@@ -1058,7 +1055,7 @@ static void made_fsyncs(struct fx *fx, struct un_obj *d, const char *name, mode_
 	atomic_store(&fsyncs_reg, 0);
 	atomic_store(&fsyncs_dir, 0);
 	un_sys_test_fsync_hook(fs_count_hook);
-	assert_int_equal(un_create(fx->ex, d, name, mode, excl, sa, &o), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, d, name, mode, excl, sa, &o), 0);
 	un_sys_test_fsync_hook(NULL);
 	un_obj_put(o);
 	assert_int_equal(atomic_load(&fsyncs_reg), reg);
@@ -1078,7 +1075,6 @@ static void test_sync_made_dir_only(void **state)
 	struct un_obj *d;
 	struct stat st;
 
-	un_thread_sync(true);
 	t_file(fx, "u/d/x", "data");
 	w_export(fx);
 	d = walk(fx, "d");
@@ -1118,13 +1114,12 @@ static void *churn_names(void *arg)
 	char name[8];
 	int err;
 
-	un_thread_sync(false);
 	for (int i = 0; i < 400 && !c->rc; i++) {
 		snprintf(name, sizeof(name), "n%u", rand_r(&c->seed) % 6);
 		o = NULL;
-		err = rand_r(&c->seed) % 2
-			  ? un_create(c->fx->ex, c->dir, name, 0644, true, NULL, &o)
-			  : un_remove(c->fx->ex, c->dir, name);
+		err = rand_r(&c->seed) % 2 ? un_create(ASYNC_CX, c->fx->ex, c->dir, name,
+						       0644, true, NULL, &o)
+					   : un_remove(ASYNC_CX, c->fx->ex, c->dir, name);
 		if (!err && o) {
 			struct stat st;
 
@@ -1208,20 +1203,21 @@ static void test_create_verf(void **state)
 	t_file(fx, "l1/d/exists", "x");
 	w_export(fx);
 	d = walk(fx, "d");
-	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o), 0);
-	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o2), 0); /* retransmit */
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "f", v1, &o), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "f", v1, &o2),
+			 0); /* retransmit */
 	assert_int_equal(un_obj_id(o2), un_obj_id(o));
 	un_obj_put(o2);
-	assert_int_equal(un_create_verf(fx->ex, d, "f", v2, &o2), -EEXIST);
-	assert_int_equal(un_create_verf(fx->ex, d, "exists", v1, &o2), -EEXIST);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "f", v2, &o2), -EEXIST);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "exists", v1, &o2), -EEXIST);
 	/* the client's SETATTR replaces the verifier */
-	assert_int_equal(un_setattr(fx->ex, o, &sa), 0);
-	assert_int_equal(un_create_verf(fx->ex, d, "f", v1, &o2), -EEXIST);
+	assert_int_equal(un_setattr(SYNC_CX, fx->ex, o, &sa), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "f", v1, &o2), -EEXIST);
 	un_obj_put(o);
 	/* over a white-out too */
-	assert_int_equal(un_remove(fx->ex, d, "exists"), 0);
-	assert_int_equal(un_create_verf(fx->ex, d, "exists", v2, &o), 0);
-	assert_int_equal(un_create_verf(fx->ex, d, "exists", v2, &o2), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "exists"), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "exists", v2, &o), 0);
+	assert_int_equal(un_create_verf(SYNC_CX, fx->ex, d, "exists", v2, &o2), 0);
 	un_obj_put(o);
 	un_obj_put(o2);
 	un_obj_put(d);
@@ -1238,20 +1234,25 @@ static void test_symlink_mknod(void **state)
 
 	w_export(fx);
 	r = walk(fx, "");
-	assert_int_equal(un_symlink(fx->ex, r, "ln", "../x/y", &o), 0);
+	assert_int_equal(un_symlink(SYNC_CX, fx->ex, r, "ln", "../x/y", &o), 0);
 	assert_int_equal(un_readlink(fx->ex, o, buf, sizeof(buf), &len), 0);
 	assert_int_equal(len, 6);
 	un_obj_put(o);
-	assert_int_equal(un_symlink(fx->ex, r, "ln2", "", &o), -ENOENT);
-	assert_int_equal(un_mknod(fx->ex, r, "fifo", S_IFIFO | 0640, 0, 0, &o), 0);
+	assert_int_equal(un_symlink(SYNC_CX, fx->ex, r, "ln2", "", &o), -ENOENT);
+	assert_int_equal(un_mknod(SYNC_CX, fx->ex, r, "fifo", S_IFIFO | 0640, 0, 0, &o),
+			 0);
 	un_obj_put(o);
-	assert_int_equal(un_mknod(fx->ex, r, "sock", S_IFSOCK | 0600, 0, 0, &o), 0);
+	assert_int_equal(un_mknod(SYNC_CX, fx->ex, r, "sock", S_IFSOCK | 0600, 0, 0, &o),
+			 0);
 	un_obj_put(o);
-	assert_int_equal(un_mknod(fx->ex, r, "null", S_IFCHR | 0666, 1, 3, &o), 0);
+	assert_int_equal(un_mknod(SYNC_CX, fx->ex, r, "null", S_IFCHR | 0666, 1, 3, &o),
+			 0);
 	assert_int_equal(un_obj_type(o), S_IFCHR);
 	un_obj_put(o);
-	assert_int_equal(un_mknod(fx->ex, r, "wh", S_IFCHR | 0666, 0, 0, &o), -EPERM);
-	assert_int_equal(un_mknod(fx->ex, r, "reg", S_IFREG | 0666, 0, 0, &o), -EINVAL);
+	assert_int_equal(un_mknod(SYNC_CX, fx->ex, r, "wh", S_IFCHR | 0666, 0, 0, &o),
+			 -EPERM);
+	assert_int_equal(un_mknod(SYNC_CX, fx->ex, r, "reg", S_IFREG | 0666, 0, 0, &o),
+			 -EINVAL);
 	un_obj_put(r);
 	assert_int_equal(lstat(t_path(fx, "u/fifo"), &st), 0);
 	assert_true(S_ISFIFO(st.st_mode));
@@ -1269,9 +1270,10 @@ static void test_readonly(void **state)
 	t_file(fx, "l1/f", "x");
 	t_export(fx, "l1", NULL, NULL);
 	r = walk(fx, "");
-	assert_int_equal(un_create(fx->ex, r, "n", 0644, true, NULL, &o), -EROFS);
-	assert_int_equal(un_remove(fx->ex, r, "f"), -EROFS);
-	assert_int_equal(un_rename(fx->ex, r, "f", r, "g"), -EROFS);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, r, "n", 0644, true, NULL, &o),
+			 -EROFS);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, r, "f"), -EROFS);
+	assert_int_equal(un_rename(SYNC_CX, fx->ex, r, "f", r, "g"), -EROFS);
 	un_obj_put(r);
 }
 
@@ -1300,11 +1302,13 @@ static void *as_user_main(void *arg)
 	u->after = now.fsuid;
 	u->rc_direct = t_walk(u->fx, "d", &d);
 	if (!u->rc_direct)
-		u->rc_direct = un_create(u->fx->ex, d, "direct", 0644, true, NULL, &o);
+		u->rc_direct =
+		    un_create(SYNC_CX, u->fx->ex, d, "direct", 0644, true, NULL, &o);
 	un_obj_put(o);
 	o = NULL;
 	if (!u->rc_direct)
-		u->rc_over = un_create(u->fx->ex, d, "gone", 0644, true, NULL, &o);
+		u->rc_over =
+		    un_create(SYNC_CX, u->fx->ex, d, "gone", 0644, true, NULL, &o);
 	un_obj_put(o);
 	un_obj_put(d);
 	return NULL;
@@ -1321,7 +1325,7 @@ static void test_creds(void **state)
 	t_file(fx, "l2/d/gone", "x");
 	w_export(fx);
 	d = walk(fx, "d");
-	assert_int_equal(un_remove(fx->ex, d, "gone"), 0); /* copies d up too */
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, d, "gone"), 0); /* copies d up too */
 	un_obj_put(d);
 	assert_int_equal(chmod(t_path(fx, "u/d"), 0777), 0);
 	pthread_create(&th, NULL, as_user_main, &u);
@@ -1366,7 +1370,8 @@ static void *denied_main(void *arg)
 	if (!d->open_other) {
 		struct un_obj *f = NULL;
 
-		d->open_other = un_create(d->fx->ex, o, "lower", 0644, false, NULL, &f);
+		d->open_other =
+		    un_create(SYNC_CX, d->fx->ex, o, "lower", 0644, false, NULL, &f);
 		un_obj_put(f);
 	}
 	un_obj_put(o);
@@ -1471,7 +1476,7 @@ static int sweep_link(struct fx *fx)
 	if (!rc)
 		rc = t_walk(fx, "d", &d);
 	if (!rc)
-		rc = un_link(fx->ex, o, d, "gone");
+		rc = un_link(SYNC_CX, fx->ex, o, d, "gone");
 
 	un_obj_put(o);
 	un_obj_put(d);
@@ -1491,7 +1496,7 @@ static int sweep_create_in(struct fx *fx, const char *name)
 	int rc = t_walk(fx, "p", &d);
 
 	if (!rc)
-		rc = un_create(fx->ex, d, name, 0644, true, NULL, &o);
+		rc = un_create(SYNC_CX, fx->ex, d, name, 0644, true, NULL, &o);
 	un_obj_put(o);
 	un_obj_put(d);
 	return rc;
@@ -1519,7 +1524,7 @@ static int sweep_verf(struct fx *fx)
 	int rc = t_walk(fx, "d", &d);
 
 	if (!rc)
-		rc = un_create_verf(fx->ex, d, "gone", v, &o);
+		rc = un_create_verf(SYNC_CX, fx->ex, d, "gone", v, &o);
 
 	un_obj_put(o);
 	un_obj_put(d);
@@ -1949,8 +1954,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_upper_only, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_create_merged_objects, w_setup,
 					    w_teardown),
-	    cmocka_unit_test_setup_teardown(test_upper_only_cost, w_setup,
-					    w_teardown_sync),
+	    cmocka_unit_test_setup_teardown(test_upper_only_cost, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_shared_error, w_setup, w_teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_made_dir_only, w_setup, w_teardown),

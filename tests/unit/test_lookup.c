@@ -612,13 +612,13 @@ static void test_resolve_cache_dir_ctime_moves(void **state)
 	/* a create and a remove through the engine: the view's stat is the
 	 * upper instance's as it is after them */
 	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
-	assert_int_equal(un_create(fx->ex, o, "c", 0644, true, NULL, &f), 0);
+	assert_int_equal(un_create(SYNC_CX, fx->ex, o, "c", 0644, true, NULL, &f), 0);
 	un_obj_put(f);
 	un_obj_put(o);
 	resolve_calls(fx, d, 2, &opens, &xattrs);
 	assert_int_equal(opens, 0);
 	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
-	assert_int_equal(un_remove(fx->ex, o, "c"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, o, "c"), 0);
 	un_obj_put(o);
 	assert_int_equal(un_resolve_view(fx->ex, d, &o), 0);
 	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
@@ -758,14 +758,14 @@ static void test_resolve_cache_table_changes(void **state)
 	usleep(20000);
 	resolve_calls(fx, d, 2, &opens, &xattrs); /* remembers d */
 	assert_int_equal(un_resolve(fx->ex, e, &o), 0);
-	assert_int_equal(un_remove(fx->ex, o, "f"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, o, "f"), 0);
 	un_obj_put(o);
 	resolve_calls(fx, d, 2, &opens, &xattrs);
 	assert_int_equal(opens, 0);
 	assert_int_equal(xattrs, 0);
 	usleep(20000);
 	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
-	assert_int_equal(un_remove(fx->ex, o, "z"), 0);
+	assert_int_equal(un_remove(SYNC_CX, fx->ex, o, "z"), 0);
 	un_obj_put(o);
 	resolve_calls(fx, d, 2, &opens, &xattrs);
 	assert_int_equal(opens, 0);

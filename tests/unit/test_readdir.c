@@ -535,7 +535,7 @@ static void test_listing_attr_follows_union(void **state)
 	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 1);
 	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 1);
 	assert_int_equal(un_lookup(fx->ex, d, "f", &o), 0);
-	assert_int_equal(un_link(fx->ex, o, e, "f2"), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, e, "f2"), 0);
 	un_obj_put(o);
 	assert_true(un_listing_verf(l) == verf_now(fx, d)); /* d did not change */
 	assert_int_equal(entry_attr(fx, d, l, "f").nlink, 2);

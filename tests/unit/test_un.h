@@ -31,6 +31,11 @@
 
 #include "un_private.h"
 
+/* The context of a `sync` caller, and of an `async` one (union.h, struct
+ * un_ctx): what the engine's changes get in these tests. */
+#define SYNC_CX	 (&(const struct un_ctx){.async = false})
+#define ASYNC_CX (&(const struct un_ctx){.async = true})
+
 /* Test paths are short; a truncated one would fail the test anyway. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 

@@ -396,7 +396,7 @@ static inline int w_sattr(struct fx *fx, const struct w_op *op, struct un_sattr 
 	int rc = t_walk(fx, op->a, &o);
 
 	if (!rc)
-		rc = un_setattr(fx->ex, o, sa);
+		rc = un_setattr(SYNC_CX, fx->ex, o, sa);
 	un_obj_put(o);
 	return rc;
 }
@@ -423,7 +423,7 @@ static inline int w_engine_link(struct fx *fx, const struct w_op *op)
 	if (!rc)
 		rc = w_parent(fx, op->b, &dir, &name);
 	if (!rc)
-		rc = un_link(fx->ex, o, dir, name);
+		rc = un_link(SYNC_CX, fx->ex, o, dir, name);
 	un_obj_put(o);
 	un_obj_put(dir);
 	return rc;
@@ -438,7 +438,7 @@ static inline int w_engine_rename(struct fx *fx, const struct w_op *op)
 	if (!rc)
 		rc = w_parent(fx, op->b, &td, &tn);
 	if (!rc)
-		rc = un_rename(fx->ex, fd, fn, td, tn);
+		rc = un_rename(SYNC_CX, fx->ex, fd, fn, td, tn);
 	un_obj_put(fd);
 	un_obj_put(td);
 	return rc;
@@ -457,22 +457,24 @@ static inline int w_engine_name(struct fx *fx, const struct w_op *op)
 	switch (op->op) {
 	case 'c':
 	case 'C':
-		rc = un_create(fx->ex, dir, name, (mode_t)op->n, op->op == 'c', NULL, &o);
+		rc = un_create(SYNC_CX, fx->ex, dir, name, (mode_t)op->n, op->op == 'c',
+			       NULL, &o);
 		break;
 	case 'm':
-		rc = un_mkdir(fx->ex, dir, name, (mode_t)op->n, &o);
+		rc = un_mkdir(SYNC_CX, fx->ex, dir, name, (mode_t)op->n, &o);
 		break;
 	case 's':
-		rc = un_symlink(fx->ex, dir, name, op->b, &o);
+		rc = un_symlink(SYNC_CX, fx->ex, dir, name, op->b, &o);
 		break;
 	case 'f':
-		rc = un_mknod(fx->ex, dir, name, S_IFIFO | (mode_t)op->n, 0, 0, &o);
+		rc = un_mknod(SYNC_CX, fx->ex, dir, name, S_IFIFO | (mode_t)op->n, 0, 0,
+			      &o);
 		break;
 	case 'u':
-		rc = un_remove(fx->ex, dir, name);
+		rc = un_remove(SYNC_CX, fx->ex, dir, name);
 		break;
 	case 'r':
-		rc = un_rmdir(fx->ex, dir, name);
+		rc = un_rmdir(SYNC_CX, fx->ex, dir, name);
 		break;
 	}
 	un_obj_put(o);

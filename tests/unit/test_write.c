@@ -21,7 +21,7 @@ static struct un_obj *walk(struct fx *fx, const char *path)
 static int setattr(struct fx *fx, const char *path, const struct un_sattr *sa)
 {
 	struct un_obj *o = walk(fx, path);
-	int rc = un_setattr(fx->ex, o, sa);
+	int rc = un_setattr(SYNC_CX, fx->ex, o, sa);
 
 	un_obj_put(o);
 	return rc;
@@ -184,8 +184,8 @@ static void test_write_errors(void **state)
 	t_export(fx, "l1", NULL, NULL);
 	o = walk(fx, "f");
 	assert_int_equal(un_write(fx->ex, o, "x", 1, 0, UN_UNSTABLE, &c), -EROFS);
-	assert_int_equal(un_setattr(fx->ex, o, &(struct un_sattr){.set_mode = true}),
-			 -EROFS);
+	assert_int_equal(
+	    un_setattr(SYNC_CX, fx->ex, o, &(struct un_sattr){.set_mode = true}), -EROFS);
 	assert_int_equal(un_commit(fx->ex, o), 0);
 	un_obj_put(o);
 }
@@ -278,17 +278,17 @@ static void test_truncate_faults(void **state)
 	assert_int_equal(setattr(fx, "a/b/f", &sa), 0);
 	o = truncate_setup(fx);
 	un_sys_inject_reset();
-	assert_int_equal(un_setattr(fx->ex, o, &sa), 0);
+	assert_int_equal(un_setattr(SYNC_CX, fx->ex, o, &sa), 0);
 	calls = un_sys_calls(UN_SYS_ANY);
 	un_sys_inject_reset();
-	assert_int_equal(un_sync_change(fx->ex, o, NULL), 0);
+	assert_int_equal(un_sync_change(fx->ex, &UN_CHANGE(SYNC_CX), o, NULL), 0);
 	synccalls = un_sys_calls(UN_SYS_ANY);
 	un_obj_put(o);
 	for (unsigned long n = 1; n <= calls; n++) {
 		o = truncate_setup(fx);
 		un_sys_inject_reset();
 		un_sys_inject(UN_SYS_ANY, n, EIO);
-		rc = un_setattr(fx->ex, o, &sa);
+		rc = un_setattr(SYNC_CX, fx->ex, o, &sa);
 		un_sys_inject_reset();
 		un_obj_put(o);
 		assert_true(rc == 0 || rc == -EIO || rc == -ENOMEM);
