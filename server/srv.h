@@ -1,9 +1,10 @@
 /* srv.h - the server's private header: a map of server/, grouped by file.
  *
- * Layering: transport (loop.c, pool.c) carries records; rpc.c turns a call
- * record into a reply record using the procedure tables; nfs3_proc.c and
- * mnt3_proc.c hold the tables and the handlers; the handlers call the union
- * engine (include/union.h) and never touch XDR or sockets.
+ * Layering: transport (record.c, conn.c, listen.c, loop.c, pool.c) carries
+ * records; rpc.c turns a call record into a reply record using the procedure
+ * tables; nfs3_proc.c and mnt3_proc.c hold the tables and the handlers; the
+ * handlers call the union engine (include/union.h) and never touch XDR or
+ * sockets.
  */
 #ifndef SRV_H
 #define SRV_H
@@ -148,7 +149,7 @@ struct srv_unions {
 	bool ready, reaping, stop;
 };
 /* Client unions may hold this part of the descriptor limit (the default
- * cap); loop.c keeps it out of the connections' room. */
+ * cap); listen.c keeps it out of the connections' room. */
 #define SRV_UNIONS_FDS_PART 8
 
 struct srv_mount_entry {
@@ -162,7 +163,7 @@ struct srv_config {
 	uint16_t mount_port;   /* 0: pick one */
 	unsigned nthreads;     /* worker threads */
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
-	/* TCP connections (loop.c, "Connection limits"): 0 derives the cap
+	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
 	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
@@ -418,7 +419,7 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 bool srv_access_admits(struct srv *s, const struct srv_export *ex,
 		       const struct sockaddr_storage *peer);
 /* Whether some rule of some export could admit a connection from PEER
- * (loop.c closes one that none could at once); the port is not looked at. */
+ * (listen.c closes one that none could at once); the port is not looked at. */
 bool srv_access_admits_conn(struct srv *s, const struct sockaddr_storage *peer);
 /* The dispatcher's check before an NFS handler (the contract at srv_req):
  * false when the call is refused, RES then holding NFS3ERR_ACCES. */
@@ -603,7 +604,10 @@ void srv_pool_submit(struct srv_pool *p, struct srv_job *head);
 /* Runs every queued job to its end, joins the workers, frees P. */
 void srv_pool_free(struct srv_pool *p);
 
-/* ---- loop.c: epoll loop, listeners, connections, record marking ---- */
+/* ---- record.c: TCP record marking ---- */
+
+/* One read(2) of a connection's socket; also the largest UDP datagram. */
+#define SRV_RX_BUF_SIZE 65536
 
 /* TCP record marking (RFC 5531 section 11) as a pure state machine, so it can be
  * fed from a socket or from a test buffer. */
@@ -634,6 +638,9 @@ void srv_rm_direct_done(struct srv_rm *r, size_t n, enum srv_rm_status *st);
 /* Moves the complete record out into *OUT and resets R for the next one. */
 void srv_rm_take(struct srv_rm *r, struct srv_buf *out);
 void srv_rm_free(struct srv_rm *r);
+
+/* ---- loop.c, conn.c, listen.c: the event loop and what it serves
+ * (transport.h is their shared header) ---- */
 
 struct srv_loop;
 /* Creates the epoll loop, binds TCP and UDP listeners of S's NFS and MOUNT
