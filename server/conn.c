@@ -706,6 +706,44 @@ struct srv_job *srv_conn_read_turn(struct srv_loop *l, struct srv_conn *c, uint8
 
 /* ---- the loop thread: opening and closing ---- */
 
+/* PEER's chain in l->by_addr (FNV-1a of the address bytes). */
+struct srv_conn **srv_conn_addr_chain(struct srv_loop *l,
+				      const struct sockaddr_storage *peer)
+{
+	const struct sockaddr_in *p4 = (const void *)peer;
+	const struct sockaddr_in6 *p6 = (const void *)peer;
+	const uint8_t *b = peer->ss_family == AF_INET ? (const uint8_t *)&p4->sin_addr
+						      : (const uint8_t *)&p6->sin6_addr;
+	size_t n = peer->ss_family == AF_INET ? 4 : 16;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return &l->by_addr[h & l->addr_mask];
+}
+
+static void addr_link(struct srv_loop *l, struct srv_conn *c)
+{
+	struct srv_conn **head = srv_conn_addr_chain(l, &c->peer);
+
+	c->aprev = NULL;
+	c->anext = *head;
+	if (*head)
+		(*head)->aprev = c;
+	*head = c;
+}
+
+static void addr_unlink(struct srv_loop *l, struct srv_conn *c)
+{
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else
+		*srv_conn_addr_chain(l, &c->peer) = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
+	c->aprev = c->anext = NULL;
+}
+
 /* Loop thread only (rule 1); the loop's reference stays until srv_conns_reap
  * (rule 3). */
 void srv_conn_close(struct srv_loop *l, struct srv_conn *c)
@@ -735,7 +773,7 @@ void srv_conn_close(struct srv_loop *l, struct srv_conn *c)
 	c->next = l->dead;
 	l->dead = c;
 	l->nconns--;
-	srv_conn_addr_unlink(l, c);
+	addr_unlink(l, c);
 }
 
 void srv_conns_reap(struct srv_loop *l)
@@ -790,7 +828,7 @@ void srv_conn_add(struct srv_loop *l, int fd, const struct sockaddr_storage *pee
 		l->conns->prev = c;
 	l->conns = c;
 	l->nconns++;
-	srv_conn_addr_link(l, c);
+	addr_link(l, c);
 	srv_log(SRV_LOG_DEBUG, "connection from %s",
 		srv_addr_str(peer, true, peername, sizeof(peername)));
 	return;

@@ -55,56 +55,6 @@
 
 /* ---- connection limits (rules 1-3) ---- */
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
-	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
-
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-	return memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr)) == 0;
-}
-
-/* PEER's chain in l->by_addr (FNV-1a of the address bytes). */
-static struct srv_conn **addr_chain(struct srv_loop *l,
-				    const struct sockaddr_storage *peer)
-{
-	const struct sockaddr_in *p4 = (const void *)peer;
-	const struct sockaddr_in6 *p6 = (const void *)peer;
-	const uint8_t *b = peer->ss_family == AF_INET ? (const uint8_t *)&p4->sin_addr
-						      : (const uint8_t *)&p6->sin6_addr;
-	size_t n = peer->ss_family == AF_INET ? 4 : 16;
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 16777619u;
-	return &l->by_addr[h & l->addr_mask];
-}
-
-void srv_conn_addr_link(struct srv_loop *l, struct srv_conn *c)
-{
-	struct srv_conn **head = addr_chain(l, &c->peer);
-
-	c->aprev = NULL;
-	c->anext = *head;
-	if (*head)
-		(*head)->aprev = c;
-	*head = c;
-}
-
-void srv_conn_addr_unlink(struct srv_loop *l, struct srv_conn *c)
-{
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else
-		*addr_chain(l, &c->peer) = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
-	c->aprev = c->anext = NULL;
-}
-
 /* Whether C has no call in flight and nothing to send: closing it loses
  * nothing (the client reconnects when it has a call to make). */
 static bool conn_idle(struct srv_conn *c)
@@ -141,14 +91,14 @@ static bool make_room(struct srv_loop *l, const struct sockaddr_storage *peer)
 	unsigned same = 0;
 	bool per_addr;
 
-	for (c = *addr_chain(l, peer); c; c = c->anext)
-		same += same_addr(&c->peer, peer);
+	for (c = *srv_conn_addr_chain(l, peer); c; c = c->anext)
+		same += srv_same_addr(&c->peer, peer);
 	per_addr = same >= l->max_per_addr;
 	if (!per_addr && l->nconns < l->max_conns)
 		return true;
-	for (c = per_addr ? *addr_chain(l, peer) : l->conns; c;
+	for (c = per_addr ? *srv_conn_addr_chain(l, peer) : l->conns; c;
 	     c = per_addr ? c->anext : c->next)
-		if (!per_addr || same_addr(&c->peer, peer))
+		if (!per_addr || srv_same_addr(&c->peer, peer))
 			victim = older_idle(victim, c);
 	SRV_LOG_LIMITED(SRV_LOG_WARN, "connection from %s: %u connections%s open: %s",
 			srv_addr_str(peer, false, peername, sizeof(peername)),

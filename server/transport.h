@@ -114,6 +114,10 @@ void srv_conns_take_notes(struct srv_loop *l);
 /* The worker epoll handed C to: reads, gives the turn back, returns the
  * first call read for the worker to answer (the rest are queued). */
 struct srv_job *srv_conn_read_turn(struct srv_loop *l, struct srv_conn *c, uint8_t *rx);
+/* PEER's chain in l->by_addr, the open connections by address (kept by
+ * srv_conn_add and srv_conn_close; the loop thread's, like l->conns). */
+struct srv_conn **srv_conn_addr_chain(struct srv_loop *l,
+				      const struct sockaddr_storage *peer);
 /* Drops C's armed read turn's reference when no worker is left to take it. */
 void srv_conn_drop_turn(struct srv_conn *c);
 /* A job for RECORD (taken) from PEER, on connection C (a reference taken) or
@@ -136,8 +140,5 @@ void srv_listen_read_udp(struct srv_loop *l, struct listener *lis);
 int srv_conn_limits(struct srv_loop *l, const struct srv_config *cfg);
 /* Closes every connection idle for more than the timeout (rule 3). */
 void srv_conns_sweep_idle(struct srv_loop *l, unsigned now);
-/* Links C into, or out of, its address's chain in l->by_addr. */
-void srv_conn_addr_link(struct srv_loop *l, struct srv_conn *c);
-void srv_conn_addr_unlink(struct srv_loop *l, struct srv_conn *c);
 
 #endif
