@@ -1,5 +1,6 @@
-/* access.c - client rules (exports(5) syntax), host names, squashing, and the
- * access check the dispatcher runs before every NFS procedure.
+/* access.c - client rules (exports(5) syntax), host names, squashing, and
+ * the rule that admits a caller to an export (srv_access_rule), which MNT
+ * and the NFSv3 check before each handler (nfs3_admit) ask.
  *
  * Design notes
  *
@@ -16,7 +17,7 @@
  *     rule_rank, srv_clients_match).
  *  2. A caller that no rule admits, or that calls from port 1024 or above
  *     under a `secure` rule, gets nothing: MNT3ERR_ACCES from MNT (mnt3_proc.c)
- *     and NFS3ERR_ACCES from every NFS procedure but NULL (srv_access_nfs),
+ *     and NFS3ERR_ACCES from every NFS procedure but NULL (nfs3_admit),
  *     whatever handle it holds.  Each refusal leaves a log line.
  *  3. A host name counts only when the address's reverse name resolves
  *     forward to the same address (as mountd checks), so a client cannot
@@ -591,7 +592,7 @@ bool srv_access_admits(struct srv *s, const struct srv_export *ex,
 
 /* By address alone: a name would need the resolver, which must not hold up
  * the loop thread, so a rule list with host names admits every address
- * here, and its calls are checked as always (srv_access_nfs, MNT). */
+ * here, and its calls are checked as always (nfs3_admit, MNT). */
 bool srv_access_admits_conn(struct srv *s, const struct sockaddr_storage *peer)
 {
 	const struct srv_clients *c;
@@ -632,98 +633,4 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 			"(rule %s is secure; 'insecure' admits it)",
 			what, ex->path, addr, r->spec);
 	return NULL;
-}
-
-/* Every NFSv3 argument struct starts with the handle the call is about, and
- * every result struct with its status: the check reads both generically. */
-#define FIRST_FH(T)                                                                      \
-	_Static_assert(offsetof(T, FH_FIELD_##T) == 0, #T " starts with its handle")
-#define FH_FIELD_GETATTR3args	  object
-#define FH_FIELD_SETATTR3args	  object
-#define FH_FIELD_LOOKUP3args	  what.dir
-#define FH_FIELD_ACCESS3args	  object
-#define FH_FIELD_READLINK3args	  symlink
-#define FH_FIELD_READ3args	  file
-#define FH_FIELD_WRITE3args	  file
-#define FH_FIELD_CREATE3args	  where.dir
-#define FH_FIELD_MKDIR3args	  where.dir
-#define FH_FIELD_SYMLINK3args	  where.dir
-#define FH_FIELD_MKNOD3args	  where.dir
-#define FH_FIELD_REMOVE3args	  object.dir
-#define FH_FIELD_RMDIR3args	  object.dir
-#define FH_FIELD_RENAME3args	  from.dir
-#define FH_FIELD_LINK3args	  file
-#define FH_FIELD_READDIR3args	  dir
-#define FH_FIELD_READDIRPLUS3args dir
-#define FH_FIELD_FSSTAT3args	  fsroot
-#define FH_FIELD_FSINFO3args	  fsroot
-#define FH_FIELD_PATHCONF3args	  object
-#define FH_FIELD_COMMIT3args	  file
-FIRST_FH(GETATTR3args);
-FIRST_FH(SETATTR3args);
-FIRST_FH(LOOKUP3args);
-FIRST_FH(ACCESS3args);
-FIRST_FH(READLINK3args);
-FIRST_FH(READ3args);
-FIRST_FH(WRITE3args);
-FIRST_FH(CREATE3args);
-FIRST_FH(MKDIR3args);
-FIRST_FH(SYMLINK3args);
-FIRST_FH(MKNOD3args);
-FIRST_FH(REMOVE3args);
-FIRST_FH(RMDIR3args);
-FIRST_FH(RENAME3args);
-FIRST_FH(LINK3args);
-FIRST_FH(READDIR3args);
-FIRST_FH(READDIRPLUS3args);
-FIRST_FH(FSSTAT3args);
-FIRST_FH(FSINFO3args);
-FIRST_FH(PATHCONF3args);
-FIRST_FH(COMMIT3args);
-_Static_assert(offsetof(GETATTR3res, status) == 0 && offsetof(READ3res, status) == 0 &&
-		   offsetof(COMMIT3res, status) == 0,
-	       "NFSv3 results start with their status");
-
-bool srv_access_nfs(struct srv_req *req, void *args, void *res)
-{
-	char addr[INET6_ADDRSTRLEN + 16];
-	const nfs_fh3 *fh = args;
-	const struct srv_client_rule *r;
-	struct srv_export *ex;
-	uint32_t export_id;
-	un_id id;
-
-	if (req->prog != NFS_PROGRAM || req->proc == NFSPROC3_NULL)
-		return true;
-	/* A handle that is no handle of ours, or names no export we serve, is
-	 * answered by the handler (BADHANDLE, STALE) before it touches a file. */
-	if (un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
-			     fh->data.data_len, &export_id, &id) != 0)
-		return true;
-	req->fh =
-	    (struct srv_fh_seen){fh->data.data_val, fh->data.data_len, export_id, id};
-	ex = srv_export_for_handle(req, export_id);
-	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
-		/* another client's union, not open (yet, or again): refused as
-		 * when it is open, never STALE to one caller and ACCES to the next */
-		SRV_LOG_LIMITED(
-		    SRV_LOG_WARN,
-		    "NFS call from %s with a handle of another client's "
-		    "union: refused",
-		    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-");
-		*(nfsstat3 *)res = NFS3ERR_ACCES;
-		return false;
-	}
-	if (!ex)
-		return true;
-	r = srv_access_rule(req->srv, ex, req->peer, "NFS call");
-	if (r && !srv_export_is_callers(req, ex))
-		r = NULL;
-	if (!r) {
-		*(nfsstat3 *)res = NFS3ERR_ACCES;
-		return false;
-	}
-	req->client = &r->opts;
-	srv_cred_squash(&req->cred, &r->opts);
-	return true;
 }

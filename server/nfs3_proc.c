@@ -16,8 +16,8 @@
  *    this table holds them too.  SETATTR goes through the duplicate request
  *    cache: replayed after a later WRITE, a truncation would destroy data.
  */
-#include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -246,20 +246,6 @@ out:
 	res->status = st;
 }
 
-/* READ's results as xdr_READ3res encodes them but for the data's bytes: the
- * opaque's length is written here, its bytes go out from the request's
- * payload (set on NFS3_OK only), not copied into the reply (rpc.c, 7). */
-static bool_t nfs3_xdr_read_res(XDR *x, READ3res *r)
-{
-	READ3resok *ok = &r->READ3res_u.resok;
-
-	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
-		return xdr_READ3res(x, r);
-	return xdr_nfsstat3(x, &r->status) && xdr_post_op_attr(x, &ok->file_attributes) &&
-	       xdr_count3(x, &ok->count) && xdr_bool(x, &ok->eof) &&
-	       xdr_u_int(x, &ok->data.data_len);
-}
-
 /* ---- the modifying procedures: nfs3_write.c ---- */
 
 /* ---- READDIR and READDIRPLUS ----
@@ -297,7 +283,7 @@ static bool_t nfs3_xdr_read_res(XDR *x, READ3res *r)
  *     listing served that entry and nothing changed (union.h: the listing
  *     remembers nodes, handles and attributes, and says how it stays
  *     coherent); the entries, names and handles of a page are a few arena
- *     arrays, and the reply is encoded by one loop (nfs3_xdr_*_res).
+ *     arrays, and the reply is encoded by one loop (nfs3_xdr.c).
  */
 
 #define NFS3_DIR_MAX_ENTRIES 4096
@@ -715,151 +701,6 @@ static void nfs3_readdirplus(struct srv_req *req, void *argp, void *resp)
 	res->status = st;
 }
 
-/* ---- encoding READDIR and READDIRPLUS results ----
- *
- * rpcgen's encoders walk an entry list by recursion, one xdr_pointer frame
- * and a dozen calls per entry, and the dispatcher runs the encoder twice
- * (xdr_sizeof, then the encoding).  These write the same bytes in one
- * loop, one XDR_PUTBYTES per entry.  Anything but encoding goes to rpcgen's
- * functions. */
-
-static uint32_t *nfs3_put32(uint32_t *p, uint32_t v)
-{
-	*p = htonl(v);
-	return p + 1;
-}
-
-static uint32_t *nfs3_put64(uint32_t *p, uint64_t v)
-{
-	return nfs3_put32(nfs3_put32(p, (uint32_t)(v >> 32)), (uint32_t)v);
-}
-
-/* Writes LEN bytes of DATA as XDR opaque data: length, bytes, zero pad. */
-static uint32_t *nfs3_put_opaque(uint32_t *p, const void *data, size_t len)
-{
-	p = nfs3_put32(p, (uint32_t)len);
-	if (len % NFS3_XDR_UNIT)
-		p[len / NFS3_XDR_UNIT] = 0;
-	memcpy(p, data, len);
-	return p + NFS3_XDR_RNDUP(len) / NFS3_XDR_UNIT;
-}
-
-static uint32_t *nfs3_put_time(uint32_t *p, const nfstime3 *t)
-{
-	return nfs3_put32(nfs3_put32(p, t->seconds), t->nseconds);
-}
-
-static uint32_t *nfs3_put_fattr(uint32_t *p, const fattr3 *a)
-{
-	p = nfs3_put32(p, (uint32_t)a->type);
-	p = nfs3_put32(p, a->mode);
-	p = nfs3_put32(p, a->nlink);
-	p = nfs3_put32(p, a->uid);
-	p = nfs3_put32(p, a->gid);
-	p = nfs3_put64(p, a->size);
-	p = nfs3_put64(p, a->used);
-	p = nfs3_put32(p, a->rdev.specdata1);
-	p = nfs3_put32(p, a->rdev.specdata2);
-	p = nfs3_put64(p, a->fsid);
-	p = nfs3_put64(p, a->fileid);
-	p = nfs3_put_time(p, &a->atime);
-	p = nfs3_put_time(p, &a->mtime);
-	return nfs3_put_time(p, &a->ctime);
-}
-
-/* Writes the entry3 part of an entry, with the "value follows" word before
- * it, into P, which has nfs3_entry3_size(NAMELEN) bytes. */
-static uint32_t *nfs3_put_entry3(uint32_t *p, uint64_t fileid, const char *fname,
-				 size_t namelen, uint64_t cookie)
-{
-	p = nfs3_put32(p, TRUE);
-	p = nfs3_put64(p, fileid);
-	p = nfs3_put_opaque(p, fname, namelen);
-	return nfs3_put64(p, cookie);
-}
-
-/* The largest entryplus3 with its "value follows" word: a 255-byte name,
- * attributes and a 64-byte handle. */
-#define NFS3_ENTRYPLUS3_MAX                                                              \
-	(4 * NFS3_XDR_UNIT + 8 + NFS3_XDR_RNDUP(NFS3_NAME_MAX) + 8 + NFS3_XDR_FATTR3 +   \
-	 NFS3_FHSIZE)
-
-/* Each entry is put together in a buffer of ours and handed to the stream
- * in one XDR_PUTBYTES: a copy into the reply for xdrmem, a mere count for
- * xdr_sizeof (whose XDR_INLINE would malloc a scratch buffer per entry). */
-static bool nfs3_xdr_entry3(XDR *x, entry3 *e)
-{
-	uint32_t buf[NFS3_ENTRYPLUS3_MAX / NFS3_XDR_UNIT], *p;
-	size_t len = strlen(e->name);
-	bool_t more = TRUE;
-
-	if (len > NFS3_NAME_MAX)
-		return xdr_bool(x, &more) && xdr_fileid3(x, &e->fileid) &&
-		       xdr_filename3(x, &e->name) && xdr_cookie3(x, &e->cookie);
-	p = nfs3_put_entry3(buf, e->fileid, e->name, len, e->cookie);
-	return XDR_PUTBYTES(x, (char *)buf, (u_int)((char *)p - (char *)buf));
-}
-
-static bool nfs3_xdr_entryplus3(XDR *x, entryplus3 *e)
-{
-	uint32_t buf[NFS3_ENTRYPLUS3_MAX / NFS3_XDR_UNIT], *p;
-	const nfs_fh3 *fh = &e->name_handle.post_op_fh3_u.handle;
-	size_t len = strlen(e->name);
-	bool_t more = TRUE;
-
-	if (len > NFS3_NAME_MAX || fh->data.data_len > NFS3_FHSIZE)
-		return xdr_bool(x, &more) && xdr_fileid3(x, &e->fileid) &&
-		       xdr_filename3(x, &e->name) && xdr_cookie3(x, &e->cookie) &&
-		       xdr_post_op_attr(x, &e->name_attributes) &&
-		       xdr_post_op_fh3(x, &e->name_handle);
-	p = nfs3_put_entry3(buf, e->fileid, e->name, len, e->cookie);
-	p = nfs3_put32(p, e->name_attributes.attributes_follow);
-	if (e->name_attributes.attributes_follow)
-		p = nfs3_put_fattr(p, &e->name_attributes.post_op_attr_u.attributes);
-	p = nfs3_put32(p, e->name_handle.handle_follows);
-	if (e->name_handle.handle_follows)
-		p = nfs3_put_opaque(p, fh->data.data_val, fh->data.data_len);
-	return XDR_PUTBYTES(x, (char *)buf, (u_int)((char *)p - (char *)buf));
-}
-
-/* The list's end marker and eof. */
-static bool nfs3_xdr_list_end(XDR *x, bool_t eof)
-{
-	bool_t more = FALSE;
-
-	return xdr_bool(x, &more) && xdr_bool(x, &eof);
-}
-
-static bool_t nfs3_xdr_readdir_res(XDR *x, READDIR3res *r)
-{
-	READDIR3resok *ok = &r->READDIR3res_u.resok;
-
-	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
-		return xdr_READDIR3res(x, r);
-	if (!xdr_nfsstat3(x, &r->status) || !xdr_post_op_attr(x, &ok->dir_attributes) ||
-	    !xdr_cookieverf3(x, ok->cookieverf))
-		return FALSE;
-	for (entry3 *e = ok->reply.entries; e; e = e->nextentry)
-		if (!nfs3_xdr_entry3(x, e))
-			return FALSE;
-	return nfs3_xdr_list_end(x, ok->reply.eof);
-}
-
-static bool_t nfs3_xdr_readdirplus_res(XDR *x, READDIRPLUS3res *r)
-{
-	READDIRPLUS3resok *ok = &r->READDIRPLUS3res_u.resok;
-
-	if (x->x_op != XDR_ENCODE || r->status != NFS3_OK)
-		return xdr_READDIRPLUS3res(x, r);
-	if (!xdr_nfsstat3(x, &r->status) || !xdr_post_op_attr(x, &ok->dir_attributes) ||
-	    !xdr_cookieverf3(x, ok->cookieverf))
-		return FALSE;
-	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry)
-		if (!nfs3_xdr_entryplus3(x, e))
-			return FALSE;
-	return nfs3_xdr_list_end(x, ok->reply.eof);
-}
-
 /* ---- FSSTAT, FSINFO, PATHCONF ---- */
 
 static void nfs3_fsstat(struct srv_req *req, void *argp, void *resp)
@@ -939,11 +780,19 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 	nfs3_file_put(&f);
 }
 
-/* ---- the table ---- */
+/* ---- the table ----
+ *
+ * One row per procedure says its whole path: the decoder (rpcgen's xdr_*,
+ * or nfs3_xdr.c's), the handle the access check reads (FH_FIELD of the
+ * args; nfs3_program.admit = nfs3_admit, nfs3_util.c), the handler, the
+ * encoder, and whether the call is idempotent (false: through the duplicate
+ * request cache, drc.c).  Unnamed decoders and encoders are rpcgen's. */
 
-#define NFS3_PROC_ARGS(NAME, handler_fn, idem, decoder, args_type, encoder)              \
+#define NFS3_PROC_ARGS(NAME, handler_fn, idem, fh_field, decoder, args_type, encoder)    \
 	[NFSPROC3_##NAME] = {                                                            \
 	    .name = #NAME,                                                               \
+	    .has_fh = true,                                                              \
+	    .fh_offset = offsetof(NAME##3args, fh_field),                                \
 	    .decode_args = (xdrproc_t)decoder,                                           \
 	    .args_size = sizeof(args_type),                                              \
 	    .encode_res = (xdrproc_t)encoder,                                            \
@@ -951,12 +800,12 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 	    .handler = handler_fn,                                                       \
 	    .idempotent = idem,                                                          \
 	}
-#define NFS3_PROC_XDR(NAME, handler_fn, idem, decoder, encoder)                          \
-	NFS3_PROC_ARGS(NAME, handler_fn, idem, decoder, NAME##3args, encoder)
-#define NFS3_PROC_ENC(NAME, handler_fn, idem, encoder)                                   \
-	NFS3_PROC_XDR(NAME, handler_fn, idem, xdr_##NAME##3args, encoder)
-#define NFS3_PROC(NAME, handler_fn, idem)                                                \
-	NFS3_PROC_ENC(NAME, handler_fn, idem, xdr_##NAME##3res)
+#define NFS3_PROC_XDR(NAME, handler_fn, idem, fh_field, decoder, encoder)                \
+	NFS3_PROC_ARGS(NAME, handler_fn, idem, fh_field, decoder, NAME##3args, encoder)
+#define NFS3_PROC_ENC(NAME, handler_fn, idem, fh_field, encoder)                         \
+	NFS3_PROC_XDR(NAME, handler_fn, idem, fh_field, xdr_##NAME##3args, encoder)
+#define NFS3_PROC(NAME, handler_fn, idem, fh_field)                                      \
+	NFS3_PROC_ENC(NAME, handler_fn, idem, fh_field, xdr_##NAME##3res)
 
 static const struct srv_proc nfs3_procs[] = {
     [NFSPROC3_NULL] =
@@ -969,29 +818,29 @@ static const struct srv_proc nfs3_procs[] = {
 	    .handler = nfs3_null,
 	    .idempotent = true,
 	},
-    NFS3_PROC(GETATTR, nfs3_getattr, true),
-    NFS3_PROC(SETATTR, nfs3_setattr, false),
-    NFS3_PROC(LOOKUP, nfs3_lookup, true),
-    NFS3_PROC(ACCESS, nfs3_access, true),
-    NFS3_PROC(READLINK, nfs3_readlink, true),
-    NFS3_PROC_ENC(READ, nfs3_read, true, nfs3_xdr_read_res),
+    NFS3_PROC(GETATTR, nfs3_getattr, true, object),
+    NFS3_PROC(SETATTR, nfs3_setattr, false, object),
+    NFS3_PROC(LOOKUP, nfs3_lookup, true, what.dir),
+    NFS3_PROC(ACCESS, nfs3_access, true, object),
+    NFS3_PROC(READLINK, nfs3_readlink, true, symlink),
+    NFS3_PROC_ENC(READ, nfs3_read, true, file, nfs3_xdr_read_res),
     /* Not idempotent: a retransmission must not undo a later WRITE (drc.c). */
-    NFS3_PROC_ARGS(WRITE, nfs3_write, false, nfs3_xdr_write_args, struct nfs3_write_args,
-		   xdr_WRITE3res),
-    NFS3_PROC(CREATE, nfs3_create, false),
-    NFS3_PROC(MKDIR, nfs3_mkdir, false),
-    NFS3_PROC(SYMLINK, nfs3_symlink, false),
-    NFS3_PROC(MKNOD, nfs3_mknod, false),
-    NFS3_PROC(REMOVE, nfs3_remove, false),
-    NFS3_PROC(RMDIR, nfs3_rmdir, false),
-    NFS3_PROC(RENAME, nfs3_rename, false),
-    NFS3_PROC(LINK, nfs3_link, false),
-    NFS3_PROC_ENC(READDIR, nfs3_readdir, true, nfs3_xdr_readdir_res),
-    NFS3_PROC_ENC(READDIRPLUS, nfs3_readdirplus, true, nfs3_xdr_readdirplus_res),
-    NFS3_PROC(FSSTAT, nfs3_fsstat, true),
-    NFS3_PROC(FSINFO, nfs3_fsinfo, true),
-    NFS3_PROC(PATHCONF, nfs3_pathconf, true),
-    NFS3_PROC(COMMIT, nfs3_commit, true),
+    NFS3_PROC_ARGS(WRITE, nfs3_write, false, file, nfs3_xdr_write_args,
+		   struct nfs3_write_args, xdr_WRITE3res),
+    NFS3_PROC(CREATE, nfs3_create, false, where.dir),
+    NFS3_PROC(MKDIR, nfs3_mkdir, false, where.dir),
+    NFS3_PROC(SYMLINK, nfs3_symlink, false, where.dir),
+    NFS3_PROC(MKNOD, nfs3_mknod, false, where.dir),
+    NFS3_PROC(REMOVE, nfs3_remove, false, object.dir),
+    NFS3_PROC(RMDIR, nfs3_rmdir, false, object.dir),
+    NFS3_PROC(RENAME, nfs3_rename, false, from.dir),
+    NFS3_PROC(LINK, nfs3_link, false, file),
+    NFS3_PROC_ENC(READDIR, nfs3_readdir, true, dir, nfs3_xdr_readdir_res),
+    NFS3_PROC_ENC(READDIRPLUS, nfs3_readdirplus, true, dir, nfs3_xdr_readdirplus_res),
+    NFS3_PROC(FSSTAT, nfs3_fsstat, true, fsroot),
+    NFS3_PROC(FSINFO, nfs3_fsinfo, true, fsroot),
+    NFS3_PROC(PATHCONF, nfs3_pathconf, true, object),
+    NFS3_PROC(COMMIT, nfs3_commit, true, file),
 };
 
 const struct srv_program nfs3_program = {
@@ -1001,4 +850,5 @@ const struct srv_program nfs3_program = {
     .procs = nfs3_procs,
     .nprocs = sizeof(nfs3_procs) / sizeof(nfs3_procs[0]),
     .caller_identity = true,
+    .admit = nfs3_admit,
 };

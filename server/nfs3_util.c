@@ -3,13 +3,15 @@
 #include "nfs3_util.h"
 
 #define _GNU_SOURCE /* UTIME_NOW */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
-/* Decodes handle FH, or takes what srv_access_nfs decoded of it. */
+/* Decodes handle FH, or takes what nfs3_admit decoded of it. */
 static int nfs3_fh_decode(const struct srv_req *req, const nfs_fh3 *fh,
 			  uint32_t *export_id, un_id *id)
 {
@@ -360,4 +362,54 @@ mode_t nfs3_mode_killpriv(mode_t mode)
 	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
 		mode &= ~(mode_t)S_ISGID;
 	return mode & ~(mode_t)S_ISUID;
+}
+
+/* ---- the access check (srv_req's contract) ---- */
+
+/* The results of every procedure with a handle start with their status
+ * (nfs3_admit writes a refusal there); the table's offsets name the handle. */
+_Static_assert(offsetof(GETATTR3res, status) == 0 && offsetof(READ3res, status) == 0 &&
+		   offsetof(WRITE3res, status) == 0 && offsetof(COMMIT3res, status) == 0,
+	       "NFSv3 results start with their status");
+
+bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res)
+{
+	char addr[INET6_ADDRSTRLEN + 16];
+	const struct srv_client_rule *r;
+	struct srv_export *ex;
+	uint32_t export_id;
+	nfsstat3 *status = res;
+	un_id id;
+
+	/* A handle that is no handle of ours, or names no export we serve, is
+	 * answered by the handler (BADHANDLE, STALE) before it touches a file. */
+	if (un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
+			     fh->data.data_len, &export_id, &id) != 0)
+		return true;
+	req->fh =
+	    (struct srv_fh_seen){fh->data.data_val, fh->data.data_len, export_id, id};
+	ex = srv_export_for_handle(req, export_id);
+	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
+		/* another client's union, not open (yet, or again): refused as
+		 * when it is open, never STALE to one caller and ACCES to the next */
+		SRV_LOG_LIMITED(
+		    SRV_LOG_WARN,
+		    "NFS call from %s with a handle of another client's "
+		    "union: refused",
+		    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-");
+		*status = NFS3ERR_ACCES;
+		return false;
+	}
+	if (!ex)
+		return true;
+	r = srv_access_rule(req->srv, ex, req->peer, "NFS call");
+	if (r && !srv_export_is_callers(req, ex))
+		r = NULL;
+	if (!r) {
+		*status = NFS3ERR_ACCES;
+		return false;
+	}
+	req->client = &r->opts;
+	srv_cred_squash(&req->cred, &r->opts);
+	return true;
 }

@@ -127,13 +127,6 @@ struct nfs3_write_args {
 	WRITE3args a;
 	bool lent; /* a.data's bytes are the call record's, not a copy */
 };
-/* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its
- * bytes stay in the call record (xdr_inline), which outlives the arguments
- * (rpc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:
- * two passes over every byte written less.  A stream that cannot lend its
- * bytes (xdrmem over an unaligned buffer) gets the copy; XDR_FREE frees
- * only a copy, as W->lent says which it is. */
-bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w);
 void nfs3_create(struct srv_req *req, void *argp, void *resp);
 void nfs3_mkdir(struct srv_req *req, void *argp, void *resp);
 void nfs3_symlink(struct srv_req *req, void *argp, void *resp);
@@ -143,5 +136,27 @@ void nfs3_rmdir(struct srv_req *req, void *argp, void *resp);
 void nfs3_rename(struct srv_req *req, void *argp, void *resp);
 void nfs3_link(struct srv_req *req, void *argp, void *resp);
 void nfs3_commit(struct srv_req *req, void *argp, void *resp);
+
+/* ---- nfs3_util.c: the access check ---- */
+/* nfs3_program.admit: the caller's client rule for the export FH names, and
+ * its squash (the contract at srv_req); false with NFS3ERR_ACCES in RES's
+ * status when the caller gets nothing. */
+bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res);
+
+/* ---- nfs3_xdr.c: wire code written by hand (the rest is rpcgen's) ---- */
+/* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its
+ * bytes stay in the call record (xdr_inline), which outlives the arguments
+ * (rpc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:
+ * two passes over every byte written less.  A stream that cannot lend its
+ * bytes (xdrmem over an unaligned buffer) gets the copy; XDR_FREE frees
+ * only a copy, as W->lent says which it is. */
+bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w);
+/* READ's results as xdr_READ3res encodes them, but for the data's bytes,
+ * which the reply carries as its payload (rpc.c, 7). */
+bool_t nfs3_xdr_read_res(XDR *x, READ3res *r);
+/* READDIR's and READDIRPLUS's results as rpcgen encodes them, in one loop
+ * over the entries instead of one recursion each. */
+bool_t nfs3_xdr_readdir_res(XDR *x, READDIR3res *r);
+bool_t nfs3_xdr_readdirplus_res(XDR *x, READDIRPLUS3res *r);
 
 #endif

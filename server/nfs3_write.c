@@ -249,36 +249,6 @@ void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
 
 /* ---- WRITE, COMMIT ---- */
 
-bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w)
-{
-	WRITE3args *a = &w->a;
-	u_int len, pos;
-	char *bytes;
-
-	if (x->x_op == XDR_FREE && w->lent) {
-		w->lent = false;
-		a->data.data_val = NULL; /* the record's, not ours to free */
-	}
-	if (x->x_op != XDR_DECODE)
-		return xdr_WRITE3args(x, a);
-	w->lent = false;
-	if (!xdr_nfs_fh3(x, &a->file) || !xdr_offset3(x, &a->offset) ||
-	    !xdr_count3(x, &a->count) || !xdr_stable_how(x, &a->stable))
-		return FALSE;
-	pos = xdr_getpos(x);
-	if (!xdr_u_int(x, &len) || len > NFS3_MAXDATA)
-		return FALSE;
-	/* len <= NFS3_MAXDATA: rounding it up to the XDR unit cannot wrap */
-	bytes = (char *)xdr_inline(x, (len + 3) & ~3u);
-	if (!bytes) /* a stream that cannot lend (or too short): the copy */
-		return xdr_setpos(x, pos) &&
-		       xdr_bytes(x, &a->data.data_val, &a->data.data_len, NFS3_MAXDATA);
-	a->data.data_len = len;
-	a->data.data_val = bytes;
-	w->lent = true;
-	return TRUE;
-}
-
 /* WRITE's arguments that are wrong whatever the file (design notes). */
 static nfsstat3 nfs3_write_args_check(const WRITE3args *args)
 {

@@ -89,15 +89,6 @@ struct call {
 	void *args, *res;
 };
 
-void srv_buf_free(struct srv_buf *b)
-{
-	free(b->data);
-	srv_payload_put(b->payload);
-	b->data = NULL;
-	b->payload = NULL;
-	b->len = b->cap = 0;
-}
-
 static bool buf_reserve(struct srv_buf *b, size_t need)
 {
 	uint8_t *p;
@@ -359,9 +350,11 @@ static bool run_call(struct call *c, struct verdict *v)
 	}
 	srv_log(SRV_LOG_DEBUG, "xid %#x %s %s", c->req.xid, p->name ? p->name : "?",
 		proto_name(c->req.proto));
-	/* The caller's client rule and squash (access.c); a refused call is
-	 * answered with the status the check put in its results. */
-	if (!srv_access_nfs(&c->req, c->args, c->res)) {
+	/* The program's access check of the handle the procedure names (both
+	 * from the tables); a refused call is answered with the status the
+	 * check put in its results. */
+	if (p->has_fh && c->prog->admit &&
+	    !c->prog->admit(&c->req, srv_proc_fh(p, c->args), c->res)) {
 		set_verdict(v, REPLY_ACCEPTED, SUCCESS, NULL);
 		return true;
 	}

@@ -33,7 +33,6 @@
  *     and a template frees its client unions when it is freed itself.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
@@ -116,37 +115,6 @@ struct srv_export *srv_export_containing(struct srv *s, const char *path, char *
 	if (best && (size_t)snprintf(rest, restlen, "%s", best_rest) >= restlen)
 		return NULL;
 	return best;
-}
-
-const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
-			 size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-	bool v6 = false;
-
-	if (peer->ss_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)peer;
-		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-		port = ntohs(sin->sin_port);
-	} else if (peer->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)peer;
-		port = ntohs(sin6->sin6_port);
-		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-			inet_ntop(AF_INET, &sin6->sin6_addr.s6_addr[12], host,
-				  sizeof(host));
-		} else {
-			inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
-			v6 = true;
-		}
-	}
-	if (!with_port)
-		snprintf(buf, len, "%s", host);
-	else if (v6)
-		snprintf(buf, len, "[%s]:%u", host, port);
-	else
-		snprintf(buf, len, "%s:%u", host, port);
-	return buf;
 }
 
 /* ---- opening and closing exports ---- */
@@ -274,16 +242,6 @@ static bool table_check(struct srv_export *const *tab, size_t n, char *err, size
 }
 
 /* ---- the server ---- */
-
-void srv_exports_read_begin(struct srv *s)
-{
-	pthread_rwlock_rdlock(&s->exports_lock);
-}
-
-void srv_exports_read_end(struct srv *s)
-{
-	pthread_rwlock_unlock(&s->exports_lock);
-}
 
 /* The node table's failures (un_state_on_error), logged under a limit:
  * a full disk under the state dir fails the LOOKUP of every name

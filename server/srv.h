@@ -1,9 +1,10 @@
 /* srv.h - the server's private header: a map of server/, grouped by file.
  *
- * Layering: transport (loop.c, pool.c) carries records; rpc.c turns a call
- * record into a reply record using the procedure tables; nfs3_proc.c and
- * mnt3_proc.c hold the tables and the handlers; the handlers call the union
- * engine (include/union.h) and never touch XDR or sockets.
+ * Layering: transport (record.c, conn.c, listen.c, loop.c, pool.c) carries
+ * records; rpc.c turns a call record into a reply record using the procedure
+ * tables; nfs3_proc.c and mnt3_proc.c hold the tables and the handlers; the
+ * handlers call the union engine (include/union.h) and never touch XDR or
+ * sockets.
  */
 #ifndef SRV_H
 #define SRV_H
@@ -148,7 +149,7 @@ struct srv_unions {
 	bool ready, reaping, stop;
 };
 /* Client unions may hold this part of the descriptor limit (the default
- * cap); loop.c keeps it out of the connections' room. */
+ * cap); listen.c keeps it out of the connections' room. */
 #define SRV_UNIONS_FDS_PART 8
 
 struct srv_mount_entry {
@@ -162,7 +163,7 @@ struct srv_config {
 	uint16_t mount_port;   /* 0: pick one */
 	unsigned nthreads;     /* worker threads */
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
-	/* TCP connections (loop.c, "Connection limits"): 0 derives the cap
+	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
 	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
@@ -206,8 +207,14 @@ struct srv_export *srv_export_by_path(struct srv *s, const char *path);
 struct srv_export *srv_export_containing(struct srv *s, const char *path, char *rest,
 					 size_t restlen);
 /* Takes and drops the read side of exports_lock around one call. */
-void srv_exports_read_begin(struct srv *s);
-void srv_exports_read_end(struct srv *s);
+static inline void srv_exports_read_begin(struct srv *s)
+{
+	pthread_rwlock_rdlock(&s->exports_lock);
+}
+static inline void srv_exports_read_end(struct srv *s)
+{
+	pthread_rwlock_unlock(&s->exports_lock);
+}
 /* The export or client union a handle's EXPORT_ID names, for REQ's call
  * (a client union is pinned until the reply is encoded): when no open union
  * has the id but the caller's own union of a per-client export would, that
@@ -247,12 +254,9 @@ void srv_unions_fini(struct srv *s);
 void srv_unions_limits(struct srv *s);
 /* Closes and frees every instance of template T (export_free). */
 void srv_unions_drop_template(struct srv *s, struct srv_export *t);
-/* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
- * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
-const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
-			 size_t len);
 
-/* ---- rpc.c: call header, authentication, dispatch ---- */
+/* ---- rpc.c: call header, authentication, dispatch: the request and the
+ * procedure tables ---- */
 
 /* The caller's identity from AUTH_SYS (AUTH_NONE gets nobody). */
 struct srv_cred {
@@ -265,17 +269,17 @@ struct srv_cred {
 
 /* Everything a handler knows about the call it serves.
  *
- * Contract of the access check (access.c, run by the dispatcher before the
- * handler of every NFS procedure but NULL): when the call's first file handle
- * names an export, the caller's rule for that export is looked up; a caller no
- * rule admits, or one on an unreserved port under a `secure` rule, gets
- * NFS3ERR_ACCES without the handler running.  Otherwise CLIENT points to the
- * rule (valid for the whole call) and CRED has been squashed by it, so CRED
- * is final: it is the identity the call runs as.  CLIENT is NULL for calls
- * that name no export (NULL procedures, MOUNT) and for handles that do not
- * resolve, which the handler then refuses before touching a file.  A read-only
- * rule (!client->rw) makes the export read-only for this call: modifying
- * procedures answer NFS3ERR_ROFS, ACCESS grants no modify bits. */
+ * Contract of the access check (the program's admit, nfs3_admit for NFSv3,
+ * run by the dispatcher before the handler of every procedure whose table
+ * entry names a handle, has_fh): when that handle names an export, the caller's rule for
+ * that export is looked up; a caller no rule admits, or one on an unreserved port under a
+ * `secure` rule, gets NFS3ERR_ACCES without the handler running.  Otherwise CLIENT points
+ * to the rule (valid for the whole call) and CRED has been squashed by it, so CRED is
+ * final: it is the identity the call runs as.  CLIENT is NULL for calls that name no
+ * export (NULL procedures, MOUNT) and for handles that do not resolve, which the handler
+ * then refuses before touching a file.  A read-only rule (!client->rw) makes the export
+ * read-only for this call: modifying procedures answer NFS3ERR_ROFS, ACCESS grants no
+ * modify bits. */
 #define SRV_REQ_PINS 4 /* a handle, RENAME's and LINK's second, MNT's */
 struct srv_req {
 	struct srv *srv;
@@ -294,7 +298,7 @@ struct srv_req {
 	 * a TCP transport (UDP sends from memory) and a call the duplicate
 	 * request cache does not keep (it keeps flat bytes). */
 	bool payload_pipe;
-	/* The handle the NFS call is about (its first), as srv_access_nfs
+	/* The handle the NFS call is about (its table entry's), as nfs3_admit
 	 * decoded and checked it, so the handler does not check its MAC again
 	 * (nfs3_file_get).  DATA NULL: not decoded. */
 	struct srv_fh_seen {
@@ -312,11 +316,13 @@ struct srv_req {
 	struct un_ctx un;
 };
 
-/* One procedure of one program.  The dispatcher decodes into a zeroed args
- * struct of args_size bytes, calls the handler with a zeroed res struct of
- * res_size bytes, encodes the result, then frees the args with xdr_free and the
- * arena.  A handler cannot fail at the RPC level: it fills an error status.
- * A NULL decode_args/encode_res means void; a NULL handler does nothing. */
+/* One procedure of one program: everything the dispatcher (rpc.c) needs to
+ * run it.  The dispatcher decodes into a zeroed args struct of args_size
+ * bytes, runs the program's access check on the handle the entry names,
+ * calls the handler with a zeroed res struct of res_size bytes, encodes the
+ * result, then frees the args with xdr_free and the arena.  A handler cannot
+ * fail at the RPC level: it fills an error status.  A NULL
+ * decode_args/encode_res means void; a NULL handler does nothing. */
 struct srv_proc {
 	const char *name;
 	xdrproc_t decode_args;
@@ -324,7 +330,14 @@ struct srv_proc {
 	xdrproc_t encode_res;
 	size_t res_size;
 	void (*handler)(struct srv_req *req, void *args, void *res);
-	/* false: a second execution could answer differently or undo later
+	/* The handle the call is about, which the program's access check
+	 * (srv_program.admit) looks at: an nfs_fh3 at FH_OFFSET in the args,
+	 * when HAS_FH.  A procedure without one (NULL, MOUNT's) is not checked
+	 * by the dispatcher. */
+	bool has_fh;
+	size_t fh_offset;
+	/* The duplicate request cache's policy (rpc.c, drc_check).  false: a
+	 * second execution could answer differently or undo later
 	 * work (WRITE: an older WRITE run again after a newer one), so the
 	 * call goes through the duplicate request cache (drc.c) */
 	bool idempotent;
@@ -339,7 +352,19 @@ struct srv_program {
 	/* Handlers run with the caller's filesystem identity (cred.c); false:
 	 * with the server's (MOUNT, whose work is the server's own). */
 	bool caller_identity;
+	/* The access check of a call whose procedure names a handle FH (the
+	 * contract at srv_req): false when the caller is refused, RES then
+	 * holding the refusal.  NULL: none (MOUNT checks in its handlers). */
+	bool (*admit)(struct srv_req *req, const nfs_fh3 *fh, void *res);
 };
+
+/* The handle P's table entry names in ARGS (P->has_fh). */
+static inline const nfs_fh3 *srv_proc_fh(const struct srv_proc *p, const void *args)
+{
+	return (const nfs_fh3 *)((const char *)args + p->fh_offset);
+}
+
+/* ---- util.c: byte buffers, addresses as text ---- */
 
 /* A growable byte buffer (transport and reply encoding).  A reply may end in
  * a payload that follows DATA[0..LEN) on the wire, padding included; it is
@@ -356,6 +381,14 @@ static inline size_t srv_buf_wire_len(const struct srv_buf *b)
 {
 	return b->len + (b->payload ? b->payload->piped + b->payload->len : 0);
 }
+/* Writes PEER's address as text into BUF (with ":port", or "[v6]:port", when
+ * WITH_PORT); a v4-mapped v6 address is shown as v4.  Returns BUF. */
+const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, char *buf,
+			 size_t len);
+/* Whether A and B are the same address (ports not compared). */
+bool srv_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
+/* ---- rpc.c: the dispatcher ---- */
 
 /* Turns one RPC call record (without record mark) into its reply record in
  * REPLY (without record mark).  Returns false when no reply must be sent (a
@@ -423,11 +456,8 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 bool srv_access_admits(struct srv *s, const struct srv_export *ex,
 		       const struct sockaddr_storage *peer);
 /* Whether some rule of some export could admit a connection from PEER
- * (loop.c closes one that none could at once); the port is not looked at. */
+ * (listen.c closes one that none could at once); the port is not looked at. */
 bool srv_access_admits_conn(struct srv *s, const struct sockaddr_storage *peer);
-/* The dispatcher's check before an NFS handler (the contract at srv_req):
- * false when the call is refused, RES then holding NFS3ERR_ACCES. */
-bool srv_access_nfs(struct srv_req *req, void *args, void *res);
 
 /* ---- drc.c: the duplicate request cache ---- */
 
@@ -447,9 +477,9 @@ enum srv_drc_verdict {
 	SRV_DRC_UNCACHED, /* no room: run it without the cache */
 };
 
-/* WRITEs now fill the cache too: 16384 entries keep 1.6 s of calls at 10,000
- * small WRITEs a second (4096 kept 0.4 s), in ~300 bytes an entry for a WRITE
- * (its reply is ~160) and under 8 MB for any mix of procedures. */
+/* WRITEs fill the cache too: 16384 entries keep 1.6 s of calls at 10,000
+ * small WRITEs a second, in ~300 bytes an entry for a WRITE (its reply is
+ * ~160) and under 8 MB for any mix of procedures. */
 #define SRV_DRC_CAPACITY 16384
 
 int srv_drc_new(size_t capacity, struct srv_drc **out);
@@ -608,7 +638,10 @@ void srv_pool_submit(struct srv_pool *p, struct srv_job *head);
 /* Runs every queued job to its end, joins the workers, frees P. */
 void srv_pool_free(struct srv_pool *p);
 
-/* ---- loop.c: epoll loop, listeners, connections, record marking ---- */
+/* ---- record.c: TCP record marking ---- */
+
+/* One read(2) of a connection's socket; also the largest UDP datagram. */
+#define SRV_RX_BUF_SIZE 65536
 
 /* TCP record marking (RFC 5531 section 11) as a pure state machine, so it can be
  * fed from a socket or from a test buffer. */
@@ -639,6 +672,9 @@ void srv_rm_direct_done(struct srv_rm *r, size_t n, enum srv_rm_status *st);
 /* Moves the complete record out into *OUT and resets R for the next one. */
 void srv_rm_take(struct srv_rm *r, struct srv_buf *out);
 void srv_rm_free(struct srv_rm *r);
+
+/* ---- loop.c, conn.c, listen.c: the event loop and what it serves
+ * (transport.h is their shared header) ---- */
 
 struct srv_loop;
 /* Creates the epoll loop, binds TCP and UDP listeners of S's NFS and MOUNT

@@ -28,7 +28,7 @@
  *  5. At most unions.cap instances are open, unless every open one is
  *     pinned: a call then opens one more (at most one per worker) and the
  *     reaper trims back to the cap once the pins are gone (reap_once).
- *     The cap leaves the connection limits their descriptors (loop.c,
+ *     The cap leaves the connection limits their descriptors (listen.c,
  *     conn_room, reserves the same eighth of the limit).
  *  6. The reaper also releases an instance its client unmounted (UMNT,
  *     UMNTALL) that served no call for unions.idle seconds.  It holds the
