@@ -125,26 +125,35 @@ struct srv_export {
 	char *client_key;	   /* the upper dir the template gave the client */
 	uint32_t id;		   /* its export id, known before it opens */
 	enum srv_union_state state;
-	unsigned pins;		 /* calls using it (unions.c, rule 2) */
-	bool mounted;		 /* MNT since the last UMNT/UMNTALL */
-	time_t last_used;	 /* CLOCK_MONOTONIC seconds of the last pin */
-	char *made_upper;	 /* the first dir its open made, or NULL */
-	char *made_work;	 /* (for srv_export_abandon) */
-	struct srv_export *next; /* in parent->instances */
+	unsigned pins;		    /* calls using it (unions.c, rule 2) */
+	bool mounted;		    /* MNT since the last UMNT/UMNTALL */
+	time_t last_used;	    /* CLOCK_MONOTONIC seconds of the last pin */
+	char *made_upper;	    /* the first dir its open made, or NULL */
+	char *made_work;	    /* (for srv_export_abandon) */
+	struct srv_export *next;    /* in parent->instances */
+	struct srv_export *id_next; /* in srv->unions.by_id */
 	struct srv_export *lru_prev, *lru_next; /* in srv->unions, OPEN ones */
 	/* a template: */
 	struct srv_export *instances; /* owned list */
 };
 
 /* The open client unions of every template (unions.c). */
+#define SRV_UNIONS_BUCKETS 1024 /* by export id, a hash: short chains */
 struct srv_unions {
 	pthread_mutex_t lock;	/* the registry: unions.c, rule 1 */
 	pthread_cond_t changed; /* an instance left OPENING or CLOSING */
 	pthread_cond_t wake;	/* for the reaper: over the cap, or stop */
 	struct srv_export *lru_head, *lru_tail; /* least recently used first */
-	size_t nopen;				/* instances in any state */
-	unsigned cap;				/* at most this many open */
-	unsigned idle; /* seconds before an unmounted one is released; 0 never */
+	struct srv_export *by_id[SRV_UNIONS_BUCKETS];
+	/* Export ids of client unions whose dirs exist, sorted: opened here or
+	 * found on disk (srv_export_id_is_client_union), read again at most
+	 * once a second when an id is not among them. */
+	uint32_t *known;
+	size_t nknown, capknown;
+	time_t known_read; /* CLOCK_MONOTONIC seconds; 0: never */
+	size_t nopen;	   /* instances in any state */
+	unsigned cap;	   /* at most this many open */
+	unsigned idle;	   /* seconds before an unmounted one is released; 0 never */
 	pthread_t reaper;
 	bool ready, reaping, stop;
 };
@@ -240,8 +249,9 @@ bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex);
 /* True when EXPORT_ID, which names no open union, is the id of a client
  * union of a per-client export whose upper dir exists but is not open (a
  * client's, not the caller's: srv_export_for_handle opened the caller's):
- * after a restart, or once it was released.  Reads the dirs the templates
- * can expand to, so only for a handle no open union claims. */
+ * after a restart, or once it was released.  Ids of unions opened are
+ * remembered; the dirs the templates can expand to are read when an id is
+ * not among them, at most once a second. */
 bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id);
 /* The client union registry: its locks (srv_unions_init, first in
  * srv_open), its reaper thread (srv_unions_start, last in srv_open;

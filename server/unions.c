@@ -203,14 +203,79 @@ static void lru_touch(struct srv_unions *u, struct srv_export *i)
 	u->lru_tail = i;
 }
 
-static void list_remove(struct srv_export *t, struct srv_export *i)
+/* Unlinks I from the chain at *P (linked through the field at OFF). */
+static void chain_unlink(struct srv_export **p, struct srv_export *i, size_t off)
 {
-	for (struct srv_export **p = &t->instances; *p; p = &(*p)->next) {
+	for (; *p; p = (struct srv_export **)((char *)*p + off)) {
 		if (*p == i) {
-			*p = i->next;
+			*p = *(struct srv_export **)((char *)i + off);
 			return;
 		}
 	}
+}
+
+static struct srv_export **id_bucket(struct srv_unions *u, uint32_t id)
+{
+	return &u->by_id[id % SRV_UNIONS_BUCKETS];
+}
+
+/* Lists I under its template and its id. */
+static void registry_add(struct srv_unions *u, struct srv_export *i)
+{
+	struct srv_export **b = id_bucket(u, i->id);
+
+	i->next = i->parent->instances;
+	i->parent->instances = i;
+	i->id_next = *b;
+	*b = i;
+	u->nopen++;
+}
+
+static void registry_del(struct srv_unions *u, struct srv_export *i)
+{
+	chain_unlink(&i->parent->instances, i, offsetof(struct srv_export, next));
+	chain_unlink(id_bucket(u, i->id), i, offsetof(struct srv_export, id_next));
+	lru_unlink(u, i);
+	u->nopen--;
+}
+
+/* ---- the ids of client unions on disk (rule 1's lock held) ---- */
+
+static bool known_has(const struct srv_unions *u, uint32_t id, size_t *at)
+{
+	size_t lo = 0, hi = u->nknown;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (u->known[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return lo < u->nknown && u->known[lo] == id;
+}
+
+/* Adds ID (no memory: it is left out, and found by the next read). */
+static void known_add(struct srv_unions *u, uint32_t id)
+{
+	size_t at, cap;
+	uint32_t *k;
+
+	if (known_has(u, id, &at))
+		return;
+	if (u->nknown == u->capknown) {
+		cap = u->capknown ? 2 * u->capknown : 64;
+		k = realloc(u->known, cap * sizeof(*k));
+		if (!k)
+			return;
+		u->known = k;
+		u->capknown = cap;
+	}
+	memmove(u->known + at + 1, u->known + at, (u->nknown - at) * sizeof(*u->known));
+	u->known[at] = id;
+	u->nknown++;
 }
 
 static time_t now_s(void)
@@ -250,27 +315,23 @@ static struct srv_export *find_key(struct srv_export *t, const char *key)
 	return i;
 }
 
-static struct srv_export *find_id(struct srv *s, uint32_t id)
+static struct srv_export *find_id(struct srv_unions *u, uint32_t id)
 {
 	struct srv_export *i;
 
-	for (size_t k = 0; k < s->nexports; k++)
-		for (i = s->exports[k]->instances; i; i = i->next)
-			if (i->id == id)
-				return i;
-	return NULL;
+	for (i = *id_bucket(u, id); i && i->id != id; i = i->id_next)
+		;
+	return i;
 }
 
-/* True if a union other than I has I's id: a fixed export's, or another
- * client's (only when two upper dirs hash alike). */
+/* True if a union has I's id (I not listed yet): a fixed export's, or
+ * another client's (only when two upper dirs hash alike). */
 static bool id_taken(struct srv *s, const struct srv_export *i)
 {
-	struct srv_export *o = find_id(s, i->id);
-
 	for (size_t k = 0; k < s->nexports; k++)
 		if (s->exports[k]->ux && un_export_id(s->exports[k]->ux) == i->id)
 			return true;
-	return o && o != i;
+	return find_id(&s->unions, i->id) != NULL;
 }
 
 /* The least recently used instance that may be released, marked CLOSING
@@ -306,8 +367,7 @@ static void instance_release(struct srv *s, struct srv_export *i)
 	un_export_close(i->ux);
 	i->ux = NULL;
 	pthread_mutex_lock(&s->unions.lock);
-	list_remove(i->parent, i);
-	s->unions.nopen--;
+	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
 	pthread_mutex_unlock(&s->unions.lock);
 	SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: union over upper %s released", i->path,
@@ -382,11 +442,11 @@ static struct srv_export *instance_settle(struct srv_req *req, struct srv_export
 		i->state = SRV_UNION_OPEN;
 		i->last_used = now_s();
 		lru_touch(&s->unions, i);
+		known_add(&s->unions, i->id);
 		if (s->unions.nopen > s->unions.cap)
 			pthread_cond_signal(&s->unions.wake); /* rule 5 */
 	} else {
-		list_remove(i->parent, i);
-		s->unions.nopen--;
+		registry_del(&s->unions, i);
 		req->npins--; /* pinned last, by instance_get */
 	}
 	pthread_cond_broadcast(&s->unions.changed);
@@ -439,10 +499,9 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 		pthread_mutex_unlock(&u->lock);
 		return NULL;
 	}
-	i->next = t->instances;
-	t->instances = i;
+	registry_add(u, i);
 	pin_locked(req, i);
-	if (++u->nopen > u->cap)
+	if (u->nopen > u->cap)
 		victim = victim_take(u);
 	pthread_mutex_unlock(&u->lock);
 	i = instance_settle(req, i, victim, work);
@@ -466,7 +525,7 @@ static struct srv_export *instance_by_id(struct srv_req *req, uint32_t id)
 	struct srv_export *i;
 
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_id(req->srv, id)) != NULL && i->state != SRV_UNION_OPEN)
+	while ((i = find_id(u, id)) != NULL && i->state != SRV_UNION_OPEN)
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i)
 		pin_locked(req, i);
@@ -555,8 +614,7 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 	i->ux = NULL;
 	client_dirs_unmake(i, work);
 	pthread_mutex_lock(&s->unions.lock);
-	list_remove(i->parent, i);
-	s->unions.nopen--;
+	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
 	pthread_mutex_unlock(&s->unions.lock);
 	instance_free(i);
@@ -607,29 +665,48 @@ static bool template_glob(const char *t, char *out, size_t len)
 	return true;
 }
 
-/* True when an upper dir template T gives some client exists on disk with
- * EXPORT_ID as its union's id. */
-static bool template_has_id(const struct srv_export *t, uint32_t export_id)
+/* The export ids of the client unions whose upper dirs template T can give
+ * and that exist on disk, into U's known ids. */
+static void template_read_ids(struct srv_unions *u, const struct srv_export *t)
 {
 	char pattern[PATH_MAX * 2];
-	bool found = false;
 	glob_t g;
 
 	if (!template_glob(t->conf->upperdir, pattern, sizeof(pattern)) ||
 	    glob(pattern, GLOB_ONLYDIR | GLOB_NOSORT, NULL, &g) != 0)
-		return false;
-	for (size_t k = 0; k < g.gl_pathc && !found; k++)
-		found = client_id(t, g.gl_pathv[k]) == export_id;
+		return;
+	for (size_t k = 0; k < g.gl_pathc; k++) {
+		uint32_t id = client_id(t, g.gl_pathv[k]);
+
+		pthread_mutex_lock(&u->lock);
+		known_add(u, id);
+		pthread_mutex_unlock(&u->lock);
+	}
 	globfree(&g);
-	return found;
 }
 
 bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id)
 {
+	struct srv_unions *u = &s->unions;
+	time_t now = now_s();
+	bool found, read;
+	size_t at;
+
+	pthread_mutex_lock(&u->lock);
+	found = known_has(u, export_id, &at);
+	read = !found && (!u->known_read || now - u->known_read >= 1);
+	if (read)
+		u->known_read = now;
+	pthread_mutex_unlock(&u->lock);
+	if (!read)
+		return found;
 	for (size_t k = 0; k < s->nexports; k++)
-		if (!s->exports[k]->ux && template_has_id(s->exports[k], export_id))
-			return true;
-	return false;
+		if (!s->exports[k]->ux)
+			template_read_ids(u, s->exports[k]);
+	pthread_mutex_lock(&u->lock);
+	found = known_has(u, export_id, &at);
+	pthread_mutex_unlock(&u->lock);
+	return found;
 }
 
 bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
@@ -742,6 +819,8 @@ void srv_unions_limits(struct srv *s)
 	s->unions.cap =
 	    s->cfg.max_client_unions ? s->cfg.max_client_unions : (unsigned)cap;
 	s->unions.idle = s->cfg.client_union_idle;
+	s->unions.nknown = 0; /* the templates may have changed: read again */
+	s->unions.known_read = 0;
 	pthread_cond_signal(&s->unions.wake);
 	pthread_mutex_unlock(&s->unions.lock);
 }
@@ -793,6 +872,9 @@ void srv_unions_fini(struct srv *s)
 	pthread_cond_destroy(&u->wake);
 	pthread_cond_destroy(&u->changed);
 	pthread_mutex_destroy(&u->lock);
+	free(u->known);
+	u->known = NULL;
+	u->nknown = u->capknown = 0;
 	u->ready = false;
 }
 
@@ -813,10 +895,9 @@ void srv_unions_drop_template(struct srv *s, struct srv_export *t)
 			pthread_cond_wait(&u->changed, &u->lock);
 	} while (busy);
 	list = t->instances;
-	t->instances = NULL;
-	for (i = list; i; i = i->next) {
-		lru_unlink(u, i);
-		u->nopen--;
+	for (i = list; i; i = next) {
+		next = i->next;
+		registry_del(u, i);
 	}
 	pthread_mutex_unlock(&u->lock);
 	for (i = list; i; i = next) {
