@@ -566,6 +566,10 @@ void srv_export_mounted(struct srv_req *req, struct srv_export *i)
 		return;
 	pthread_mutex_lock(&req->srv->unions.lock);
 	i->mounted = true;
+	/* its dirs now hold a client's mount: srv_export_abandon keeps them */
+	free(i->made_upper);
+	free(i->made_work);
+	i->made_upper = i->made_work = NULL;
 	pthread_mutex_unlock(&req->srv->unions.lock);
 }
 
@@ -593,12 +597,12 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 	char work[PATH_MAX], upper[PATH_MAX];
 	bool drop;
 
-	if (!i->parent || !i->made_upper ||
+	if (!i->parent ||
 	    !client_dirs(s, i->parent, req->peer, upper, work, sizeof(work)))
 		return;
 	pthread_mutex_lock(&s->unions.lock);
-	/* only when nothing else came to use it meanwhile */
-	drop = i->state == SRV_UNION_OPEN && i->pins == 1 && !i->mounted;
+	/* only dirs this open made, when nothing else came to use them */
+	drop = i->made_upper && i->state == SRV_UNION_OPEN && i->pins == 1 && !i->mounted;
 	if (drop) {
 		lru_unlink(&s->unions, i);
 		i->state = SRV_UNION_CLOSING;
