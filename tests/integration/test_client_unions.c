@@ -308,8 +308,14 @@ static void failed_mnt(void **state)
 	assert_int_equal(errno, ENOENT);
 	assert_false(union_open("127.1.204.1"));
 	/* the same client's good MNT makes them */
-	mount_and_leave("127.1.204.1");
+	assert_int_equal(client_mount(&c, "127.1.204.1", "/"), 0);
 	assert_int_equal(stat(dir, &st), 0);
+	/* and once it mounted, a failed MNT after its UMNT leaves them */
+	assert_int_equal(raw_umnt(c.fd, RAW_TCP, "/"), 0);
+	assert_int_equal(raw_mnt(c.fd, RAW_TCP, "/no/such/dir", c.root, &c.rootlen),
+			 MNT3ERR_NOENT);
+	assert_int_equal(stat(dir, &st), 0);
+	client_close(&c);
 }
 
 static void idle(void **state)
