@@ -349,53 +349,64 @@ int raw_body_status(const struct raw_reply *r)
 	return (int)get32(r->body);
 }
 
+/* One AUTH_SYS call of version 3 of PROG, procedure PROC, with ARGS; 0 or -1
+ * (no reply). */
+static int call3(int fd, enum raw_proto proto, uint32_t prog, uint32_t proc,
+		 const unsigned char *args, size_t arglen, struct raw_reply *r)
+{
+	struct raw_call c = {.xid = (prog << 8 ^ proc << 4) ^ (uint32_t)rand(),
+			     .rpcvers = 2,
+			     .prog = prog,
+			     .vers = 3,
+			     .proc = proc,
+			     .flavor = AUTH_UNIX,
+			     .args = args,
+			     .arglen = arglen};
+
+	return raw_call(fd, proto, &c, r);
+}
+
+/* R's status, and when 0 the handle after it (64 bytes at most) into FH;
+ * frees R. */
+static int status_and_fh(struct raw_reply *r, unsigned char *fh, uint32_t *fhlen)
+{
+	int st = raw_body_status(r);
+	uint32_t n;
+
+	if (st == 0) {
+		n = r->bodylen >= 8 ? get32(r->body + 4) : 65;
+		if (n > 64 || 8 + n > r->bodylen) {
+			st = -1;
+		} else {
+			memcpy(fh, r->body + 8, n);
+			*fhlen = n;
+		}
+	}
+	raw_reply_free(r);
+	return st;
+}
+
 int raw_mnt(int fd, enum raw_proto proto, const char *path, unsigned char *fh,
 	    uint32_t *fhlen)
 {
 	unsigned char args[1100];
-	struct raw_call c = {.xid = 0x4d4e5400u ^ (uint32_t)rand(),
-			     .rpcvers = 2,
-			     .prog = MOUNT_PROG,
-			     .vers = 3,
-			     .proc = 1,
-			     .flavor = AUTH_UNIX,
-			     .args = args};
 	struct raw_reply r;
-	int st;
-	if (strlen(path) > 1024)
+
+	if (strlen(path) > 1024 ||
+	    call3(fd, proto, MOUNT_PROG, 1, args, raw_enc_string(args, path), &r))
 		return -1;
-	c.arglen = raw_enc_string(args, path);
-	if (raw_call(fd, proto, &c, &r))
-		return -1;
-	st = raw_body_status(&r);
-	if (st == 0) {
-		uint32_t n = r.bodylen >= 8 ? get32(r.body + 4) : 65;
-		if (n > 64 || 8 + n > r.bodylen) {
-			st = -1;
-		} else {
-			memcpy(fh, r.body + 8, n);
-			*fhlen = n;
-		}
-	}
-	raw_reply_free(&r);
-	return st;
+	return status_and_fh(&r, fh, fhlen);
 }
 
 int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t fhlen,
 		uint64_t *fileid)
 {
 	unsigned char args[80];
-	struct raw_call c = {.xid = 0x47455400u ^ (uint32_t)rand(),
-			     .rpcvers = 2,
-			     .prog = NFS_PROG,
-			     .vers = 3,
-			     .proc = 1,
-			     .flavor = AUTH_UNIX,
-			     .args = args};
 	struct raw_reply r;
 	int st;
-	c.arglen = raw_enc_fh(args, fh, fhlen);
-	if (raw_call(fd, proto, &c, &r))
+
+	if (fhlen > 64 ||
+	    call3(fd, proto, NFS_PROG, 1, args, raw_enc_fh(args, fh, fhlen), &r))
 		return -1;
 	st = raw_body_status(&r);
 	/* fattr3: type mode nlink uid gid (5 words) size used (2 hyper) rdev (2 words)
@@ -409,20 +420,11 @@ int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t 
 int raw_umnt(int fd, enum raw_proto proto, const char *path)
 {
 	unsigned char args[1100];
-	struct raw_call c = {.xid = 0x554d4e00u ^ (uint32_t)rand(),
-			     .rpcvers = 2,
-			     .prog = MOUNT_PROG,
-			     .vers = 3,
-			     .proc = 3,
-			     .flavor = AUTH_UNIX,
-			     .args = args};
 	struct raw_reply r;
 	int st;
 
-	if (strlen(path) > 1024)
-		return -1;
-	c.arglen = raw_enc_string(args, path);
-	if (raw_call(fd, proto, &c, &r))
+	if (strlen(path) > 1024 ||
+	    call3(fd, proto, MOUNT_PROG, 3, args, raw_enc_string(args, path), &r))
 		return -1;
 	st = r.reply_stat == RAW_ACCEPTED && r.accept_stat == RAW_SUCCESS ? 0 : -1;
 	raw_reply_free(&r);
@@ -433,33 +435,14 @@ int raw_lookup(int fd, enum raw_proto proto, const unsigned char *dir, uint32_t 
 	       const char *name, unsigned char *fh, uint32_t *fhlen)
 {
 	unsigned char args[400];
-	struct raw_call c = {.xid = 0x4c4f4f00u ^ (uint32_t)rand(),
-			     .rpcvers = 2,
-			     .prog = NFS_PROG,
-			     .vers = 3,
-			     .proc = 3,
-			     .flavor = AUTH_UNIX,
-			     .args = args};
 	struct raw_reply r;
-	uint32_t n;
-	int st;
+	size_t len;
 
 	if (dirlen > 64 || strlen(name) > 255)
 		return -1;
-	c.arglen = raw_enc_fh(args, dir, dirlen);
-	c.arglen += raw_enc_string(args + c.arglen, name);
-	if (raw_call(fd, proto, &c, &r))
+	len = raw_enc_fh(args, dir, dirlen);
+	len += raw_enc_string(args + len, name);
+	if (call3(fd, proto, NFS_PROG, 3, args, len, &r))
 		return -1;
-	st = raw_body_status(&r);
-	if (st == 0) { /* LOOKUP3resok starts with the object's handle */
-		n = r.bodylen >= 8 ? get32(r.body + 4) : 65;
-		if (n > 64 || 8 + n > r.bodylen) {
-			st = -1;
-		} else {
-			memcpy(fh, r.body + 8, n);
-			*fhlen = n;
-		}
-	}
-	raw_reply_free(&r);
-	return st;
+	return status_and_fh(&r, fh, fhlen); /* LOOKUP3resok starts with it */
 }
