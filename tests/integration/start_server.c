@@ -17,10 +17,19 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(long ms)
+void test_sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
 	nanosleep(&ts, NULL);
+}
+
+double test_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* True unless ARGS say who the clients are (see start_server.h). */
@@ -138,7 +147,7 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 			s->pid = -1;
 			goto out;
 		}
-		sleep_ms(50);
+		test_sleep_ms(50);
 	}
 	fprintf(stderr,
 		"start_server: no 'listening nfs=P mount=M' line from %s in %d s\n", bin,
@@ -158,7 +167,7 @@ int test_server_stop(struct test_server *s)
 	for (int i = 0; i < STOP_WAIT_S * 20; i++) {
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
 			goto out;
-		sleep_ms(50);
+		test_sleep_ms(50);
 	}
 	fprintf(stderr, "start_server: pid %d ignored SIGTERM for %d s: SIGKILL\n",
 		s->pid, STOP_WAIT_S);

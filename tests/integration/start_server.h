@@ -47,6 +47,9 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);
+/* Sleeps MS milliseconds; the monotonic clock in seconds. */
+void test_sleep_ms(long ms);
+double test_now_s(void);
 /* How many descriptors the server holds (0 when it cannot be read). */
 unsigned test_server_fds(const struct test_server *s);
 /* True when one of the server's descriptors is FILE (an absolute path, as
