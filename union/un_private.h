@@ -20,6 +20,8 @@
 #ifndef UN_PRIVATE_H
 #define UN_PRIVATE_H
 
+#include <assert.h>
+#include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -395,6 +397,33 @@ struct un_layer {
 };
 
 #define UN_LOCK_STRIPES 64 /* per-export lock stripes, keyed by node id */
+
+/* Asserts that a lock a function requires is held, by some thread: the
+ * trylock finds it busy.  Cheap enough for the functions whose contract says
+ * "with X held"; compiled out under NDEBUG (RelWithDebInfo, Release). */
+#ifdef NDEBUG
+#define un_assert_locked(m)   ((void)sizeof(m))
+#define un_assert_rwlocked(l) ((void)sizeof(l))
+#else
+static inline void un_assert_locked(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_trylock(m);
+
+	if (r == 0)
+		pthread_mutex_unlock(m);
+	assert(r == EBUSY);
+}
+
+/* Held for reading or for writing. */
+static inline void un_assert_rwlocked(pthread_rwlock_t *l)
+{
+	int r = pthread_rwlock_trywrlock(l);
+
+	if (r == 0)
+		pthread_rwlock_unlock(l);
+	assert(r == EBUSY);
+}
+#endif
 
 /* The lock stripe of node ID (a multiplicative hash: ids are sequential). */
 static inline size_t un_stripe(un_id id)
