@@ -8,11 +8,15 @@
  * the one merge rule; object.c holds objects and reads them; lookup.c
  * resolves names and ids to objects, through the opaque memo (opaque.c) and
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
- * caches and serves merged listings; handle.c encodes and checks file
- * handles.  The write side: copyup.c copies objects into the
- * upper layer and owns the work dir; dir.c changes names (create, remove,
- * rename, link) and writes white-outs and opaque markers; write.c changes
- * attributes and data.
+ * caches and serves merged listings; read.c reads file data, copied or
+ * spliced; handle.c encodes and checks file handles.  The write side:
+ * copyup.c copies objects into the upper layer and owns the work dir; dir.c
+ * changes names (create, remove, rename, link) and writes white-outs and
+ * opaque markers; write.c changes attributes and data; sync.c makes changes
+ * durable before their replies, sharing fsyncs and flushes between them.
+ *
+ * A function whose comment says a lock must be held asserts it on entry
+ * (un_assert_locked, un_assert_rwlocked), in builds without NDEBUG.
  *
  * Every function here returns 0 (or a count) on success and a negative errno
  * on failure, like union.h, unless its comment says otherwise.
