@@ -1003,8 +1003,7 @@ static int node_unname(struct un_state *st, MDB_txn *txn, un_id id,
  * Jobs run in queue order, so the table sees the changes of a directory in
  * the order the directory saw them.  In a batch of more than one, each job
  * runs in a nested transaction, so that one failing undoes only its own
- * writes; a job alone runs in the batch's own, as before there was a
- * queue. */
+ * writes; a job alone runs in the batch's own transaction. */
 
 static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
 {
