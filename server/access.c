@@ -619,7 +619,7 @@ const struct srv_client_rule *srv_access_rule(struct srv *s, const struct srv_ex
 		return NULL;
 	r = rule_for(s, ex, peer, hostname, sizeof(hostname));
 	if (r && (!r->opts.secure || srv_peer_port_reserved(peer)))
-		return r; /* admitted: no address text to format (profiled per GETATTR) */
+		return r; /* admitted: no address text to format on every call */
 	named = hostname[0] != '\0';
 	srv_addr_str(peer, true, addr, sizeof(addr));
 	if (!r) {

@@ -9,22 +9,27 @@
  * The arena is a list of chunks.  Small allocations are cut from the newest
  * chunk; an allocation larger than a quarter of a chunk gets a chunk of its own
  * (linked behind the current one) so that it does not waste the rest of it.
- * Each thread keeps the arena of its last call, emptied down to one chunk,
- * for its next (a pthread key, whose destructor frees it when the thread
- * ends): a call then costs no malloc and free of the arena and a 16 KiB chunk.
  *
- * A READ's data is no arena block: it outlives the call (a reply waits in a
- * connection's out queue after the dispatcher has freed the arena), and a
- * fresh megabyte per call costs an mmap, page faults on every page and a
- * memset.  It is a payload from a free list of buffers of SRV_MAX_IO bytes,
- * which the arena owns until the dispatcher takes it into the reply and the
- * transport gives it back after sending.  The list keeps at most
- * PAYLOAD_KEEP buffers; more in use at once (many connections with many
- * READs each) are allocated and freed as needed.  A payload's pipe (for data
- * spliced from a file) is made on first use and kept with its buffer, unless
- * it still holds bytes (a reply dropped half sent): then it is closed.  At
- * most PIPES_MAX pipes are open, their descriptors no more than an 8th of
- * RLIMIT_NOFILE: past that a READ is read into memory, as over UDP.
+ * A READ's data is no arena block but a payload: a buffer of SRV_MAX_IO
+ * bytes from a free list, since a fresh megabyte per call costs an mmap,
+ * page faults on every page and a memset.
+ *
+ * Rules:
+ *  1. Everything a call allocates dies with the call: srv_arena_free frees
+ *     its chunks, keeping one for the thread's next call (a pthread key,
+ *     whose destructor frees it when the thread ends), and puts back every
+ *     payload the arena still owns.
+ *  2. A payload outlives the call only when taken: the arena owns it until
+ *     the dispatcher moves it into the reply (srv_arena_payload_take), and
+ *     the transport gives it back after sending (srv_payload_put), since a
+ *     reply may wait in a connection's out queue after the arena is freed.
+ *  3. The free list keeps at most PAYLOAD_KEEP buffers (srv_payload_put);
+ *     more in use at once are allocated and freed as needed.
+ *  4. A payload's pipe (data spliced from a file) is made on first use and
+ *     kept with its buffer, unless it still holds bytes of a reply dropped
+ *     half sent: then it is closed (srv_payload_put).  At most PIPES_MAX
+ *     pipes are open, no more descriptors than an 8th of RLIMIT_NOFILE
+ *     (srv_payload_pipe); past that a READ is read into memory, as over UDP.
  */
 #define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #include <fcntl.h>

@@ -262,9 +262,8 @@ void srv_opts_free(struct srv_opts *o)
 
 /* 8 threads per CPU, at least 32: on a sync export a namespace change waits
  * for an fsync, and the changes waiting at once share it (union/sync.c), so
- * the threads, not the CPUs, bound how many calls one fsync serves (bench:
- * durable CREATE+REMOVE with 32 threads 2.8x the pairs/s of 8, with less CPU
- * per pair; a waiting thread costs only its stack). */
+ * the threads, not the CPUs, bound how many calls one fsync serves; a
+ * waiting thread costs only its stack (bench/README.md, shared syncs). */
 static unsigned default_threads(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);

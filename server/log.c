@@ -1,13 +1,14 @@
-/* log.c - one line per event on stderr: UTC timestamp, level, message.
+/* log.c - one line per event on stderr: UTC timestamp, level, message; and
+ * the limits that keep a client from deciding how much the log grows.
  *
- * Each line is formatted into a local buffer and written with a single
- * write(2), so lines from concurrent workers never interleave.
- *
- * A line that a client can cause, or that a fault can repeat on every call,
- * goes through a limit of its own (srv_log_limited, SRV_LOG_LIMITED in
- * srv.h): a few lines per window of seconds, then silence counted, and the
- * first line of a later window carries the count.  What the client sends
- * must never decide how much the log grows.
+ * Rules:
+ *  1. Lines from concurrent workers never interleave: each is formatted into
+ *     a local buffer and written with a single write(2) (log_line).
+ *  2. A line that a client can cause, or that a fault can repeat on every
+ *     call, goes through a limit of its own (srv_log_limited,
+ *     SRV_LOG_LIMITED in srv.h): a few lines per window of seconds, then
+ *     silence counted (srv_log_limit_pass_at), and the first line of a later
+ *     window carries the count.
  */
 #include <stdarg.h>
 #include <stdatomic.h>

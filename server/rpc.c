@@ -33,10 +33,9 @@
  *     may the payload be in a pipe (run_call sets req.payload_pipe).
  *  8. A payload goes in a pipe (spliced: the server copies none of it) only
  *     to a peer on another host.  To a loopback peer the receiver on this
- *     host then copies from page-cache pages no CPU cache holds, which
- *     measured slower than the server's own copy from a reused buffer
- *     (bench/run.sh READ, 4 layers, same runs: 2,068 MB/s spliced, 2,684
- *     read into memory, iperf3 2,542-2,603; server CPU 382 vs 410 us/MB).
+ *     host then copies from page-cache pages no CPU cache holds, which is
+ *     slower than the server's own copy from a reused buffer
+ *     (payload_may_pipe; bench/README.md, GETATTR, LOOKUP and READ).
  */
 #include <assert.h>
 #include <errno.h>

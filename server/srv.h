@@ -4,7 +4,12 @@
  * records; rpc.c turns a call record into a reply record using the procedure
  * tables; nfs3_proc.c and mnt3_proc.c hold the tables and the handlers; the
  * handlers call the union engine (include/union.h) and never touch XDR or
- * sockets.
+ * sockets.  Beside them: server.c and unions.c hold the exports and the
+ * client unions, access.c the client rules, cred.c a call's identity,
+ * drc.c the duplicate request cache, arena.c request memory, util.c and
+ * log.c leaf helpers, args.c and main.c the start-up, rpcbind.c the
+ * registration.  nfs3_util.h, transport.h and lock.h are the private
+ * headers of the NFSv3 handlers, the transport and the lock table.
  */
 #ifndef SRV_H
 #define SRV_H

@@ -453,6 +453,7 @@ static int cu_run(struct copyup *c)
 	struct un_devino lower;
 	int err;
 
+	un_assert_locked(&c->ex->cu_locks[un_stripe(c->o->id)]); /* rule 3 */
 	err = un_sys_fstat(c->src, &c->st);
 	if (!err)
 		err = cu_make(c);
@@ -491,6 +492,7 @@ static int copyup_recheck(struct un_export *ex, struct un_obj *parent, struct un
 	struct un_obj *now;
 	int fd, err;
 
+	un_assert_locked(&ex->cu_locks[un_stripe(o->id)]);
 	if (un_obj_upper(ex, o))
 		return 1;
 	err = un_lookup(ex, parent, o->name, &now);
@@ -527,6 +529,7 @@ static int copyup_locked(struct un_export *ex, struct un_change *ch,
 	};
 	int err;
 
+	assert(un_obj_upper(ex, parent)); /* rule 4: ancestors first */
 	pthread_mutex_lock(lock);
 	err = copyup_recheck(ex, parent, o);
 	if (err == 0)

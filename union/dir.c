@@ -260,6 +260,16 @@ static void ns_unlock(struct un_export *ex, struct nslocks *l)
 		pthread_rwlock_unlock(&ex->ns_locks[l->idx[--l->n]]);
 }
 
+/* Asserts step 2 for a function that changes DIR's names: its stripe is
+ * held, shared (with its name's mutex, NAME given) or exclusive. */
+static void ns_assert_locked(struct un_export *ex, const struct un_obj *dir,
+			     const char *name)
+{
+	un_assert_rwlocked(&ex->ns_locks[un_stripe(dir->id)]);
+	if (name)
+		un_assert_locked(&ex->name_locks[name_stripe(dir->id, name)]);
+}
+
 /* un_lookup, with an absent name as success and *out NULL. */
 static int lookup_opt(struct un_export *ex, struct un_obj *dir, const char *name,
 		      struct un_obj **out)
@@ -789,6 +799,7 @@ static int create_in(struct un_export *ex, struct un_obj *dir, const char *name,
 {
 	int udir = dir->inst[0].fd, kind, err;
 
+	ns_assert_locked(ex, dir, NULL);
 	kind = upper_kind(udir, name);
 	if (kind < 0)
 		return kind;
@@ -929,6 +940,7 @@ static int create_made(struct un_export *ex, struct un_obj *dir, const char *nam
 {
 	int udir = dir->inst[0].fd, kind, err = 0;
 
+	ns_assert_locked(ex, dir, probe ? name : NULL);
 	if (!nb->verf) {
 		err = nb_make(udir, name, nb);
 		if (!err)
@@ -952,6 +964,7 @@ static int create_merged(struct un_export *ex, struct un_obj *dir, const char *n
 	struct un_obj *c = NULL;
 	int err = lookup_opt(ex, dir, name, &c);
 
+	ns_assert_locked(ex, dir, NULL);
 	if (!err && c) {
 		err = create_existing(ex, c, how, nb, sa, out);
 	} else if (!err) {
@@ -1091,6 +1104,7 @@ static int remove_nondir(struct un_export *ex, struct un_change *ch, struct un_o
 	int udir = dir->inst[0].fd, lower, err;
 	struct un_creds saved;
 
+	ns_assert_locked(ex, dir, NULL);
 	lower = un_lower_has(ex, dir, name, len);
 	if (lower < 0)
 		return lower;
@@ -1110,10 +1124,11 @@ static int remove_nondir(struct un_export *ex, struct un_change *ch, struct un_o
  * below can show through, and the entry is in the upper.  1 when the
  * merged way must decide (NAME could not be read: the lookup gives its own
  * answer). */
-static int remove_fast(struct un_obj *dir, const char *name)
+static int remove_fast(struct un_export *ex, struct un_obj *dir, const char *name)
 {
 	int udir = dir->inst[0].fd, kind;
 
+	ns_assert_locked(ex, dir, name);
 	kind = upper_probe(udir, name);
 	switch (kind) {
 	case UP_ABSENT:
@@ -1162,7 +1177,7 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	err = 1;
 	if (upper_only(ex, dir, name)) {
 		ns_lock_name(ex, &l, dir->id, name);
-		err = remove_fast(dir, name);
+		err = remove_fast(ex, dir, name);
 		if (err == 1)
 			ns_unlock(ex, &l); /* the merged way decides, exclusive */
 	}
@@ -1202,6 +1217,7 @@ static int remove_dir(struct un_export *ex, struct un_change *ch, struct un_obj 
 	bool upper = un_obj_upper(ex, c);
 	struct un_creds saved;
 
+	ns_assert_locked(ex, dir, NULL);
 	lower = un_lower_has(ex, dir, name, len);
 	if (lower < 0)
 		return lower;
@@ -1399,6 +1415,10 @@ static int rename_upper(struct rn *r)
 	bool engine;
 	int tk, slower, err;
 
+	ns_assert_locked(r->ex, r->fdir, NULL);
+	ns_assert_locked(r->ex, r->tdir, NULL);
+	if (r->fdir->id != r->tdir->id)
+		un_assert_locked(&r->ex->rename_lock);
 	err = un_copyup(r->ex, NULL, r->fdir);
 	if (!err)
 		err = un_copyup(r->ex, NULL, r->tdir);

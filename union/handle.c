@@ -10,10 +10,16 @@
  *       16    16  MAC: BLAKE2b-128 of bytes 0..15, keyed with the state's
  *                 handle key (derived from the state dir's secret)
  *
- * So a client can neither forge a handle nor move one to another export, and
- * a handle stays valid across restarts with the same state dir.  Anything
- * that is not such a handle (length, version, reserved bits, MAC) is
- * -EBADMSG; whether the node still exists is un_resolve's question.
+ * Rules:
+ *  1. A client can neither forge a handle nor move one to another export:
+ *     the MAC covers the version, export id and node id (fh_mac), and is
+ *     compared in constant time (un_handle_decode).
+ *  2. Anything that is not such a handle (length, version, reserved bits,
+ *     MAC) is one error, -EBADMSG, and never a crash (un_handle_decode);
+ *     whether the node still exists is un_resolve's question.
+ *  3. A handle stays valid across restarts with the same state dir: its
+ *     key comes from the state dir's secret (state.c, 1) and the export id
+ *     from the export's path (layer.c, 2).
  */
 #define _GNU_SOURCE
 #include <errno.h>

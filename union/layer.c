@@ -1,14 +1,20 @@
-/* layer.c - an export: its layer stack, opened once and checked.
+/* layer.c - an export: its layer stack, opened once and checked, its id
+ * and its root node.
  *
- * layers[] holds the upper (when there is one) and then the lowers, top-most
- * first, each as an O_PATH descriptor of its root.  Every later access is
- * relative to these descriptors, so renaming or unmounting a layer's path
- * after the start changes nothing we see.
- *
- * The export id is the first 4 bytes of a BLAKE2b hash of the export path,
- * keyed with the fixed context EXPORT_ID_KEY (not the state secret): the id
- * is also the fsid clients see and lives in every handle, so it must not
- * change when the state dir is recreated, and it carries no secret.
+ * Rules:
+ *  1. layers[] holds the upper (when there is one) and then the lowers,
+ *     top-most first, each as an O_PATH descriptor of its root (layers_open).
+ *     Every later access is relative to these descriptors, so renaming or
+ *     unmounting a layer's path after the start changes nothing the engine
+ *     sees.
+ *  2. The export id is the first 4 bytes of a BLAKE2b hash of the export
+ *     path, keyed with the fixed context EXPORT_ID_KEY, never 0
+ *     (export_id_of).  It is also the fsid clients see and lives in every
+ *     handle, so it must not change when the state dir is recreated, and it
+ *     carries no secret.
+ *  3. No layer is inside another, and the work dir shares the upper's
+ *     filesystem without nesting with it (upper_check, no_nesting); an
+ *     export that breaks this is refused with one line saying why.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -81,11 +81,8 @@
  * share commits: every write transaction is a job of the writer (below),
  * which runs the jobs queued meanwhile as one batch with one commit, and
  * dir.c waits for a create's or a remove's job only after it dropped the
- * directory's lock.  (Before the writer, each change committed under that
- * lock, and 32 clients' pairs in one directory ran one commit at a time:
- * 10,200 pairs/s against 19,700 with it, on an `async` export on a
- * journaled ext4, bench/README.md.)  No
- * transaction rewrites a record it leaves unchanged, and a read
+ * directory's lock, so changes in one directory do not run one commit at a
+ * time.  No transaction rewrites a record it leaves unchanged, and a read
  * transaction decides before a write one begins.
  *
  * Invariants
@@ -1006,8 +1003,7 @@ static int node_unname(struct un_state *st, MDB_txn *txn, un_id id,
  * Jobs run in queue order, so the table sees the changes of a directory in
  * the order the directory saw them.  In a batch of more than one, each job
  * runs in a nested transaction, so that one failing undoes only its own
- * writes; a job alone runs in the batch's own, as before there was a
- * queue. */
+ * writes; a job alone runs in the batch's own transaction. */
 
 static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
 {

@@ -939,6 +939,7 @@ static int nodes_alloc(struct un_state *st, struct un_listing *l, bool fh)
 	size_t add = 0;
 	int err = 0;
 
+	un_assert_locked(&l->nlock);
 	if (!l->nodes) {
 		l->nodes = un_sys_calloc(l->count, sizeof(*l->nodes));
 		if (l->nodes)
@@ -975,6 +976,7 @@ static size_t nodes_known(const struct page_req *r, uint64_t epoch, size_t *miss
 {
 	size_t m = 0;
 
+	un_assert_locked(&r->l->nlock);
 	for (size_t k = 0; k < r->n; k++) {
 		const struct lnode *nd = r->l->nodes ? &r->l->nodes[r->from + k] : NULL;
 
@@ -1009,6 +1011,7 @@ static int nodes_assign(const struct page_req *r, const size_t *miss, size_t m,
 static void nodes_store(const struct page_req *r, uint64_t epoch, const size_t *miss,
 			size_t m, const un_id *ids, const un_id *fileids)
 {
+	un_assert_locked(&r->l->nlock);
 	for (size_t j = 0; j < m; j++) {
 		struct lnode *nd = r->l->nodes ? &r->l->nodes[r->from + miss[j]] : NULL;
 
@@ -1023,6 +1026,7 @@ static void nodes_store(const struct page_req *r, uint64_t epoch, const size_t *
  * of them when L remembers none); with L's nlock held. */
 static void nodes_handles(const struct page_req *r)
 {
+	un_assert_locked(&r->l->nlock);
 	for (size_t k = 0; k < r->n; k++) {
 		struct lfh *h = r->l->fh ? &r->l->fh[r->from + k] : NULL;
 		uint8_t fh[UN_FH_MAX];
@@ -1147,6 +1151,7 @@ static struct watch *watch_get(struct watches *ws, int wd)
 {
 	struct watch **pp = watch_slot(ws, wd), *w = *pp;
 
+	un_assert_locked(&ws->lock);
 	if (w && w->dead) { /* an old wd number the kernel gave out again */
 		*pp = w->next;
 		w->next = NULL;
@@ -1192,6 +1197,7 @@ static void watches_drain(struct watches *ws)
 	struct watch *w;
 	ssize_t n;
 
+	un_assert_locked(&ws->lock);
 	if (ws->fd < 0)
 		return; /* no watch exists, so no attribute is remembered */
 	while ((n = un_sys_read(ws->fd, ws->events, EVENTS_BUF)) > 0)
@@ -1218,6 +1224,7 @@ static void watches_drain(struct watches *ws)
  * event, and is 0 (trusted never) when one is dead.  With WS's lock held. */
 static uint64_t watches_token(const struct un_state *st, const struct un_listing *l)
 {
+	un_assert_locked(&l->ws->lock);
 	/* Changes through the union that reach no watch of L (a LINK made in
 	 * another directory raises the link count) all write the node table. */
 	uint64_t t = atomic_load(&st->node_epoch) + l->ws->lost + 1;
@@ -1255,6 +1262,7 @@ static bool fs_local(long type)
  * attribute is remembered. */
 static int watches_open(struct watches *ws)
 {
+	un_assert_locked(&ws->lock);
 	if (!ws->opened) {
 		ws->opened = true;
 		ws->events = un_sys_malloc(EVENTS_BUF);
@@ -1272,6 +1280,7 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 	long type;
 	int err, wd;
 
+	un_assert_locked(&l->nlock);
 	if (l->w || l->watch_err)
 		return;
 	pthread_mutex_lock(&ws->lock);
@@ -1366,6 +1375,7 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 	struct stat st;
 	int err;
 
+	un_assert_locked(&l->nlock);
 	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS) {
 		*out = la->a;
 		out->fileid = id;
@@ -1385,6 +1395,7 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 static bool attr_ready(struct un_export *ex, struct un_listing *l,
 		       const struct un_obj *dir)
 {
+	un_assert_locked(&l->nlock);
 	if (!l->settled)
 		return false; /* built for this call alone: not worth a watch */
 	attr_watch(ex->st, l, dir);

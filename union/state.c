@@ -5,59 +5,46 @@
  *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
  *   secret               32 random bytes, mode 0600, written once
  *
- * Durability: the environment runs with MDB_NOMETASYNC: a commit fdatasyncs
- * its pages, then writes the meta page that points at them without syncing
- * it, so the file on disk holds the last or the second-to-last commit, each
- * whole, whatever the kernel writes back and in whatever order (LMDB keeps
- * the pages of the last two commits from reuse).  A process crash loses
- * nothing; an OS crash at most the last commit.  un_state_sync flushes the
- * meta page too (mdb_env_sync), for replies that promise stable storage,
- * and a thread does so once a second, so an idle table is whole on disk.
+ * Rules:
+ *  1. The secret never leaves this file.  It is written once, 0600, and
+ *     read on every later open (secret_get); each purpose gets its own key,
+ *     derived with crypto_kdf under the context "unfsd-k1" and a fixed
+ *     subkey id (keys_derive), so the handle MAC, the cookie hash and the
+ *     verifier MAC cannot be played against one another, and all of them
+ *     survive restarts.
+ *  2. The file on disk holds the last or the second-to-last commit, each
+ *     whole: the environment runs with MDB_NOMETASYNC (env_open), so a
+ *     commit fdatasyncs its pages before the meta page that points at them,
+ *     and LMDB keeps the pages of the last two commits from reuse.  A
+ *     process crash loses nothing; an OS crash at most the last commit.
+ *  3. A flush (flush_job: mdb_env_sync, one fdatasync of data.mdb) makes
+ *     durable every commit before it began, and callers share flushes: they
+ *     are a run series (struct un_seq, sync.c's invariants), and un_state_sync
+ *     waits for the first flush that begins after it was called.  A change
+ *     of a sync export takes its ticket before it fsyncs the upper layer
+ *     (un_state_sync_ticket, then un_state_sync_wait), so a flush another
+ *     change begins meanwhile serves it.
+ *  4. An idle table is whole on disk within a second: the syncer thread
+ *     flushes once a period (syncer_main), sooner when kicked
+ *     (un_state_sync_kick).
+ *  5. TEST ONLY: un_state_test_no_sync(true) before the state is opened
+ *     (the server calls it for UNION_NFSD_TEST_NO_SYNC=1) runs the
+ *     environment with MDB_NOSYNC and makes flush_job a no-op, so that the
+ *     OS crash test (tests/integration/kvm_crash.sh) can show that it
+ *     notices lost handles.  Never in production: an OS crash then loses
+ *     every node made since the last clean shutdown.
  *
- * Group commit: a flush (mdb_env_sync: one fdatasync of data.mdb) makes
- * durable every transaction committed before it began, so callers share
- * them: the flushes are a run series (struct un_seq, sync.c's design notes
- * and invariants), and un_state_sync waits for the first flush that begins
- * after it was called, running it on its own thread when none is under way.
- * Under load, N concurrent callers cost two flushes instead of N, and a lone
- * caller still costs exactly one.  A change of a sync export takes its
- * ticket before it fsyncs the upper layer (un_state_sync_ticket, then
- * un_state_sync_wait), so a flush another change begins meanwhile serves it.
- * The syncer thread flushes through the same series once a second.  The
- * commits' own fdatasyncs are shared too: node.c's writer runs the write
- * transactions queued meanwhile as one batch, with one commit.
- *
- * Why not MDB_NOSYNC (which this file ran until 2026-12-03): a commit then
- * reaches only the page cache, and the table is whole after an OS crash
- * only if the filesystem writes the file in the order LMDB wrote it, which
- * ext4 and xfs do not promise for overwrites: a flush, or the kernel's own
- * writeback, can put a meta page on disk ahead of the pages it points at,
- * or ahead of a reused page's new contents, and a power cut then leaves a
- * corrupt table (every handle lost).  Measured on this project's VM
- * (bench/run.sh, u4 and u4a, three runs of each alternating, medians):
- * with every change durable (`sync`, the default) nothing measurable
- * (CREATE+REMOVE 7,979 -> 7,785 pairs/s, small files 6,751 -> 6,738/s,
- * LOOKUP 119,462 -> 122,039/s), as those changes wait for a flush anyway;
- * on an `async` export, where a change now waits for its commit's
- * fdatasync, CREATE+REMOVE 22,902 -> 14,258 pairs/s (64 -> 86 us of CPU a
- * pair) and small files 9,430 -> 8,213/s.  Before node.c's writer batched
- * commits, the same switch cost cold LOOKUPs 10-15x; now a batch shares it.
- * Tried earlier and left out: MDB_WRITEMAP (commits 4c6f83c..bd79187,
- * reverted) closes nothing under MDB_NOSYNC and makes every commit after a
- * flush fault on the pages the flush write-protected.
- *
- * TEST ONLY: un_state_test_no_sync(true) before the state is opened (the
- * server calls it for UNION_NFSD_TEST_NO_SYNC=1) runs the environment with
- * MDB_NOSYNC and turns both flushes into no-ops (the commits still reach
- * the page cache), so that the OS crash test
- * (tests/integration/kvm_crash.sh) can show that it notices lost handles.
- * Never set it in production: an OS crash then loses every node made since
- * the last clean shutdown.
- *
- * Keys: the secret never leaves this file.  Each purpose gets its own key,
- * derived with crypto_kdf under the context "unfsd-k1" and a fixed subkey id,
- * so the handle MAC, the cookie hash and the verifier MAC cannot be played
- * against one another, and they all survive restarts.
+ * Why not MDB_NOSYNC: a commit then reaches only the page cache, and the
+ * table is whole after an OS crash only if the filesystem writes the file in
+ * the order LMDB wrote it, which ext4 and xfs do not promise for overwrites:
+ * a flush, or the kernel's own writeback, can put a meta page on disk ahead
+ * of the pages it points at, or ahead of a reused page's new contents, and a
+ * power cut then leaves a corrupt table (every handle lost).  A `sync`
+ * export's changes wait for a flush anyway; an `async` one's wait for their
+ * commit's fdatasync, which node.c's writer shares among the jobs of a
+ * batch (bench/README.md has the cost).  MDB_WRITEMAP is not used: it closes
+ * nothing under MDB_NOSYNC, and every commit after a flush would fault on
+ * the pages the flush write-protected.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -217,7 +204,7 @@ static int env_open(struct un_state *st, const char *dir)
 	    (rc = mdb_env_set_maxreaders(st->env, MAX_READERS)))
 		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
-	 * any worker may run any request.  MDB_NOMETASYNC: design notes. */
+	 * any worker may run any request.  MDB_NOMETASYNC: rule 2. */
 	rc = mdb_env_open(
 	    st->env, dir,
 	    (un_sys_test_no_sync_on() ? MDB_NOSYNC : MDB_NOMETASYNC) | MDB_NOTLS, 0600);
@@ -274,8 +261,7 @@ void un_state_failed(struct un_state *st, int err, const char *what)
 	fn(err, what, st->dir);
 }
 
-/* Returns once a flush that began after the call has ended (design notes,
- * group commit). */
+/* Returns once a flush that began after the call has ended (rule 3). */
 static int flush_after_now(struct un_state *st)
 {
 	return un_seq_wait(&st->flushes, un_seq_ticket(&st->flushes), flush_job, st);

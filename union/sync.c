@@ -126,6 +126,7 @@ static int seq_run(struct un_seq *s, int (*run)(void *), void *arg)
 	uint64_t n = atomic_load(&s->started) + 1;
 	int err;
 
+	un_assert_locked(&s->lock);
 	atomic_store(&s->started, n);
 	atomic_store(&s->running, true);
 	pthread_mutex_unlock(&s->lock);

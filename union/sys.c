@@ -46,8 +46,7 @@ static struct inject injects[UN_SYS_NOPS];
 
 /* Set by the first un_sys_inject or un_sys_inject_reset (tests only): until
  * then the seam neither counts nor checks, so a server's system calls do not
- * all bounce the same counters' cache lines between CPUs (3% of a GETATTR's
- * profile). */
+ * all bounce the same counters' cache lines between CPUs. */
 static atomic_bool seam_used;
 
 /* openat2 is tried first; once it is refused as unknown we stop asking. */

@@ -8,11 +8,15 @@
  * the one merge rule; object.c holds objects and reads them; lookup.c
  * resolves names and ids to objects, through the opaque memo (opaque.c) and
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
- * caches and serves merged listings; handle.c encodes and checks file
- * handles.  The write side: copyup.c copies objects into the
- * upper layer and owns the work dir; dir.c changes names (create, remove,
- * rename, link) and writes white-outs and opaque markers; write.c changes
- * attributes and data.
+ * caches and serves merged listings; read.c reads file data, copied or
+ * spliced; handle.c encodes and checks file handles.  The write side:
+ * copyup.c copies objects into the upper layer and owns the work dir; dir.c
+ * changes names (create, remove, rename, link) and writes white-outs and
+ * opaque markers; write.c changes attributes and data; sync.c makes changes
+ * durable before their replies, sharing fsyncs and flushes between them.
+ *
+ * A function whose comment says a lock must be held asserts it on entry
+ * (un_assert_locked, un_assert_rwlocked), in builds without NDEBUG.
  *
  * Every function here returns 0 (or a count) on success and a negative errno
  * on failure, like union.h, unless its comment says otherwise.
@@ -20,6 +24,8 @@
 #ifndef UN_PRIVATE_H
 #define UN_PRIVATE_H
 
+#include <assert.h>
+#include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -395,6 +401,33 @@ struct un_layer {
 };
 
 #define UN_LOCK_STRIPES 64 /* per-export lock stripes, keyed by node id */
+
+/* Asserts that a lock a function requires is held, by some thread: the
+ * trylock finds it busy.  Cheap enough for the functions whose contract says
+ * "with X held"; compiled out under NDEBUG (RelWithDebInfo, Release). */
+#ifdef NDEBUG
+#define un_assert_locked(m)   ((void)sizeof(m))
+#define un_assert_rwlocked(l) ((void)sizeof(l))
+#else
+static inline void un_assert_locked(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_trylock(m);
+
+	if (r == 0)
+		pthread_mutex_unlock(m);
+	assert(r == EBUSY);
+}
+
+/* Held for reading or for writing. */
+static inline void un_assert_rwlocked(pthread_rwlock_t *l)
+{
+	int r = pthread_rwlock_trywrlock(l);
+
+	if (r == 0)
+		pthread_rwlock_unlock(l);
+	assert(r == EBUSY);
+}
+#endif
 
 /* The lock stripe of node ID (a multiplicative hash: ids are sequential). */
 static inline size_t un_stripe(un_id id)

@@ -13,11 +13,17 @@
  *   private     in a lower layer, every name starting with ".wh." belongs to
  *               the layer format and is never shown.
  *
- * Both namespaces are accepted whatever we run as, so layers written by a
- * privileged and by an unprivileged overlayfs both read right.  Unlike the
- * kernel, which looks for xattr white-outs in readdir only inside directories
- * marked "x", we honour them everywhere, so that readdir and lookup always
- * agree.
+ * Rules:
+ *  1. One rule merges a name across layers, for lookups (lookup.c) and
+ *     listings (readdir.c) alike (un_merge_step): a white-out or a
+ *     non-directory ends the walk, directories merge down to the first
+ *     opaque one.  So a listing shows exactly the names a lookup finds.
+ *  2. Both xattr namespaces are accepted whatever the server runs as
+ *     (overlay_xattr), so layers written by a privileged and by an
+ *     unprivileged overlayfs both read right.
+ *  3. Xattr white-outs count everywhere (un_whiteout_classify), not only in
+ *     directories marked "x" as the kernel's readdir has it, so that readdir
+ *     and lookup always agree.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,22 +1,31 @@
-/* write.c - changing attributes and data: SETATTR, WRITE, COMMIT.
+/* write.c - changing attributes and data: SETATTR, WRITE, COMMIT, and the
+ * copy-up an open for writing makes.
  *
- * Each change copies its object up first (un_copyup: once, whatever the
- * number of concurrent writers), then acts on the upper instance with the
- * caller's identity, so the kernel checks the caller's permissions as it
- * would on an overlayfs mount (the copy-up itself changes nothing the
- * caller can see).  The O_PATH descriptor of the object pins the inode the
- * lookup found; data calls reopen it through /proc with the mode they need.
- * An open for writing copies up as well (un_open_write), as overlayfs does
- * at open(2): the NFS form of it is an UNCHECKED CREATE of an existing file.
+ * Rules:
+ *  1. A change of a lower object is judged on its merged attributes first
+ *     (may_modify), as overlayfs judges its own inode, so a refused change
+ *     copies nothing up; then the object is copied up (un_copyup: once,
+ *     whatever the number of concurrent writers) and the change runs on the
+ *     upper instance with the caller's identity, so the kernel has the last
+ *     word (setattr_upper, un_write).
+ *  2. Data calls reopen the object's O_PATH descriptor through /proc with
+ *     the mode they need (un_sys_reopen), so they act on the inode the
+ *     lookup found, never on whatever holds its name now.
+ *  3. An open for writing copies up as well, as overlayfs does at open(2)
+ *     (un_open_write): the NFS form of it is an UNCHECKED CREATE of an
+ *     existing file.
+ *  4. A stable WRITE returns only once its data and the node table are
+ *     durable (write_sync: fdatasync for UN_DATA_SYNC, fsync for
+ *     UN_FILE_SYNC, then un_state_sync), so the handle the client writes
+ *     through survives a crash with the data; COMMIT is a late FILE_SYNC
+ *     (un_commit), also under `async`.
+ *  5. SETATTR, like every change of names (dir.c), is durable before it
+ *     returns (un_setattr, un_sync_change) unless its caller's context is
+ *     `async` (union.h, struct un_ctx).
  *
- * Durability: UN_DATA_SYNC is fdatasync, UN_FILE_SYNC fsync, and both sync
- * the node table (so the handle the client holds survives a crash with the
- * data); COMMIT is the same as a late FILE_SYNC.  The rename that made a copied-up
- * file visible is not synced separately: the filesystems we serve from
- * (ext4, xfs, btrfs) commit it with the journal transaction the fsync of the
- * file forces.  SETATTR, like every change of names (dir.c), is durable
- * before it returns (un_sync_change) unless its caller's context is
- * `async` (union.h, struct un_ctx); stable WRITEs and COMMIT always are.
+ * The rename that made a copied-up file visible is not synced separately:
+ * the filesystems served from (ext4, xfs, btrfs) commit it with the journal
+ * transaction the fsync of the file forces.
  */
 #define _GNU_SOURCE
 #include <errno.h>
