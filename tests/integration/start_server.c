@@ -1,6 +1,7 @@
 /* start_server.c - run union-nfsd for a test (see start_server.h). */
 #define _GNU_SOURCE
 #include "start_server.h"
+#include "it_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,12 +17,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* True unless ARGS say who the clients are (see start_server.h). */
 static bool wants_test_clients(const char *const *args)
@@ -138,7 +133,7 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 			s->pid = -1;
 			goto out;
 		}
-		sleep_ms(50);
+		it_sleep_ms(50);
 	}
 	fprintf(stderr,
 		"start_server: no 'listening nfs=P mount=M' line from %s in %d s\n", bin,
@@ -158,7 +153,7 @@ int test_server_stop(struct test_server *s)
 	for (int i = 0; i < STOP_WAIT_S * 20; i++) {
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
 			goto out;
-		sleep_ms(50);
+		it_sleep_ms(50);
 	}
 	fprintf(stderr, "start_server: pid %d ignored SIGTERM for %d s: SIGKILL\n",
 		s->pid, STOP_WAIT_S);

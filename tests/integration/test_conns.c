@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 
+#include "it_util.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
@@ -56,21 +57,6 @@ static int *held; /* the test's idle sockets, closed by teardown */
 static size_t nheld;
 
 /* ---- helpers ---- */
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* A TCP connection from SRC to the server's NFS port; -1 if connect fails. */
 static int connect_from(const char *src)
@@ -118,11 +104,11 @@ static size_t count_closed(size_t from, size_t to)
  * it is still working through the listen backlog when the clients are done. */
 static size_t wait_closed(size_t from, size_t to, size_t want, double seconds)
 {
-	double end = now_s() + seconds;
+	double end = it_now_s() + seconds;
 	size_t n;
 
-	while ((n = count_closed(from, to)) < want && now_s() < end)
-		sleep_ms(100);
+	while ((n = count_closed(from, to)) < want && it_now_s() < end)
+		it_sleep_ms(100);
 	return n;
 }
 
@@ -265,15 +251,15 @@ static void cap_and_idle(void **state)
 			hold(fd);
 	}
 	open_before = nheld - count_closed(0, nheld);
-	t0 = now_s();
-	while (count_closed(0, nheld) < nheld && now_s() - t0 < IDLE_S + 3) {
+	t0 = it_now_s();
+	while (count_closed(0, nheld) < nheld && it_now_s() - t0 < IDLE_S + 3) {
 		assert_true(served(busy));
-		sleep_ms(1000);
+		it_sleep_ms(1000);
 	}
 	closed = count_closed(0, nheld);
 	printf("idle: %zu open idle connections, all but %zu closed after %.1f s "
 	       "(timeout %d s)\n",
-	       open_before, nheld - closed, now_s() - t0, IDLE_S);
+	       open_before, nheld - closed, it_now_s() - t0, IDLE_S);
 	assert_int_equal(closed, nheld);
 	assert_false(closed_by_server(busy));
 	assert_true(served(busy));
@@ -289,7 +275,7 @@ static void per_address(void **state)
 
 		assert_true(fd >= 0);
 		hold(fd);
-		sleep_ms(20);
+		it_sleep_ms(20);
 	}
 	/* the first 6 make room for the last 4, oldest first */
 	assert_int_equal(wait_closed(0, 6, 6, 30), 6);
