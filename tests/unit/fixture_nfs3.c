@@ -65,20 +65,12 @@ int nfs3_fx_open(const char *prefix, bool writable, void (*make_layers)(void))
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int group_teardown(void **state)
 {
 	(void)state;
 	srv_close(&srv);
 	if (tmp_root[0])
-		nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		t_rm_rf(tmp_root);
 	return 0;
 }
 

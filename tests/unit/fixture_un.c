@@ -76,19 +76,6 @@ void t_rm(struct fx *fx, const char *rel)
 		fail_msg("remove %s: %s", rel, strerror(errno));
 }
 
-static int t_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
-void t_rm_rf(const char *dir)
-{
-	nftw(dir, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* Open descriptors of this process (to find leaks). */
 int t_nfds(void)
 {

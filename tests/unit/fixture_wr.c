@@ -35,6 +35,14 @@ void w_export(struct fx *fx)
 	t_export(fx, "l1:l2", "u", "w");
 }
 
+void w_reset_upper(struct fx *fx)
+{
+	t_export_close(fx);
+	t_rm_rf(t_path(fx, "u"));
+	t_mkdir(fx, "u");
+	t_export(fx, "l1:l2", "u", "w");
+}
+
 bool w_exists(struct fx *fx, const char *rel)
 {
 	struct stat st;
@@ -198,10 +206,14 @@ void w_dump_engine(struct fx *fx, struct w_dump *d)
 	w_dump_sort(d);
 }
 
-/* A real directory tree (an overlay mount) below ABS, named PATH. */
-static void w_dump_real_dir(const char *abs, const char *path, struct w_dump *d)
+/* Calls VISIT for every object below the real directory ABS, named PATH
+ * (its path below the walk's top, from "/"), parents before children. */
+static void w_walk(const char *abs, const char *path,
+		   void (*visit)(const char *abs, const char *path, const struct stat *st,
+				 void *arg),
+		   void *arg)
 {
-	char cabs[PATH_MAX], child[PATH_MAX], extra[PATH_MAX + 8];
+	char cabs[PATH_MAX], child[PATH_MAX];
 	DIR *dir = opendir(abs);
 	struct dirent *e;
 	struct stat st;
@@ -213,84 +225,82 @@ static void w_dump_real_dir(const char *abs, const char *path, struct w_dump *d)
 		snprintf(cabs, sizeof(cabs), "%s/%s", abs, e->d_name);
 		snprintf(child, sizeof(child), "%s/%s", path, e->d_name);
 		assert_int_equal(lstat(cabs, &st), 0);
-		extra[0] = '\0';
-		if (S_ISREG(st.st_mode)) {
-			int fd = open(cabs, O_RDONLY);
-
-			assert_true(fd >= 0);
-			w_file_hash(fd, extra, sizeof(extra));
-			close(fd);
-		} else if (S_ISLNK(st.st_mode)) {
-			ssize_t n = readlink(cabs, extra + 2, PATH_MAX);
-
-			assert_true(n >= 0);
-			extra[0] = '-', extra[1] = '>';
-			extra[n + 2] = '\0';
-		} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-			snprintf(extra, sizeof(extra), "rdev=%u:%u", major(st.st_rdev),
-				 minor(st.st_rdev));
-		}
-		w_dump_obj(d, child, st.st_mode, st.st_uid, st.st_gid,
-			   (uint64_t)st.st_size, (unsigned)st.st_nlink, extra);
+		visit(cabs, child, &st, arg);
 		if (S_ISDIR(st.st_mode))
-			w_dump_real_dir(cabs, child, d);
+			w_walk(cabs, child, visit, arg);
 	}
 	closedir(dir);
+}
+
+/* One object of a real directory tree (an overlay mount); ARG is the dump. */
+static void w_dump_real_obj(const char *abs, const char *path, const struct stat *st,
+			    void *arg)
+{
+	char extra[PATH_MAX + 8] = "";
+
+	if (S_ISREG(st->st_mode)) {
+		int fd = open(abs, O_RDONLY);
+
+		assert_true(fd >= 0);
+		w_file_hash(fd, extra, sizeof(extra));
+		close(fd);
+	} else if (S_ISLNK(st->st_mode)) {
+		ssize_t n = readlink(abs, extra + 2, PATH_MAX);
+
+		assert_true(n >= 0);
+		extra[0] = '-', extra[1] = '>';
+		extra[n + 2] = '\0';
+	} else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+		snprintf(extra, sizeof(extra), "rdev=%u:%u", major(st->st_rdev),
+			 minor(st->st_rdev));
+	}
+	w_dump_obj(arg, path, st->st_mode, st->st_uid, st->st_gid, (uint64_t)st->st_size,
+		   (unsigned)st->st_nlink, extra);
 }
 
 void w_dump_real(const char *abs, struct w_dump *d)
 {
-	w_dump_real_dir(abs, "", d);
+	w_walk(abs, "", w_dump_real_obj, d);
 	w_dump_sort(d);
 }
 
 /* An upper layer as stored: white-outs and opaque markers besides what
- * w_dump_obj shows.  An opaque marker is shown only where a lower layer (of
- * LOWERS, NULL-terminated) has a directory at the same path: elsewhere it
- * changes nothing, and kernel overlayfs leaves some behind (it marks a
- * directory it is about to move into a merged parent, and keeps the mark
- * when the rename then fails). */
-static void w_dump_upper_dir(const char *abs, const char *path, const char *const *lowers,
-			     struct w_dump *d)
+ * w_dump_obj shows, for one object.  An opaque marker is shown only where a lower layer
+ * (of LOWERS, NULL-terminated) has a directory at the same path: elsewhere it changes
+ * nothing, and kernel overlayfs leaves some behind (it marks a directory it is about to
+ * move into a merged parent, and keeps the mark when the rename then fails). */
+struct w_upper_walk {
+	const char *const *lowers;
+	struct w_dump *d;
+};
+
+static void w_dump_upper_obj(const char *abs, const char *path, const struct stat *st,
+			     void *arg)
 {
-	char cabs[PATH_MAX], child[PATH_MAX], low[PATH_MAX], op[8];
-	DIR *dir = opendir(abs);
-	struct dirent *e;
-	struct stat st, ls;
-	bool below;
+	const struct w_upper_walk *w = arg;
+	char low[PATH_MAX], op[8];
+	struct stat ls;
+	bool below = false;
 	ssize_t n;
 
-	assert_non_null(dir);
-	while ((e = readdir(dir))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(cabs, sizeof(cabs), "%s/%s", abs, e->d_name);
-		snprintf(child, sizeof(child), "%s/%s", path, e->d_name);
-		assert_int_equal(lstat(cabs, &st), 0);
-		below = false;
-		for (size_t i = 0; lowers[i]; i++) {
-			snprintf(low, sizeof(low), "%s%s", lowers[i], child);
-			below = below || (lstat(low, &ls) == 0 && S_ISDIR(ls.st_mode));
-		}
-		n = lgetxattr(cabs, "trusted.overlay.opaque", op, sizeof(op) - 1);
-		op[n > 0 && below ? n : 0] = '\0';
-		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
-			w_dump_add(d, "%s whiteout", child);
-		else if (S_ISDIR(st.st_mode))
-			w_dump_add(d, "%s d %04o opaque=%s", child, st.st_mode & 07777,
-				   op);
-		else
-			w_dump_add(d, "%s %o %04o size=%llu", child, st.st_mode >> 12,
-				   st.st_mode & 07777, (unsigned long long)st.st_size);
-		if (S_ISDIR(st.st_mode))
-			w_dump_upper_dir(cabs, child, lowers, d);
+	for (size_t i = 0; w->lowers[i]; i++) {
+		snprintf(low, sizeof(low), "%s%s", w->lowers[i], path);
+		below = below || (lstat(low, &ls) == 0 && S_ISDIR(ls.st_mode));
 	}
-	closedir(dir);
+	n = lgetxattr(abs, "trusted.overlay.opaque", op, sizeof(op) - 1);
+	op[n > 0 && below ? n : 0] = '\0';
+	if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
+		w_dump_add(w->d, "%s whiteout", path);
+	else if (S_ISDIR(st->st_mode))
+		w_dump_add(w->d, "%s d %04o opaque=%s", path, st->st_mode & 07777, op);
+	else
+		w_dump_add(w->d, "%s %o %04o size=%llu", path, st->st_mode >> 12,
+			   st->st_mode & 07777, (unsigned long long)st->st_size);
 }
 
 void w_dump_upper(const char *abs, const char *const *lowers, struct w_dump *d)
 {
-	w_dump_upper_dir(abs, "", lowers, d);
+	w_walk(abs, "", w_dump_upper_obj, &(struct w_upper_walk){lowers, d});
 	w_dump_sort(d);
 }
 

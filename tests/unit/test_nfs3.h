@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "srv.h"
+#include "test_fs.h"
 
 /* The temp dir and the layer dirs in it; upper and work exist only if
  * the fixture is writable. */
@@ -49,6 +50,8 @@ int group_teardown(void **state);
 /* A fresh request arena per test. */
 int test_setup(void **state);
 int test_teardown(void **state);
+/* A cmocka test run between test_setup and test_teardown. */
+#define NFS3_TEST(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 
 /* A request of the AUTH_SYS caller UID:GID over TCP, with the test's arena. */
 struct srv_req req_as(uid_t uid, gid_t gid);

@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "test_fs.h"
 #include "un_private.h"
 
 /* The context of a `sync` caller, and of an `async` one (union.h, struct
@@ -57,8 +58,6 @@ void t_chr0(struct fx *fx, const char *rel);
 void t_xattr(struct fx *fx, const char *rel, const char *name, const char *val);
 void t_symlink(struct fx *fx, const char *target, const char *rel);
 void t_rm(struct fx *fx, const char *rel);
-/* rm -rf of the absolute DIR (errors ignored). */
-void t_rm_rf(const char *dir);
 /* Open descriptors of this process (to find leaks). */
 int t_nfds(void);
 
@@ -66,6 +65,8 @@ int t_nfds(void);
  * switches reset; teardown closes the export and removes the base dir. */
 int t_setup(void **state);
 int t_teardown(void **state);
+/* A cmocka test run between t_setup and t_teardown. */
+#define T_TEST(f) cmocka_unit_test_setup_teardown(f, t_setup, t_teardown)
 
 /* Opens the export "/" over LOWERS (a ':'-separated list, top-most first, of
  * paths relative to the base) and UPPER/WORK (NULL: read-only), closing the

@@ -20,9 +20,14 @@
  * detaches the oracle's mounts a failed test left. */
 int w_setup(void **state);
 int w_teardown(void **state);
+/* A cmocka test run between w_setup and w_teardown. */
+#define W_TEST(f) cmocka_unit_test_setup_teardown(f, w_setup, w_teardown)
 
 /* The usual writable export: lowers l1 (top) and l2, upper u, work w. */
 void w_export(struct fx *fx);
+/* Closes the export and opens w_export's layers again over an empty upper:
+ * a fresh start on the same lowers, as a fault sweep wants. */
+void w_reset_upper(struct fx *fx);
 bool w_exists(struct fx *fx, const char *rel);
 /* Entries of the dir REL (without . and ..). */
 int w_count(struct fx *fx, const char *rel);
