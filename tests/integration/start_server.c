@@ -234,3 +234,24 @@ void test_tmp_remove(const char *dir, const char *prefix)
 	if (test_tree_remove(dir) != 0)
 		fprintf(stderr, "could not remove %s: %s\n", dir, strerror(errno));
 }
+
+void test_union_init(struct test_union *u, const char *tmp, const char *lowers)
+{
+	char list[PATH_MAX], *save = NULL;
+	const char *sep = "";
+	size_t len = (size_t)snprintf(u->lower, sizeof(u->lower), "--lowerdir=");
+
+	snprintf(list, sizeof(list), "%s", lowers);
+	for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+		len += (size_t)snprintf(u->lower + len, sizeof(u->lower) - len, "%s%s/%s",
+					sep, tmp, t);
+		sep = ":";
+	}
+	snprintf(u->upper, sizeof(u->upper), "--upperdir=%s/upper", tmp);
+	snprintf(u->work, sizeof(u->work), "--workdir=%s/work", tmp);
+	snprintf(u->state, sizeof(u->state), "%s/state", tmp);
+	u->args[0] = u->lower;
+	u->args[1] = u->upper;
+	u->args[2] = u->work;
+	u->args[3] = NULL;
+}
