@@ -8,8 +8,8 @@
 # WRITE still work, per-client upper layers (two clients, one path, a restart), SIGHUP
 # with a changed, a bad and a missing-layer file while a client READs in a
 # loop, and config errors naming FILE:LINE.  Runs as root.  ~5 s.
-add_executable(test_access test_access.c start_server.c)
-target_link_libraries(test_access PRIVATE xdr PkgConfig::TIRPC PkgConfig::CMOCKA
+add_executable(test_access test_access.c)
+target_link_libraries(test_access PRIVATE it_server xdr PkgConfig::TIRPC PkgConfig::CMOCKA
                       Threads::Threads)
 target_compile_options(test_access PRIVATE ${IT_WARN})
 add_test(NAME integration/access

@@ -99,6 +99,8 @@
 
 #include <nfsc/libnfs.h>
 
+#include "it_util.h"
+
 #define MAX_PATH	 512
 #define MAX_DEPTH	 3 /* generated dirs; ops create one level deeper */
 #define MAX_TREE	 4000
@@ -170,27 +172,6 @@ static int path_depth(const char *p)
 	for (; *p; p++)
 		d += *p == '/';
 	return d;
-}
-
-static char type_char(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return 'f';
-	case S_IFDIR:
-		return 'd';
-	case S_IFLNK:
-		return 'l';
-	case S_IFCHR:
-		return 'c';
-	case S_IFBLK:
-		return 'b';
-	case S_IFIFO:
-		return 'p';
-	case S_IFSOCK:
-		return 's';
-	}
-	return '?';
 }
 
 /* "0" or "-ENOENT" or "17 bytes" */
@@ -1198,7 +1179,7 @@ static void fmt_attr(char *out, size_t n, int rc, const struct fattr *a)
 		snprintf(out, n, "d %04o %u:%u", a->mode & 07777, a->uid, a->gid);
 	else
 		snprintf(out, n, "%c %04o %u:%u size=%" PRIu64 " nlink=%" PRIu64,
-			 type_char(a->mode), a->mode & 07777, a->uid, a->gid, a->size,
+			 it_type_char(a->mode), a->mode & 07777, a->uid, a->gid, a->size,
 			 a->nlink);
 }
 
@@ -1392,7 +1373,7 @@ static void upper_describe(const char *lp, const struct stat *st, char *out, siz
 		snprintf(out, n, "white-out %04o %u:%u", st->st_mode & 07777, st->st_uid,
 			 st->st_gid);
 	} else {
-		snprintf(out, n, "%c", type_char(st->st_mode));
+		snprintf(out, n, "%c", it_type_char(st->st_mode));
 	}
 }
 

@@ -13,40 +13,28 @@
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_client.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 it_private_mounts "$@"
 
 vm_require_host "overlay mount"
-BUSYBOX=/bin/busybox # busybox-static: the binary prepare.sh puts in the guest
-[ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
+vm_need_busybox
 
-it_init kvm
-it_watchdog 1140 # ctest TIMEOUT is 1200
-vm_prepare
-T=$IT_TMP
+vm_test_init kvm 1140 # ctest TIMEOUT is 1200
 t0=$SECONDS
 bash "$HERE/mklayers.sh" "$T/layers"
 K=$T/layers/kern O=$T/layers/orig
-mkdir "$T/mnt"
-mount -t overlay overlay -o "ro,lowerdir=$K/l1:$K/l2:$K/l3" "$T/mnt"
-it_on_exit "unmount_path '$T/mnt'"
+it_overlay_ro "$T/mnt" "$K/l1:$K/l2:$K/l3"
 
 # the expected listing: tree_busybox.sh on the overlay mount, busybox applets only
-mkdir "$T/bb"
-for a in find stat sort sha256sum sed wc sh; do ln -s "$BUSYBOX" "$T/bb/$a"; done
-(cd "$T/mnt" && env -i PATH="$T/bb" "$BUSYBOX" sh "$HERE/tree_busybox.sh") >"$T/expected"
+vm_busybox_run "$T/mnt" "$HERE/tree_busybox.sh" find stat sort sha256sum sed wc sh >"$T/expected"
 echo "layers ready and listed on the overlay mount in $((SECONDS - t0)) s" \
 	"($(tail -1 "$T/expected"))"
 
 # union-nfsd in the harness's network namespace, one server per run; its state
 # dir in the harness's work dir
-SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$O/l1:$O/l2:$O/l3'"
-SERVER_CMD+=" --nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT"
-SERVER_CMD+=" --bind=\$VM_SERVER_IP --state-dir=\$VM_WORK/state --foreground"
-SERVER_CMD+=" --no-rpcbind"
-# the guest is no loopback client: it must be named (its root reads as root)
-SERVER_CMD+=" --clients=\"$(vm_guest_ip 1)(ro,no_root_squash)\""
+# (the guest is no loopback client: it must be named; its root reads as root)
+SERVER_CMD=$(vm_server_cmd "$UNION_NFSD" --lowerdir="$O/l1:$O/l2:$O/l3" \
+	--clients="$(vm_guest_ip 1)(ro,no_root_squash)")
 
 # Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y: their NFS
 # client refuses proto=udp (EINVAL).  Its MOUNT client still speaks UDP, so with
@@ -66,10 +54,9 @@ for proto in ${KVM_PROTOS:-tcp udp}; do
 	[ "$proto" = udp ] && opts=(--opts "$UDP_OPTS")
 	t1=$SECONDS
 	run_rc=0
-	vm_server_start "$SERVER_CMD" && vm_guest_start 1 "$HERE/tree_busybox.sh" --timeout 400 \
-		"${opts[@]}" && vm_guest_wait 1 2>"$T/guest-$proto.err" || run_rc=$?
+	vm_run_guest "$SERVER_CMD" "$T/guest-$proto" "$T/guest-$proto.err" \
+		"$HERE/tree_busybox.sh" --timeout 400 "${opts[@]}" || run_rc=$?
 	vm_server_stop
-	cp "$VM_WORK/g1.out" "$T/guest-$proto" 2>/dev/null || : >"$T/guest-$proto"
 	cp "$VM_WORK/server.log" "$T/server-$proto.log"
 	echo "$proto: guest run took $((SECONDS - t1)) s, exit $run_rc," \
 		"$(grep -c . "$T/guest-$proto" || true) lines"

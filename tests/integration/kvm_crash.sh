@@ -52,7 +52,6 @@ set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT}")
 CLIENT=$(realpath "${2:?usage: kvm_crash.sh UNION_NFSD CRASH_CLIENT}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root (the kernel cache, files owned by root on the disk)"
@@ -67,11 +66,7 @@ fi
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] || skip "$BUSYBOX missing (busybox-static)"
 
-it_init kvmcrash
-it_watchdog 540 # ctest TIMEOUT is 600
-vm_prepare
-T=$IT_TMP
-[ "${KVMC_KEEP:-0}" = 1 ] && IT_EXIT_CMDS[0]="echo 'kept $T'"
+vm_test_init kvmcrash 540 "${KVMC_KEEP:-0}" # ctest TIMEOUT is 600
 t0=$SECONDS
 
 # ---- the disk: two lower layers merged down to a deep directory, an upper, a

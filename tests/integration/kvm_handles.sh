@@ -31,18 +31,11 @@ set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_handles.sh UNION_NFSD NFS_POKE}")
 NFS_POKE=$(realpath "${2:?usage: kvm_handles.sh UNION_NFSD NFS_POKE}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 
 vm_require_host
 
-it_init kvmh
-it_watchdog 540 # ctest TIMEOUT is 600
-vm_prepare
-T=$IT_TMP
-if [ "${KVMH_KEEP:-0}" = 1 ]; then
-	IT_EXIT_CMDS[0]="echo 'kept $T'" # instead of its removal
-fi
+vm_test_init kvmh 540 "${KVMH_KEEP:-0}" # ctest TIMEOUT is 600
 t0=$SECONDS
 
 # ---- the layers ----------------------------------------------------------------------

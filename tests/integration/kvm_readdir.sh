@@ -13,17 +13,12 @@
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_readdir.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 it_private_mounts "$@"
 
 vm_require_host "overlay mount"
-BUSYBOX=/bin/busybox
-[ -x "$BUSYBOX" ] || { echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
-it_init kvmrd
-it_watchdog 540 # ctest TIMEOUT is 600
-vm_prepare
-T=$IT_TMP
+vm_need_busybox
+vm_test_init kvmrd 540 # ctest TIMEOUT is 600
 gcc -static -O2 -o "$T/readdir_walk" "$HERE/readdir_walk.c" ||
 	skip "gcc -static failed (no static libc?)"
 
@@ -56,28 +51,20 @@ for l in ("l1", "l2", "l3"):
     mk(l, "d%02d", 0, 10, "d")
 PY
 L=$T/layers
-mkdir "$T/mnt"
-mount -t overlay overlay -o "ro,lowerdir=$L/l1:$L/l2:$L/l3" "$T/mnt"
-it_on_exit "unmount_path '$T/mnt'"
-mkdir "$T/bb"
-for a in ls find wc sh; do ln -s "$BUSYBOX" "$T/bb/$a"; done
-(cd "$T/mnt" && env -i PATH="$T/bb" "$BUSYBOX" sh "$HERE/guest_readdir.sh") >"$T/expected"
+it_overlay_ro "$T/mnt" "$L/l1:$L/l2:$L/l3"
+vm_busybox_run "$T/mnt" "$HERE/guest_readdir.sh" ls find wc sh >"$T/expected"
 echo "overlay mount: $(tr '\n' ' ' <"$T/expected")"
 (cd "$T/mnt" && "$T/readdir_walk" big) | sed 's/^/overlay walk: /'
 sleep 1 # settled layer dirs: the listing is cached from the first READDIR
 
-SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$L/l1:$L/l2:$L/l3'"
-SERVER_CMD+=" --nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT"
-SERVER_CMD+=" --bind=\$VM_SERVER_IP --state-dir=\$VM_WORK/state --foreground"
-SERVER_CMD+=" --no-rpcbind"
-# the guest is no loopback client: it must be named (its root reads as root)
-SERVER_CMD+=" --clients=\"$(vm_guest_ip 1)(ro,no_root_squash)\""
+# (the guest is no loopback client: it must be named; its root reads as root)
+SERVER_CMD=$(vm_server_cmd "$UNION_NFSD" --lowerdir="$L/l1:$L/l2:$L/l3" \
+	--clients="$(vm_guest_ip 1)(ro,no_root_squash)")
 run_rc=0
 t1=$SECONDS
 vm_net_up
-vm_server_start "$SERVER_CMD" && vm_guest_start 1 "$HERE/guest_readdir.sh" \
-	--file "$T/readdir_walk" --timeout 400 && vm_guest_wait 1 2>"$T/guest.err" || run_rc=$?
-cp "$VM_WORK/g1.out" "$T/guest" 2>/dev/null || : >"$T/guest"
+vm_run_guest "$SERVER_CMD" "$T/guest" "$T/guest.err" "$HERE/guest_readdir.sh" \
+	--file "$T/readdir_walk" --timeout 400 || run_rc=$?
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc: $(tr '\n' ' ' <"$T/guest")"
 rc=0
 if [ "$run_rc" != 0 ]; then

@@ -15,26 +15,20 @@
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_two_clients.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 
 vm_require_host
 
-it_init kvm2
-it_watchdog 540 # ctest TIMEOUT is 600
-vm_prepare
-T=$IT_TMP
+vm_test_init kvm2 540 # ctest TIMEOUT is 600
 t0=$SECONDS
 cc -static -O2 -o "$T/rawfh" "$VM_DIR/rawfh.c" || skip "cc -static failed (no static libc?)"
 mkdir -p "$T/lower" "$T/clients"
 chmod 755 "$T"
 echo lower >"$T/lower/lower.txt"
 
-SERVER_CMD="exec '$UNION_NFSD' --lowerdir='$T/lower'"
-SERVER_CMD+=" --upperdir='$T/clients/%a/upper' --workdir='$T/clients/%a/work'"
-SERVER_CMD+=" --nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT"
-SERVER_CMD+=" --bind=\$VM_SERVER_IP --state-dir=\$VM_WORK/state --foreground"
-SERVER_CMD+=" --no-rpcbind --clients=\"\$VM_NETWORK(rw,no_root_squash)\""
+SERVER_CMD=$(vm_server_cmd "$UNION_NFSD" --lowerdir="$T/lower" \
+	--upperdir="$T/clients/%a/upper" --workdir="$T/clients/%a/work" \
+	--clients="$VM_NETWORK(rw,no_root_squash)")
 vm_net_up
 vm_server_start "$SERVER_CMD"
 

@@ -29,7 +29,6 @@
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_write.sh UNION_NFSD}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
 . "$HERE/../vm/lib.sh"
 it_private_mounts "$@"
 
@@ -42,13 +41,7 @@ vm_require_host "overlay mount" "chroot"
 command -v cc >/dev/null || { echo "FAIL: no host C compiler (cc) for guest_prog.c"; exit 1; }
 command -v setfattr >/dev/null || { echo "FAIL: setfattr missing (apt-get install attr)"; exit 1; }
 
-it_init kvmw
-it_watchdog 1440 # ctest TIMEOUT is 1500
-vm_prepare
-T=$IT_TMP
-if [ "${KVMW_KEEP:-0}" = 1 ]; then
-	IT_EXIT_CMDS[0]="echo 'kept $T'" # instead of its removal
-fi
+vm_test_init kvmw 1440 "${KVMW_KEEP:-0}" # ctest TIMEOUT is 1500
 t0=$SECONDS
 elapsed() { echo "$((SECONDS - t0)) s"; }
 
@@ -197,8 +190,7 @@ echo "layers ready after $(elapsed): $(find "$T/gen/tree" | wc -l) objects in th
 # qemu at once: under the hard mount the guest would hang until --timeout.
 cat >"$T/server.sh" <<EOF
 '$UNION_NFSD' --lowerdir='$LT:$LM:$LR' --upperdir='$U' --workdir='$W' \\
-	--nfs-port=\$VM_PORT --mount-port=\$VM_MOUNTPORT --bind=\$VM_SERVER_IP \\
-	--state-dir=\$VM_WORK/state --foreground --no-rpcbind \\
+	$VM_SERVER_ARGS \\
 	--clients="$(vm_guest_ip 1)(rw,no_root_squash)" &
 p=\$!
 trap 'wait \$p; echo \$? >"$T/server.status"; exit 0' TERM
@@ -211,11 +203,9 @@ EOF
 t1=$SECONDS
 run_rc=0
 vm_net_up
-vm_server_start "bash '$T/server.sh'" &&
-	vm_guest_start 1 "$HERE/guest_write.sh" --root --mem 512 --timeout 1100 &&
-	vm_guest_wait 1 2>"$T/guest.err" || run_rc=$?
+vm_run_guest "bash '$T/server.sh'" "$T/guest.out" "$T/guest.err" "$HERE/guest_write.sh" \
+	--root --mem 512 --timeout 1100 || run_rc=$?
 vm_server_stop
-cp "$VM_WORK/g1.out" "$T/guest.out" 2>/dev/null || : >"$T/guest.out"
 echo "guest run took $((SECONDS - t1)) s, exit $run_rc; its steps:"
 grep -E '^(step|unpacked|guest_prog|deleted|renamed|lower tree)' "$T/guest.out" | sed 's/^/  /' || true
 

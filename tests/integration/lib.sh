@@ -15,6 +15,8 @@
 #                             loopback callers on reserved ports (libnfs run as root
 #                             binds one), as themselves; a client run as another
 #                             user needs --clients='127.0.0.1(rw,insecure)'
+#   it_overlay_ro MNT LOWERS  a read-only kernel overlayfs of LOWERS (':' list, top
+#                             first) on MNT (made here), unmounted at exit
 #   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 30), then SIGKILL
 #   nfs_url EXPORT            libnfs URL of the running server
 #   skip MSG                  print MSG, exit 77 (ctest SKIP_RETURN_CODE)
@@ -134,6 +136,12 @@ stop_union_nfsd() {
 unmount_path() {
 	mountpoint -q "$1" 2>/dev/null || return 0
 	umount "$1" 2>/dev/null || umount -l "$1"
+}
+
+it_overlay_ro() {
+	mkdir "$1"
+	mount -t overlay overlay -o "ro,lowerdir=$2" "$1"
+	it_on_exit "unmount_path '$1'"
 }
 
 start_union_nfsd() {

@@ -43,6 +43,8 @@
 #include <unistd.h>
 
 #include <nfsc/libnfs.h>
+
+#include "it_util.h"
 #include <sodium.h>
 
 #define BUFSZ (1024 * 1024)
@@ -330,27 +332,6 @@ static int nfs_readlink_(void *ctx, const char *path, char **target)
 
 /* ---- the walk ---- */
 
-static char type_char(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return 'f';
-	case S_IFDIR:
-		return 'd';
-	case S_IFLNK:
-		return 'l';
-	case S_IFCHR:
-		return 'c';
-	case S_IFBLK:
-		return 'b';
-	case S_IFIFO:
-		return 'p';
-	case S_IFSOCK:
-		return 's';
-	}
-	return '?';
-}
-
 static void add_obj(const char *path, const struct attrs *a, const char *data)
 {
 	if (nobjs == capobjs) {
@@ -522,7 +503,7 @@ static void print_tree(void)
 		const struct obj *o = &objs[i];
 		bool sized = S_ISREG(o->a.mode) || S_ISLNK(o->a.mode);
 		print_path(o->path);
-		printf(" %c %04o ", type_char(o->a.mode), o->a.mode & 07777);
+		printf(" %c %04o ", it_type_char(o->a.mode), o->a.mode & 07777);
 		if (sized)
 			printf("%" PRIu64, o->a.size);
 		else

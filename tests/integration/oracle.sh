@@ -33,9 +33,7 @@ mkdir -p "$K"
 mount -t tmpfs -o mode=0755 tmpfs "$K"
 it_on_exit "unmount_path '$K'"
 bash "$HERE/mklayers.sh" "$T/layers"
-mkdir "$T/mnt"
-mount -t overlay overlay -o "ro,lowerdir=$K/l1:$K/l2:$K/l3" "$T/mnt"
-it_on_exit "unmount_path '$T/mnt'"
+it_overlay_ro "$T/mnt" "$K/l1:$K/l2:$K/l3"
 echo "layers generated and mounted in $((SECONDS - t0)) s"
 
 if ! "$NFS_TREE" --local "$T/mnt" >"$T/expected" 2>"$T/expected.err"; then

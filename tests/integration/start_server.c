@@ -1,6 +1,7 @@
 /* start_server.c - run union-nfsd for a test (see start_server.h). */
 #define _GNU_SOURCE
 #include "start_server.h"
+#include "it_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,21 +17,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-void test_sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-double test_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* True unless ARGS say who the clients are (see start_server.h). */
 static bool wants_test_clients(const char *const *args)
@@ -147,7 +133,7 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 			s->pid = -1;
 			goto out;
 		}
-		test_sleep_ms(50);
+		it_sleep_ms(50);
 	}
 	fprintf(stderr,
 		"start_server: no 'listening nfs=P mount=M' line from %s in %d s\n", bin,
@@ -167,7 +153,7 @@ int test_server_stop(struct test_server *s)
 	for (int i = 0; i < STOP_WAIT_S * 20; i++) {
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
 			goto out;
-		test_sleep_ms(50);
+		it_sleep_ms(50);
 	}
 	fprintf(stderr, "start_server: pid %d ignored SIGTERM for %d s: SIGKILL\n",
 		s->pid, STOP_WAIT_S);
@@ -247,4 +233,25 @@ void test_tmp_remove(const char *dir, const char *prefix)
 		return;
 	if (test_tree_remove(dir) != 0)
 		fprintf(stderr, "could not remove %s: %s\n", dir, strerror(errno));
+}
+
+void test_union_init(struct test_union *u, const char *tmp, const char *lowers)
+{
+	char list[PATH_MAX], *save = NULL;
+	const char *sep = "";
+	size_t len = (size_t)snprintf(u->lower, sizeof(u->lower), "--lowerdir=");
+
+	snprintf(list, sizeof(list), "%s", lowers);
+	for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+		len += (size_t)snprintf(u->lower + len, sizeof(u->lower) - len, "%s%s/%s",
+					sep, tmp, t);
+		sep = ":";
+	}
+	snprintf(u->upper, sizeof(u->upper), "--upperdir=%s/upper", tmp);
+	snprintf(u->work, sizeof(u->work), "--workdir=%s/work", tmp);
+	snprintf(u->state, sizeof(u->state), "%s/state", tmp);
+	u->args[0] = u->lower;
+	u->args[1] = u->upper;
+	u->args[2] = u->work;
+	u->args[3] = NULL;
 }

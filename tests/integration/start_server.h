@@ -16,6 +16,7 @@
 #ifndef START_SERVER_H
 #define START_SERVER_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -47,14 +48,21 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);
-/* Sleeps MS milliseconds; the monotonic clock in seconds. */
-void test_sleep_ms(long ms);
-double test_now_s(void);
 /* How many descriptors the server holds (0 when it cannot be read). */
 unsigned test_server_fds(const struct test_server *s);
 /* True when one of the server's descriptors is FILE (an absolute path, as
  * /proc/PID/fd shows it). */
 bool test_server_holds(const struct test_server *s, const char *file);
+/* A union under a test's temp dir, as server options: --lowerdir= the
+ * ':'-separated LOWERS (names below the temp dir, top first), --upperdir=
+ * TMP/upper and --workdir=TMP/work in ARGS (NULL-terminated), and the state
+ * dir TMP/state.  ARGS points into the struct: keep it where it is. */
+struct test_union {
+	char state[PATH_MAX + 16];
+	char lower[2 * PATH_MAX + 32], upper[PATH_MAX + 32], work[PATH_MAX + 32];
+	const char *args[4];
+};
+void test_union_init(struct test_union *u, const char *tmp, const char *lowers);
 /* Removes DIR and everything below it, never following a symlink; stops at
  * the first entry it cannot remove.  Returns 0, or -1 (nftw's result). */
 int test_tree_remove(const char *dir);

@@ -46,6 +46,7 @@
 
 #include <cmocka.h>
 
+#include "it_util.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
@@ -93,10 +94,10 @@ static bool union_open(const char *addr)
 /* Waits up to SECONDS for ADDR's union to be open (WANT) or not. */
 static bool wait_union(const char *addr, bool want, double seconds)
 {
-	double end = test_now_s() + seconds;
+	double end = it_now_s() + seconds;
 
-	while (union_open(addr) != want && test_now_s() < end)
-		test_sleep_ms(100);
+	while (union_open(addr) != want && it_now_s() < end)
+		it_sleep_ms(100);
 	return union_open(addr) == want;
 }
 
@@ -196,7 +197,7 @@ static void churn(void **state)
 	base = test_server_fds(&server);
 	/* the default cap: an eighth of the limit over a union's descriptors */
 	bound = base + (SERVER_NOFILE / 8 / UNION_FDS + THREADS) * UNION_FDS;
-	t0 = test_now_s();
+	t0 = it_now_s();
 	for (unsigned i = 0; i < CHURN; i++) {
 		snprintf(addr, sizeof(addr), "127.1.%u.%u", i / 250, 1 + i % 250);
 		if (client_mount(&c, addr, "/") != 0 ||
@@ -214,7 +215,7 @@ static void churn(void **state)
 	printf("churn: %u addresses in %.1f s, %u failed; server held %u descriptors "
 	       "at the start, at most %u after (bound %u); 127.0.0.1 served %u of %u "
 	       "times\n",
-	       CHURN, test_now_s() - t0, mnt_fail, base, max_fds, bound, served, checks);
+	       CHURN, it_now_s() - t0, mnt_fail, base, max_fds, bound, served, checks);
 	assert_int_equal(mnt_fail, 0);
 	assert_int_equal(served, checks);
 	assert_true(max_fds <= bound);
@@ -315,12 +316,12 @@ static void idle(void **state)
 	assert_int_equal(raw_umnt(gone.fd, RAW_TCP, "/"), 0);
 	client_close(&gone);
 	assert_true(union_open(gone.addr));
-	t0 = test_now_s();
+	t0 = it_now_s();
 	assert_true(wait_union(gone.addr, false, IDLE_S + RELEASE_WAIT_S));
 	printf("idle: the union of %s, unmounted, released after %.1f s (idle time %d "
 	       "s)\n",
-	       gone.addr, test_now_s() - t0, IDLE_S);
-	assert_true(test_now_s() - t0 >= IDLE_S - 1);
+	       gone.addr, it_now_s() - t0, IDLE_S);
+	assert_true(it_now_s() - t0 >= IDLE_S - 1);
 	assert_true(union_open(stays.addr));
 	client_close(&stays);
 }
@@ -388,7 +389,7 @@ static void concurrent(void **state)
 
 	(void)state;
 	start("--max-client-unions=2");
-	t0 = test_now_s();
+	t0 = it_now_s();
 	for (unsigned t = 0; t < CC_THREADS; t++)
 		assert_int_equal(
 		    pthread_create(&th[t], NULL, cc_thread, (void *)(uintptr_t)t), 0);
@@ -398,7 +399,7 @@ static void concurrent(void **state)
 	}
 	printf("concurrent: %u threads x %u calls on %u clients over 2 open unions in "
 	       "%.1f s: %u failed\n",
-	       CC_THREADS, CC_ROUNDS, CC_THREADS * CC_CLIENTS, test_now_s() - t0, bad);
+	       CC_THREADS, CC_ROUNDS, CC_THREADS * CC_CLIENTS, it_now_s() - t0, bad);
 	assert_int_equal(bad, 0);
 	assert_true(test_server_alive(&server));
 }

@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 
+#include "it_util.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
@@ -103,11 +104,11 @@ static size_t count_closed(size_t from, size_t to)
  * it is still working through the listen backlog when the clients are done. */
 static size_t wait_closed(size_t from, size_t to, size_t want, double seconds)
 {
-	double end = test_now_s() + seconds;
+	double end = it_now_s() + seconds;
 	size_t n;
 
-	while ((n = count_closed(from, to)) < want && test_now_s() < end)
-		test_sleep_ms(100);
+	while ((n = count_closed(from, to)) < want && it_now_s() < end)
+		it_sleep_ms(100);
 	return n;
 }
 
@@ -250,15 +251,15 @@ static void cap_and_idle(void **state)
 			hold(fd);
 	}
 	open_before = nheld - count_closed(0, nheld);
-	t0 = test_now_s();
-	while (count_closed(0, nheld) < nheld && test_now_s() - t0 < IDLE_S + 3) {
+	t0 = it_now_s();
+	while (count_closed(0, nheld) < nheld && it_now_s() - t0 < IDLE_S + 3) {
 		assert_true(served(busy));
-		test_sleep_ms(1000);
+		it_sleep_ms(1000);
 	}
 	closed = count_closed(0, nheld);
 	printf("idle: %zu open idle connections, all but %zu closed after %.1f s "
 	       "(timeout %d s)\n",
-	       open_before, nheld - closed, test_now_s() - t0, IDLE_S);
+	       open_before, nheld - closed, it_now_s() - t0, IDLE_S);
 	assert_int_equal(closed, nheld);
 	assert_false(closed_by_server(busy));
 	assert_true(served(busy));
@@ -274,7 +275,7 @@ static void per_address(void **state)
 
 		assert_true(fd >= 0);
 		hold(fd);
-		test_sleep_ms(20);
+		it_sleep_ms(20);
 	}
 	/* the first 6 make room for the last 4, oldest first */
 	assert_int_equal(wait_closed(0, 6, 6, 30), 6);

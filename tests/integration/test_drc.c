@@ -41,6 +41,7 @@
 
 #include <cmocka.h>
 
+#include "it_util.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
@@ -367,14 +368,8 @@ static int group_setup(void **state)
 
 	(void)state;
 	g.xid = ((uint32_t)time(NULL) << 8) ^ (uint32_t)getpid();
-	snprintf(g.tmp, sizeof(g.tmp), "/tmp/drc.XXXXXX");
-	if (!mkdtemp(g.tmp))
+	if (it_tmp_layers(g.tmp, sizeof(g.tmp), "/tmp/drc.XXXXXX"))
 		return -1;
-	for (const char *d = "lower\0upper\0work\0"; *d; d += strlen(d) + 1) {
-		snprintf(st, sizeof(st), "%s/%s", g.tmp, d);
-		if (mkdir(st, 0755))
-			return -1;
-	}
 	snprintf(g.upper, sizeof(g.upper), "%s/upper", g.tmp);
 	snprintf(lo, sizeof(lo), "--lowerdir=%s/lower", g.tmp);
 	snprintf(up, sizeof(up), "--upperdir=%s", g.upper);

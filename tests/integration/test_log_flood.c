@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 
+#include "it_util.h"
 #include "rawrpc.h"
 #include "start_server.h"
 
@@ -174,9 +175,9 @@ static void oversized_mark(void)
  * CLOCK_MONOTONIC seconds / LOG_WINDOW_S, the same clock here). */
 static void next_window(void)
 {
-	long long w = (long long)test_now_s() / LOG_WINDOW_S;
+	long long w = (long long)it_now_s() / LOG_WINDOW_S;
 
-	while ((long long)test_now_s() / LOG_WINDOW_S == w)
+	while ((long long)it_now_s() / LOG_WINDOW_S == w)
 		usleep(100000);
 }
 
@@ -189,10 +190,10 @@ static void test_oversized_marks(void **state)
 	char *log;
 
 	(void)state;
-	t0 = test_now_s();
+	t0 = it_now_s();
 	for (int i = 0; i < FLOOD_MARKS; i++)
 		oversized_mark();
-	secs = test_now_s() - t0;
+	secs = it_now_s() - t0;
 	still_serves();
 	usleep(500000); /* the last connections' reads */
 	log = read_log();
@@ -269,7 +270,7 @@ static void test_refusals_and_junk(void **state)
 	int fd, one = 1;
 
 	(void)state;
-	t0 = test_now_s();
+	t0 = it_now_s();
 	fd = raw_connect(RAW_TCP, g.srv.mount_port);
 	assert_true(fd >= 0);
 	/* rawrpc writes a record in pieces: without this, each call waits
@@ -281,7 +282,7 @@ static void test_refusals_and_junk(void **state)
 		mount_call(fd, 3, "/no/such/export");
 	close(fd);
 	udp_junk();
-	secs = test_now_s() - t0;
+	secs = it_now_s() - t0;
 	still_serves();
 	usleep(500000);
 	log = read_log();
@@ -328,14 +329,8 @@ static int group_setup(void **state)
 	(void)state;
 	g.xid = ((uint32_t)time(NULL) << 8) ^ (uint32_t)getpid();
 	srand(g.xid);
-	snprintf(g.tmp, sizeof(g.tmp), "/tmp/logflood.XXXXXX");
-	if (!mkdtemp(g.tmp))
+	if (it_tmp_layers(g.tmp, sizeof(g.tmp), "/tmp/logflood.XXXXXX"))
 		return -1;
-	for (const char *d = "lower\0upper\0work\0"; *d; d += strlen(d) + 1) {
-		snprintf(st, sizeof(st), "%s/%s", g.tmp, d);
-		if (mkdir(st, 0755))
-			return -1;
-	}
 	snprintf(g.log, sizeof(g.log), "%s/log", g.tmp);
 	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
 	snprintf(lo, sizeof(lo), "--lowerdir=%s/lower", g.tmp);

@@ -68,10 +68,7 @@ enum want { ABSENT, VISIBLE, CHANGED };
 static struct {
 	const char *bin;
 	char tmp[PATH_MAX];
-	char state[PATH_MAX + 16];
-	char lower_arg[2 * PATH_MAX + 32];
-	char upper_arg[PATH_MAX + 32];
-	char work_arg[PATH_MAX + 32];
+	struct test_union un; /* its options and state dir */
 	struct test_server srv;
 	struct rpc_context *nfs;
 	struct fh root;
@@ -164,17 +161,12 @@ static void make_union(void)
 	mark(15000, NF, VISIBLE);
 	g.nvisible = 100000;
 
-	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
-	snprintf(g.lower_arg, sizeof(g.lower_arg), "--lowerdir=%s/l1:%s/l2", g.tmp,
-		 g.tmp);
-	snprintf(g.upper_arg, sizeof(g.upper_arg), "--upperdir=%s/upper", g.tmp);
-	snprintf(g.work_arg, sizeof(g.work_arg), "--workdir=%s/work", g.tmp);
+	test_union_init(&g.un, g.tmp, "l1:l2");
 }
 
 static int start(void)
 {
-	const char *args[] = {g.lower_arg, g.upper_arg, g.work_arg, NULL};
-	if (test_server_start(g.bin, g.state, args, &g.srv))
+	if (test_server_start(g.bin, g.un.state, g.un.args, &g.srv))
 		return -1;
 	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
 	return g.nfs && !mnt_root() ? 0 : -1;

@@ -61,10 +61,7 @@
 static struct {
 	const char *bin;
 	char tmp[PATH_MAX];
-	char state[PATH_MAX + 16];
-	char lower_arg[PATH_MAX + 32];
-	char upper_arg[PATH_MAX + 32];
-	char work_arg[PATH_MAX + 32];
+	struct test_union un; /* its options and state dir */
 	struct test_server srv;
 	struct fh root, dir;
 	time_t deadline;
@@ -350,10 +347,7 @@ static void make_union(void)
 	make_dir("upper/d");
 	make_dir("work");
 	make_stable();
-	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
-	snprintf(g.lower_arg, sizeof(g.lower_arg), "--lowerdir=%s/lower", g.tmp);
-	snprintf(g.upper_arg, sizeof(g.upper_arg), "--upperdir=%s/upper", g.tmp);
-	snprintf(g.work_arg, sizeof(g.work_arg), "--workdir=%s/work", g.tmp);
+	test_union_init(&g.un, g.tmp, "lower");
 }
 
 static int lookup_dir(void)
@@ -439,7 +433,6 @@ static int group_teardown(void **state)
 
 static int group_setup(void **state)
 {
-	const char *args[] = {g.lower_arg, g.upper_arg, g.work_arg, NULL};
 
 	(void)state;
 	if (geteuid() != 0) {
@@ -447,7 +440,7 @@ static int group_setup(void **state)
 		exit(77);
 	}
 	make_union();
-	if (test_server_start(g.bin, g.state, args, &g.srv) ||
+	if (test_server_start(g.bin, g.un.state, g.un.args, &g.srv) ||
 	    nfs_raw_mnt(g.srv.mount_port, "/", &g.root) != MNT3_OK || !g.root.len ||
 	    lookup_dir()) {
 		group_teardown(state); /* cmocka runs no teardown after a failed setup */

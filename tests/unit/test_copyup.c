@@ -368,17 +368,6 @@ static void test_lower_hardlinks(void **state)
 
 static const char payload[] = "written after the copy-up";
 
-static void crash_reset(struct fx *fx)
-{
-	char p[PATH_MAX];
-
-	t_export_close(fx);
-	snprintf(p, sizeof(p), "%s", t_path(fx, "u"));
-	t_rm_rf(p);
-	t_mkdir(fx, "u");
-	t_export(fx, "l1:l2", "u", "w");
-}
-
 static ssize_t crash_write(struct fx *fx)
 {
 	enum un_stable c;
@@ -431,7 +420,7 @@ static void test_crash_points(void **state)
 	for (unsigned long n = 1; n <= calls; n++) {
 		ssize_t rc;
 
-		crash_reset(fx);
+		w_reset_upper(fx);
 		un_sys_inject_reset();
 		un_sys_inject(UN_SYS_ANY, n, EIO);
 		rc = crash_write(fx);
@@ -529,19 +518,17 @@ static void test_concurrent_first_writes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_data_attrs_parents, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_sparse_kept, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_types, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_markers_not_copied, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_read_never_copies, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_readonly_export, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_stale_object, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_lower_hardlinks, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_crash_points, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_crash_leftovers_cleaned, w_setup,
-					    w_teardown),
-	    cmocka_unit_test_setup_teardown(test_concurrent_first_writes, w_setup,
-					    w_teardown),
+	    W_TEST(test_data_attrs_parents),
+	    W_TEST(test_sparse_kept),
+	    W_TEST(test_types),
+	    W_TEST(test_markers_not_copied),
+	    W_TEST(test_read_never_copies),
+	    W_TEST(test_readonly_export),
+	    W_TEST(test_stale_object),
+	    W_TEST(test_lower_hardlinks),
+	    W_TEST(test_crash_points),
+	    W_TEST(test_crash_leftovers_cleaned),
+	    W_TEST(test_concurrent_first_writes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,13 +117,11 @@ static void test_other_state_and_restart(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_round_trip, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_flipped_bytes, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_wrong_sizes, t_setup, t_teardown),
-	    cmocka_unit_test_setup_teardown(test_version_and_reserved, t_setup,
-					    t_teardown),
-	    cmocka_unit_test_setup_teardown(test_other_state_and_restart, t_setup,
-					    t_teardown),
+	    T_TEST(test_round_trip),
+	    T_TEST(test_flipped_bytes),
+	    T_TEST(test_wrong_sizes),
+	    T_TEST(test_version_and_reserved),
+	    T_TEST(test_other_state_and_restart),
 	};
 
 	return cmocka_run_group_tests_name("handle", tests, NULL, NULL);

@@ -3,10 +3,10 @@
  * (and, if writable, an upper layer and its work dir) in a temp dir, the
  * export's root handle, and a request arena per test.
  *
- * Header-only, as test_un.h: every tests/unit/test_*.c is one executable, so
- * the fixture's state is one set of file-scope variables per test program.
- * The test file builds its layers (make_layers, given to nfs3_fx_open) and
- * names its cmocka group setup, which calls nfs3_fx_open.
+ * The bodies live in fixture_nfs3.c (library test_fixtures_srv).  Every test
+ * program is one process, so the fixture's state is one set of globals.  The
+ * test file builds its layers (make_layers, given to nfs3_fx_open) and names
+ * its cmocka group setup, which calls nfs3_fx_open.
  */
 #ifndef TEST_NFS3_H
 #define TEST_NFS3_H
@@ -26,117 +26,34 @@
 #include <cmocka.h>
 
 #include "srv.h"
+#include "test_fs.h"
 
-static char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
-static struct srv srv;
-static struct srv_arena *arena;
-static uint8_t root_fh_bytes[UN_FH_MAX];
-static nfs_fh3 root_fh;
+/* The temp dir and the layer dirs in it; upper and work exist only if
+ * the fixture is writable. */
+extern char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
+extern struct srv srv;
+extern struct srv_arena *arena; /* the running test's (test_setup) */
+extern uint8_t root_fh_bytes[UN_FH_MAX];
+extern nfs_fh3 root_fh; /* the export's root, over root_fh_bytes */
 
-static inline void put_dir(const char *dir, const char *nm, mode_t mode)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s/%s", dir, nm);
-	assert_int_equal(mkdir(p, mode), 0);
-	assert_int_equal(chmod(p, mode), 0);
-}
+/* Makes directory NM in DIR with exactly MODE (umask aside). */
+void put_dir(const char *dir, const char *nm, mode_t mode);
 
 /* Makes TMP_ROOT (/tmp/PREFIX.XXXXXX) and the layer dirs in it (upper and work
  * only if WRITABLE; their paths are set either way), lets make_layers fill the
  * lower ones, and opens the server with umask 022 (what the tests' modes
  * assume).  0, or -1 with a line on stderr; group_teardown cleans up either
  * way. */
-static inline int nfs3_fx_open(const char *prefix, bool writable,
-			       void (*make_layers)(void))
-{
-	char err[256] = "";
-	char *lowers[2] = {lower0, lower1};
-	struct srv_export_opts eo = {.path = "/",
-				     .upperdir = writable ? upper : NULL,
-				     .workdir = writable ? work : NULL,
-				     .lowerdirs = lowers,
-				     .nlower = 2};
-	struct srv_opts o = {.state_dir = state_dir, .exports = &eo, .nexports = 1};
-	struct un_obj *root;
+int nfs3_fx_open(const char *prefix, bool writable, void (*make_layers)(void));
+int group_teardown(void **state);
 
-	snprintf(tmp_root, sizeof(tmp_root), "/tmp/%s.XXXXXX", prefix);
-	if (!mkdtemp(tmp_root)) {
-		perror(tmp_root);
-		tmp_root[0] = '\0';
-		return -1;
-	}
-	snprintf(upper, sizeof(upper), "%s/upper", tmp_root);
-	snprintf(work, sizeof(work), "%s/work", tmp_root);
-	snprintf(lower0, sizeof(lower0), "%s/lower0", tmp_root);
-	snprintf(lower1, sizeof(lower1), "%s/lower1", tmp_root);
-	snprintf(state_dir, sizeof(state_dir), "%s/state", tmp_root);
-	if ((writable && (mkdir(upper, 0755) || mkdir(work, 0755))) ||
-	    mkdir(lower0, 0755) || mkdir(lower1, 0755) || mkdir(state_dir, 0700)) {
-		perror("mkdir");
-		return -1;
-	}
-	make_layers();
-	umask(022);
-
-	if (srv_open(&srv, &o, err, sizeof(err)) < 0) {
-		fprintf(stderr, "srv_open: %s\n", err);
-		return -1;
-	}
-	if (un_root(srv.exports[0]->ux, &root))
-		return -1;
-	root_fh.data.data_len =
-	    (u_int)un_handle_encode(srv.exports[0]->ux, un_obj_id(root), root_fh_bytes);
-	root_fh.data.data_val = (char *)root_fh_bytes;
-	un_obj_put(root);
-	return 0;
-}
-
-static inline int rm_one(const char *path, const struct stat *st, int flag,
-			 struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static inline int group_teardown(void **state)
-{
-	(void)state;
-	srv_close(&srv);
-	if (tmp_root[0])
-		nftw(tmp_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	return 0;
-}
-
-static inline int test_setup(void **state)
-{
-	(void)state;
-	arena = srv_arena_new();
-	return arena ? 0 : -1;
-}
-
-static inline int test_teardown(void **state)
-{
-	(void)state;
-	srv_arena_free(arena);
-	arena = NULL;
-	return 0;
-}
+/* A fresh request arena per test. */
+int test_setup(void **state);
+int test_teardown(void **state);
+/* A cmocka test run between test_setup and test_teardown. */
+#define NFS3_TEST(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 
 /* A request of the AUTH_SYS caller UID:GID over TCP, with the test's arena. */
-static inline struct srv_req req_as(uid_t uid, gid_t gid)
-{
-	struct srv_req r = {
-	    .srv = &srv,
-	    .cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
-	    .proto = IPPROTO_TCP,
-	    .prog = NFS_PROGRAM,
-	    .vers = NFS_V3,
-	    .arena = arena,
-	};
-	return r;
-}
+struct srv_req req_as(uid_t uid, gid_t gid);
 
 #endif

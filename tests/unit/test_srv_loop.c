@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "srv.h"
+#include "test_fs.h"
 
 /* ---- record marking from buffers ---- */
 
@@ -384,14 +385,6 @@ static int setup(void **state)
 	return pthread_create(&loop_thread, NULL, run_loop, NULL) == 0 ? 0 : -1;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	(void)state;
@@ -399,7 +392,7 @@ static int teardown(void **state)
 	pthread_join(loop_thread, NULL);
 	srv_loop_free(loop);
 	srv_close(&srv);
-	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	t_rm_rf(tmp_root);
 	return 0;
 }
 

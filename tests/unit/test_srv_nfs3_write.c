@@ -1148,7 +1148,7 @@ static void test_async_rule(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, test_setup, test_teardown)
+#define T(fn) NFS3_TEST(fn)
 	const struct CMUnitTest tests[] = {
 	    T(test_access_writable),
 	    T(test_access_owner_mode),

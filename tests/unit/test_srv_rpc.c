@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "srv.h"
+#include "test_fs.h"
 
 static char tmp_root[64], lower[128], upper[128], work[128], state_dir[128];
 static struct srv srv;
@@ -92,19 +93,11 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	(void)state;
 	srv_close(&srv);
-	nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	t_rm_rf(tmp_root);
 	return 0;
 }
 

@@ -246,13 +246,8 @@ static void test_setattr_denied(void **state)
 static struct un_obj *truncate_setup(struct fx *fx)
 {
 	struct un_obj *o = NULL;
-	char p[PATH_MAX];
 
-	t_export_close(fx);
-	snprintf(p, sizeof(p), "%s", t_path(fx, "u"));
-	t_rm_rf(p);
-	t_mkdir(fx, "u");
-	t_export(fx, "l1:l2", "u", "w");
+	w_reset_upper(fx);
 	assert_int_equal(t_walk(fx, "a/b/f", &o), 0);
 	return o;
 }
@@ -351,15 +346,14 @@ static void test_oracle_data(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_setattr_copies_up, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_setattr_size, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_setattr_nothing_no_copyup, w_setup,
-					    w_teardown),
-	    cmocka_unit_test_setup_teardown(test_write_stability, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_write_errors, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_setattr_denied, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_truncate_faults, w_setup, w_teardown),
-	    cmocka_unit_test_setup_teardown(test_oracle_data, w_setup, w_teardown),
+	    W_TEST(test_setattr_copies_up),
+	    W_TEST(test_setattr_size),
+	    W_TEST(test_setattr_nothing_no_copyup),
+	    W_TEST(test_write_stability),
+	    W_TEST(test_write_errors),
+	    W_TEST(test_setattr_denied),
+	    W_TEST(test_truncate_faults),
+	    W_TEST(test_oracle_data),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

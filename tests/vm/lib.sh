@@ -1,5 +1,6 @@
-# lib.sh - the VM harness of the kernel client tests (source it after
-# tests/integration/lib.sh and it_init; bash, as root).
+# lib.sh - the VM harness of the kernel client tests (bash, as root).  Source
+# it alone: it brings tests/integration/lib.sh; call vm_test_init (or it_init)
+# before the vm_* functions.
 #
 # Guests are Debian's kernel in qemu (prepare.sh, init.sh), NFSv3 clients of a
 # server that runs in a network namespace this harness makes:
@@ -44,11 +45,33 @@
 #                              with a line vm_guest_expect waits for, as the
 #                              guest's port drops what came before it opened it
 #
+# What the kvm_*.sh tests share on top:
+#
+#   vm_test_init NAME S [KEEP] it_init NAME, it_watchdog S, vm_prepare; T is the
+#                              test's temp dir, kept (and named at exit) when
+#                              KEEP is 1
+#   vm_need_busybox            BUSYBOX: the busybox-static binary prepare.sh puts
+#                              in the guest (the test fails without it)
+#   vm_busybox_run DIR SCRIPT APPLET...
+#                              sh SCRIPT in DIR with only busybox's APPLETs on
+#                              PATH (the guest's tools, for an expected output)
+#   vm_server_cmd BIN ARG...   prints the server command for vm_server_start:
+#                              BIN ARGS on the harness's address and ports, its
+#                              state dir in $VM_WORK; VM_SERVER_ARGS holds those
+#                              options for commands written by hand
+#   vm_run_guest CMD OUT ERR SCRIPT [OPTION...]
+#                              vm_server_start CMD, guest 1 with SCRIPT and the
+#                              vm_guest_start OPTIONs, vm_guest_wait (its stderr
+#                              to ERR); guest 1's output is copied to OUT.  Returns
+#                              the first failure's status; the server runs on
+#                              (vm_server_stop)
+#
 # Processes are stopped by pid (guests, server), then whatever still runs in the
 # namespace, which is deleted: also when the test's watchdog stops it.  A
 # namespace left by a SIGKILLed test (its PID gone) is removed by the next one.
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$VM_DIR/../integration/lib.sh"
 VM_CACHE=${VM_CACHE:-/var/cache/union-nfsd-test/vm}
 VM_SERVER_IP=10.0.2.1
 VM_NETWORK=10.0.2.0/24
@@ -91,6 +114,50 @@ vm_prepare() {
 }
 
 vm_guest_ip() { echo "10.0.2.$((10 + $1))"; }
+
+vm_test_init() {
+	it_init "$1"
+	it_watchdog "$2"
+	vm_prepare || return 1
+	T=$IT_TMP
+	if [ "${3:-0}" = 1 ]; then
+		IT_EXIT_CMDS[0]="echo 'kept $T'" # instead of its removal
+	fi
+}
+
+vm_need_busybox() {
+	BUSYBOX=/bin/busybox
+	[ -x "$BUSYBOX" ] || {
+		echo "FAIL: $BUSYBOX missing (apt-get install busybox-static)"
+		exit 1
+	}
+}
+
+vm_busybox_run() {
+	local dir=$1 script=$2 a
+	shift 2
+	mkdir -p "$IT_TMP/bb"
+	for a in "$@"; do ln -sf "$BUSYBOX" "$IT_TMP/bb/$a"; done
+	(cd "$dir" && env -i PATH="$IT_TMP/bb" "$BUSYBOX" sh "$script")
+}
+
+# expanded by the shell that runs the server, in the namespace
+VM_SERVER_ARGS='--nfs-port=$VM_PORT --mount-port=$VM_MOUNTPORT --bind=$VM_SERVER_IP'
+VM_SERVER_ARGS+=' --state-dir=$VM_WORK/state --foreground --no-rpcbind'
+
+vm_server_cmd() {
+	local cmd=exec a
+	for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
+	echo "$cmd $VM_SERVER_ARGS"
+}
+
+vm_run_guest() {
+	local cmd=$1 out=$2 err=$3 rc=0
+	shift 3
+	vm_server_start "$cmd" && vm_guest_start 1 "$@" && vm_guest_wait 1 2>"$err" || rc=$?
+	cp "$VM_WORK/g1.out" "$out" 2>/dev/null || : >"$out"
+	return "$rc"
+}
 
 vm_remove_stale() {
 	local ns owner p
