@@ -895,6 +895,16 @@ enum lock_result lock_block(struct lock_table *t, const struct lock_file *f,
 	return res;
 }
 
+/* The known owner and file of a call that adds nothing (t->mu held);
+ * false when either is unknown, so there is nothing to find. */
+static bool held_find(struct lock_table *t, const struct lock_owner *owner,
+		      const struct lock_file *fk, struct lk_owner **o, struct lk_file **f)
+{
+	*o = owner_find(t, owner, false);
+	*f = file_find(t, fk, false);
+	return *o && *f;
+}
+
 enum lock_result lock_cancel(struct lock_table *t, const struct lock_file *fk,
 			     const struct lock_owner *owner, enum lock_type type,
 			     const struct lock_range *r)
@@ -907,9 +917,7 @@ enum lock_result lock_cancel(struct lock_table *t, const struct lock_file *fk,
 
 	span_of(r, &first, &last);
 	pthread_mutex_lock(&t->mu);
-	o = owner_find(t, owner, false);
-	f = file_find(t, fk, false);
-	if (!o || !f)
+	if (!held_find(t, owner, fk, &o, &f))
 		goto out;
 	TAILQ_FOREACH(w, &f->waiters, in_file)
 	{
@@ -939,9 +947,7 @@ enum lock_result lock_release(struct lock_table *t, const struct lock_file *fk,
 
 	span_of(r, &first, &last);
 	pthread_mutex_lock(&t->mu);
-	o = owner_find(t, owner, false);
-	f = file_find(t, fk, false);
-	if (!o || !f)
+	if (!held_find(t, owner, fk, &o, &f))
 		goto out;
 	res = LOCK_NOLOCKS;
 	if (!room(t, o->host, plan(f, o, first, last, false, LOCK_SHARED)) ||
@@ -1156,9 +1162,7 @@ size_t lock_list(struct lock_table *t, const struct lock_file *fk,
 	size_t n = 0;
 
 	pthread_mutex_lock(&t->mu);
-	o = owner_find(t, owner, false);
-	f = file_find(t, fk, false);
-	if (o && f) {
+	if (held_find(t, owner, fk, &o, &f)) {
 		struct listing ls = {o, out, max, 0};
 
 		tr_find(f->root, 0, UINT64_MAX, list_one, &ls);

@@ -336,6 +336,15 @@ static int args_check(struct un_export *ex, const char *name, size_t *len)
 	return un_name_check(name, len);
 }
 
+/* args_check for a change of NAME in DIR, which must be a directory. */
+static int dir_args_check(struct un_export *ex, const struct un_obj *dir,
+			  const char *name, size_t *len)
+{
+	int err = args_check(ex, name, len);
+
+	return !err && !S_ISDIR(dir->type) ? -ENOTDIR : err;
+}
+
 static bool is_dots(const char *name)
 {
 	return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
@@ -991,9 +1000,7 @@ static int create_obj(const struct un_ctx *cx, struct un_export *ex, struct un_o
 	size_t len;
 	int err, jerr;
 
-	err = args_check(ex, name, &len);
-	if (!err && !S_ISDIR(dir->type))
-		err = -ENOTDIR;
+	err = dir_args_check(ex, dir, name, &len);
 	if (err)
 		return err;
 	err = 1;
@@ -1169,9 +1176,7 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	struct nslocks l;
 	int err;
 
-	err = args_check(ex, name, &nm.len);
-	if (!err && !S_ISDIR(dir->type))
-		err = -ENOTDIR;
+	err = dir_args_check(ex, dir, name, &nm.len);
 	if (err)
 		return err;
 	err = 1;
@@ -1248,9 +1253,7 @@ int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	size_t len;
 	int err;
 
-	err = args_check(ex, name, &len);
-	if (!err && !S_ISDIR(dir->type))
-		err = -ENOTDIR;
+	err = dir_args_check(ex, dir, name, &len);
 	if (!err && is_dots(name))
 		err = name[1] ? -ENOTEMPTY : -EINVAL; /* as rmdir(2) */
 	if (err)
@@ -1522,9 +1525,7 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	size_t len;
 	int err;
 
-	err = args_check(ex, name, &len);
-	if (!err && !S_ISDIR(dir->type))
-		err = -ENOTDIR;
+	err = dir_args_check(ex, dir, name, &len);
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
