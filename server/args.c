@@ -79,6 +79,17 @@ static bool parse_conn_setting(const char *text, unsigned *out)
 	return true;
 }
 
+/* A cap on NLM locks: 0 (none) up to 2^32 - 1. */
+static bool parse_size_setting(const char *text, size_t *out)
+{
+	unsigned long v;
+
+	if (!parse_uint(text, UINT32_MAX, &v))
+		return false;
+	*out = (size_t)v;
+	return true;
+}
+
 /* The listeners bind one address, given as a literal: no resolver at start. */
 static bool is_ip_literal(const char *text)
 {
@@ -281,6 +292,8 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.register_rpcbind = true;
 	o->cfg.idle_timeout = SRV_IDLE_TIMEOUT_DEFAULT;
 	o->cfg.client_union_idle = SRV_CLIENT_UNION_IDLE_DEFAULT;
+	o->cfg.nlm_max_locks_per_host = NLM_MAX_LOCKS_PER_HOST_DEFAULT;
+	o->cfg.nlm_max_locks = NLM_MAX_LOCKS_DEFAULT;
 	o->log_level = SRV_LOG_INFO;
 	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
 }
@@ -297,6 +310,12 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_port(value, &o->cfg.nfs_port);
 	else if (strcmp(key, "mount-port") == 0)
 		ok = parse_port(value, &o->cfg.mount_port);
+	else if (strcmp(key, "nlm-port") == 0)
+		ok = parse_port(value, &o->cfg.nlm_port);
+	else if (strcmp(key, "nlm-max-locks-per-host") == 0)
+		ok = parse_size_setting(value, &o->cfg.nlm_max_locks_per_host);
+	else if (strcmp(key, "nlm-max-locks") == 0)
+		ok = parse_size_setting(value, &o->cfg.nlm_max_locks);
 	else if (strcmp(key, "threads") == 0)
 		ok = parse_threads(value, &o->cfg.nthreads);
 	else if (strcmp(key, "max-connections") == 0)
@@ -577,6 +596,9 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_MAX_CLIENT_UNIONS,
 	OPT_CLIENT_UNION_IDLE,
+	OPT_NLM_PORT,
+	OPT_NLM_MAX_LOCKS_PER_HOST,
+	OPT_NLM_MAX_LOCKS,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -601,6 +623,9 @@ static const struct option long_opts[] = {
     {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"max-client-unions", required_argument, NULL, OPT_MAX_CLIENT_UNIONS},
     {"client-union-idle", required_argument, NULL, OPT_CLIENT_UNION_IDLE},
+    {"nlm-port", required_argument, NULL, OPT_NLM_PORT},
+    {"nlm-max-locks-per-host", required_argument, NULL, OPT_NLM_MAX_LOCKS_PER_HOST},
+    {"nlm-max-locks", required_argument, NULL, OPT_NLM_MAX_LOCKS},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -620,6 +645,8 @@ static void print_usage(void)
 	       "                  [--max-connections-per-address=N]\n"
 	       "                  [--idle-timeout=SECONDS]\n"
 	       "                  [--max-client-unions=N] [--client-union-idle=SECONDS]\n"
+	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
+	       "                  [--nlm-max-locks=N]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--config=FILE]\n"
 	       "\n"
@@ -645,11 +672,17 @@ static void print_usage(void)
 	       "                used one is released, and reopens on its next call\n"
 	       "  --client-union-idle  seconds before an unmounted client's union\n"
 	       "                is released (default %u; 0: never)\n"
+	       "  --nlm-port    NLM (lock manager) port of its own (default 0:\n"
+	       "                picks one); the NFS and MOUNT ports serve it too\n"
+	       "  --nlm-max-locks-per-host, --nlm-max-locks  locks, waiters and\n"
+	       "                share reservations per client host and in all\n"
+	       "                (default %d, %d; 0: no cap); past them a client\n"
+	       "                gets NLM4_DENIED_NOLOCKS\n"
 	       "  --config      INI file with [server] and [export] sections\n"
-	       "Prints 'listening nfs=P mount=M' once it serves.\n",
+	       "Prints 'listening nfs=P mount=M nlm=L' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
-	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT,
-	       SRV_CLIENT_UNION_IDLE_DEFAULT);
+	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT, SRV_CLIENT_UNION_IDLE_DEFAULT,
+	       NLM_MAX_LOCKS_PER_HOST_DEFAULT, NLM_MAX_LOCKS_DEFAULT);
 }
 
 /* What the command line said, before the config file is merged under it. */
@@ -689,6 +722,9 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_IDLE_TIMEOUT - OPT_LOWERDIR] = "idle-timeout",
 	    [OPT_MAX_CLIENT_UNIONS - OPT_LOWERDIR] = "max-client-unions",
 	    [OPT_CLIENT_UNION_IDLE - OPT_LOWERDIR] = "client-union-idle",
+	    [OPT_NLM_PORT - OPT_LOWERDIR] = "nlm-port",
+	    [OPT_NLM_MAX_LOCKS_PER_HOST - OPT_LOWERDIR] = "nlm-max-locks-per-host",
+	    [OPT_NLM_MAX_LOCKS - OPT_LOWERDIR] = "nlm-max-locks",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -781,6 +817,12 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.max_client_unions = cli->server.cfg.max_client_unions;
 	if (*cli_given(cli, OPT_CLIENT_UNION_IDLE))
 		o->cfg.client_union_idle = cli->server.cfg.client_union_idle;
+	if (*cli_given(cli, OPT_NLM_PORT))
+		o->cfg.nlm_port = cli->server.cfg.nlm_port;
+	if (*cli_given(cli, OPT_NLM_MAX_LOCKS_PER_HOST))
+		o->cfg.nlm_max_locks_per_host = cli->server.cfg.nlm_max_locks_per_host;
+	if (*cli_given(cli, OPT_NLM_MAX_LOCKS))
+		o->cfg.nlm_max_locks = cli->server.cfg.nlm_max_locks;
 	if (*cli_given(cli, OPT_LOG_LEVEL))
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)

@@ -441,9 +441,19 @@ int srv_listen_bind(struct srv_loop *l, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	/* One fixed port for both: every listener serves every program anyway. */
-	if (cfg->mount_port != 0 && cfg->mount_port == cfg->nfs_port) {
+	if (cfg->mount_port != 0 && cfg->mount_port == cfg->nfs_port)
 		l->mount_port = l->nfs_port;
-		return 0;
-	}
-	return bind_service(l, "mount", cfg->mount_port, &l->mount_port, err, errlen);
+	else
+		rc = bind_service(l, "mount", cfg->mount_port, &l->mount_port, err,
+				  errlen);
+	if (rc < 0)
+		return rc;
+	/* NLM's own port (for firewalls that name it); shared as MOUNT's. */
+	if (cfg->nlm_port != 0 && cfg->nlm_port == cfg->nfs_port)
+		l->nlm_port = l->nfs_port;
+	else if (cfg->nlm_port != 0 && cfg->nlm_port == cfg->mount_port)
+		l->nlm_port = l->mount_port;
+	else
+		rc = bind_service(l, "nlm", cfg->nlm_port, &l->nlm_port, err, errlen);
+	return rc;
 }

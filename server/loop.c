@@ -176,6 +176,11 @@ void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount)
 	*mount = l->mount_port;
 }
 
+uint16_t srv_loop_nlm_port(const struct srv_loop *l)
+{
+	return l->nlm_port;
+}
+
 static void dispatch(struct srv_loop *l, const struct epoll_event *ev)
 {
 	struct ev_source *src = ev->data.ptr;

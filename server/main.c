@@ -253,7 +253,7 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 
 	srv_loop_ports(l, &nfs, &mount);
 	if (o->cfg.register_rpcbind)
-		srv_rpcbind_register(nfs, mount);
+		srv_rpcbind_register(nfs, mount, srv_loop_nlm_port(l));
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
@@ -271,7 +271,7 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 				e->path);
 	}
 	warn_low_port_start();
-	printf("listening nfs=%u mount=%u\n", nfs, mount);
+	printf("listening nfs=%u mount=%u nlm=%u\n", nfs, mount, srv_loop_nlm_port(l));
 	fflush(stdout);
 }
 

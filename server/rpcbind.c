@@ -1,4 +1,5 @@
-/* rpcbind.c - registration of NFS v3 and MOUNT v3 with the local rpcbind.
+/* rpcbind.c - registration of NFS v3, MOUNT v3 and NLM v1, v3 and v4 with
+ * the local rpcbind.
  *
  * libtirpc's pmap_set retries for many seconds when no rpcbind listens, and a
  * server must start at once on a machine without one (containers, tests, a
@@ -16,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "srv.h"
+#include "nlm.h"
 
 #define PROBE_TIMEOUT_MS 300
 
@@ -71,7 +72,30 @@ static bool set_one(unsigned long prog, unsigned long vers, int proto, uint16_t 
 	return false;
 }
 
-bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port)
+/* The NLM versions a client may ask for (nlm_proc.c). */
+static const unsigned long nlm_versions[] = {1, 3, 4};
+#define NLM_NVERS (sizeof(nlm_versions) / sizeof(nlm_versions[0]))
+
+static void unset_all(void)
+{
+	pmap_unset(NFS_PROGRAM, NFS_V3);
+	pmap_unset(MOUNT_PROGRAM, MOUNT_V3);
+	for (size_t i = 0; i < NLM_NVERS; i++)
+		pmap_unset(NLM_PROG, nlm_versions[i]);
+}
+
+static bool set_nlm(uint16_t nlm_port)
+{
+	bool ok = true;
+
+	for (size_t i = 0; i < NLM_NVERS; i++) {
+		ok = set_one(NLM_PROG, nlm_versions[i], IPPROTO_TCP, nlm_port) && ok;
+		ok = set_one(NLM_PROG, nlm_versions[i], IPPROTO_UDP, nlm_port) && ok;
+	}
+	return ok;
+}
+
+bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port)
 {
 	bool ok;
 
@@ -81,16 +105,16 @@ bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port)
 			"(clients must be told the ports)");
 		return false;
 	}
-	pmap_unset(NFS_PROGRAM, NFS_V3);
-	pmap_unset(MOUNT_PROGRAM, MOUNT_V3);
+	unset_all();
 	registered = true;
 	ok = set_one(NFS_PROGRAM, NFS_V3, IPPROTO_TCP, nfs_port);
 	ok = set_one(NFS_PROGRAM, NFS_V3, IPPROTO_UDP, nfs_port) && ok;
 	ok = set_one(MOUNT_PROGRAM, MOUNT_V3, IPPROTO_TCP, mount_port) && ok;
 	ok = set_one(MOUNT_PROGRAM, MOUNT_V3, IPPROTO_UDP, mount_port) && ok;
+	ok = set_nlm(nlm_port) && ok;
 	if (ok)
-		srv_log(SRV_LOG_INFO, "registered with rpcbind: nfs %u, mount %u",
-			nfs_port, mount_port);
+		srv_log(SRV_LOG_INFO, "registered with rpcbind: nfs %u, mount %u, nlm %u",
+			nfs_port, mount_port, nlm_port);
 	return ok;
 }
 
@@ -98,7 +122,6 @@ void srv_rpcbind_unregister(void)
 {
 	if (!registered)
 		return;
-	pmap_unset(NFS_PROGRAM, NFS_V3);
-	pmap_unset(MOUNT_PROGRAM, MOUNT_V3);
+	unset_all();
 	registered = false;
 }

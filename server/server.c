@@ -287,6 +287,8 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 	rc = srv_drc_new(SRV_DRC_CAPACITY, &s->drc);
 	if (rc == 0)
 		rc = srv_names_new(&s->names);
+	if (rc == 0)
+		rc = srv_nlm_new(s);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -327,6 +329,7 @@ fail:
 void srv_close(struct srv *s)
 {
 	srv_unions_stop(s);
+	srv_nlm_free(s);
 	for (size_t i = 0; i < s->nexports; i++)
 		export_free(s, s->exports[i]);
 	free(s->exports);

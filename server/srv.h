@@ -183,7 +183,15 @@ struct srv_config {
 	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
 	 * seconds an unmounted one stays open unused, 0 never released. */
 	unsigned max_client_unions, client_union_idle;
+	/* NLM (nlm_proc.c): its own port (0: pick one); caps on locks, waiters
+	 * and share reservations per client host and in all (0: none). */
+	uint16_t nlm_port;
+	size_t nlm_max_locks_per_host, nlm_max_locks;
 };
+/* Defaults of --nlm-max-locks-per-host and --nlm-max-locks: locks, waiters
+ * and share reservations together (lock.c, rule 7). */
+#define NLM_MAX_LOCKS_PER_HOST_DEFAULT 10000
+#define NLM_MAX_LOCKS_DEFAULT	       1000000
 /* knfsd closes a connection idle for 6 minutes; so do we by default. */
 #define SRV_IDLE_TIMEOUT_DEFAULT      360
 #define SRV_CLIENT_UNION_IDLE_DEFAULT 60
@@ -211,6 +219,7 @@ struct srv {
 
 	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
 	struct srv_unions unions;
+	struct srv_nlm *nlm; /* owned: the lock manager (nlm_proc.c) */
 };
 
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
@@ -513,6 +522,15 @@ void srv_drc_done(struct srv_drc *d, const struct srv_drc_key *k,
 extern const struct srv_program nfs3_program;
 extern const struct srv_program mnt3_program;
 
+/* ---- nlm_proc.c: the NLM program, versions 1, 3 and 4 ---- */
+extern const struct srv_program nlm1_program, nlm3_program, nlm4_program;
+/* The lock table and the sender of callbacks (srv_open, srv_close). */
+int srv_nlm_new(struct srv *s);
+void srv_nlm_free(struct srv *s);
+/* Whether the grace period after a restart runs (reclaims only).  Always
+ * false until NSM records the clients to notify. */
+bool nlm_in_grace(void);
+
 /* ---- nfs3_status.c: the one errno -> nfsstat3 map ---- */
 nfsstat3 nfs3_status_from_errno(int err); /* err is a negative errno */
 
@@ -698,6 +716,8 @@ struct srv_loop;
 int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen);
 /* The ports actually bound (a configured 0 becomes the kernel's choice). */
 void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount);
+/* The NLM port bound (--nlm-port; every listener serves NLM too). */
+uint16_t srv_loop_nlm_port(const struct srv_loop *l);
 /* Serves until srv_loop_stop; returns 0, or a negative errno if epoll failed. */
 int srv_loop_run(struct srv_loop *l);
 /* Asks srv_loop_run to return.  Async-signal-safe. */
@@ -707,9 +727,10 @@ void srv_loop_free(struct srv_loop *l);
 
 /* ---- rpcbind.c ---- */
 
-/* Registers NFS v3 and MOUNT v3 (tcp, udp) when rpcbind answers on this host;
- * returns false (after a log line) when it does not, never blocking long. */
-bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port);
+/* Registers NFS v3, MOUNT v3 and NLM v1, v3, v4 (tcp, udp) when rpcbind
+ * answers on this host; returns false (after a log line) when it does not,
+ * never blocking long. */
+bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port);
 /* Removes what srv_rpcbind_register set. */
 void srv_rpcbind_unregister(void);
 
