@@ -1,0 +1,666 @@
+/* test_nlm.c - the NLM server against a libtirpc client (issue 19, NLM).
+ *
+ * Runs under with_rpcbind.sh: a private network namespace with an rpcbind
+ * of its own, where the server registers NLM and this test registers its
+ * own lock manager (the callback service GRANTED goes to), as a client
+ * host's lockd would.  The server finds it through the portmapper, as it
+ * finds a real client's; it gets no port from the test.
+ *
+ *  - registration: rpcbind names the server's NLM port for v1, v3 and v4;
+ *  - exclusive: owner A's lock makes B's TEST report A and B's LOCK
+ *    DENIED; after A's UNLOCK B's LOCK is granted;
+ *  - shared locks coexist, and an exclusive TEST sees them;
+ *  - an UNLOCK in the middle of a lock splits it;
+ *  - a blocking LOCK answers BLOCKED and the test's lock manager receives
+ *    GRANTED once the holder unlocks; CANCEL removes a waiter (no GRANTED);
+ *  - FREE_ALL frees a host's locks;
+ *  - a version 1 LOCK and a version 4 TEST see one table;
+ *  - a handle not of this server is NLM4_STALE_FH;
+ *  - a flood of 100,000 distinct ranges from one owner: the first
+ *    CAP are granted, the rest NLM4_DENIED_NOLOCKS, the server stays up
+ *    and its memory bounded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <rpc/pmap_clnt.h>
+#include <rpc/rpc.h>
+
+#include "mount.h"
+#include "nfs3_prot.h"
+#include "nlm_prot.h"
+#include "start_server.h"
+
+#define FLOOD	   100000
+#define HOST_CAP   10000
+#define RSS_MAX_KB (256 * 1024)
+
+static const char *server_bin;
+static struct test_server server = {.pid = -1};
+static char tmp[64];
+static int nlm_port;
+static CLIENT *nlm4, *nlm1;
+static char fh_bytes[NFS3_FHSIZE];
+static u_int fh_len;
+static struct timeval call_tv = {10, 0};
+
+/* ---- the test's own lock manager: GRANTED calls it received ---- */
+
+static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cb_cond = PTHREAD_COND_INITIALIZER;
+static int cb_granted_svid = -1;
+static unsigned cb_granted_count;
+static char cb_cookie[16];
+
+static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
+{
+	nlm4_testargs args;
+	nlm4_res res;
+
+	if (rq->rq_proc == NLMPROC4_NULL) {
+		svc_sendreply(xprt, (xdrproc_t)(void (*)(void))xdr_void, NULL);
+		return;
+	}
+	if (rq->rq_proc != NLMPROC4_GRANTED) {
+		svcerr_noproc(xprt);
+		return;
+	}
+	memset(&args, 0, sizeof(args));
+	if (!svc_getargs(xprt, (xdrproc_t)xdr_nlm4_testargs, (char *)&args)) {
+		svcerr_decode(xprt);
+		return;
+	}
+	pthread_mutex_lock(&cb_lock);
+	cb_granted_svid = args.alock.svid;
+	cb_granted_count++;
+	snprintf(cb_cookie, sizeof(cb_cookie), "%.*s", (int)args.cookie.nlm_obj_len,
+		 args.cookie.nlm_obj_val);
+	pthread_cond_broadcast(&cb_cond);
+	pthread_mutex_unlock(&cb_lock);
+	res.cookie = args.cookie;
+	res.stat.stat = NLM4_GRANTED;
+	svc_sendreply(xprt, (xdrproc_t)xdr_nlm4_res, (char *)&res);
+	svc_freeargs(xprt, (xdrproc_t)xdr_nlm4_testargs, (char *)&args);
+}
+
+static void *cb_main(void *arg)
+{
+	(void)arg;
+	svc_run();
+	return NULL;
+}
+
+static unsigned short cb_port;
+
+/* Starts the callback service; cb_claim registers it. */
+static int cb_start(void)
+{
+	SVCXPRT *x = svcudp_create(RPC_ANYSOCK);
+	pthread_t t;
+
+	if (!x || !svc_register(x, NLM_PROG, NLM4_VERS, cb_dispatch, 0))
+		return -1;
+	cb_port = x->xp_port;
+	return pthread_create(&t, NULL, cb_main, NULL) == 0 ? 0 : -1;
+}
+
+/* The test is the client host, and server and client share this host's
+ * rpcbind: the client's lock manager takes NLM v4's entry over UDP, where
+ * the server looks for it, as a client host's lockd holds it on its own
+ * host.  (Left to the server, GRANTED went to the server itself, which
+ * refused it, and the lock was released: nlm_send.c, rule 3.) */
+static void cb_claim(void)
+{
+	pmap_unset(NLM_PROG, NLM4_VERS);
+	assert_true(pmap_set(NLM_PROG, NLM4_VERS, IPPROTO_UDP, cb_port));
+}
+
+/* Waits up to MS for a GRANTED beyond the BEFORE-th; its svid or -1. */
+static int cb_wait(unsigned before, int ms)
+{
+	struct timespec until;
+	int svid = -1;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&cb_lock);
+	while (cb_granted_count == before &&
+	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
+		;
+	if (cb_granted_count > before)
+		svid = cb_granted_svid;
+	pthread_mutex_unlock(&cb_lock);
+	return svid;
+}
+
+static unsigned cb_count(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&cb_lock);
+	n = cb_granted_count;
+	pthread_mutex_unlock(&cb_lock);
+	return n;
+}
+
+/* ---- calls ---- */
+
+static CLIENT *tcp_client(int port, unsigned long prog, unsigned long vers)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int sock = RPC_ANYSOCK;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return clnttcp_create(&sin, prog, vers, &sock, 0, 0);
+}
+
+/* A lock of owner SVID (its oh the same text) on [OFF, OFF + LEN). */
+static nlm4_lock alock(const char *host, int svid, uint64_t off, uint64_t len)
+{
+	static char ohs[8][16];
+	static unsigned next;
+	char *oh = ohs[next++ % 8];
+
+	snprintf(oh, 16, "owner-%d", svid);
+	return (nlm4_lock){.caller_name = (char *)host,
+			   .fh = {fh_len, fh_bytes},
+			   .oh = {(u_int)strlen(oh), oh},
+			   .svid = svid,
+			   .l_offset = off,
+			   .l_len = len};
+}
+
+static nlm_obj cookie(const char *c)
+{
+	return (nlm_obj){(u_int)strlen(c), (char *)c};
+}
+
+static nlm4_stats lock4(const char *host, int svid, bool excl, bool block, uint64_t off,
+			uint64_t len)
+{
+	nlm4_lockargs a = {.cookie = cookie("ck-lock"),
+			   .block = block,
+			   .exclusive = excl,
+			   .alock = alock(host, svid, off, len)};
+	nlm4_res r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	st = r.stat.stat;
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+	return st;
+}
+
+static nlm4_stats unlock4(const char *host, int svid, uint64_t off, uint64_t len)
+{
+	nlm4_unlockargs a = {.cookie = cookie("ck-unlock"),
+			     .alock = alock(host, svid, off, len)};
+	nlm4_res r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	st = r.stat.stat;
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+	return st;
+}
+
+static nlm4_stats cancel4(const char *host, int svid, bool excl, uint64_t off,
+			  uint64_t len)
+{
+	nlm4_cancargs a = {.cookie = cookie("ck-cancel"),
+			   .block = true,
+			   .exclusive = excl,
+			   .alock = alock(host, svid, off, len)};
+	nlm4_res r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_CANCEL, (xdrproc_t)xdr_nlm4_cancargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	st = r.stat.stat;
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+	return st;
+}
+
+/* TEST; a conflicting holder goes to *H (its oh not kept). */
+static nlm4_stats test4(const char *host, int svid, bool excl, uint64_t off, uint64_t len,
+			nlm4_holder *h)
+{
+	nlm4_testargs a = {.cookie = cookie("ck-test"),
+			   .exclusive = excl,
+			   .alock = alock(host, svid, off, len)};
+	nlm4_testres r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_TEST, (xdrproc_t)xdr_nlm4_testargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_testres, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	assert_int_equal(r.cookie.nlm_obj_len, strlen("ck-test"));
+	st = r.stat.stat;
+	if (st == NLM4_DENIED && h) {
+		*h = r.stat.nlm4_testrply_u.holder;
+		h->oh = (nlm_obj){0, NULL};
+	}
+	xdr_free((xdrproc_t)xdr_nlm4_testres, (char *)&r);
+	return st;
+}
+
+static void free_all(const char *host)
+{
+	nlm4_notify a = {.name = (char *)host, .state = 0};
+
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_FREE_ALL, (xdrproc_t)xdr_nlm4_notify,
+				   (char *)&a, (xdrproc_t)(void (*)(void))xdr_void, NULL,
+				   call_tv),
+			 RPC_SUCCESS);
+}
+
+/* ---- set-up: server, MNT, LOOKUP of the file ---- */
+
+/* The NLM port of the server's "listening" line (all three ports into
+ * SERVER); -1 until it is written. */
+static int read_ports(const char *state)
+{
+	char path[256], line[256];
+	int nfs, mount, nlm = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stdout", state);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "listening nfs=%d mount=%d nlm=%d", &nfs, &mount,
+			   &nlm) == 3) {
+			server.nfs_port = nfs;
+			server.mount_port = mount;
+			break;
+		}
+	fclose(f);
+	return nlm;
+}
+
+static int lookup_file(void)
+{
+	CLIENT *m = tcp_client(server.mount_port, MOUNT_PROGRAM, MOUNT_V3);
+	CLIENT *n = tcp_client(server.nfs_port, NFS_PROGRAM, NFS_V3);
+	char *path = "/";
+	mountres3 mr = {0};
+	LOOKUP3args la = {0};
+	LOOKUP3res lr = {0};
+	int rc = -1;
+
+	if (!m || !n)
+		goto out;
+	n->cl_auth = authunix_create_default();
+	if (clnt_call(m, MOUNTPROC3_MNT, (xdrproc_t)xdr_dirpath, (char *)&path,
+		      (xdrproc_t)xdr_mountres3, (char *)&mr, call_tv) != RPC_SUCCESS ||
+	    mr.fhs_status != MNT3_OK)
+		goto out;
+	la.what.dir.data.data_len = mr.mountres3_u.mountinfo.fhandle.fhandle3_len;
+	la.what.dir.data.data_val = mr.mountres3_u.mountinfo.fhandle.fhandle3_val;
+	la.what.name = "f";
+	if (clnt_call(n, NFSPROC3_LOOKUP, (xdrproc_t)xdr_LOOKUP3args, (char *)&la,
+		      (xdrproc_t)xdr_LOOKUP3res, (char *)&lr, call_tv) != RPC_SUCCESS ||
+	    lr.status != NFS3_OK)
+		goto out;
+	fh_len = lr.LOOKUP3res_u.resok.object.data.data_len;
+	memcpy(fh_bytes, lr.LOOKUP3res_u.resok.object.data.data_val, fh_len);
+	rc = 0;
+	xdr_free((xdrproc_t)xdr_LOOKUP3res, (char *)&lr);
+	xdr_free((xdrproc_t)xdr_mountres3, (char *)&mr);
+out:
+	if (m)
+		clnt_destroy(m);
+	if (n)
+		clnt_destroy(n);
+	return rc;
+}
+
+/* Starts the server as start_server.c does, but registered with the
+ * private rpcbind (start_server's servers never register). */
+static int start_registered(const char *st, char *const *args)
+{
+	char out[192];
+	pid_t pid;
+
+	mkdir(st, 0700);
+	snprintf(out, sizeof(out), "%s/stdout", st);
+	unlink(out);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+			_exit(126);
+		execv(server_bin, args);
+		_exit(127);
+	}
+	server.pid = pid;
+	for (int i = 0; pid > 0 && i < START_WAIT_S * 20; i++) {
+		nlm_port = read_ports(st);
+		if (nlm_port > 0)
+			return 0;
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
+			server.pid = -1;
+			return -1;
+		}
+		usleep(50000);
+	}
+	return -1;
+}
+
+static int setup(void **state)
+{
+	char lower[128], upper[128], work[128], st[128], f[160];
+	char low_arg[160], up_arg[160], work_arg[160], st_arg[160];
+	char *args[] = {(char *)server_bin,
+			low_arg,
+			up_arg,
+			work_arg,
+			st_arg,
+			"--threads=4",
+			"--nfs-port=0",
+			"--mount-port=0",
+			"--bind=127.0.0.1",
+			"--foreground",
+			"--clients=" TEST_SERVER_CLIENTS,
+			NULL};
+	FILE *fp;
+
+	(void)state;
+	snprintf(tmp, sizeof(tmp), "/tmp/test_nlm.XXXXXX");
+	if (!mkdtemp(tmp))
+		return -1;
+	snprintf(lower, sizeof(lower), "%s/lower", tmp);
+	snprintf(upper, sizeof(upper), "%s/upper", tmp);
+	snprintf(work, sizeof(work), "%s/work", tmp);
+	snprintf(st, sizeof(st), "%s/state", tmp);
+	snprintf(f, sizeof(f), "%s/f", lower);
+	mkdir(lower, 0755);
+	mkdir(upper, 0755);
+	mkdir(work, 0755);
+	fp = fopen(f, "w");
+	if (!fp)
+		return -1;
+	fputs("locked\n", fp);
+	fclose(fp);
+	snprintf(low_arg, sizeof(low_arg), "--lowerdir=%s", lower);
+	snprintf(up_arg, sizeof(up_arg), "--upperdir=%s", upper);
+	snprintf(work_arg, sizeof(work_arg), "--workdir=%s", work);
+	snprintf(st_arg, sizeof(st_arg), "--state-dir=%s", st);
+	if (cb_start() < 0 || start_registered(st, args) < 0 || lookup_file() < 0)
+		return -1;
+	nlm4 = tcp_client(nlm_port, NLM_PROG, NLM4_VERS);
+	nlm1 = tcp_client(nlm_port, NLM_PROG, NLM_VERS);
+	return nlm4 && nlm1 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (nlm4)
+		clnt_destroy(nlm4);
+	if (nlm1)
+		clnt_destroy(nlm1);
+	pmap_unset(NLM_PROG, NLM4_VERS);
+	test_server_stop(&server);
+	test_tmp_remove(tmp, "/tmp/test_nlm.");
+	return 0;
+}
+
+/* ---- the tests ---- */
+
+static void registered(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+
+	(void)state;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(pmap_getport(&sin, NLM_PROG, NLM4_VERS, IPPROTO_UDP), nlm_port);
+	assert_int_equal(pmap_getport(&sin, NLM_PROG, NLM4_VERS, IPPROTO_TCP), nlm_port);
+	assert_int_equal(pmap_getport(&sin, NLM_PROG, NLM_VERSX, IPPROTO_TCP), nlm_port);
+	assert_int_equal(pmap_getport(&sin, NLM_PROG, NLM_VERS, IPPROTO_UDP), nlm_port);
+}
+
+static void exclusive(void **state)
+{
+	nlm4_holder h;
+
+	(void)state;
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 100), NLM4_GRANTED);
+	assert_int_equal(test4("hostA", 2, true, 50, 10, &h), NLM4_DENIED);
+	assert_int_equal(h.svid, 1);
+	assert_true(h.exclusive);
+	assert_int_equal(h.l_offset, 0);
+	assert_int_equal(h.l_len, 100);
+	assert_int_equal(lock4("hostA", 2, true, false, 50, 10), NLM4_DENIED);
+	assert_int_equal(lock4("hostA", 2, false, false, 99, 1), NLM4_DENIED);
+	assert_int_equal(lock4("hostA", 2, true, false, 100, 10), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostA", 2, true, false, 50, 10), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostA", 2, 0, 0), NLM4_GRANTED);
+	assert_int_equal(test4("hostA", 3, true, 0, 0, NULL), NLM4_GRANTED);
+}
+
+static void shared(void **state)
+{
+	nlm4_holder h;
+
+	(void)state;
+	assert_int_equal(lock4("hostA", 1, false, false, 0, 10), NLM4_GRANTED);
+	assert_int_equal(lock4("hostB", 1, false, false, 5, 10), NLM4_GRANTED);
+	assert_int_equal(test4("hostB", 2, false, 0, 20, NULL), NLM4_GRANTED);
+	assert_int_equal(test4("hostB", 2, true, 12, 1, &h), NLM4_DENIED);
+	assert_false(h.exclusive);
+	assert_int_equal(lock4("hostB", 2, true, false, 0, 0), NLM4_DENIED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostB", 1, 0, 0), NLM4_GRANTED);
+}
+
+static void split(void **state)
+{
+	nlm4_holder h;
+
+	(void)state;
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 100), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostA", 1, 40, 20), NLM4_GRANTED);
+	assert_int_equal(lock4("hostA", 2, true, false, 40, 20), NLM4_GRANTED);
+	assert_int_equal(lock4("hostA", 2, true, false, 39, 1), NLM4_DENIED);
+	assert_int_equal(test4("hostA", 3, true, 60, 5, &h), NLM4_DENIED);
+	assert_int_equal(h.svid, 1);
+	assert_int_equal(h.l_offset, 60);
+	assert_int_equal(h.l_len, 40);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostA", 2, 0, 0), NLM4_GRANTED);
+}
+
+static void blocking_granted(void **state)
+{
+	unsigned before = cb_count();
+
+	(void)state;
+	cb_claim();
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostB", 7, true, true, 10, 10), NLM4_BLOCKED);
+	assert_int_equal(cb_wait(before, 500), -1); /* not while A holds it */
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(cb_wait(before, 5000), 7);
+	pthread_mutex_lock(&cb_lock);
+	assert_string_equal(cb_cookie, "ck-lock");
+	pthread_mutex_unlock(&cb_lock);
+	/* granted before GRANTED was sent: B holds it */
+	assert_int_equal(lock4("hostA", 1, true, false, 15, 1), NLM4_DENIED);
+	assert_int_equal(unlock4("hostB", 7, 0, 0), NLM4_GRANTED);
+}
+
+static void cancel(void **state)
+{
+	unsigned before = cb_count();
+
+	(void)state;
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostB", 8, true, true, 0, 10), NLM4_BLOCKED);
+	assert_int_equal(cancel4("hostB", 8, true, 0, 10), NLM4_GRANTED);
+	assert_int_equal(cancel4("hostB", 8, true, 0, 10), NLM4_DENIED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(cb_wait(before, 1500), -1);
+	assert_int_equal(test4("hostC", 1, true, 0, 0, NULL), NLM4_GRANTED);
+}
+
+static void free_all_host(void **state)
+{
+	(void)state;
+	assert_int_equal(lock4("hostX", 1, true, false, 0, 10), NLM4_GRANTED);
+	assert_int_equal(lock4("hostX", 2, true, false, 20, 10), NLM4_GRANTED);
+	assert_int_equal(lock4("hostY", 1, true, false, 0, 1), NLM4_DENIED);
+	free_all("hostY"); /* another host's: nothing of X's goes */
+	assert_int_equal(lock4("hostY", 1, true, false, 0, 1), NLM4_DENIED);
+	free_all("hostX");
+	assert_int_equal(lock4("hostY", 1, true, false, 0, 30), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostY", 1, 0, 0), NLM4_GRANTED);
+}
+
+static void version1(void **state)
+{
+	nlm_lockargs a = {.cookie = cookie("v1"),
+			  .exclusive = true,
+			  .alock = {.caller_name = "hostV",
+				    .fh = {fh_len, fh_bytes},
+				    .oh = {2, "v1"},
+				    .svid = 11,
+				    .l_offset = 1000,
+				    .l_len = 0}};
+	nlm_res r = {0};
+	nlm4_holder h;
+
+	(void)state;
+	assert_int_equal(clnt_call(nlm1, NLM_LOCK, (xdrproc_t)xdr_nlm_lockargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	assert_int_equal(r.stat.stat, nlm_granted);
+	xdr_free((xdrproc_t)xdr_nlm_res, (char *)&r);
+	assert_int_equal(test4("hostA", 1, false, (uint64_t)1 << 40, 1, &h), NLM4_DENIED);
+	assert_int_equal(h.svid, 11);
+	assert_int_equal(h.l_offset, 1000);
+	assert_int_equal(h.l_len, 0);
+	free_all("hostV");
+	assert_int_equal(test4("hostA", 1, true, 0, 0, NULL), NLM4_GRANTED);
+}
+
+static void stale_handle(void **state)
+{
+	nlm4_lockargs a = {.cookie = cookie("x"), .exclusive = true};
+	char junk[32] = "no handle of ours";
+	nlm4_res r = {0};
+
+	(void)state;
+	a.alock = alock("hostA", 1, 0, 1);
+	a.alock.fh = (nlm_obj){sizeof(junk), junk};
+	assert_int_equal(clnt_call(nlm4, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	assert_int_equal(r.stat.stat, NLM4_STALE_FH);
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+}
+
+static long server_rss_kb(void)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)server.pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static void flood(void **state)
+{
+	unsigned granted = 0, nolocks = 0, other = 0;
+	long rss0 = server_rss_kb(), rss1;
+	struct timespec t0, t1;
+	nlm4_stats st;
+
+	(void)state;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0; i < FLOOD; i++) {
+		/* ranges apart, so that none merges with its neighbour */
+		st = lock4("flood", 1, true, false, (uint64_t)i * 2, 1);
+		granted += st == NLM4_GRANTED;
+		nolocks += st == NLM4_DENIED_NOLOCKS;
+		other += st != NLM4_GRANTED && st != NLM4_DENIED_NOLOCKS;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	rss1 = server_rss_kb();
+	printf("flood: %u LOCKs in %.1f s: %u granted, %u NLM4_DENIED_NOLOCKS, %u other; "
+	       "server RSS %ld -> %ld kB\n",
+	       FLOOD, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+	       granted, nolocks, other, rss0, rss1);
+	assert_int_equal(granted, HOST_CAP);
+	assert_int_equal(nolocks, FLOOD - HOST_CAP);
+	assert_true(test_server_alive(&server));
+	assert_true(rss1 > 0 && rss1 < RSS_MAX_KB);
+	/* another host is not held back by the flooder's cap */
+	assert_int_equal(lock4("hostA", 1, true, false, 1, 1), NLM4_GRANTED);
+	free_all("flood");
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 0), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(registered),	cmocka_unit_test(exclusive),
+	    cmocka_unit_test(shared),		cmocka_unit_test(split),
+	    cmocka_unit_test(blocking_granted), cmocka_unit_test(cancel),
+	    cmocka_unit_test(free_all_host),	cmocka_unit_test(version1),
+	    cmocka_unit_test(stale_handle),	cmocka_unit_test(flood),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s UNION_NFSD\n", argv[0]);
+		return 2;
+	}
+	server_bin = argv[1];
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
