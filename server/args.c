@@ -679,7 +679,7 @@ static void print_usage(void)
 	       "                (default %d, %d; 0: no cap); past them a client\n"
 	       "                gets NLM4_DENIED_NOLOCKS\n"
 	       "  --config      INI file with [server] and [export] sections\n"
-	       "Prints 'listening nfs=P mount=M nlm=L' once it serves.\n",
+	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
 	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT, SRV_CLIENT_UNION_IDLE_DEFAULT,
 	       NLM_MAX_LOCKS_PER_HOST_DEFAULT, NLM_MAX_LOCKS_DEFAULT);

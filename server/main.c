@@ -271,7 +271,7 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 				e->path);
 	}
 	warn_low_port_start();
-	printf("listening nfs=%u mount=%u nlm=%u\n", nfs, mount, srv_loop_nlm_port(l));
+	printf("listening nfs=%u mount=%u\n", nfs, mount);
 	fflush(stdout);
 }
 

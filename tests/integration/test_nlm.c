@@ -54,7 +54,9 @@
 static const char *server_bin;
 static struct test_server server = {.pid = -1};
 static char tmp[64];
-static int nlm_port;
+/* lockd's customary port: free in the test's own network namespace. */
+#define NLM_PORT_S "4045"
+static const int nlm_port = 4045;
 static CLIENT *nlm4, *nlm1;
 static char fh_bytes[NFS3_FHSIZE];
 static u_int fh_len;
@@ -286,12 +288,12 @@ static void free_all(const char *host)
 
 /* ---- set-up: server, MNT, LOOKUP of the file ---- */
 
-/* The NLM port of the server's "listening" line (all three ports into
- * SERVER); -1 until it is written. */
+/* Reads the server's "listening" line into SERVER's ports: 0, or -1 until
+ * it is written. */
 static int read_ports(const char *state)
 {
 	char path[256], line[256];
-	int nfs, mount, nlm = -1;
+	int nfs, mount, rc = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/stdout", state);
@@ -299,14 +301,14 @@ static int read_ports(const char *state)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "listening nfs=%d mount=%d nlm=%d", &nfs, &mount,
-			   &nlm) == 3) {
+		if (sscanf(line, "listening nfs=%d mount=%d", &nfs, &mount) == 2) {
 			server.nfs_port = nfs;
 			server.mount_port = mount;
+			rc = 0;
 			break;
 		}
 	fclose(f);
-	return nlm;
+	return rc;
 }
 
 static int lookup_file(void)
@@ -368,8 +370,7 @@ static int start_registered(const char *st, char *const *args)
 	}
 	server.pid = pid;
 	for (int i = 0; pid > 0 && i < START_WAIT_S * 20; i++) {
-		nlm_port = read_ports(st);
-		if (nlm_port > 0)
+		if (read_ports(st) == 0)
 			return 0;
 		if (waitpid(pid, NULL, WNOHANG) == pid) {
 			server.pid = -1;
@@ -394,6 +395,7 @@ static int setup(void **state)
 			"--mount-port=0",
 			"--bind=127.0.0.1",
 			"--foreground",
+			"--nlm-port=" NLM_PORT_S,
 			"--clients=" TEST_SERVER_CLIENTS,
 			NULL};
 	FILE *fp;
