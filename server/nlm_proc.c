@@ -309,9 +309,9 @@ static void nlm_reply_msg(struct srv_req *req, uint32_t proc, xdrproc_t enc,
 		nlm_send_msg(req->srv->nlm, req->peer, req->vers, proc, enc, res);
 }
 
-/* A _MSG handler of version 4: the synchronous HANDLER, its results sent as
- * RES_PROC. */
-#define NLM4_MSG(name, handler, res_type, res_proc)                                      \
+/* A _MSG handler: the synchronous HANDLER, its results (RES_TYPE) sent as
+ * RES_PROC in the caller's version. */
+#define NLM_MSG(name, handler, res_type, res_proc)                                       \
 	static void name(struct srv_req *req, void *argp, void *resp)                    \
 	{                                                                                \
 		res_type r = {0};                                                        \
@@ -322,11 +322,11 @@ static void nlm_reply_msg(struct srv_req *req, uint32_t proc, xdrproc_t enc,
 		nlm_reply_msg(req, res_proc, (xdrproc_t)xdr_##res_type, &r);             \
 	}
 
-NLM4_MSG(nlm4_do_test_msg, nlm4_do_test, nlm4_testres, NLMPROC4_TEST_RES)
-NLM4_MSG(nlm4_do_lock_msg, nlm4_do_lock, nlm4_res, NLMPROC4_LOCK_RES)
-NLM4_MSG(nlm4_do_cancel_msg, nlm4_do_cancel, nlm4_res, NLMPROC4_CANCEL_RES)
-NLM4_MSG(nlm4_do_unlock_msg, nlm4_do_unlock, nlm4_res, NLMPROC4_UNLOCK_RES)
-NLM4_MSG(nlm4_do_granted_msg, nlm4_do_granted, nlm4_res, NLMPROC4_GRANTED_RES)
+NLM_MSG(nlm4_do_test_msg, nlm4_do_test, nlm4_testres, NLMPROC4_TEST_RES)
+NLM_MSG(nlm4_do_lock_msg, nlm4_do_lock, nlm4_res, NLMPROC4_LOCK_RES)
+NLM_MSG(nlm4_do_cancel_msg, nlm4_do_cancel, nlm4_res, NLMPROC4_CANCEL_RES)
+NLM_MSG(nlm4_do_unlock_msg, nlm4_do_unlock, nlm4_res, NLMPROC4_UNLOCK_RES)
+NLM_MSG(nlm4_do_granted_msg, nlm4_do_granted, nlm4_res, NLMPROC4_GRANTED_RES)
 
 /* TEST_RES ... GRANTED_RES: accepted, nothing awaits them (rule 5). */
 static void nlm4_do_res_ignore(struct srv_req *req, void *args, void *res)
@@ -482,22 +482,11 @@ static void nlm1_do_granted(struct srv_req *req, void *argp, void *resp)
 	r->stat.stat = nlm_denied;
 }
 
-#define NLM1_MSG(name, handler, res_type, res_proc)                                      \
-	static void name(struct srv_req *req, void *argp, void *resp)                    \
-	{                                                                                \
-		res_type r = {0};                                                        \
-		(void)resp;                                                              \
-		if (!req->srv->nlm)                                                      \
-			return;                                                          \
-		handler(req, argp, &r);                                                  \
-		nlm_reply_msg(req, res_proc, (xdrproc_t)xdr_##res_type, &r);             \
-	}
-
-NLM1_MSG(nlm1_do_test_msg, nlm1_do_test, nlm_testres, NLM_TEST_RES)
-NLM1_MSG(nlm1_do_lock_msg, nlm1_do_lock, nlm_res, NLM_LOCK_RES)
-NLM1_MSG(nlm1_do_cancel_msg, nlm1_do_cancel, nlm_res, NLM_CANCEL_RES)
-NLM1_MSG(nlm1_do_unlock_msg, nlm1_do_unlock, nlm_res, NLM_UNLOCK_RES)
-NLM1_MSG(nlm1_do_granted_msg, nlm1_do_granted, nlm_res, NLM_GRANTED_RES)
+NLM_MSG(nlm1_do_test_msg, nlm1_do_test, nlm_testres, NLM_TEST_RES)
+NLM_MSG(nlm1_do_lock_msg, nlm1_do_lock, nlm_res, NLM_LOCK_RES)
+NLM_MSG(nlm1_do_cancel_msg, nlm1_do_cancel, nlm_res, NLM_CANCEL_RES)
+NLM_MSG(nlm1_do_unlock_msg, nlm1_do_unlock, nlm_res, NLM_UNLOCK_RES)
+NLM_MSG(nlm1_do_granted_msg, nlm1_do_granted, nlm_res, NLM_GRANTED_RES)
 
 static nlm4_shareargs nlm_widen_share(const nlm_shareargs *a)
 {
