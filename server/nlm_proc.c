@@ -358,22 +358,24 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 				     (unsigned)a->share.access, (unsigned)a->share.mode));
 }
 
-static void nlm4_do_share(struct srv_req *req, void *argp, void *resp)
+/* SHARE (SHARE true) or UNSHARE of version 4. */
+static void nlm4_share_call(struct srv_req *req, void *argp, void *resp, bool share)
 {
 	nlm4_shareargs *a = argp;
 	nlm4_shareres *r = resp;
 
 	r->cookie = a->cookie;
-	r->stat = nlm_share_status(req, a, true);
+	r->stat = nlm_share_status(req, a, share);
+}
+
+static void nlm4_do_share(struct srv_req *req, void *argp, void *resp)
+{
+	nlm4_share_call(req, argp, resp, true);
 }
 
 static void nlm4_do_unshare(struct srv_req *req, void *argp, void *resp)
 {
-	nlm4_shareargs *a = argp;
-	nlm4_shareres *r = resp;
-
-	r->cookie = a->cookie;
-	r->stat = nlm_share_status(req, a, false);
+	nlm4_share_call(req, argp, resp, false);
 }
 
 static void nlm4_do_free_all(struct srv_req *req, void *argp, void *resp)
@@ -499,24 +501,25 @@ static nlm4_shareargs nlm_widen_share(const nlm_shareargs *a)
 				.reclaim = a->reclaim};
 }
 
-static void nlm3_do_share(struct srv_req *req, void *argp, void *resp)
+/* SHARE (SHARE true) or UNSHARE of version 3. */
+static void nlm3_share_call(struct srv_req *req, void *argp, void *resp, bool share)
 {
 	nlm_shareargs *a = argp;
 	nlm_shareres *r = resp;
 	nlm4_shareargs a4 = nlm_widen_share(a);
 
 	r->cookie = a->cookie;
-	r->stat = nlm_narrow(nlm_share_status(req, &a4, true));
+	r->stat = nlm_narrow(nlm_share_status(req, &a4, share));
+}
+
+static void nlm3_do_share(struct srv_req *req, void *argp, void *resp)
+{
+	nlm3_share_call(req, argp, resp, true);
 }
 
 static void nlm3_do_unshare(struct srv_req *req, void *argp, void *resp)
 {
-	nlm_shareargs *a = argp;
-	nlm_shareres *r = resp;
-	nlm4_shareargs a4 = nlm_widen_share(a);
-
-	r->cookie = a->cookie;
-	r->stat = nlm_narrow(nlm_share_status(req, &a4, false));
+	nlm3_share_call(req, argp, resp, false);
 }
 
 static void nlm3_do_free_all(struct srv_req *req, void *argp, void *resp)
