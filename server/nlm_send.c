@@ -11,9 +11,12 @@
  * Rules:
  *  1. A job's arguments are encoded when it is queued (the call's arguments
  *     are freed with its arena), so the thread sends bytes (xdr_bytes_raw).
- *  2. An _RES is a one-way message: sent once over UDP with no wait for a
- *     reply (a zero timeout), lost if the network loses it, as a client's
- *     own _MSG may be.
+ *  2. An _RES is a one-way message: sent once over UDP, lost if the
+ *     network loses it, as a client's own _MSG may be.  A client's lock
+ *     manager answers it with an empty reply, which is waited for
+ *     MSG_WAIT_MS at most (libtirpc sends nothing at all when told to wait
+ *     for no time), so a client that never answers costs the thread that
+ *     long per message.
  *  3. A GRANTED waits for the client's answer.  NLM4_GRANTED ends the job;
  *     NLM4_DENIED_GRACE_PERIOD or no answer is tried again, GRANT_TRIES
  *     times in all, GRANT_RETRY_S apart; any other answer, or none after
@@ -40,6 +43,7 @@
 #define CALL_TIMEOUT_S	  5
 #define CONNECT_TIMEOUT_S 3
 #define CLIENT_CACHE	  8
+#define MSG_WAIT_MS	  20
 
 struct nlm_job {
 	struct nlm_job *next;
@@ -356,13 +360,13 @@ static bool send_grant(struct nlm_sender *tx, struct nlm_job *j)
 
 static void send_msg(struct nlm_sender *tx, struct nlm_job *j)
 {
-	struct timeval none = {0, 0};
+	struct timeval wait = {0, MSG_WAIT_MS * 1000};
 	CLIENT *cl = client_for(tx, j);
 
-	/* A zero timeout sends once and returns RPC_TIMEDOUT (rule 2). */
+	/* Sent once; the reply, if any, is not awaited long (rule 2). */
 	if (cl)
 		clnt_call(cl, j->proc, (xdrproc_t)xdr_bytes_raw, (char *)j,
-			  (xdrproc_t)(void (*)(void))xdr_void, NULL, none);
+			  (xdrproc_t)(void (*)(void))xdr_void, NULL, wait);
 }
 
 static void run_job(struct nlm_sender *tx, struct nlm_job *j)

@@ -75,6 +75,25 @@ static pthread_cond_t cb_cond = PTHREAD_COND_INITIALIZER;
 static int cb_granted_svid = -1;
 static unsigned cb_granted_count;
 static char cb_cookie[16];
+static int cb_lock_res = -1; /* the stat of the last LOCK_RES */
+
+/* The client refuses GRANTED for this svid (it no longer wants the lock). */
+#define SVID_REFUSES 99
+
+/* LOCK_RES, the answer to a LOCK_MSG: its status kept, nothing replied. */
+static void cb_lock_res_call(SVCXPRT *xprt)
+{
+	nlm4_res res;
+
+	memset(&res, 0, sizeof(res));
+	if (!svc_getargs(xprt, (xdrproc_t)xdr_nlm4_res, (char *)&res))
+		return;
+	pthread_mutex_lock(&cb_lock);
+	cb_lock_res = res.stat.stat;
+	pthread_cond_broadcast(&cb_cond);
+	pthread_mutex_unlock(&cb_lock);
+	svc_freeargs(xprt, (xdrproc_t)xdr_nlm4_res, (char *)&res);
+}
 
 static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 {
@@ -83,6 +102,10 @@ static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 
 	if (rq->rq_proc == NLMPROC4_NULL) {
 		svc_sendreply(xprt, (xdrproc_t)(void (*)(void))xdr_void, NULL);
+		return;
+	}
+	if (rq->rq_proc == NLMPROC4_LOCK_RES) {
+		cb_lock_res_call(xprt);
 		return;
 	}
 	if (rq->rq_proc != NLMPROC4_GRANTED) {
@@ -102,7 +125,7 @@ static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	pthread_cond_broadcast(&cb_cond);
 	pthread_mutex_unlock(&cb_lock);
 	res.cookie = args.cookie;
-	res.stat.stat = NLM4_GRANTED;
+	res.stat.stat = args.alock.svid == SVID_REFUSES ? NLM4_DENIED : NLM4_GRANTED;
 	svc_sendreply(xprt, (xdrproc_t)xdr_nlm4_res, (char *)&res);
 	svc_freeargs(xprt, (xdrproc_t)xdr_nlm4_testargs, (char *)&args);
 }
@@ -606,6 +629,63 @@ static void stale_handle(void **state)
 	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
 }
 
+/* A blocked lock whose GRANTED the client refuses is released again
+ * (nlm_send.c, rule 3): another owner then gets it. */
+static void granted_refused(void **state)
+{
+	unsigned before = cb_count();
+	nlm4_stats st = NLM4_DENIED;
+
+	(void)state;
+	cb_claim();
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostB", SVID_REFUSES, true, true, 0, 10), NLM4_BLOCKED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(cb_wait(before, 5000), SVID_REFUSES);
+	for (int i = 0; i < 50 && st != NLM4_GRANTED; i++) {
+		usleep(100000);
+		st = lock4("hostC", 1, true, false, 0, 10);
+	}
+	assert_int_equal(st, NLM4_GRANTED);
+	assert_int_equal(unlock4("hostC", 1, 0, 0), NLM4_GRANTED);
+}
+
+/* LOCK_MSG over UDP: no answer to the call itself; LOCK_RES comes to the
+ * test's lock manager. */
+static void lock_msg_udp(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
+	struct timeval wait = {1, 0};
+	nlm4_lockargs a = {.cookie = cookie("ck-msg"),
+			   .exclusive = true,
+			   .alock = alock("hostM", 1, 500, 10)};
+	int sock = RPC_ANYSOCK, got = -1;
+	struct timespec until;
+	CLIENT *u;
+
+	(void)state;
+	cb_claim();
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	u = clntudp_create(&sin, NLM_PROG, NLM4_VERS, wait, &sock);
+	assert_non_null(u);
+	pthread_mutex_lock(&cb_lock);
+	cb_lock_res = -1;
+	pthread_mutex_unlock(&cb_lock);
+	clnt_call(u, NLMPROC4_LOCK_MSG, (xdrproc_t)xdr_nlm4_lockargs, (char *)&a,
+		  (xdrproc_t)(void (*)(void))xdr_void, NULL, call_tv);
+	clnt_destroy(u);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&cb_lock);
+	while (cb_lock_res < 0 && pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
+		;
+	got = cb_lock_res;
+	pthread_mutex_unlock(&cb_lock);
+	assert_int_equal(got, NLM4_GRANTED);
+	assert_int_equal(test4("hostA", 1, true, 505, 1, NULL), NLM4_DENIED);
+	free_all("hostM");
+}
+
 static long server_rss_kb(void)
 {
 	char path[64], line[256];
@@ -664,7 +744,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(shared),		cmocka_unit_test(split),
 	    cmocka_unit_test(blocking_granted), cmocka_unit_test(cancel),
 	    cmocka_unit_test(free_all_host),	cmocka_unit_test(version1),
-	    cmocka_unit_test(stale_handle),	cmocka_unit_test(flood),
+	    cmocka_unit_test(stale_handle),	cmocka_unit_test(granted_refused),
+	    cmocka_unit_test(lock_msg_udp),	cmocka_unit_test(flood),
 	};
 
 	if (argc != 2) {
