@@ -13,6 +13,8 @@
  *  - an UNLOCK in the middle of a lock splits it;
  *  - a blocking LOCK answers BLOCKED and the test's lock manager receives
  *    GRANTED once the holder unlocks; CANCEL removes a waiter (no GRANTED);
+ *  - a GRANTED the client refuses releases the lock again;
+ *  - LOCK_MSG over UDP: its LOCK_RES comes to the test's lock manager;
  *  - FREE_ALL frees a host's locks;
  *  - a version 1 LOCK and a version 4 TEST see one table;
  *  - a handle not of this server is NLM4_STALE_FH;
