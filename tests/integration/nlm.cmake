@@ -6,8 +6,8 @@
 # splits, blocking locks and CANCEL, FREE_ALL, version 1, a stale handle, and
 # a flood of 100,000 ranges from one owner (the per-host cap, the server
 # alive, its RSS bounded).  Runs as root.  ~20 s.
-add_executable(test_nlm test_nlm.c start_server.c)
-target_link_libraries(test_nlm PRIVATE xdr PkgConfig::TIRPC PkgConfig::CMOCKA Threads::Threads)
+add_executable(test_nlm test_nlm.c)
+target_link_libraries(test_nlm PRIVATE it_server xdr PkgConfig::TIRPC PkgConfig::CMOCKA Threads::Threads)
 target_compile_options(test_nlm PRIVATE ${IT_WARN})
 add_test(NAME integration/nlm
          COMMAND ${IT_DIR}/with_rpcbind.sh $<TARGET_FILE:test_nlm> $<TARGET_FILE:union-nfsd>)
