@@ -294,6 +294,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.client_union_idle = SRV_CLIENT_UNION_IDLE_DEFAULT;
 	o->cfg.nlm_max_locks_per_host = NLM_MAX_LOCKS_PER_HOST_DEFAULT;
 	o->cfg.nlm_max_locks = NLM_MAX_LOCKS_DEFAULT;
+	o->cfg.grace_period = NSM_GRACE_PERIOD_DEFAULT;
 	o->log_level = SRV_LOG_INFO;
 	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
 }
@@ -316,6 +317,10 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_size_setting(value, &o->cfg.nlm_max_locks_per_host);
 	else if (strcmp(key, "nlm-max-locks") == 0)
 		ok = parse_size_setting(value, &o->cfg.nlm_max_locks);
+	else if (strcmp(key, "nsm-port") == 0)
+		ok = parse_port(value, &o->cfg.nsm_port);
+	else if (strcmp(key, "grace-period") == 0)
+		ok = parse_conn_setting(value, &o->cfg.grace_period);
 	else if (strcmp(key, "threads") == 0)
 		ok = parse_threads(value, &o->cfg.nthreads);
 	else if (strcmp(key, "max-connections") == 0)
@@ -599,6 +604,8 @@ enum {
 	OPT_NLM_PORT,
 	OPT_NLM_MAX_LOCKS_PER_HOST,
 	OPT_NLM_MAX_LOCKS,
+	OPT_NSM_PORT,
+	OPT_GRACE_PERIOD,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -626,6 +633,8 @@ static const struct option long_opts[] = {
     {"nlm-port", required_argument, NULL, OPT_NLM_PORT},
     {"nlm-max-locks-per-host", required_argument, NULL, OPT_NLM_MAX_LOCKS_PER_HOST},
     {"nlm-max-locks", required_argument, NULL, OPT_NLM_MAX_LOCKS},
+    {"nsm-port", required_argument, NULL, OPT_NSM_PORT},
+    {"grace-period", required_argument, NULL, OPT_GRACE_PERIOD},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -646,7 +655,8 @@ static void print_usage(void)
 	       "                  [--idle-timeout=SECONDS]\n"
 	       "                  [--max-client-unions=N] [--client-union-idle=SECONDS]\n"
 	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
-	       "                  [--nlm-max-locks=N]\n"
+	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
+	       "                  [--grace-period=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--config=FILE]\n"
 	       "\n"
@@ -678,11 +688,16 @@ static void print_usage(void)
 	       "                share reservations per client host and in all\n"
 	       "                (default %d, %d; 0: no cap); past them a client\n"
 	       "                gets NLM4_DENIED_NOLOCKS\n"
+	       "  --nsm-port    NSM (status monitor) port of its own (default 0:\n"
+	       "                picks one)\n"
+	       "  --grace-period  seconds after a restart in which only locks held\n"
+	       "                before it may be reclaimed (default %u; 0: none)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
 	       DEFAULT_STATE_DIR, SRV_IDLE_TIMEOUT_DEFAULT, SRV_CLIENT_UNION_IDLE_DEFAULT,
-	       NLM_MAX_LOCKS_PER_HOST_DEFAULT, NLM_MAX_LOCKS_DEFAULT);
+	       NLM_MAX_LOCKS_PER_HOST_DEFAULT, NLM_MAX_LOCKS_DEFAULT,
+	       NSM_GRACE_PERIOD_DEFAULT);
 }
 
 /* What the command line said, before the config file is merged under it. */
@@ -725,6 +740,8 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_NLM_PORT - OPT_LOWERDIR] = "nlm-port",
 	    [OPT_NLM_MAX_LOCKS_PER_HOST - OPT_LOWERDIR] = "nlm-max-locks-per-host",
 	    [OPT_NLM_MAX_LOCKS - OPT_LOWERDIR] = "nlm-max-locks",
+	    [OPT_NSM_PORT - OPT_LOWERDIR] = "nsm-port",
+	    [OPT_GRACE_PERIOD - OPT_LOWERDIR] = "grace-period",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -823,6 +840,10 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.nlm_max_locks_per_host = cli->server.cfg.nlm_max_locks_per_host;
 	if (*cli_given(cli, OPT_NLM_MAX_LOCKS))
 		o->cfg.nlm_max_locks = cli->server.cfg.nlm_max_locks;
+	if (*cli_given(cli, OPT_NSM_PORT))
+		o->cfg.nsm_port = cli->server.cfg.nsm_port;
+	if (*cli_given(cli, OPT_GRACE_PERIOD))
+		o->cfg.grace_period = cli->server.cfg.grace_period;
 	if (*cli_given(cli, OPT_LOG_LEVEL))
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)

@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -358,6 +359,7 @@ static int add_listener(struct srv_loop *l, int fd, enum src_kind kind,
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lis->src};
 	int rc = 0;
 
+	assert(l->nlis < sizeof(l->lis) / sizeof(l->lis[0]));
 	lis->src.kind = kind;
 	lis->fd = fd;
 	lis->service = service;
@@ -432,6 +434,21 @@ out:
 	return rc;
 }
 
+/* NSM's own port (--nsm-port), or one already bound when it names it. */
+static int bind_nsm(struct srv_loop *l, char *err, size_t errlen)
+{
+	uint16_t want = l->srv->cfg.nsm_port;
+	const uint16_t bound[] = {l->nfs_port, l->mount_port, l->nlm_port};
+
+	for (size_t i = 0; want != 0 && i < sizeof(bound) / sizeof(bound[0]); i++) {
+		if (bound[i] == want) {
+			l->nsm_port = want;
+			return 0;
+		}
+	}
+	return bind_service(l, "nsm", want, &l->nsm_port, err, errlen);
+}
+
 int srv_listen_bind(struct srv_loop *l, char *err, size_t errlen)
 {
 	const struct srv_config *cfg = &l->srv->cfg;
@@ -455,5 +472,7 @@ int srv_listen_bind(struct srv_loop *l, char *err, size_t errlen)
 		l->nlm_port = l->mount_port;
 	else
 		rc = bind_service(l, "nlm", cfg->nlm_port, &l->nlm_port, err, errlen);
-	return rc;
+	if (rc < 0)
+		return rc;
+	return bind_nsm(l, err, errlen);
 }

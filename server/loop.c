@@ -181,6 +181,11 @@ uint16_t srv_loop_nlm_port(const struct srv_loop *l)
 	return l->nlm_port;
 }
 
+uint16_t srv_loop_nsm_port(const struct srv_loop *l)
+{
+	return l->nsm_port;
+}
+
 static void dispatch(struct srv_loop *l, const struct epoll_event *ev)
 {
 	struct ev_source *src = ev->data.ptr;

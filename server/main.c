@@ -253,7 +253,8 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 
 	srv_loop_ports(l, &nfs, &mount);
 	if (o->cfg.register_rpcbind)
-		srv_rpcbind_register(nfs, mount, srv_loop_nlm_port(l));
+		srv_rpcbind_register(nfs, mount, srv_loop_nlm_port(l),
+				     srv_loop_nsm_port(l));
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
@@ -301,6 +302,7 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	running_loop = l;
 	set_signals();
 	announce(l, o);
+	srv_nlm_announce(&s);
 	if (ready_fd >= 0)
 		detach(ready_fd);
 	reloader_start(&r);

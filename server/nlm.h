@@ -10,10 +10,12 @@
 #include "srv.h"
 
 struct nlm_sender;
+struct nsm;
 
 struct srv_nlm {
 	struct lock_table *locks; /* owned */
 	struct nlm_sender *tx;	  /* owned */
+	struct nsm *sm;		  /* owned: the status monitor (nsm.c) */
 };
 
 /* What a blocked request must remember to send GRANTED once the table
@@ -44,8 +46,28 @@ void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t
  * each one's lock manager, retried a few times; a lock the client refuses,
  * or that no client acknowledges, is released. */
 void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g);
+/* Queues SM_NOTIFY, its arguments ARGS encoded now with ENC, to the status
+ * monitor of the host at TO (found through its portmapper); retried a few
+ * times while no answer comes. */
+void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrproc_t enc,
+		     const void *args);
 /* Splits a waiter's cookie into what nlm_wait holds and the client's own. */
 bool nlm_wait_parse(const struct lock_grant *g, struct nlm_wait *w,
 		    const uint8_t **cookie, size_t *cookie_len);
+
+/* ---- nsm.c: the status monitor: hosts recorded, grace, SM_NOTIFY ---- */
+
+/* Reads the record in STATE_DIR, takes a new state number and writes it
+ * back; starts the grace period of GRACE_S seconds when hosts were
+ * recorded.  MON_NAME: this host's name in the SM_NOTIFY it sends. */
+int nsm_open(const char *state_dir, const char *mon_name, unsigned grace_s,
+	     struct nsm **out, char *err, size_t errlen);
+void nsm_close(struct nsm *sm);
+bool nsm_in_grace(const struct nsm *sm);
+/* Records HOST (a lock table host key) durably before it is served a lock:
+ * 0, or -errno (the lock must be refused). */
+int nsm_monitor(struct nsm *sm, const char *host);
+/* Queues SM_NOTIFY to every host recorded by the previous run (once). */
+void nsm_notify_all(struct srv_nlm *n);
 
 #endif

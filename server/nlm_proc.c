@@ -26,8 +26,14 @@
  *     (struct nlm_wait: version, handle, caller's address) in front of the
  *     client's cookie; every call that can free a range hands the waiters
  *     the table granted to the sender (nlm_grants).
- *  4. Reclaims and the grace period wait for NSM: nlm_in_grace() is false,
- *     a reclaim is an ordinary lock (nlm_lock_status).
+ *  4. The grace period after a restart (nsm.c, rule 4): a LOCK or SHARE
+ *     with reclaim is served, but never queued (a reclaim that conflicts,
+ *     with another reclaim, is NLM4_DENIED, as the specification gives);
+ *     any other LOCK, SHARE or TEST is NLM4_DENIED_GRACE_PERIOD, as Linux
+ *     lockd answers (a TEST could report a range free that a reclaim is
+ *     about to take).  Outside grace a reclaim is an ordinary LOCK.  A host
+ *     is recorded with the status monitor (nsm_monitor) before its LOCK or
+ *     SHARE is served; if it cannot be, the answer is NLM4_DENIED_NOLOCKS.
  *  5. GRANTED and GRANTED_MSG to this server are answered as a server that
  *     holds no client's locks: NLM4_DENIED.  The _RES calls are accepted and
  *     dropped: this server sends GRANTED, never GRANTED_MSG, so no
@@ -37,16 +43,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nlm.h"
 
-bool nlm_in_grace(void)
+bool nlm_in_grace(const struct srv *s)
 {
-	return false;
+	return s->nlm && nsm_in_grace(s->nlm->sm);
 }
 
-int srv_nlm_new(struct srv *s)
+/* This host's name in the SM_NOTIFY it sends: the address it serves on,
+ * when it binds one, else its host name. */
+static void nlm_mon_name(const struct srv *s, char *buf, size_t len)
 {
+	const char *b = s->cfg.bind_addr;
+
+	if (b && strcmp(b, "0.0.0.0") != 0 && strcmp(b, "::") != 0)
+		snprintf(buf, len, "%s", b);
+	else if (gethostname(buf, len) != 0)
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+}
+
+int srv_nlm_new(struct srv *s, const char *state_dir, char *err, size_t errlen)
+{
+	char mon_name[256];
 	struct lock_limits lim = {.per_host = s->cfg.nlm_max_locks_per_host,
 				  .total = s->cfg.nlm_max_locks};
 	struct srv_nlm *n = calloc(1, sizeof(*n));
@@ -57,16 +78,30 @@ int srv_nlm_new(struct srv *s)
 	n->locks = lock_table_new(&lim);
 	if (!n->locks)
 		goto fail;
+	nlm_mon_name(s, mon_name, sizeof(mon_name));
+	rc = nsm_open(state_dir, mon_name, s->cfg.grace_period, &n->sm, err, errlen);
+	if (rc < 0)
+		goto fail_quiet;
 	rc = nlm_sender_new(n, &n->tx);
 	if (rc < 0)
 		goto fail;
 	s->nlm = n;
 	return 0;
 fail:
-	if (n)
+	snprintf(err, errlen, "lock manager: %s", strerror(-rc));
+fail_quiet:
+	if (n) {
+		nsm_close(n->sm);
 		lock_table_free(n->locks);
+	}
 	free(n);
 	return rc;
+}
+
+void srv_nlm_announce(struct srv *s)
+{
+	if (s->nlm)
+		nsm_notify_all(s->nlm);
 }
 
 void srv_nlm_free(struct srv *s)
@@ -74,6 +109,7 @@ void srv_nlm_free(struct srv *s)
 	if (!s->nlm)
 		return;
 	nlm_sender_free(s->nlm->tx);
+	nsm_close(s->nlm->sm);
 	lock_table_free(s->nlm->locks);
 	free(s->nlm);
 	s->nlm = NULL;
@@ -199,6 +235,8 @@ static void nlm4_do_test(struct srv_req *req, void *argp, void *resp)
 
 	r->cookie = a->cookie;
 	st = h ? nlm_target(req, &a->alock, &t) : NLM4_DENIED_NOLOCKS;
+	if (st == NLM4_GRANTED && nlm_in_grace(req->srv))
+		st = NLM4_DENIED_GRACE_PERIOD;
 	if (st == NLM4_GRANTED)
 		st = nlm_status(lock_test(req->srv->nlm->locks, &t.file, &t.owner,
 					  nlm_type(a->exclusive), &t.range, h));
@@ -232,15 +270,18 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 {
 	struct lock_grant *grants = NULL;
 	struct nlm_target t;
+	bool grace = nlm_in_grace(req->srv);
 	enum lock_result lr;
 	nlm4_stats st;
 
-	if (nlm_in_grace() && !a->reclaim)
+	if (grace && !a->reclaim)
 		return NLM4_DENIED_GRACE_PERIOD;
 	st = nlm_target(req, &a->alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
-	if (a->block)
+	if (nsm_monitor(req->srv->nlm->sm, t.host) < 0)
+		return NLM4_DENIED_NOLOCKS;
+	if (a->block && !grace)
 		lr = nlm_block(req, a, &t, &grants);
 	else
 		lr = lock_acquire(req->srv->nlm->locks, &t.file, &t.owner,
@@ -344,11 +385,13 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 	struct nlm_target t;
 	nlm4_stats st;
 
-	if (share && nlm_in_grace() && !a->reclaim)
+	if (share && nlm_in_grace(req->srv) && !a->reclaim)
 		return NLM4_DENIED_GRACE_PERIOD;
 	st = nlm_target(req, &alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
+	if (share && nsm_monitor(req->srv->nlm->sm, t.host) < 0)
+		return NLM4_DENIED_NOLOCKS;
 	t.owner.svid = 0; /* a reservation's owner has none (lock.c, rule 10) */
 	if (!share) {
 		lock_unshare(req->srv->nlm->locks, &t.file, &t.owner);

@@ -24,9 +24,13 @@
  *     are queued in their turn (grant_fail).
  *  4. At most QUEUE_MAX jobs wait: past it an _RES is dropped and a grant
  *     released (the client's retransmitted LOCK finds the lock free).
- *  5. Clients are cached per (address, version) for the thread's own use
- *     (CLIENT_CACHE entries, least recently used replaced), so a burst of
- *     answers to one host asks its portmapper once.
+ *  5. Clients are cached per (address, program, version) for the thread's
+ *     own use (CLIENT_CACHE entries, least recently used replaced), so a
+ *     burst of answers to one host asks its portmapper once.
+ *  6. An SM_NOTIFY (nsm.c) goes to the host's status monitor (program
+ *     100024) and waits for its empty answer; no answer is tried again,
+ *     NOTIFY_TRIES times in all, NOTIFY_RETRY_S apart, then given up (the
+ *     host's locks stay until it reclaims them or notifies us).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@
 #include <time.h>
 
 #include "nlm.h"
+#include "nsm_prot.h" /* SM_PROG, SM_VERS, SM_NOTIFY */
 
 #define QUEUE_MAX	  4096
 #define GRANT_TRIES	  3
@@ -44,14 +49,23 @@
 #define CONNECT_TIMEOUT_S 3
 #define CLIENT_CACHE	  8
 #define MSG_WAIT_MS	  20
+#define NOTIFY_TRIES	  5
+#define NOTIFY_RETRY_S	  3
+
+enum job_kind {
+	JOB_MSG,    /* an _RES (rule 2) */
+	JOB_GRANT,  /* GRANTED (rule 3) */
+	JOB_NOTIFY, /* SM_NOTIFY (rule 6) */
+};
 
 struct nlm_job {
 	struct nlm_job *next;
 	struct sockaddr_storage to;
-	uint32_t vers, proc;
+	enum job_kind kind;
+	uint32_t prog, vers, proc;
 	uint8_t *args; /* encoded (rule 1) */
 	u_int len;
-	struct lock_grant *grant; /* GRANTED: the waiter granted; NULL: an _RES */
+	struct lock_grant *grant; /* JOB_GRANT: the waiter granted */
 	unsigned tries;
 	time_t due; /* CLOCK_MONOTONIC seconds */
 };
@@ -59,7 +73,7 @@ struct nlm_job {
 struct cached_client {
 	CLIENT *cl;
 	struct sockaddr_storage to;
-	uint32_t vers;
+	uint32_t prog, vers;
 	unsigned long used;
 };
 
@@ -172,12 +186,34 @@ void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t
 	if (!j || !job_encode(j, enc, args))
 		goto drop;
 	j->to = *to;
+	j->kind = JOB_MSG;
+	j->prog = NLM_PROG;
 	j->vers = vers;
 	j->proc = proc;
 	if (enqueue(n->tx, j))
 		return;
 drop:
 	SRV_LOG_LIMITED(SRV_LOG_WARN, "NLM: answer %u to a _MSG call dropped (%s)", proc,
+			j ? "queue full" : "out of memory");
+	job_free(j);
+}
+
+void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrproc_t enc,
+		     const void *args)
+{
+	struct nlm_job *j = calloc(1, sizeof(*j));
+
+	if (!j || !job_encode(j, enc, args))
+		goto drop;
+	j->to = *to;
+	j->kind = JOB_NOTIFY;
+	j->prog = SM_PROG;
+	j->vers = SM_VERS;
+	j->proc = SM_NOTIFY;
+	if (enqueue(n->tx, j))
+		return;
+drop:
+	SRV_LOG_LIMITED(SRV_LOG_WARN, "NSM: SM_NOTIFY dropped (%s)",
 			j ? "queue full" : "out of memory");
 	job_free(j);
 }
@@ -272,6 +308,8 @@ void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g)
 			continue;
 		}
 		j->to = w.peer;
+		j->kind = JOB_GRANT;
+		j->prog = NLM_PROG;
 		j->vers = w.vers;
 		j->proc = NLMPROC4_GRANTED; /* 5 in every version */
 		j->grant = g;
@@ -288,11 +326,12 @@ void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g)
 
 static bool same_dest(const struct cached_client *c, const struct nlm_job *j)
 {
-	return c->cl && c->vers == j->vers && srv_same_addr(&c->to, &j->to);
+	return c->cl && c->prog == j->prog && c->vers == j->vers &&
+	       srv_same_addr(&c->to, &j->to);
 }
 
-/* A client of J's version of the lock manager at J's address, from the
- * cache (rule 5); NULL when its portmapper does not name one. */
+/* A client of J's program and version at J's address, from the cache
+ * (rule 5); NULL when its portmapper does not name one. */
 static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
 {
 	struct timeval tv = {CONNECT_TIMEOUT_S, 0};
@@ -309,15 +348,15 @@ static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
 			victim = &tx->cache[i];
 	}
 	srv_addr_str(&j->to, false, host, sizeof(host));
-	cl = clnt_create_timed(host, NLM_PROG, j->vers, "udp", &tv);
+	cl = clnt_create_timed(host, j->prog, j->vers, "udp", &tv);
 	if (!cl) {
-		SRV_LOG_LIMITED(SRV_LOG_INFO, "NLM: no lock manager v%u at %s: %s",
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "NLM: no program %u v%u at %s: %s", j->prog,
 				j->vers, host, clnt_spcreateerror("portmapper"));
 		return NULL;
 	}
 	if (victim->cl)
 		clnt_destroy(victim->cl);
-	*victim = (struct cached_client){cl, j->to, j->vers, ++tx->clock};
+	*victim = (struct cached_client){cl, j->to, j->prog, j->vers, ++tx->clock};
 	return cl;
 }
 
@@ -369,11 +408,45 @@ static void send_msg(struct nlm_sender *tx, struct nlm_job *j)
 			  (xdrproc_t)(void (*)(void))xdr_void, NULL, wait);
 }
 
+/* Sends SM_NOTIFY job J: true when the host answered (rule 6). */
+static bool send_notify(struct nlm_sender *tx, struct nlm_job *j)
+{
+	struct timeval tv = {CALL_TIMEOUT_S, 0};
+	CLIENT *cl = client_for(tx, j);
+	char host[INET6_ADDRSTRLEN];
+
+	if (cl && clnt_call(cl, j->proc, (xdrproc_t)xdr_bytes_raw, (char *)j,
+			    (xdrproc_t)(void (*)(void))xdr_void, NULL, tv) == RPC_SUCCESS)
+		return true;
+	if (cl)
+		client_drop(tx, cl);
+	if (j->tries + 1 >= NOTIFY_TRIES)
+		srv_log(SRV_LOG_WARN, "NSM: SM_NOTIFY to %s not answered: given up",
+			srv_addr_str(&j->to, false, host, sizeof(host)));
+	return false;
+}
+
+/* Queues J again after DELAY_S seconds; false (J still the caller's) when
+ * it cannot be. */
+static bool requeue(struct nlm_sender *tx, struct nlm_job *j, unsigned tries,
+		    unsigned delay_s)
+{
+	if (++j->tries >= tries)
+		return false;
+	j->due = now_s() + delay_s;
+	return enqueue(tx, j);
+}
+
 static void run_job(struct nlm_sender *tx, struct nlm_job *j)
 {
-	if (!j->grant) {
+	if (j->kind == JOB_MSG) {
 		send_msg(tx, j);
 		job_free(j);
+		return;
+	}
+	if (j->kind == JOB_NOTIFY) {
+		if (send_notify(tx, j) || !requeue(tx, j, NOTIFY_TRIES, NOTIFY_RETRY_S))
+			job_free(j);
 		return;
 	}
 	if (send_grant(tx, j)) {

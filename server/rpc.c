@@ -52,7 +52,8 @@
 #define MACHINE_NAME_MAX 255
 
 static const struct srv_program *const programs[] = {
-    &nfs3_program, &mnt3_program, &nlm4_program, &nlm3_program, &nlm1_program,
+    &nfs3_program, &mnt3_program, &nlm4_program,
+    &nlm3_program, &nlm1_program, &nsm1_program,
 };
 #define NPROGRAMS (sizeof(programs) / sizeof(programs[0]))
 

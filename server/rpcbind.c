@@ -1,5 +1,5 @@
-/* rpcbind.c - registration of NFS v3, MOUNT v3 and NLM v1, v3 and v4 with
- * the local rpcbind.
+/* rpcbind.c - registration of NFS v3, MOUNT v3, NLM v1, v3 and v4 and NSM
+ * v1 with the local rpcbind.
  *
  * libtirpc's pmap_set retries for many seconds when no rpcbind listens, and a
  * server must start at once on a machine without one (containers, tests, a
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "nlm.h"
+#include "nsm_prot.h"
 
 #define PROBE_TIMEOUT_MS 300
 
@@ -82,6 +83,7 @@ static void unset_all(void)
 	pmap_unset(MOUNT_PROGRAM, MOUNT_V3);
 	for (size_t i = 0; i < NLM_NVERS; i++)
 		pmap_unset(NLM_PROG, nlm_versions[i]);
+	pmap_unset(SM_PROG, SM_VERS);
 }
 
 static bool set_nlm(uint16_t nlm_port)
@@ -95,7 +97,8 @@ static bool set_nlm(uint16_t nlm_port)
 	return ok;
 }
 
-bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port)
+bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port,
+			  uint16_t nsm_port)
 {
 	bool ok;
 
@@ -112,9 +115,12 @@ bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_p
 	ok = set_one(MOUNT_PROGRAM, MOUNT_V3, IPPROTO_TCP, mount_port) && ok;
 	ok = set_one(MOUNT_PROGRAM, MOUNT_V3, IPPROTO_UDP, mount_port) && ok;
 	ok = set_nlm(nlm_port) && ok;
+	ok = set_one(SM_PROG, SM_VERS, IPPROTO_TCP, nsm_port) && ok;
+	ok = set_one(SM_PROG, SM_VERS, IPPROTO_UDP, nsm_port) && ok;
 	if (ok)
-		srv_log(SRV_LOG_INFO, "registered with rpcbind: nfs %u, mount %u, nlm %u",
-			nfs_port, mount_port, nlm_port);
+		srv_log(SRV_LOG_INFO,
+			"registered with rpcbind: nfs %u, mount %u, nlm %u, nsm %u",
+			nfs_port, mount_port, nlm_port, nsm_port);
 	return ok;
 }
 

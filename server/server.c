@@ -287,8 +287,6 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 	rc = srv_drc_new(SRV_DRC_CAPACITY, &s->drc);
 	if (rc == 0)
 		rc = srv_names_new(&s->names);
-	if (rc == 0)
-		rc = srv_nlm_new(s);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -298,6 +296,9 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "state dir %s: %s", o->state_dir, strerror(-rc));
 		goto fail;
 	}
+	rc = srv_nlm_new(s, o->state_dir, err, errlen);
+	if (rc < 0)
+		goto fail;
 	un_state_on_error(s->state, log_table_error);
 	rc = -ENOMEM;
 	s->exports = calloc(o->nexports ? o->nexports : 1, sizeof(*s->exports));

@@ -187,11 +187,16 @@ struct srv_config {
 	 * and share reservations per client host and in all (0: none). */
 	uint16_t nlm_port;
 	size_t nlm_max_locks_per_host, nlm_max_locks;
+	/* NSM (nsm.c): its own port (0: pick one); seconds of grace after a
+	 * restart that found client hosts recorded (0: none). */
+	uint16_t nsm_port;
+	unsigned grace_period;
 };
 /* Defaults of --nlm-max-locks-per-host and --nlm-max-locks: locks, waiters
  * and share reservations together (lock.c, rule 7). */
 #define NLM_MAX_LOCKS_PER_HOST_DEFAULT 10000
 #define NLM_MAX_LOCKS_DEFAULT	       1000000
+#define NSM_GRACE_PERIOD_DEFAULT       90
 /* knfsd closes a connection idle for 6 minutes; so do we by default. */
 #define SRV_IDLE_TIMEOUT_DEFAULT      360
 #define SRV_CLIENT_UNION_IDLE_DEFAULT 60
@@ -524,12 +529,19 @@ extern const struct srv_program mnt3_program;
 
 /* ---- nlm_proc.c: the NLM program, versions 1, 3 and 4 ---- */
 extern const struct srv_program nlm1_program, nlm3_program, nlm4_program;
+/* nsm.c: the NSM program, version 1 */
+extern const struct srv_program nsm1_program;
 /* The lock table and the sender of callbacks (srv_open, srv_close). */
-int srv_nlm_new(struct srv *s);
+/* The lock manager and its status monitor, whose record is in STATE_DIR;
+ * ERR says why not. */
+int srv_nlm_new(struct srv *s, const char *state_dir, char *err, size_t errlen);
+/* Sends SM_NOTIFY to the hosts the last run recorded: once the server is
+ * registered, so that their reclaims find it. */
+void srv_nlm_announce(struct srv *s);
 void srv_nlm_free(struct srv *s);
-/* Whether the grace period after a restart runs (reclaims only).  Always
- * false until NSM records the clients to notify. */
-bool nlm_in_grace(void);
+/* Whether the grace period after a restart runs (reclaims only; nsm.c,
+ * rule 4). */
+bool nlm_in_grace(const struct srv *s);
 
 /* ---- nfs3_status.c: the one errno -> nfsstat3 map ---- */
 nfsstat3 nfs3_status_from_errno(int err); /* err is a negative errno */
@@ -718,6 +730,8 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount);
 /* The NLM port bound (--nlm-port; every listener serves NLM too). */
 uint16_t srv_loop_nlm_port(const struct srv_loop *l);
+/* The NSM port bound (--nsm-port). */
+uint16_t srv_loop_nsm_port(const struct srv_loop *l);
 /* Serves until srv_loop_stop; returns 0, or a negative errno if epoll failed. */
 int srv_loop_run(struct srv_loop *l);
 /* Asks srv_loop_run to return.  Async-signal-safe. */
@@ -727,10 +741,11 @@ void srv_loop_free(struct srv_loop *l);
 
 /* ---- rpcbind.c ---- */
 
-/* Registers NFS v3, MOUNT v3 and NLM v1, v3, v4 (tcp, udp) when rpcbind
+/* Registers NFS v3, MOUNT v3, NLM v1, v3, v4 and NSM v1 (tcp, udp) when rpcbind
  * answers on this host; returns false (after a log line) when it does not,
  * never blocking long. */
-bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port);
+bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_port,
+			  uint16_t nsm_port);
 /* Removes what srv_rpcbind_register set. */
 void srv_rpcbind_unregister(void);
 

@@ -71,10 +71,10 @@ struct srv_loop {
 	int wakefd; /* eventfd: srv_loop_stop and note_conn */
 	int jobfd;  /* semaphore eventfd in rdfd: the pool's wakes */
 	atomic_int stop;
-	struct listener lis[6];
+	struct listener lis[8]; /* tcp and udp of nfs, mount, nlm and nsm */
 	size_t nlis;
 	int spare_fd; /* held for shed_conns; -1 while it is lent out */
-	uint16_t nfs_port, mount_port, nlm_port;
+	uint16_t nfs_port, mount_port, nlm_port, nsm_port;
 	struct srv_pool *pool;
 	atomic_uint udp_queued;
 	struct srv_conn *conns;	   /* open connections */
