@@ -20,9 +20,21 @@
  *  - a handle not of this server is NLM4_STALE_FH;
  *  - a flood of 100,000 distinct ranges from one owner: the first
  *    CAP are granted, the rest NLM4_DENIED_NOLOCKS, the server stays up
- *    and its memory bounded.
+ *    and its memory bounded;
+ *  - NSM: rpcbind names the server's NSM port, SM_STAT answers an odd
+ *    state;
+ *  - restart: a lock taken, the server SIGKILLed and started again on the
+ *    same state dir: the test's own status monitor (on the callback
+ *    service's port, as a client host's statd) receives SM_NOTIFY with a
+ *    larger state; during grace a reclaim is granted, a reclaim that
+ *    conflicts with it is NLM4_DENIED, a new lock and a TEST are
+ *    NLM4_DENIED_GRACE_PERIOD; after grace another owner's lock is DENIED
+ *    while the reclaimed one holds, granted after its UNLOCK;
+ *  - SM_NOTIFY from a client address frees the locks taken from it: the
+ *    blocked lock of a host at another address (127.0.0.2) gets GRANTED.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,6 +59,7 @@
 #include "mount.h"
 #include "nfs3_prot.h"
 #include "nlm_prot.h"
+#include "nsm_prot.h"
 #include "start_server.h"
 
 #define FLOOD	 100000
@@ -65,6 +78,14 @@ static char tmp[64];
 /* lockd's customary port: free in the test's own network namespace. */
 #define NLM_PORT_S "4045"
 static const int nlm_port = 4045;
+#define NSM_PORT_S "4046"
+static const int nsm_port = 4046;
+/* Grace after the restart: long enough for the calls made in it on a busy
+ * machine; the calls after it wait for its end, however long it takes. */
+#define GRACE_S	  "6"
+#define SECOND_IP "127.0.0.2" /* another client host, on the same loopback */
+static char *restart_args[20];
+static char state_dir[128];
 static CLIENT *nlm4, *nlm1;
 static char fh_bytes[NFS3_FHSIZE];
 static u_int fh_len;
@@ -132,6 +153,35 @@ static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	svc_freeargs(xprt, (xdrproc_t)xdr_nlm4_testargs, (char *)&args);
 }
 
+/* ---- the test's own status monitor: SM_NOTIFY calls it received ---- */
+
+static unsigned sm_notify_count;
+static int sm_notify_state = -1;
+static char sm_notify_name[64];
+
+static void sm_dispatch(struct svc_req *rq, SVCXPRT *xprt)
+{
+	sm_stat_chge args;
+
+	if (rq->rq_proc != SM_NOTIFY) {
+		svcerr_noproc(xprt);
+		return;
+	}
+	memset(&args, 0, sizeof(args));
+	if (!svc_getargs(xprt, (xdrproc_t)xdr_sm_stat_chge, (char *)&args)) {
+		svcerr_decode(xprt);
+		return;
+	}
+	pthread_mutex_lock(&cb_lock);
+	sm_notify_count++;
+	sm_notify_state = args.state;
+	snprintf(sm_notify_name, sizeof(sm_notify_name), "%s", args.mon_name);
+	pthread_cond_broadcast(&cb_cond);
+	pthread_mutex_unlock(&cb_lock);
+	svc_sendreply(xprt, (xdrproc_t)(void (*)(void))xdr_void, NULL);
+	svc_freeargs(xprt, (xdrproc_t)xdr_sm_stat_chge, (char *)&args);
+}
+
 static void *cb_main(void *arg)
 {
 	(void)arg;
@@ -147,7 +197,8 @@ static int cb_start(void)
 	SVCXPRT *x = svcudp_create(RPC_ANYSOCK);
 	pthread_t t;
 
-	if (!x || !svc_register(x, NLM_PROG, NLM4_VERS, cb_dispatch, 0))
+	if (!x || !svc_register(x, NLM_PROG, NLM4_VERS, cb_dispatch, 0) ||
+	    !svc_register(x, SM_PROG, SM_VERS, sm_dispatch, 0))
 		return -1;
 	cb_port = x->xp_port;
 	return pthread_create(&t, NULL, cb_main, NULL) == 0 ? 0 : -1;
@@ -164,11 +215,17 @@ static void cb_claim(void)
 	assert_true(pmap_set(NLM_PROG, NLM4_VERS, IPPROTO_UDP, cb_port));
 }
 
-/* Waits up to MS for a GRANTED beyond the BEFORE-th; its svid or -1. */
-static int cb_wait(unsigned before, int ms)
+/* The same for the test's status monitor: the server's SM_NOTIFY comes to
+ * it, as to a client host's statd. */
+static void sm_claim(void)
+{
+	pmap_unset(SM_PROG, SM_VERS);
+	assert_true(pmap_set(SM_PROG, SM_VERS, IPPROTO_UDP, cb_port));
+}
+
+static struct timespec deadline(int ms)
 {
 	struct timespec until;
-	int svid = -1;
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += ms / 1000;
@@ -177,6 +234,31 @@ static int cb_wait(unsigned before, int ms)
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
 	}
+	return until;
+}
+
+/* Waits up to MS for an SM_NOTIFY beyond the BEFORE-th; its state or -1. */
+static int sm_wait(unsigned before, int ms)
+{
+	struct timespec until = deadline(ms);
+	int state = -1;
+
+	pthread_mutex_lock(&cb_lock);
+	while (sm_notify_count == before &&
+	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
+		;
+	if (sm_notify_count > before)
+		state = sm_notify_state;
+	pthread_mutex_unlock(&cb_lock);
+	return state;
+}
+
+/* Waits up to MS for a GRANTED beyond the BEFORE-th; its svid or -1. */
+static int cb_wait(unsigned before, int ms)
+{
+	struct timespec until = deadline(ms);
+	int svid = -1;
+
 	pthread_mutex_lock(&cb_lock);
 	while (cb_granted_count == before &&
 	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
@@ -229,17 +311,42 @@ static nlm_obj cookie(const char *c)
 	return (nlm_obj){(u_int)strlen(c), (char *)c};
 }
 
-static nlm4_stats lock4(const char *host, int svid, bool excl, bool block, uint64_t off,
-			uint64_t len)
+/* LOCK through C, RECLAIM set or not. */
+static nlm4_stats lock4_via(CLIENT *c, const char *host, int svid, bool excl, bool block,
+			    bool reclaim, uint64_t off, uint64_t len)
 {
 	nlm4_lockargs a = {.cookie = cookie("ck-lock"),
 			   .block = block,
 			   .exclusive = excl,
-			   .alock = alock(host, svid, off, len)};
+			   .alock = alock(host, svid, off, len),
+			   .reclaim = reclaim};
 	nlm4_res r = {0};
 	nlm4_stats st;
 
-	assert_int_equal(clnt_call(nlm4, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs,
+	assert_int_equal(clnt_call(c, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs,
+				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
+				   call_tv),
+			 RPC_SUCCESS);
+	st = r.stat.stat;
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+	return st;
+}
+
+static nlm4_stats lock4(const char *host, int svid, bool excl, bool block, uint64_t off,
+			uint64_t len)
+{
+	return lock4_via(nlm4, host, svid, excl, block, false, off, len);
+}
+
+static nlm4_stats unlock4_via(CLIENT *c, const char *host, int svid, uint64_t off,
+			      uint64_t len)
+{
+	nlm4_unlockargs a = {.cookie = cookie("ck-unlock"),
+			     .alock = alock(host, svid, off, len)};
+	nlm4_res r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(c, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs,
 				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
 				   call_tv),
 			 RPC_SUCCESS);
@@ -250,18 +357,7 @@ static nlm4_stats lock4(const char *host, int svid, bool excl, bool block, uint6
 
 static nlm4_stats unlock4(const char *host, int svid, uint64_t off, uint64_t len)
 {
-	nlm4_unlockargs a = {.cookie = cookie("ck-unlock"),
-			     .alock = alock(host, svid, off, len)};
-	nlm4_res r = {0};
-	nlm4_stats st;
-
-	assert_int_equal(clnt_call(nlm4, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs,
-				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
-				   call_tv),
-			 RPC_SUCCESS);
-	st = r.stat.stat;
-	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
-	return st;
+	return unlock4_via(nlm4, host, svid, off, len);
 }
 
 static nlm4_stats cancel4(const char *host, int svid, bool excl, uint64_t off,
@@ -414,9 +510,25 @@ static int start_registered(const char *st, char *const *args)
 	return -1;
 }
 
+/* The server's arguments, kept for the restart, which adds --no-rpcbind:
+ * the restarted server must not take back the status monitor's entry the
+ * test claimed (server and client share one host and rpcbind here). */
+static void keep_args(char *const *args)
+{
+	static char bufs[20][192];
+	size_t i;
+
+	for (i = 0; args[i] && i < 18; i++) {
+		snprintf(bufs[i], sizeof(bufs[i]), "%s", args[i]);
+		restart_args[i] = bufs[i];
+	}
+	restart_args[i++] = "--no-rpcbind";
+	restart_args[i] = NULL;
+}
+
 static int setup(void **state)
 {
-	char lower[128], upper[128], work[128], st[128], f[160];
+	char lower[128], upper[128], work[128], *st = state_dir, f[160];
 	char low_arg[160], up_arg[160], work_arg[160], st_arg[160];
 	char *args[] = {(char *)server_bin,
 			low_arg,
@@ -429,6 +541,8 @@ static int setup(void **state)
 			"--bind=127.0.0.1",
 			"--foreground",
 			"--nlm-port=" NLM_PORT_S,
+			"--nsm-port=" NSM_PORT_S,
+			"--grace-period=" GRACE_S,
 			"--clients=" TEST_SERVER_CLIENTS,
 			NULL};
 	FILE *fp;
@@ -440,7 +554,7 @@ static int setup(void **state)
 	snprintf(lower, sizeof(lower), "%s/lower", tmp);
 	snprintf(upper, sizeof(upper), "%s/upper", tmp);
 	snprintf(work, sizeof(work), "%s/work", tmp);
-	snprintf(st, sizeof(st), "%s/state", tmp);
+	snprintf(st, sizeof(state_dir), "%s/state", tmp);
 	snprintf(f, sizeof(f), "%s/f", lower);
 	mkdir(lower, 0755);
 	mkdir(upper, 0755);
@@ -454,6 +568,7 @@ static int setup(void **state)
 	snprintf(up_arg, sizeof(up_arg), "--upperdir=%s", upper);
 	snprintf(work_arg, sizeof(work_arg), "--workdir=%s", work);
 	snprintf(st_arg, sizeof(st_arg), "--state-dir=%s", st);
+	keep_args(args);
 	if (cb_start() < 0 || start_registered(st, args) < 0 || lookup_file() < 0)
 		return -1;
 	nlm4 = tcp_client(nlm_port, NLM_PROG, NLM4_VERS);
@@ -469,6 +584,7 @@ static int teardown(void **state)
 	if (nlm1)
 		clnt_destroy(nlm1);
 	pmap_unset(NLM_PROG, NLM4_VERS);
+	pmap_unset(SM_PROG, SM_VERS);
 	test_server_stop(&server);
 	test_tmp_remove(tmp, "/tmp/test_nlm.");
 	return 0;
@@ -739,6 +855,157 @@ static void flood(void **state)
 	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
 }
 
+/* ---- NSM ---- */
+
+static CLIENT *nsm_client(void)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(nsm_port)};
+	int sock = RPC_ANYSOCK;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return clntudp_create(&sin, SM_PROG, SM_VERS, (struct timeval){1, 0}, &sock);
+}
+
+static int sm_stat_now(void)
+{
+	CLIENT *c = nsm_client();
+	sm_name a = {.mon_name = "test"};
+	sm_stat_res r = {0};
+
+	assert_non_null(c);
+	assert_int_equal(clnt_call(c, SM_STAT, (xdrproc_t)xdr_sm_name, (char *)&a,
+				   (xdrproc_t)xdr_sm_stat_res, (char *)&r, call_tv),
+			 RPC_SUCCESS);
+	clnt_destroy(c);
+	assert_int_equal(r.res_stat, STAT_SUCC);
+	return r.state;
+}
+
+static void nsm_registered(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int st;
+
+	(void)state;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(pmap_getport(&sin, SM_PROG, SM_VERS, IPPROTO_UDP), nsm_port);
+	assert_int_equal(pmap_getport(&sin, SM_PROG, SM_VERS, IPPROTO_TCP), nsm_port);
+	st = sm_stat_now();
+	assert_true(st > 0 && st % 2 == 1);
+}
+
+/* An NLM v4 client over TCP from address SRC (a host of its own). */
+static CLIENT *tcp_client_from(const char *src)
+{
+	struct sockaddr_in from = {.sin_family = AF_INET};
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
+	int sock = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, src, &from.sin_addr);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (sock < 0 || bind(sock, (struct sockaddr *)&from, sizeof(from)) < 0 ||
+	    connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0) {
+		if (sock >= 0)
+			close(sock);
+		return NULL;
+	}
+	return clnttcp_create(&to, NLM_PROG, NLM4_VERS, &sock, 0, 0);
+}
+
+/* SIGKILLs the server and starts it again on the same state dir. */
+static void kill_restart(void)
+{
+	assert_int_equal(kill(server.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(server.pid, NULL, 0), server.pid);
+	server.pid = -1;
+	clnt_destroy(nlm4);
+	nlm4 = NULL;
+	assert_int_equal(start_registered(state_dir, restart_args), 0);
+	nlm4 = tcp_client(nlm_port, NLM_PROG, NLM4_VERS);
+	assert_non_null(nlm4);
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void restart_grace(void **state)
+{
+	int old_state = sm_stat_now(), new_state;
+	unsigned before;
+	struct timespec t0;
+	nlm4_stats st;
+
+	(void)state;
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 100), NLM4_GRANTED);
+	sm_claim();
+	pthread_mutex_lock(&cb_lock);
+	before = sm_notify_count;
+	pthread_mutex_unlock(&cb_lock);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	kill_restart();
+	new_state = sm_wait(before, 60000);
+	printf("restart: state %d -> %d, SM_NOTIFY %.1f s after the kill\n", old_state,
+	       new_state, since(&t0));
+	assert_true(new_state > old_state && new_state % 2 == 1);
+	assert_int_equal(new_state, sm_stat_now());
+	pthread_mutex_lock(&cb_lock);
+	assert_true(sm_notify_name[0] != '\0');
+	pthread_mutex_unlock(&cb_lock);
+	/* in grace: the reclaim is granted, all else refused */
+	assert_int_equal(lock4_via(nlm4, "hostA", 1, true, false, true, 0, 100),
+			 NLM4_GRANTED);
+	assert_int_equal(lock4_via(nlm4, "hostB", 2, true, false, true, 50, 10),
+			 NLM4_DENIED);
+	assert_int_equal(lock4("hostB", 2, true, false, 200, 10),
+			 NLM4_DENIED_GRACE_PERIOD);
+	assert_int_equal(test4("hostB", 2, true, 200, 10, NULL),
+			 NLM4_DENIED_GRACE_PERIOD);
+	printf("grace: calls in it done %.1f s after the kill\n", since(&t0));
+	/* after grace, however long it takes to end */
+	for (int i = 0; i < 600; i++) {
+		st = lock4("hostB", 2, true, false, 50, 10);
+		if (st != NLM4_DENIED_GRACE_PERIOD)
+			break;
+		usleep(100000);
+	}
+	printf("grace: over %.1f s after the kill\n", since(&t0));
+	assert_int_equal(st, NLM4_DENIED);
+	assert_int_equal(unlock4("hostA", 1, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4("hostB", 2, true, false, 50, 10), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostB", 2, 0, 0), NLM4_GRANTED);
+}
+
+static void sm_notify_frees(void **state)
+{
+	CLIENT *b = tcp_client_from(SECOND_IP), *c = nsm_client();
+	sm_stat_chge a = {.mon_name = "hostA", .state = 3};
+	unsigned before = cb_count();
+
+	(void)state;
+	assert_non_null(b);
+	assert_non_null(c);
+	cb_claim();
+	assert_int_equal(lock4("hostA", 1, true, false, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4_via(b, "hostB", 9, true, true, false, 0, 10),
+			 NLM4_BLOCKED);
+	assert_int_equal(cb_wait(before, 500), -1); /* not while A holds it */
+	/* hostA (127.0.0.1) restarted: its locks go, B's waiter is granted */
+	assert_int_equal(clnt_call(c, SM_NOTIFY, (xdrproc_t)xdr_sm_stat_chge, (char *)&a,
+				   (xdrproc_t)(void (*)(void))xdr_void, NULL, call_tv),
+			 RPC_SUCCESS);
+	assert_int_equal(cb_wait(before, 15000), 9);
+	assert_int_equal(test4("hostA", 1, true, 0, 1, NULL), NLM4_DENIED);
+	assert_int_equal(unlock4_via(b, "hostB", 9, 0, 0), NLM4_GRANTED);
+	assert_int_equal(test4("hostA", 1, true, 0, 0, NULL), NLM4_GRANTED);
+	clnt_destroy(c);
+	clnt_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -748,6 +1015,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(free_all_host),	cmocka_unit_test(version1),
 	    cmocka_unit_test(stale_handle),	cmocka_unit_test(granted_refused),
 	    cmocka_unit_test(lock_msg_udp),	cmocka_unit_test(flood),
+	    cmocka_unit_test(nsm_registered),	cmocka_unit_test(restart_grace),
+	    cmocka_unit_test(sm_notify_frees),
 	};
 
 	if (argc != 2) {
