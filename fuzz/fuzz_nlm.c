@@ -1,8 +1,8 @@
-/* fuzz_nlm.c - the NLM decoders (rpcgen's, from rpc/nlm_prot.x) on
- * untrusted bytes.
+/* fuzz_nlm.c - the NLM and NSM decoders (rpcgen's, from rpc/nlm_prot.x and
+ * rpc/nsm_prot.x) on untrusted bytes.
  *
  * The first input byte chooses one of the argument and result types of
- * versions 1, 3 and 4; the rest is decoded as that type.  What decodes is
+ * NLM versions 1, 3 and 4 or of NSM; the rest is decoded as that type.  What decodes is
  * encoded again, and must take exactly the bytes the decoder consumed (the
  * canonical length: bools and padding may differ in value, never in size),
  * then is freed with xdr_free, as the dispatcher frees arguments.  The
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "nlm_prot.h"
+#include "nsm_prot.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,11 +37,33 @@ struct nlm_type {
 		(xdrproc_t) xdr_##name, sizeof(name)                                     \
 	}
 static const struct nlm_type types[] = {
-    T(nlm_testargs),	T(nlm_lockargs),  T(nlm_cancargs),  T(nlm_unlockargs),
-    T(nlm_testres),	T(nlm_res),	  T(nlm_shareargs), T(nlm_shareres),
-    T(nlm_notify),	T(nlm4_testargs), T(nlm4_lockargs), T(nlm4_cancargs),
-    T(nlm4_unlockargs), T(nlm4_testres),  T(nlm4_res),	    T(nlm4_shareargs),
-    T(nlm4_shareres),	T(nlm4_notify),
+    T(nlm_testargs),
+    T(nlm_lockargs),
+    T(nlm_cancargs),
+    T(nlm_unlockargs),
+    T(nlm_testres),
+    T(nlm_res),
+    T(nlm_shareargs),
+    T(nlm_shareres),
+    T(nlm_notify),
+    T(nlm4_testargs),
+    T(nlm4_lockargs),
+    T(nlm4_cancargs),
+    T(nlm4_unlockargs),
+    T(nlm4_testres),
+    T(nlm4_res),
+    T(nlm4_shareargs),
+    T(nlm4_shareres),
+    T(nlm4_notify),
+    /* NSM, after NLM's so that the seeds' type bytes keep their meaning */
+    T(sm_name),
+    T(sm_my_id),
+    T(sm_mon_id),
+    T(sm_mon),
+    T(sm_stat),
+    T(sm_stat_res),
+    T(sm_status),
+    T(sm_stat_chge),
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""mkseeds_nlm.py - writes the NLM seeds: corpus/nlm/ for fuzz_nlm (a type
-byte, then that type's XDR) and corpus/rpc/nlm_* for fuzz_rpc (whole NLM
-calls with handle placeholders, through the dispatcher to the handlers).
+"""mkseeds_nlm.py - writes the NLM and NSM seeds: corpus/nlm/ for fuzz_nlm (a
+type byte, then that type's XDR) and corpus/rpc/nlm_*, nsm_* for fuzz_rpc
+(whole NLM calls with handle placeholders, and NSM calls, through the
+dispatcher to the handlers).
 
-Encoded here by hand from the XNFS NLM types, so the seeds do not depend on
+Encoded here by hand from the XNFS NLM and NSM types, so the seeds do not depend on
 the code under test.  Run it again after changing it; the files are
 committed.
 """
@@ -13,13 +14,16 @@ from mkseeds import u32, u64, opaque, fh, call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NLM_PROG = 100021
+SM_PROG = 100024
 
 # fuzz_nlm.c's table, in order
 TYPES = ["nlm_testargs", "nlm_lockargs", "nlm_cancargs", "nlm_unlockargs",
          "nlm_testres", "nlm_res", "nlm_shareargs", "nlm_shareres", "nlm_notify",
          "nlm4_testargs", "nlm4_lockargs", "nlm4_cancargs", "nlm4_unlockargs",
          "nlm4_testres", "nlm4_res", "nlm4_shareargs", "nlm4_shareres",
-         "nlm4_notify"]
+         "nlm4_notify",
+         "sm_name", "sm_my_id", "sm_mon_id", "sm_mon", "sm_stat", "sm_stat_res",
+         "sm_status", "sm_stat_chge"]
 
 
 def lock(v4, handle, svid=1, off=0, length=10, caller=b"fuzzhost", oh=b"owner"):
@@ -57,6 +61,43 @@ def notify():
     return opaque(b"fuzzhost") + u32(3)
 
 
+def my_id():
+    return opaque(b"fuzzhost") + u32(NLM_PROG) + u32(4) + u32(16)
+
+
+def mon_id():
+    return opaque(b"server") + my_id()
+
+
+def stat_chge():
+    return opaque(b"fuzzhost") + u32(5)
+
+
+def nsm_decoder_seeds():
+    return {
+        "sm_name": opaque(b"fuzzhost"),
+        "sm_my_id": my_id(),
+        "sm_mon_id": mon_id(),
+        "sm_mon": mon_id() + b"p" * 16,
+        "sm_stat": u32(3),
+        "sm_stat_res": u32(0) + u32(3),
+        "sm_status": opaque(b"fuzzhost") + u32(5) + b"p" * 16,
+        "sm_stat_chge": stat_chge(),
+    }
+
+
+def nsm_call_seeds():
+    return {
+        "nsm_null": call(SM_PROG, 1, 0),
+        "nsm_stat": call(SM_PROG, 1, 1, opaque(b"fuzzhost")),
+        "nsm_mon": call(SM_PROG, 1, 2, mon_id() + b"p" * 16),
+        "nsm_unmon": call(SM_PROG, 1, 3, mon_id()),
+        "nsm_unmon_all": call(SM_PROG, 1, 4, my_id()),
+        "nsm_simu_crash": call(SM_PROG, 1, 5),
+        "nsm_notify": call(SM_PROG, 1, 6, stat_chge()),
+    }
+
+
 def decoder_seeds():
     h = opaque(b"\x01" * 32)
     s = {}
@@ -70,6 +111,7 @@ def decoder_seeds():
         s[p + "shareargs"] = shareargs(h)
         s[p + "shareres"] = opaque(b"ck") + u32(0) + u32(1)
         s[p + "notify"] = notify()
+    s.update(nsm_decoder_seeds())
     return {name: bytes([TYPES.index(name)]) + b for name, b in s.items()}
 
 
@@ -106,6 +148,7 @@ def main():
                                                 "_" + k.split("_", 1)[1]: v
                                                 for k, v in call_seeds().items()},
           prefix=b"\0")
+    write(os.path.join(HERE, "corpus", "rpc"), nsm_call_seeds(), prefix=b"\0")
 
 
 if __name__ == "__main__":

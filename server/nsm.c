@@ -34,7 +34,9 @@
  *  7. SM_MON, SM_UNMON and SM_UNMON_ALL are a host's own lock manager
  *     asking its statd; the only lock manager here is in this process, so
  *     SM_MON answers STAT_FAIL and the others the state.  SM_SIMU_CRASH,
- *     from a loopback caller only, takes a new state and notifies again.
+ *     from a loopback caller only, takes a new state number and sends no
+ *     SM_NOTIFY: the lock manager here did not crash and still holds every
+ *     lock, so there is nothing for a client to reclaim.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -482,7 +484,15 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 
 static int32_t nsm_state(const struct srv_req *req)
 {
-	return req->srv->nlm ? req->srv->nlm->sm->state : 0;
+	struct nsm *sm = req->srv->nlm ? req->srv->nlm->sm : NULL;
+	int32_t state = 0;
+
+	if (sm) {
+		pthread_mutex_lock(&sm->lock);
+		state = sm->state;
+		pthread_mutex_unlock(&sm->lock);
+	}
+	return state;
 }
 
 static void sm_do_null(struct srv_req *req, void *args, void *res)
@@ -519,27 +529,19 @@ static void sm_do_unmon(struct srv_req *req, void *argp, void *resp)
 	r->state = nsm_state(req);
 }
 
+/* A new state number, from a loopback caller only (rule 7). */
 static void sm_do_simu_crash(struct srv_req *req, void *argp, void *resp)
 {
-	struct srv_nlm *n = req->srv->nlm;
 	struct nsm *sm;
-	char **v = NULL;
-	size_t nv = 0;
-	int32_t state;
 
 	(void)argp;
 	(void)resp;
-	if (!n || !is_loopback(req->peer))
+	if (!req->srv->nlm || !is_loopback(req->peer))
 		return;
-	sm = n->sm;
+	sm = req->srv->nlm->sm;
 	pthread_mutex_lock(&sm->lock);
 	sm->state = next_state(sm->state + 1);
-	state = sm->state;
-	if (record_write(sm) == 0) {
-		v = sm->hosts;
-		nv = sm->nhosts;
-		notify_hosts(n, v, nv, state);
-	}
+	record_write(sm);
 	pthread_mutex_unlock(&sm->lock);
 }
 
