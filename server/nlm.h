@@ -55,6 +55,39 @@ void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrpr
 bool nlm_wait_parse(const struct lock_grant *g, struct nlm_wait *w,
 		    const uint8_t **cookie, size_t *cookie_len);
 
+/* ---- procedure tables of NLM and NSM (nlm_proc.c, nsm.c) ---- */
+
+#define VOID_XDR (xdrproc_t)(void (*)(void)) xdr_void
+
+/* Procedure N of a table: its name, handler, argument and result types
+ * (rpcgen's xdr_ routines), and whether the duplicate request cache keeps
+ * its reply: a retransmitted UNLOCK must not free a lock taken since. */
+#define NLM_PROC(N, NAME, fn, args_t, res_t, idem)                                       \
+	[N] = {.name = NAME,                                                             \
+	       .decode_args = (xdrproc_t)xdr_##args_t,                                   \
+	       .args_size = sizeof(args_t),                                              \
+	       .encode_res = (xdrproc_t)xdr_##res_t,                                     \
+	       .res_size = sizeof(res_t),                                                \
+	       .handler = fn,                                                            \
+	       .idempotent = idem}
+/* A procedure with arguments and no results (a one-way message). */
+#define NLM_MSG_PROC(N, NAME, fn, args_t, idem)                                          \
+	[N] = {.name = NAME,                                                             \
+	       .decode_args = (xdrproc_t)xdr_##args_t,                                   \
+	       .args_size = sizeof(args_t),                                              \
+	       .encode_res = VOID_XDR,                                                   \
+	       .handler = fn,                                                            \
+	       .idempotent = idem}
+/* NULL's handler: nothing to do. */
+void nlm_do_nothing(struct srv_req *req, void *args, void *res);
+/* A procedure with neither; only NULL's is idempotent. */
+#define NLM_NULL_PROC(N, NAME, fn)                                                       \
+	[N] = {.name = NAME,                                                             \
+	       .decode_args = VOID_XDR,                                                  \
+	       .encode_res = VOID_XDR,                                                   \
+	       .handler = fn,                                                            \
+	       .idempotent = (N) == 0}
+
 /* ---- nsm.c: the status monitor: hosts recorded, grace, SM_NOTIFY ---- */
 
 /* Reads the record in STATE_DIR, takes a new state number and writes it

@@ -202,7 +202,7 @@ static void nlm_grants(struct srv_req *req, struct lock_grant *g)
 
 /* ---- version 4 handlers ---- */
 
-static void nlm4_do_null(struct srv_req *req, void *args, void *res)
+void nlm_do_nothing(struct srv_req *req, void *args, void *res)
 {
 	(void)req;
 	(void)args;
@@ -575,35 +575,8 @@ static void nlm3_do_free_all(struct srv_req *req, void *argp, void *resp)
 
 /* ---- the tables ---- */
 
-#define VOID_XDR (xdrproc_t)(void (*)(void)) xdr_void
-
-/* Procedure N of a table: its name, handler, argument and result types
- * (rpcgen's xdr_ routines), and whether the duplicate request cache keeps
- * its reply: a retransmitted UNLOCK must not free a lock taken since. */
-#define NLM_PROC(N, NAME, fn, args_t, res_t, idem)                                       \
-	[N] = {.name = NAME,                                                             \
-	       .decode_args = (xdrproc_t)xdr_##args_t,                                   \
-	       .args_size = sizeof(args_t),                                              \
-	       .encode_res = (xdrproc_t)xdr_##res_t,                                     \
-	       .res_size = sizeof(res_t),                                                \
-	       .handler = fn,                                                            \
-	       .idempotent = idem}
-#define NLM_MSG_PROC(N, NAME, fn, args_t, idem)                                          \
-	[N] = {.name = NAME,                                                             \
-	       .decode_args = (xdrproc_t)xdr_##args_t,                                   \
-	       .args_size = sizeof(args_t),                                              \
-	       .encode_res = VOID_XDR,                                                   \
-	       .handler = fn,                                                            \
-	       .idempotent = idem}
-#define NLM_NULL_PROC(N)                                                                 \
-	[N] = {.name = "NLM_NULL",                                                       \
-	       .decode_args = VOID_XDR,                                                  \
-	       .encode_res = VOID_XDR,                                                   \
-	       .handler = nlm4_do_null,                                                  \
-	       .idempotent = true}
-
 static const struct srv_proc nlm4_procs[] = {
-    NLM_NULL_PROC(NLMPROC4_NULL),
+    NLM_NULL_PROC(NLMPROC4_NULL, "NLM_NULL", nlm_do_nothing),
     NLM_PROC(NLMPROC4_TEST, "NLM4_TEST", nlm4_do_test, nlm4_testargs, nlm4_testres, true),
     NLM_PROC(NLMPROC4_LOCK, "NLM4_LOCK", nlm4_do_lock, nlm4_lockargs, nlm4_res, false),
     NLM_PROC(NLMPROC4_CANCEL, "NLM4_CANCEL", nlm4_do_cancel, nlm4_cancargs, nlm4_res,
@@ -643,7 +616,7 @@ static const struct srv_proc nlm4_procs[] = {
 
 /* Version 3 is version 1 and procedures 20-23; version 1 the first 16. */
 static const struct srv_proc nlm3_procs[] = {
-    NLM_NULL_PROC(NLM_NULL),
+    NLM_NULL_PROC(NLM_NULL, "NLM_NULL", nlm_do_nothing),
     NLM_PROC(NLM_TEST, "NLM_TEST", nlm1_do_test, nlm_testargs, nlm_testres, true),
     NLM_PROC(NLM_LOCK, "NLM_LOCK", nlm1_do_lock, nlm_lockargs, nlm_res, false),
     NLM_PROC(NLM_CANCEL, "NLM_CANCEL", nlm1_do_cancel, nlm_cancargs, nlm_res, false),

@@ -178,44 +178,45 @@ static struct nlm_job *dequeue(struct nlm_sender *tx)
 	return j;
 }
 
-void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t vers,
-		  uint32_t proc, xdrproc_t enc, const void *args)
+/* Queues a call of KIND to PROG, VERS, PROC at TO, ARGS encoded now with
+ * ENC: false when it is dropped (out of memory or the queue full). */
+static bool queue_call(struct srv_nlm *n, const struct sockaddr_storage *to,
+		       enum job_kind kind, uint32_t prog, uint32_t vers, uint32_t proc,
+		       xdrproc_t enc, const void *args)
 {
 	struct nlm_job *j = calloc(1, sizeof(*j));
 
-	if (!j || !job_encode(j, enc, args))
-		goto drop;
+	if (!j || !job_encode(j, enc, args)) {
+		job_free(j);
+		return false;
+	}
 	j->to = *to;
-	j->kind = JOB_MSG;
-	j->prog = NLM_PROG;
+	j->kind = kind;
+	j->prog = prog;
 	j->vers = vers;
 	j->proc = proc;
 	if (enqueue(n->tx, j))
-		return;
-drop:
-	SRV_LOG_LIMITED(SRV_LOG_WARN, "NLM: answer %u to a _MSG call dropped (%s)", proc,
-			j ? "queue full" : "out of memory");
+		return true;
 	job_free(j);
+	return false;
+}
+
+void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t vers,
+		  uint32_t proc, xdrproc_t enc, const void *args)
+{
+	if (!queue_call(n, to, JOB_MSG, NLM_PROG, vers, proc, enc, args))
+		SRV_LOG_LIMITED(SRV_LOG_WARN,
+				"NLM: answer %u to a _MSG call dropped (queue full or "
+				"out of memory)",
+				proc);
 }
 
 void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrproc_t enc,
 		     const void *args)
 {
-	struct nlm_job *j = calloc(1, sizeof(*j));
-
-	if (!j || !job_encode(j, enc, args))
-		goto drop;
-	j->to = *to;
-	j->kind = JOB_NOTIFY;
-	j->prog = SM_PROG;
-	j->vers = SM_VERS;
-	j->proc = SM_NOTIFY;
-	if (enqueue(n->tx, j))
-		return;
-drop:
-	SRV_LOG_LIMITED(SRV_LOG_WARN, "NSM: SM_NOTIFY dropped (%s)",
-			j ? "queue full" : "out of memory");
-	job_free(j);
+	if (!queue_call(n, to, JOB_NOTIFY, SM_PROG, SM_VERS, SM_NOTIFY, enc, args))
+		SRV_LOG_LIMITED(SRV_LOG_WARN,
+				"NSM: SM_NOTIFY dropped (queue full or out of memory)");
 }
 
 /* ---- GRANTED ---- */

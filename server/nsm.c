@@ -466,22 +466,6 @@ static void host_rebooted(struct srv_nlm *n, const char *addr, struct lock_grant
 
 /* ---- the procedures ---- */
 
-static bool is_loopback(const struct sockaddr_storage *ss)
-{
-	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-
-	if (!ss)
-		return false;
-	if (ss->ss_family == AF_INET)
-		return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
-	if (ss->ss_family != AF_INET6)
-		return false;
-	if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
-		return sin6->sin6_addr.s6_addr[12] == 127;
-	return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
-}
-
 static int32_t nsm_state(const struct srv_req *req)
 {
 	struct nsm *sm = req->srv->nlm ? req->srv->nlm->sm : NULL;
@@ -493,13 +477,6 @@ static int32_t nsm_state(const struct srv_req *req)
 		pthread_mutex_unlock(&sm->lock);
 	}
 	return state;
-}
-
-static void sm_do_null(struct srv_req *req, void *args, void *res)
-{
-	(void)req;
-	(void)args;
-	(void)res;
 }
 
 static void sm_do_stat(struct srv_req *req, void *argp, void *resp)
@@ -536,7 +513,7 @@ static void sm_do_simu_crash(struct srv_req *req, void *argp, void *resp)
 
 	(void)argp;
 	(void)resp;
-	if (!req->srv->nlm || !is_loopback(req->peer))
+	if (!req->srv->nlm || !req->peer || !srv_addr_is_loopback(req->peer))
 		return;
 	sm = req->srv->nlm->sm;
 	pthread_mutex_lock(&sm->lock);
@@ -562,38 +539,14 @@ static void sm_do_notify(struct srv_req *req, void *argp, void *resp)
 		nlm_send_grants(req->srv->nlm, grants);
 }
 
-#define VOID_XDR (xdrproc_t)(void (*)(void)) xdr_void
-
-#define SM_PROC(N, NAME, fn, args_t, res_t, idem)                                        \
-	[N] = {.name = NAME,                                                             \
-	       .decode_args = (xdrproc_t)xdr_##args_t,                                   \
-	       .args_size = sizeof(args_t),                                              \
-	       .encode_res = (xdrproc_t)xdr_##res_t,                                     \
-	       .res_size = sizeof(res_t),                                                \
-	       .handler = fn,                                                            \
-	       .idempotent = idem}
-
 static const struct srv_proc sm_procs[] = {
-    [SM_NULL] = {.name = "SM_NULL",
-		 .decode_args = VOID_XDR,
-		 .encode_res = VOID_XDR,
-		 .handler = sm_do_null,
-		 .idempotent = true},
-    SM_PROC(SM_STAT, "SM_STAT", sm_do_stat, sm_name, sm_stat_res, true),
-    SM_PROC(SM_MON, "SM_MON", sm_do_mon, sm_mon, sm_stat_res, true),
-    SM_PROC(SM_UNMON, "SM_UNMON", sm_do_unmon, sm_mon_id, sm_stat, true),
-    SM_PROC(SM_UNMON_ALL, "SM_UNMON_ALL", sm_do_unmon, sm_my_id, sm_stat, true),
-    [SM_SIMU_CRASH] = {.name = "SM_SIMU_CRASH",
-		       .decode_args = VOID_XDR,
-		       .encode_res = VOID_XDR,
-		       .handler = sm_do_simu_crash,
-		       .idempotent = false},
-    [SM_NOTIFY] = {.name = "SM_NOTIFY",
-		   .decode_args = (xdrproc_t)xdr_sm_stat_chge,
-		   .args_size = sizeof(sm_stat_chge),
-		   .encode_res = VOID_XDR,
-		   .handler = sm_do_notify,
-		   .idempotent = false},
+    NLM_NULL_PROC(SM_NULL, "SM_NULL", nlm_do_nothing),
+    NLM_PROC(SM_STAT, "SM_STAT", sm_do_stat, sm_name, sm_stat_res, true),
+    NLM_PROC(SM_MON, "SM_MON", sm_do_mon, sm_mon, sm_stat_res, true),
+    NLM_PROC(SM_UNMON, "SM_UNMON", sm_do_unmon, sm_mon_id, sm_stat, true),
+    NLM_PROC(SM_UNMON_ALL, "SM_UNMON_ALL", sm_do_unmon, sm_my_id, sm_stat, true),
+    NLM_NULL_PROC(SM_SIMU_CRASH, "SM_SIMU_CRASH", sm_do_simu_crash),
+    NLM_MSG_PROC(SM_NOTIFY, "SM_NOTIFY", sm_do_notify, sm_stat_chge, false),
 };
 
 const struct srv_program nsm1_program = {

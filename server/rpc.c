@@ -307,7 +307,7 @@ void srv_rpc_test_splice_loopback(bool on)
 	atomic_store(&splice_loopback, on);
 }
 
-static bool peer_on_loopback(const struct sockaddr_storage *ss)
+bool srv_addr_is_loopback(const struct sockaddr_storage *ss)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
@@ -326,7 +326,7 @@ static bool payload_may_pipe(const struct call *c)
 {
 	if (c->req.proto != IPPROTO_TCP || !c->proc->idempotent)
 		return false;
-	return !c->req.peer || !peer_on_loopback(c->req.peer) ||
+	return !c->req.peer || !srv_addr_is_loopback(c->req.peer) ||
 	       atomic_load(&splice_loopback);
 }
 

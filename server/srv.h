@@ -430,6 +430,8 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 /* Test hook: READ data is spliced to loopback peers too (rpc.c, invariant 8),
  * so that tests on loopback reach the splice path. */
 void srv_rpc_test_splice_loopback(bool on);
+/* Whether SS is a loopback address (127/8, ::1, or 127/8 mapped in v6). */
+bool srv_addr_is_loopback(const struct sockaddr_storage *ss);
 
 /* ---- cred.c: the caller's identity on the worker thread ---- */
 
