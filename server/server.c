@@ -296,9 +296,6 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "state dir %s: %s", o->state_dir, strerror(-rc));
 		goto fail;
 	}
-	rc = srv_nlm_new(s, o->state_dir, err, errlen);
-	if (rc < 0)
-		goto fail;
 	un_state_on_error(s->state, log_table_error);
 	rc = -ENOMEM;
 	s->exports = calloc(o->nexports ? o->nexports : 1, sizeof(*s->exports));
@@ -315,6 +312,10 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		if (!table_check(s->exports, s->nexports, err, errlen))
 			goto fail;
 	}
+	/* After the exports: arguments refused take no new NSM state. */
+	rc = srv_nlm_new(s, o->state_dir, err, errlen);
+	if (rc < 0)
+		goto fail;
 	rc = srv_unions_start(s);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot start the client union reaper: %s",
