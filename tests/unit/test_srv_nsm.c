@@ -1,0 +1,117 @@
+/* test_srv_nsm.c - the status monitor's record (server/nsm.c, rules 1-4):
+ * the state number is odd and grows at each open, hosts recorded survive a
+ * reopen (hex-encoded: any bytes of a caller_name), grace runs only when a
+ * host was recorded, and a record that is not ours is refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "nlm.h"
+#include "test_fs.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/test_srv_nsm.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	t_rm_rf(dir);
+	return 0;
+}
+
+static struct nsm *open_ok(unsigned grace_s)
+{
+	struct nsm *sm = NULL;
+	char err[256] = "";
+
+	assert_int_equal(nsm_open(dir, "server", grace_s, &sm, err, sizeof(err)), 0);
+	assert_non_null(sm);
+	return sm;
+}
+
+/* The record's text. */
+static void read_record(char *buf, size_t len)
+{
+	char path[128];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/nsm", dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
+static void states_and_hosts(void **state)
+{
+	struct nsm *sm;
+	char text[1024];
+
+	(void)state;
+	sm = open_ok(60);
+	assert_false(nsm_in_grace(sm)); /* nothing recorded: no grace (rule 4) */
+	read_record(text, sizeof(text));
+	assert_non_null(strstr(text, "state 1\n"));
+	assert_int_equal(nsm_monitor(sm, "hostA@127.0.0.1"), 0);
+	assert_int_equal(nsm_monitor(sm, "hostA@127.0.0.1"), 0); /* once */
+	assert_int_equal(nsm_monitor(sm, "we ird\nname@10.0.0.2"), 0);
+	read_record(text, sizeof(text));
+	assert_null(strstr(text, "we ird")); /* client bytes are hex */
+	nsm_close(sm);
+
+	sm = open_ok(60);
+	assert_true(nsm_in_grace(sm));
+	read_record(text, sizeof(text));
+	assert_non_null(strstr(text, "state 3\n"));
+	assert_non_null(strstr(text, "host 686f737441403132372e302e302e31\n"));
+	nsm_close(sm);
+
+	sm = open_ok(0); /* --grace-period=0: none, hosts or not */
+	assert_false(nsm_in_grace(sm));
+	nsm_close(sm);
+	read_record(text, sizeof(text));
+	assert_non_null(strstr(text, "state 5\n"));
+}
+
+static void foreign_record(void **state)
+{
+	struct nsm *sm = NULL;
+	char path[128], err[256] = "";
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/nsm", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("union-nfsd-nsm 1\nstate 7\nhost 6x\n", f);
+	fclose(f);
+	assert_int_not_equal(nsm_open(dir, "server", 60, &sm, err, sizeof(err)), 0);
+	assert_null(sm);
+	assert_non_null(strstr(err, "line 3"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(states_and_hosts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(foreign_record, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
