@@ -47,14 +47,18 @@ TESTS=(
 	clang libclang-rt-14-dev
 	# the reference server: bench_smoke; ORACLE_SERVER=ganesha (oracle.sh),
 	# DIFF_SERVER=ganesha (diff_oracle.sh) and with_ganesha.sh check the
-	# test tools against it.  Ganesha 4.3 needs an rpcbind.
-	nfs-ganesha nfs-ganesha-vfs rpcbind
+	# test tools against it.  Ganesha 4.3 needs an rpcbind.  The NLM and NSM
+	# tests (with_rpcbind.sh) run one of their own; rpcbind listens on port
+	# 111 only when /etc/services names it, which netbase provides (a minimal
+	# Debian has none, and rpcbind does not depend on it)
+	nfs-ganesha nfs-ganesha-vfs rpcbind netbase
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
 # and mount namespace) and bench/readdir_bench.sh.
 BENCH=(
-	# the server compared with, and the private rpcbind it needs
-	nfs-ganesha nfs-ganesha-vfs rpcbind
+	# the server compared with, and the private rpcbind it needs (with
+	# netbase's /etc/services, as in the tests group)
+	nfs-ganesha nfs-ganesha-vfs rpcbind netbase
 	# the loopback TCP limit (READ's yardstick); the reflink filesystem of
 	# the XFS copy-up row
 	iperf3 xfsprogs
