@@ -7,8 +7,9 @@
 #      harness's own mount has nolock
 #   2. prints "ready" and runs lock_agent in /mnt on the host's lines: the
 #      host drives the lock steps of both guests (kvm_locks.sh)
-#   3. after the agent's "quit": sqlite3 adds 1 to the counter in counter.db
-#      1,000 times, one transaction each, and prints "sqlite done"
+#   3. after the agent's "quit", the host's next line: "sqlite" runs sqlite3,
+#      which adds 1 to the counter in counter.db 1,000 times, one transaction
+#      each, and prints "sqlite done"; "end" ends the script
 # A failed step prints "FAIL: guest N: ..." and ends the script with 1.
 set -u
 me=$VM_GUEST
@@ -52,7 +53,8 @@ echo "lockd in this guest: $(rpcinfo -p 127.0.0.1 | grep -c nlockmgr) registrati
 cd /mnt || fail "no /mnt"
 echo ready
 "$VM_FILES/lock_agent" <&3 || fail "lock_agent exited $?"
-
+read -r next <&3
+[ "$next" = sqlite ] || exit 0
 i=0
 while [ $i -lt 1000 ]; do
 	echo "BEGIN IMMEDIATE; UPDATE c SET v = v + 1; COMMIT;"
