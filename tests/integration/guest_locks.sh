@@ -61,7 +61,9 @@ while [ $i -lt 1000 ]; do
 	i=$((i + 1))
 done >/tmp/inc.sql
 t0=$(up)
-printf '.bail on\n.timeout 600000\n.read /tmp/inc.sql\n' | sqlite3 counter.db ||
+# the journal truncated rather than deleted: the same locks, without a CREATE
+# and a REMOVE per transaction (~100 s down to ~65 s for both guests, TCG)
+printf '.bail on\n.timeout 600000\nPRAGMA journal_mode=TRUNCATE;\n.read /tmp/inc.sql\n' | sqlite3 counter.db ||
 	fail "sqlite3 failed at $(up) s"
 echo "sqlite done: 1000 increments from $t0 s to $(up) s"
 cd /
