@@ -258,7 +258,7 @@ static uint64_t owner_hash(struct lock_table *t, const struct lk_host *h,
 
 	memcpy(buf, &h, sizeof(h));
 	memcpy(buf + sizeof(h), &o->svid, sizeof(o->svid));
-	memcpy(buf + sizeof(h) + sizeof(o->svid), o->oh, o->oh_len);
+	lock_copy_bytes(buf + sizeof(h) + sizeof(o->svid), o->oh, o->oh_len);
 	return hash_bytes(t, buf, sizeof(h) + sizeof(o->svid) + o->oh_len);
 }
 
@@ -301,7 +301,7 @@ static struct lk_owner *owner_find(struct lock_table *t, const struct lock_owner
 	LIST_INIT(&o->shares);
 	o->svid = id->svid;
 	o->oh_len = id->oh_len;
-	memcpy(o->oh, id->oh, id->oh_len);
+	lock_copy_bytes(o->oh, id->oh, id->oh_len);
 	LIST_INSERT_HEAD(&h->owners, o, in_host);
 	ht_add(&t->owners, &o->hn);
 	return o;
@@ -674,7 +674,7 @@ static void holder_fill(struct lock_holder *h, const struct lk_owner *o,
 	memcpy(h->host, o->host->name, o->host->name_len + 1);
 	h->svid = o->svid;
 	h->oh_len = o->oh_len;
-	memcpy(h->oh, o->oh, o->oh_len);
+	lock_copy_bytes(h->oh, o->oh, o->oh_len);
 	h->type = type;
 	h->range = range_of(first, last);
 }
@@ -721,7 +721,7 @@ static bool wake_pass(struct lock_table *t, struct lk_file *f, struct lock_grant
 		g->file = f->key;
 		holder_fill(&g->lock, w->owner, w->type, w->first, w->last);
 		g->cookie_len = w->cookie_len;
-		memcpy(g->cookie, w->cookie, w->cookie_len);
+		lock_copy_bytes(g->cookie, w->cookie, w->cookie_len);
 		**tail = g;
 		*tail = &g->next;
 		waiter_unlink(t, f, w);
@@ -858,7 +858,7 @@ static enum lock_result acquire(struct lock_table *t, const struct lock_file *fk
 				.last = last,
 				.type = type,
 				.cookie_len = cookie_len};
-	memcpy(w->cookie, cookie, cookie_len);
+	lock_copy_bytes(w->cookie, cookie, cookie_len);
 	TAILQ_INSERT_TAIL(&f->waiters, w, in_file);
 	LIST_INSERT_HEAD(&o->waiters, w, in_owner);
 	o->host->count++;

@@ -12,6 +12,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* memcpy of bytes a decoder gave: an empty opaque may come as NULL, which
+ * memcpy must not get even with a length of 0. */
+static inline void lock_copy_bytes(void *dst, const void *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, n);
+}
 
 #define LOCK_MAX_HOST	1024 /* bytes of a host name, as NLM's LM_MAXSTRLEN */
 #define LOCK_MAX_OH	1024 /* bytes of an owner handle, as NLM's MAXNETOBJ_SZ */

@@ -220,7 +220,7 @@ static void nlm4_holder_set(struct srv_req *req, const struct lock_holder *h,
 	out->oh.nlm_obj_len = oh ? (u_int)h->oh_len : 0;
 	out->oh.nlm_obj_val = oh;
 	if (oh)
-		memcpy(oh, h->oh, h->oh_len);
+		lock_copy_bytes(oh, h->oh, h->oh_len);
 	out->l_offset = h->range.off;
 	out->l_len = h->range.len;
 }
@@ -256,10 +256,10 @@ static enum lock_result nlm_block(struct srv_req *req, const nlm4_lockargs *a,
 
 	if (clen > NLM_WAIT_COOKIE_MAX || w.fh_len > sizeof(w.fh) || !req->peer)
 		return LOCK_NOLOCKS;
-	memcpy(w.fh, a->alock.fh.nlm_obj_val, w.fh_len);
+	lock_copy_bytes(w.fh, a->alock.fh.nlm_obj_val, w.fh_len);
 	memcpy(&w.peer, req->peer, sizeof(w.peer));
 	memcpy(buf, &w, sizeof(w));
-	memcpy(buf + sizeof(w), a->cookie.nlm_obj_val, clen);
+	lock_copy_bytes(buf + sizeof(w), a->cookie.nlm_obj_val, clen);
 	return lock_block(req->srv->nlm->locks, &t->file, &t->owner,
 			  nlm_type(a->exclusive), &t->range, buf, sizeof(w) + clen,
 			  grants);
