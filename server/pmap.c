@@ -30,9 +30,10 @@
  *     them (bounded_rpcb): its xdr_string allocates the length the client
  *     claims before reading a byte.
  */
+#include <rpc/rpc.h> /* first: the protocol headers need its types */
+
 #include <arpa/inet.h>
 #include <rpc/pmap_prot.h>
-#include <rpc/rpc.h>
 #include <rpc/rpcb_prot.h>
 #include <stdio.h>
 #include <string.h>
@@ -188,9 +189,12 @@ static bool skip_bounded_string(XDR *x)
 /* xdr_rpcb, once its three strings are known to be short. */
 static bool_t bounded_rpcb(XDR *x, rpcb *r)
 {
-	u_int start = xdr_getpos(x), prog, vers;
+	u_int start, prog, vers;
 	bool ok;
 
+	if (x->x_op != XDR_DECODE)
+		return xdr_rpcb(x, r); /* xdr_free's stream has no position */
+	start = xdr_getpos(x);
 	ok = xdr_u_int(x, &prog) && xdr_u_int(x, &vers) && skip_bounded_string(x) &&
 	     skip_bounded_string(x) && skip_bounded_string(x);
 	return ok && xdr_setpos(x, start) && xdr_rpcb(x, r);
