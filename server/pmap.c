@@ -257,6 +257,15 @@ static void pmap_do_dump(struct srv_req *req, void *args, void *res)
 	}
 }
 
+/* One version of program 100000, served while the portmapper is on. */
+#define PMAP_PROGRAM(var, NAME, VERS, PROCS)                                             \
+	const struct srv_program var = {.name = NAME,                                    \
+					.prog = PMAPPROG,                                \
+					.vers = VERS,                                    \
+					.procs = PROCS,                                  \
+					.nprocs = sizeof(PROCS) / sizeof(PROCS[0]),      \
+					.served = pmap_served}
+
 #define PMAP_PROC(N, NAME, fn, dec, args_t, enc, res_t)                                  \
 	[N] = {.name = NAME,                                                             \
 	       .decode_args = (xdrproc_t)dec,                                            \
@@ -281,15 +290,7 @@ static const struct srv_proc pmap2_procs[] = {
 	      struct pmaplist *),
     PMAP_VOID_PROC(PMAPPROC_CALLIT, "PMAPPROC_CALLIT", pmap_do_drop),
 };
-
-const struct srv_program pmap2_program = {
-    .name = "PORTMAP",
-    .prog = PMAPPROG,
-    .vers = PMAPVERS,
-    .procs = pmap2_procs,
-    .nprocs = sizeof(pmap2_procs) / sizeof(pmap2_procs[0]),
-    .served = pmap_served,
-};
+PMAP_PROGRAM(pmap2_program, "PORTMAP", PMAPVERS, pmap2_procs);
 
 /* ---- versions 3 and 4 ---- */
 
@@ -422,20 +423,5 @@ static const struct srv_proc rpcb4_procs[] = {
 	      bounded_rpcb, rpcb, xdr_rpcb_entry_list_ptr, rpcb_entry_list_ptr),
 };
 
-const struct srv_program rpcb3_program = {
-    .name = "RPCBIND",
-    .prog = RPCBPROG,
-    .vers = RPCBVERS,
-    .procs = rpcb3_procs,
-    .nprocs = sizeof(rpcb3_procs) / sizeof(rpcb3_procs[0]),
-    .served = pmap_served,
-};
-
-const struct srv_program rpcb4_program = {
-    .name = "RPCBIND",
-    .prog = RPCBPROG,
-    .vers = RPCBVERS4,
-    .procs = rpcb4_procs,
-    .nprocs = sizeof(rpcb4_procs) / sizeof(rpcb4_procs[0]),
-    .served = pmap_served,
-};
+PMAP_PROGRAM(rpcb3_program, "RPCBIND", RPCBVERS, rpcb3_procs);
+PMAP_PROGRAM(rpcb4_program, "RPCBIND", RPCBVERS4, rpcb4_procs);
