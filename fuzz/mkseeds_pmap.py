@@ -40,6 +40,11 @@ def seeds():
         "pmap3_getaddr": call(PMAP_PROG, 3, 3, rpcb(100003, 3)),
         "pmap3_dump": call(PMAP_PROG, 3, 4),
         "pmap3_gettime": call(PMAP_PROG, 3, 6),
+        "pmap3_uaddr2taddr": call(PMAP_PROG, 3, 7, opaque(b"127.0.0.1.8.1")),
+        "pmap3_taddr2uaddr": call(PMAP_PROG, 3, 8, u32(16) + opaque(
+            b"\x02\x00\x08\x01\x7f\x00\x00\x01" + b"\0" * 8)),
+        "pmap4_taddr2uaddr_huge": call(PMAP_PROG, 4, 8, u32(0xfffffff0) +
+                                       u32(0xfffffff0) + b"\x02\x00"),
         "pmap4_getaddr": call(PMAP_PROG, 4, 3, rpcb(100005, 3, b"udp")),
         "pmap4_getversaddr": call(PMAP_PROG, 4, 9, rpcb(100024, 1)),
         "pmap4_getaddrlist": call(PMAP_PROG, 4, 11, rpcb(100021, 4)),

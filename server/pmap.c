@@ -26,9 +26,9 @@
  *     us on: the bind address, or with a wildcard bind the local address the
  *     kernel routes to the caller from (local_addr), as rpcbind merges a
  *     wildcard registration with the caller's address.
- *  5. Strings in arguments are bounded before libtirpc's decoder allocates
- *     them (bounded_rpcb): its xdr_string allocates the length the client
- *     claims before reading a byte.
+ *  5. Strings and netbufs in arguments are bounded before libtirpc's
+ *     decoders allocate them (bounded_rpcb, bounded_uaddr, bounded_netbuf):
+ *     they allocate the length the client claims before reading a byte.
  */
 #include <rpc/rpc.h> /* first: the protocol headers need its types */
 
@@ -198,6 +198,31 @@ static bool_t bounded_rpcb(XDR *x, rpcb *r)
 	ok = xdr_u_int(x, &prog) && xdr_u_int(x, &vers) && skip_bounded_string(x) &&
 	     skip_bounded_string(x) && skip_bounded_string(x);
 	return ok && xdr_setpos(x, start) && xdr_rpcb(x, r);
+}
+
+/* A uaddr argument (UADDR2TADDR), bounded as rpcb's strings are. */
+static bool_t bounded_uaddr(XDR *x, char **u)
+{
+	u_int start;
+
+	if (x->x_op != XDR_DECODE)
+		return xdr_wrapstring(x, u);
+	start = xdr_getpos(x);
+	return skip_bounded_string(x) && xdr_setpos(x, start) && xdr_wrapstring(x, u);
+}
+
+/* A netbuf argument (TADDR2UADDR): no larger than any socket address, before
+ * xdr_netbuf allocates the size it claims. */
+static bool_t bounded_netbuf(XDR *x, struct netbuf *nb)
+{
+	u_int start, maxlen;
+
+	if (x->x_op != XDR_DECODE)
+		return xdr_netbuf(x, nb);
+	start = xdr_getpos(x);
+	if (!xdr_u_int(x, &maxlen) || maxlen > sizeof(struct sockaddr_storage))
+		return false;
+	return xdr_setpos(x, start) && xdr_netbuf(x, nb);
 }
 
 /* ---- version 2 ---- */
@@ -399,6 +424,74 @@ static void rpcb_do_getaddrlist(struct srv_req *req, void *args, void *res)
 	}
 }
 
+/* The uaddr U's address and port into SS (the listeners' family); false
+ * when U is not one. */
+static bool uaddr_parse(const struct srv *s, const char *u, struct sockaddr_storage *ss)
+{
+	const char *p2 = strrchr(u, '.'), *p1 = p2;
+	char host[INET6_ADDRSTRLEN];
+	unsigned hi, lo;
+	void *addr;
+
+	while (p1 && p1 > u && *--p1 != '.')
+		;
+	if (!p2 || !p1 || *p1 != '.' || (size_t)(p1 - u) >= sizeof(host) ||
+	    sscanf(p1, ".%u.%u", &hi, &lo) != 2 || hi > 255 || lo > 255)
+		return false;
+	memcpy(host, u, (size_t)(p1 - u));
+	host[p1 - u] = '\0';
+	ss->ss_family = (sa_family_t)listen_family(s);
+	if (ss->ss_family == AF_INET) {
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)(hi << 8 | lo));
+		addr = &((struct sockaddr_in *)ss)->sin_addr;
+	} else {
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)(hi << 8 | lo));
+		addr = &((struct sockaddr_in6 *)ss)->sin6_addr;
+	}
+	return inet_pton(ss->ss_family, host, addr) == 1;
+}
+
+static socklen_t sockaddr_len(int family)
+{
+	return family == AF_INET    ? sizeof(struct sockaddr_in)
+	       : family == AF_INET6 ? sizeof(struct sockaddr_in6)
+				    : 0;
+}
+
+/* UADDR2TADDR: the socket address (the host's struct, as rpcbind gives it)
+ * of a uaddr of the listeners' family; empty when it is not one. */
+static void rpcb_do_uaddr2taddr(struct srv_req *req, void *args, void *res)
+{
+	struct sockaddr_storage *ss = srv_arena_alloc(req->arena, sizeof(*ss));
+	struct netbuf *nb = res;
+
+	if (!ss || !uaddr_parse(req->srv, *(char **)args, ss))
+		return;
+	nb->maxlen = nb->len = sockaddr_len(ss->ss_family);
+	nb->buf = ss;
+}
+
+/* TADDR2UADDR: the uaddr of a socket address; "" when it is none. */
+static void rpcb_do_taddr2uaddr(struct srv_req *req, void *args, void *res)
+{
+	const struct netbuf *nb = args;
+	struct sockaddr_storage ss = {0};
+	char **u = res;
+
+	*u = "";
+	if (nb->len < sizeof(sa_family_t) || nb->len > sizeof(ss))
+		return;
+	memcpy(&ss, nb->buf, nb->len);
+	if (nb->len != sockaddr_len(ss.ss_family))
+		return;
+	*u = uaddr_new(req, &ss,
+		       ntohs(ss.ss_family == AF_INET
+				 ? ((struct sockaddr_in *)&ss)->sin_port
+				 : ((struct sockaddr_in6 *)&ss)->sin6_port));
+	if (!*u)
+		*u = "";
+}
+
 #define RPCB_COMMON_PROCS                                                                \
 	PMAP_VOID_PROC(0 /* RPCBPROC_NULL */, "RPCBPROC_NULL", pmap_do_nothing),         \
 	    PMAP_PROC(RPCBPROC_SET, "RPCBPROC_SET", pmap_do_refuse, bounded_rpcb, rpcb,  \
@@ -411,7 +504,11 @@ static void rpcb_do_getaddrlist(struct srv_req *req, void *args, void *res)
 		      xdr_rpcblist_ptr, rpcblist_ptr),                                   \
 	    PMAP_VOID_PROC(RPCBPROC_CALLIT, "RPCBPROC_CALLIT", pmap_do_drop),            \
 	    PMAP_PROC(RPCBPROC_GETTIME, "RPCBPROC_GETTIME", rpcb_do_gettime, NULL, char, \
-		      xdr_u_int, u_int)
+		      xdr_u_int, u_int),                                                 \
+	    PMAP_PROC(RPCBPROC_UADDR2TADDR, "RPCBPROC_UADDR2TADDR", rpcb_do_uaddr2taddr, \
+		      bounded_uaddr, char *, xdr_netbuf, struct netbuf),                 \
+	    PMAP_PROC(RPCBPROC_TADDR2UADDR, "RPCBPROC_TADDR2UADDR", rpcb_do_taddr2uaddr, \
+		      bounded_netbuf, struct netbuf, xdr_wrapstring, char *)
 
 static const struct srv_proc rpcb3_procs[] = {RPCB_COMMON_PROCS};
 

@@ -206,6 +206,42 @@ static void getaddr_gives_uaddr(void **state)
 	freenetconfigent(nc);
 }
 
+/* UADDR2TADDR and TADDR2UADDR: a uaddr to the host's socket address and
+ * back; not an address, the empty answer. */
+static void uaddr_translations(void **state)
+{
+	CLIENT *c = client(PMAPPORT, RPCBPROG, RPCBVERS, false);
+	char *u = "127.0.0.1.8.1", *back = NULL, *junk = "no.such";
+	struct netbuf nb = {0};
+	struct sockaddr_in sin;
+	struct timeval t = {5, 0};
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(clnt_call(c, RPCBPROC_UADDR2TADDR, (xdrproc_t)xdr_wrapstring,
+				   (char *)&u, (xdrproc_t)xdr_netbuf, (char *)&nb, t),
+			 RPC_SUCCESS);
+	assert_int_equal(nb.len, sizeof(sin));
+	memcpy(&sin, nb.buf, sizeof(sin));
+	assert_int_equal(sin.sin_family, AF_INET);
+	assert_int_equal(ntohs(sin.sin_port), 2049);
+	assert_int_equal(ntohl(sin.sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_int_equal(clnt_call(c, RPCBPROC_TADDR2UADDR, (xdrproc_t)xdr_netbuf,
+				   (char *)&nb, (xdrproc_t)xdr_wrapstring, (char *)&back,
+				   t),
+			 RPC_SUCCESS);
+	assert_string_equal(back, u);
+	free(back);
+	free(nb.buf);
+	nb = (struct netbuf){0};
+	assert_int_equal(clnt_call(c, RPCBPROC_UADDR2TADDR, (xdrproc_t)xdr_wrapstring,
+				   (char *)&junk, (xdrproc_t)xdr_netbuf, (char *)&nb, t),
+			 RPC_SUCCESS);
+	assert_int_equal(nb.len, 0);
+	free(nb.buf);
+	clnt_destroy(c);
+}
+
 static void set_refused(void **state)
 {
 	CLIENT *v2 = client(PMAPPORT, PMAPPROG, PMAPVERS, false);
@@ -302,11 +338,9 @@ static void second_server_serves(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(getport_own_programs),
-	    cmocka_unit_test(dump_lists_them),
-	    cmocka_unit_test(getaddr_gives_uaddr),
-	    cmocka_unit_test(set_refused),
-	    cmocka_unit_test(callit_unanswered),
+	    cmocka_unit_test(getport_own_programs), cmocka_unit_test(dump_lists_them),
+	    cmocka_unit_test(getaddr_gives_uaddr),  cmocka_unit_test(set_refused),
+	    cmocka_unit_test(uaddr_translations),   cmocka_unit_test(callit_unanswered),
 	    cmocka_unit_test(second_server_serves),
 	};
 	const char *inner = getenv("WITH_RPCBIND_NONE");
