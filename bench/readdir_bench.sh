@@ -49,7 +49,7 @@ start_server() {
 	mkdir -p "$T/state-$name"
 	: >"$T/out-$name" # exists before the server opens it: the loop below reads it
 	"$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 \
-		--state-dir="$T/state-$name" --foreground --no-rpcbind "$@" \
+		--state-dir="$T/state-$name" --foreground --no-rpcbind --no-portmapper "$@" \
 		>"$T/out-$name" 2>"$T/err-$name" &
 	PID=$!
 	PIDS+=("$PID")

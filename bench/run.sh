@@ -240,7 +240,7 @@ CONF
 	# The backgrounded shell makes out-$n itself, perhaps after the loop below
 	# first reads it: make it here.
 	: >"$T/out-$n"
-	"$UNION_NFSD" --config="$conf" --foreground --no-rpcbind >"$T/out-$n" 2>"$T/err-$n" &
+	"$UNION_NFSD" --config="$conf" --foreground --no-rpcbind --no-portmapper >"$T/out-$n" 2>"$T/err-$n" &
 	SPID[$n]=$!
 	PIDS+=("${SPID[$n]}")
 	for _ in $(seq 200); do

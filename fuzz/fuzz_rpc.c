@@ -2,10 +2,10 @@
  *
  * The first input byte chooses the entry point: even, the rest is one RPC
  * call record handed to srv_rpc_handle (call header, credentials, argument
- * decoding, every NFSv3 and MOUNT handler); odd, the rest is a TCP byte
- * stream fed to the record-marking reader, in chunks whose sizes come from
- * the stream itself.  The server serves one writable union over temp dirs,
- * made once per process, so handlers touch nothing outside it.
+ * decoding, every NFSv3, MOUNT, NLM, NSM and portmapper handler); odd, the rest is a TCP
+ * byte stream fed to the record-marking reader, in chunks whose sizes come from the
+ * stream itself.  The server serves one writable union over temp dirs, made once per
+ * process, so handlers touch nothing outside it.
  *
  * File handles carry a MAC keyed with a secret drawn when the state dir is
  * made, so no corpus file can hold a valid one.  Instead a 32-byte run of 'H'
@@ -138,6 +138,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fprintf(stderr, "fuzz_rpc: %s\n", err);
 		abort();
 	}
+	/* the built-in portmapper answers, as when it holds port 111 */
+	fuzz_srv.pmap = (struct srv_pmap){.on = true, 2049, 20048, 4045, 4046};
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(700);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -57,6 +57,15 @@ static bool parse_port(const char *text, uint16_t *out)
 	return true;
 }
 
+/* "yes" or "no" (a [server] switch). */
+static bool parse_yes_no(const char *text, bool *out)
+{
+	if (strcmp(text, "yes") != 0 && strcmp(text, "no") != 0)
+		return false;
+	*out = text[0] == 'y';
+	return true;
+}
+
 static bool parse_threads(const char *text, unsigned *out)
 {
 	unsigned long v;
@@ -290,6 +299,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.mount_port = DEFAULT_MOUNT_PORT;
 	o->cfg.nthreads = default_threads();
 	o->cfg.register_rpcbind = true;
+	o->cfg.portmapper = true;
 	o->cfg.idle_timeout = SRV_IDLE_TIMEOUT_DEFAULT;
 	o->cfg.client_union_idle = SRV_CLIENT_UNION_IDLE_DEFAULT;
 	o->cfg.nlm_max_locks_per_host = NLM_MAX_LOCKS_PER_HOST_DEFAULT;
@@ -335,6 +345,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_conn_setting(value, &o->cfg.client_union_idle);
 	else if (strcmp(key, "log-level") == 0)
 		ok = srv_log_level_parse(value, &o->log_level);
+	else if (strcmp(key, "portmapper") == 0)
+		ok = parse_yes_no(value, &o->cfg.portmapper);
 	else if (strcmp(key, "bind") == 0)
 		ok = is_ip_literal(value) && set_str(&o->bind_addr, value);
 	else if (strcmp(key, "state-dir") == 0)
@@ -609,6 +621,7 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
+	OPT_NO_PORTMAPPER,
 	OPT_CONFIG,
 	OPT_HELP,
 	OPT_VERSION,
@@ -638,6 +651,7 @@ static const struct option long_opts[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
+    {"no-portmapper", no_argument, NULL, OPT_NO_PORTMAPPER},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -658,7 +672,7 @@ static void print_usage(void)
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
 	       "                  [--grace-period=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
-	       "                  [--no-rpcbind] [--config=FILE]\n"
+	       "                  [--no-rpcbind] [--no-portmapper] [--config=FILE]\n"
 	       "\n"
 	       "Serves a union of directory layers over NFSv3 (overlayfs semantics).\n"
 	       "  --lowerdir    read-only layers, top-most first, ':'-separated\n"
@@ -692,6 +706,9 @@ static void print_usage(void)
 	       "                picks one)\n"
 	       "  --grace-period  seconds after a restart in which only locks held\n"
 	       "                before it may be reclaimed (default %u; 0: none)\n"
+	       "  --no-rpcbind  do not register with the host's rpcbind\n"
+	       "  --no-portmapper  do not answer the portmapper protocol on port\n"
+	       "                111 (default: answer it when 111 is free)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
@@ -707,6 +724,7 @@ struct cli {
 	struct srv_export_opts ex;		      /* from --lowerdir etc. */
 	bool any_export_flag;
 	bool no_rpcbind;
+	bool no_portmapper;
 };
 
 /* The entry of CLI->given that says whether flag OPT was given. */
@@ -783,6 +801,9 @@ static enum srv_args_result read_argv(int argc, char **argv, struct cli *cli,
 		case OPT_NO_RPCBIND:
 			cli->no_rpcbind = true;
 			break;
+		case OPT_NO_PORTMAPPER:
+			cli->no_portmapper = true;
+			break;
 		case OPT_CONFIG:
 			if (!set_str(&o->config_path, optarg))
 				return snprintf(err, errlen, "out of memory"),
@@ -848,6 +869,8 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)
 		o->cfg.register_rpcbind = false;
+	if (cli->no_portmapper)
+		o->cfg.portmapper = false;
 	if (cli->server.bind_addr) {
 		free(o->bind_addr);
 		o->bind_addr = cli->server.bind_addr;

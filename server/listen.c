@@ -10,7 +10,8 @@
  *  1. A connection from an address that no client rule of any export could
  *     admit is closed as soon as it is accepted (admit_conn, through
  *     srv_access_admits_conn): it costs a descriptor for no time at all.
- *     (No port here must answer everyone: rpcbind is the system's, not ours.)
+ *     (No port here must answer everyone, not even the built-in portmapper's
+ *     111: a host that may mount nothing needs no port numbers.)
  *  2. At most l->max_conns connections are open, and at most
  *     l->max_per_addr from one address (make_room).  A connection over a cap
  *     closes the least recently active idle one (no call in flight, nothing
@@ -449,6 +450,26 @@ static int bind_nsm(struct srv_loop *l, char *err, size_t errlen)
 	return bind_service(l, "nsm", want, &l->nsm_port, err, errlen);
 }
 
+/* Port 111 for the built-in portmapper (pmap.c), when it is free.  Taken
+ * (an rpcbind, or another server's portmapper) or refused (no privilege)
+ * is no failure: the server then registers with whoever holds it. */
+static void bind_portmapper(struct srv_loop *l)
+{
+	char err[256];
+	uint16_t got;
+	int rc;
+
+	if (!l->srv->cfg.portmapper)
+		return;
+	rc = bind_service(l, "portmapper", 111, &got, err, sizeof(err));
+	l->portmapper = rc == 0;
+	if (rc == -EADDRINUSE)
+		srv_log(SRV_LOG_INFO, "port 111 is taken (an rpcbind runs): no built-in "
+				      "portmapper, registering with it");
+	else if (rc < 0)
+		srv_log(SRV_LOG_WARN, "no built-in portmapper: %s", err);
+}
+
 int srv_listen_bind(struct srv_loop *l, char *err, size_t errlen)
 {
 	const struct srv_config *cfg = &l->srv->cfg;
@@ -474,5 +495,8 @@ int srv_listen_bind(struct srv_loop *l, char *err, size_t errlen)
 		rc = bind_service(l, "nlm", cfg->nlm_port, &l->nlm_port, err, errlen);
 	if (rc < 0)
 		return rc;
-	return bind_nsm(l, err, errlen);
+	rc = bind_nsm(l, err, errlen);
+	if (rc == 0)
+		bind_portmapper(l);
+	return rc;
 }

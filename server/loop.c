@@ -186,6 +186,11 @@ uint16_t srv_loop_nsm_port(const struct srv_loop *l)
 	return l->nsm_port;
 }
 
+bool srv_loop_portmapper(const struct srv_loop *l)
+{
+	return l->portmapper;
+}
+
 static void dispatch(struct srv_loop *l, const struct epoll_event *ev)
 {
 	struct ev_source *src = ev->data.ptr;

@@ -247,14 +247,31 @@ static void warn_low_port_start(void)
 	fclose(f);
 }
 
-static void announce(struct srv_loop *l, const struct srv_opts *o)
+/* Gives the ports out: by the built-in portmapper when it holds 111 (then no
+ * rpcbind runs here), else by registering with the running rpcbind.  Before
+ * the loop runs, so that the workers see S->pmap complete. */
+static void publish_ports(struct srv *s, struct srv_loop *l, const struct srv_opts *o)
+{
+	struct srv_pmap *p = &s->pmap;
+
+	srv_loop_ports(l, &p->nfs, &p->mount);
+	p->nlm = srv_loop_nlm_port(l);
+	p->nsm = srv_loop_nsm_port(l);
+	p->on = srv_loop_portmapper(l);
+	if (p->on)
+		srv_log(SRV_LOG_INFO,
+			"portmapper on port 111: nfs %u, mount %u, nlm %u, nsm %u",
+			p->nfs, p->mount, p->nlm, p->nsm);
+	else if (o->cfg.register_rpcbind)
+		srv_rpcbind_register(p->nfs, p->mount, p->nlm, p->nsm);
+}
+
+static void announce(struct srv *s, struct srv_loop *l, const struct srv_opts *o)
 {
 	uint16_t nfs, mount;
 
 	srv_loop_ports(l, &nfs, &mount);
-	if (o->cfg.register_rpcbind)
-		srv_rpcbind_register(nfs, mount, srv_loop_nlm_port(l),
-				     srv_loop_nsm_port(l));
+	publish_ports(s, l, o);
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
@@ -301,7 +318,7 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	}
 	running_loop = l;
 	set_signals();
-	announce(l, o);
+	announce(&s, l, o);
 	srv_nlm_announce(&s);
 	if (ready_fd >= 0)
 		detach(ready_fd);

@@ -11,7 +11,9 @@
  *
  * Invariants:
  *  1. No reply without an xid, and no reply to a REPLY: both return false
- *     (srv_rpc_handle).  Everything else gets exactly one reply record.
+ *     (srv_rpc_handle); nor to a call whose handler says so (req.no_reply,
+ *     the portmapper's CALLIT).  Everything else gets exactly one reply
+ *     record.
  *  2. Auth bodies are bounded by MAX_AUTH_BYTES (400) before a byte of them is
  *     copied (decode_opaque_auth); an AUTH_SYS body must decode exactly, with at
  *     most 16 groups and a machine name of at most 255 bytes (decode_authsys).
@@ -52,8 +54,8 @@
 #define MACHINE_NAME_MAX 255
 
 static const struct srv_program *const programs[] = {
-    &nfs3_program, &mnt3_program, &nlm4_program,
-    &nlm3_program, &nlm1_program, &nsm1_program,
+    &nfs3_program, &mnt3_program,  &nlm4_program,  &nlm3_program,  &nlm1_program,
+    &nsm1_program, &rpcb4_program, &rpcb3_program, &pmap2_program,
 };
 #define NPROGRAMS (sizeof(programs) / sizeof(programs[0]))
 
@@ -262,7 +264,8 @@ static const struct srv_program *find_program(const struct call *c, struct verdi
 	uint32_t low = UINT32_MAX, high = 0;
 
 	for (size_t i = 0; i < NPROGRAMS; i++) {
-		if (programs[i]->prog != c->req.prog)
+		if (programs[i]->prog != c->req.prog ||
+		    (programs[i]->served && !programs[i]->served(c->req.srv)))
 			continue;
 		if (programs[i]->vers == c->req.vers)
 			return programs[i];
@@ -359,6 +362,10 @@ static bool run_call(struct call *c, struct verdict *v)
 	}
 	if (!srv_call_handler(c->prog, p, &c->req, c->args, c->res)) {
 		set_verdict(v, REPLY_ACCEPTED, SYSTEM_ERR, "caller's identity not taken");
+		return false;
+	}
+	if (c->req.no_reply) {
+		set_verdict(v, REPLY_NONE, 0, "answered with no reply");
 		return false;
 	}
 	set_verdict(v, REPLY_ACCEPTED, SUCCESS, NULL);
@@ -510,6 +517,8 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 reply:
 	if (v.kind != REPLY_ACCEPTED || v.stat != SUCCESS)
 		log_reject(&c, &v);
+	if (v.kind == REPLY_NONE)
+		goto out_arena;
 	sent = encode_reply(&c, &v, reply);
 	if (!sent)
 		SRV_LOG_LIMITED(SRV_LOG_ERR, "xid %#x: out of memory for the reply",

@@ -177,6 +177,7 @@ struct srv_config {
 	uint16_t mount_port;   /* 0: pick one */
 	unsigned nthreads;     /* worker threads */
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
+	bool portmapper;       /* answer the portmapper on 111 if free (pmap.c) */
 	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
@@ -225,6 +226,12 @@ struct srv {
 	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
 	struct srv_unions unions;
 	struct srv_nlm *nlm; /* owned: the lock manager (nlm_proc.c) */
+	/* The built-in portmapper (pmap.c): ON when it holds port 111, and the
+	 * ports it gives out; set by main.c before the loop runs. */
+	struct srv_pmap {
+		bool on;
+		uint16_t nfs, mount, nlm, nsm;
+	} pmap;
 };
 
 /* Finds the export mounted as PATH (exact match after normalising slashes). */
@@ -343,6 +350,9 @@ struct srv_req {
 	 * client rule (exports(5)).  Set by srv_call_handler; zero (sync)
 	 * until then. */
 	struct un_ctx un;
+	/* Set by a handler whose call must get no reply at all (the
+	 * portmapper's CALLIT, pmap.c rule 2). */
+	bool no_reply;
 };
 
 /* One procedure of one program: everything the dispatcher (rpc.c) needs to
@@ -385,6 +395,9 @@ struct srv_program {
 	 * contract at srv_req): false when the caller is refused, RES then
 	 * holding the refusal.  NULL: none (MOUNT checks in its handlers). */
 	bool (*admit)(struct srv_req *req, const nfs_fh3 *fh, void *res);
+	/* Whether S serves the program now; NULL: always.  A program it does
+	 * not serve is PROG_UNAVAIL (the portmapper, only while it has 111). */
+	bool (*served)(const struct srv *s);
 };
 
 /* The handle P's table entry names in ARGS (P->has_fh). */
@@ -533,6 +546,8 @@ extern const struct srv_program mnt3_program;
 extern const struct srv_program nlm1_program, nlm3_program, nlm4_program;
 /* nsm.c: the NSM program, version 1 */
 extern const struct srv_program nsm1_program;
+/* pmap.c: the built-in portmapper, versions 2, 3 and 4 */
+extern const struct srv_program pmap2_program, rpcb3_program, rpcb4_program;
 /* The lock table and the sender of callbacks (srv_open, srv_close). */
 /* The lock manager and its status monitor, whose record is in STATE_DIR;
  * ERR says why not. */
@@ -734,6 +749,8 @@ void srv_loop_ports(const struct srv_loop *l, uint16_t *nfs, uint16_t *mount);
 uint16_t srv_loop_nlm_port(const struct srv_loop *l);
 /* The NSM port bound (--nsm-port). */
 uint16_t srv_loop_nsm_port(const struct srv_loop *l);
+/* Whether the loop holds port 111 for the built-in portmapper. */
+bool srv_loop_portmapper(const struct srv_loop *l);
 /* Serves until srv_loop_stop; returns 0, or a negative errno if epoll failed. */
 int srv_loop_run(struct srv_loop *l);
 /* Asks srv_loop_run to return.  Async-signal-safe. */

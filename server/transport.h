@@ -71,10 +71,11 @@ struct srv_loop {
 	int wakefd; /* eventfd: srv_loop_stop and note_conn */
 	int jobfd;  /* semaphore eventfd in rdfd: the pool's wakes */
 	atomic_int stop;
-	struct listener lis[8]; /* tcp and udp of nfs, mount, nlm and nsm */
+	struct listener lis[10]; /* tcp and udp of nfs, mount, nlm, nsm, 111 */
 	size_t nlis;
 	int spare_fd; /* held for shed_conns; -1 while it is lent out */
 	uint16_t nfs_port, mount_port, nlm_port, nsm_port;
+	bool portmapper; /* port 111 bound (bind_portmapper) */
 	struct srv_pool *pool;
 	atomic_uint udp_queued;
 	struct srv_conn *conns;	   /* open connections */

@@ -51,7 +51,7 @@ bad_args() {
 	local name=$1 rc=0
 	shift
 	timeout 60 setpriv --pdeathsig TERM "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 \
-		--state-dir="$T/state-bad" --foreground --no-rpcbind "$@" \
+		--state-dir="$T/state-bad" --foreground --no-rpcbind --no-portmapper "$@" \
 		>"$T/out" 2>"$T/err" </dev/null || rc=$?
 	if [ "$rc" != 2 ]; then
 		fail "$name: exit $rc, want 2 (stderr: $(head -3 "$T/err"))"
@@ -146,7 +146,7 @@ else
 		-e "s|^\(nfs-port *=\).*|\1 0|" -e "s|^\(mount-port *=\).*|\1 0|" \
 		-e "s|^\(bind *=\).*|\1 127.0.0.1|" "$CONF" >"$T/test.conf"
 	out=$T/conf.out
-	setpriv --pdeathsig TERM "$UNION_NFSD" --config="$T/test.conf" --foreground --no-rpcbind >"$out" 2>"$T/conf.err" &
+	setpriv --pdeathsig TERM "$UNION_NFSD" --config="$T/test.conf" --foreground --no-rpcbind --no-portmapper >"$out" 2>"$T/conf.err" &
 	CPID=$!
 	it_on_exit "stop_pid $CPID"
 	line=

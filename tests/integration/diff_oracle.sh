@@ -142,7 +142,7 @@ start_union_nfsd() {
 	local lowers
 	lowers=$(ls -d "$d"/A/l[0-9] | paste -sd:)
 	mkdir -p "$d/state"
-	setpriv --pdeathsig TERM "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --no-rpcbind \
+	setpriv --pdeathsig TERM "$UNION_NFSD" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --no-rpcbind --no-portmapper \
 		--state-dir="$d/state" --foreground --lowerdir="$lowers" \
 		--upperdir="$d/A/u" --workdir="$d/A/w" >"$d/server.out" 2>"$d/server.log" &
 	SRV_PID=$!

@@ -52,7 +52,7 @@ ip link set lo up
 export LSAN_OPTIONS=suppressions=/crash/lsan.supp
 /crash/union-nfsd --lowerdir=/disk/l1:/disk/l2 --upperdir=/disk/upper \
 	--workdir=/disk/work --state-dir=/disk/state --nfs-port=2049 \
-	--mount-port=20048 --bind=127.0.0.1 --foreground --no-rpcbind \
+	--mount-port=20048 --bind=127.0.0.1 --foreground --no-rpcbind --no-portmapper \
 	>/tmp/srv.out 2>/tmp/srv.err &
 SRV=$!
 i=0

@@ -103,7 +103,7 @@ start() {
 		--nfs-port="$VM_PORT" --mount-port="$VM_MOUNTPORT" \
 		--bind="$VM_SERVER_IP" --state-dir="$VM_WORK/state" --foreground \
 		--clients="$GUEST_IP(rw,no_root_squash) $VM_SERVER_IP(rw,no_root_squash)" \
-		--no-rpcbind >"$T/srv-$gen.out" 2>"$T/srv-$gen.err" &
+		--no-rpcbind --no-portmapper >"$T/srv-$gen.out" 2>"$T/srv-$gen.err" &
 	SRV=$!
 	for ((i = 0; i < 200; i++)); do
 		grep -q '^listening ' "$T/srv-$gen.out" && { log "union-nfsd $gen started (pid $SRV)"; return 0; }

@@ -152,7 +152,7 @@ start_union_nfsd() {
 	mkdir -p "$IT_TMP/state"
 	# --pdeathsig: the server dies with this script, even if it is SIGKILLed
 	setpriv --pdeathsig TERM "$bin" --nfs-port=0 --mount-port=0 --bind=127.0.0.1 --state-dir="$IT_TMP/state" \
-		--foreground --no-rpcbind "$@" >"$out" 2>"$SRV_LOG" &
+		--foreground --no-rpcbind --no-portmapper "$@" >"$out" 2>"$SRV_LOG" &
 	SRV_PID=$!
 	it_on_exit "stop_pid $SRV_PID"
 	for ((i = 0; i < 1200; i++)); do # up to 60 s

@@ -27,14 +27,44 @@ static bool wants_test_clients(const char *const *args)
 	return true;
 }
 
-static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
-		   bool test_clients, unsigned long nofile, const char *out_path)
+/* How a server is started: the flags start_server.c adds. */
+struct spawn_how {
+	bool test_clients;
+	unsigned long nofile;
+	/* The built-in portmapper left on (its default), stderr to
+	 * STATE_DIR/stderr; else --no-portmapper: the tests run in parallel in
+	 * one network namespace, and none may take port 111 there. */
+	bool portmapper;
+};
+
+/* In the child: stdout to OUT_PATH, and stderr to STATE_DIR/stderr when HOW
+ * says. */
+static bool redirect(const char *out_path, const char *state_dir,
+		     const struct spawn_how *how)
 {
-	struct rlimit rl = {nofile, nofile};
+	char err_path[4096];
+	int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+		return false;
+	close(fd);
+	if (!how->portmapper)
+		return true;
+	snprintf(err_path, sizeof(err_path), "%s/stderr", state_dir);
+	fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static pid_t spawn(const char *bin, const char *state_dir, const char *const *args,
+		   const struct spawn_how *how, const char *out_path)
+{
+	struct rlimit rl = {how->nofile, how->nofile};
 	size_t n = 0, k = 7;
 	while (args && args[n])
 		n++;
-	char **argv = calloc(n + 9, sizeof(*argv));
+	char **argv = calloc(n + 10, sizeof(*argv));
 	char *state_arg = NULL;
 	pid_t pid;
 	if (!argv || asprintf(&state_arg, "--state-dir=%s", state_dir) < 0) {
@@ -48,7 +78,9 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 	argv[4] = state_arg;
 	argv[5] = "--foreground";
 	argv[6] = "--no-rpcbind"; /* never touch the host's rpcbind */
-	if (test_clients && wants_test_clients(args))
+	if (!how->portmapper)
+		argv[k++] = "--no-portmapper";
+	if (how->test_clients && wants_test_clients(args))
 		argv[k++] = "--clients=" TEST_SERVER_CLIENTS;
 	for (size_t i = 0; i < n; i++)
 		argv[k + i] = (char *)args[i];
@@ -57,12 +89,10 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 		/* the server must not outlive a test that crashed or was killed (it
 		 * would also hold the test's stderr, and ctest waits for that) */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		if (how->nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			_exit(125);
-		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+		if (!redirect(out_path, state_dir, how))
 			_exit(126);
-		close(fd);
 		execv(bin, argv);
 		fprintf(stderr, "start_server: exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
@@ -104,9 +134,8 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 	return test_server_start_nofile(bin, state_dir, args, test_clients, 0, s);
 }
 
-int test_server_start_nofile(const char *bin, const char *state_dir,
-			     const char *const *args, bool test_clients,
-			     unsigned long nofile, struct test_server *s)
+static int start(const char *bin, const char *state_dir, const char *const *args,
+		 const struct spawn_how *how, struct test_server *s)
 {
 	char *out_path = NULL;
 	int rc = -1;
@@ -116,7 +145,7 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 	if (asprintf(&out_path, "%s/stdout", state_dir) < 0)
 		return -1;
 	unlink(out_path); /* the line of an earlier run must not be read as ours */
-	s->pid = spawn(bin, state_dir, args, test_clients, nofile, out_path);
+	s->pid = spawn(bin, state_dir, args, how, out_path);
 	if (s->pid < 0)
 		goto out;
 	for (int i = 0; i < START_WAIT_S * 20; i++) {
@@ -142,6 +171,21 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
 out:
 	free(out_path);
 	return rc;
+}
+
+int test_server_start_nofile(const char *bin, const char *state_dir,
+			     const char *const *args, bool test_clients,
+			     unsigned long nofile, struct test_server *s)
+{
+	const struct spawn_how how = {.test_clients = test_clients, .nofile = nofile};
+	return start(bin, state_dir, args, &how, s);
+}
+
+int test_server_start_portmapper(const char *bin, const char *state_dir,
+				 const char *const *args, struct test_server *s)
+{
+	const struct spawn_how how = {.test_clients = true, .portmapper = true};
+	return start(bin, state_dir, args, &how, s);
 }
 
 int test_server_stop(struct test_server *s)

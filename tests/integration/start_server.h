@@ -45,6 +45,11 @@ int test_server_start_opts(const char *bin, const char *state_dir,
 int test_server_start_nofile(const char *bin, const char *state_dir,
 			     const char *const *args, bool test_clients,
 			     unsigned long nofile, struct test_server *s);
+/* The same with the built-in portmapper left on (every other start passes
+ * --no-portmapper: port 111 of the shared network namespace is no test's),
+ * its stderr in STATE_DIR/stderr; for a private network namespace only. */
+int test_server_start_portmapper(const char *bin, const char *state_dir,
+				 const char *const *args, struct test_server *s);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);

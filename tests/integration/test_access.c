@@ -999,7 +999,7 @@ static int run_conf(const char *conf, char *err, size_t len)
 		dup2(fd, STDERR_FILENO);
 		execl(server_bin, server_bin, arg, state, "--nfs-port=0",
 		      "--mount-port=0", "--bind=127.0.0.1", "--foreground",
-		      "--no-rpcbind", (char *)NULL);
+		      "--no-rpcbind", "--no-portmapper", (char *)NULL);
 		_exit(127);
 	}
 	/* a server that starts would serve: stop it after a while (long: a

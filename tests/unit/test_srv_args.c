@@ -61,6 +61,7 @@ static void test_minimal(void **state)
 	assert_string_equal(o.state_dir, "/var/lib/union-nfsd");
 	assert_true(o.cfg.nthreads >= 32 && o.cfg.nthreads <= 128);
 	assert_true(o.cfg.register_rpcbind);
+	assert_true(o.cfg.portmapper);
 	assert_false(o.foreground);
 	assert_null(o.cfg.bind_addr);
 	assert_int_equal(o.cfg.max_conns, 0); /* derived by the loop */
@@ -79,7 +80,8 @@ static void test_all_flags(void **state)
 			       "--mount-port=0", "--bind=127.0.0.1",
 			       "--state-dir=/tmp/st", "--threads=3", "--log-level=debug",
 			       "--max-connections=300", "--max-connections-per-address=7",
-			       "--idle-timeout=0", "--foreground", "--no-rpcbind", NULL),
+			       "--idle-timeout=0", "--foreground", "--no-rpcbind",
+			       "--no-portmapper", NULL),
 			 SRV_ARGS_RUN);
 	assert_string_equal(o.exports[0].lowerdirs[0], "/l:1");
 	assert_string_equal(o.exports[0].lowerdirs[1], "/l2");
@@ -97,6 +99,7 @@ static void test_all_flags(void **state)
 	assert_int_equal(o.log_level, SRV_LOG_DEBUG);
 	assert_true(o.foreground);
 	assert_false(o.cfg.register_rpcbind);
+	assert_false(o.cfg.portmapper);
 	srv_opts_free(&o);
 }
 
@@ -195,6 +198,7 @@ static void test_config(void **state)
 				    "bind = ::1\n"
 				    "state-dir = /tmp/s\n"
 				    "log-level = warn\n"
+				    "portmapper = no\n"
 				    "[export]\n"
 				    "lowerdir = /x:/y\n"
 				    "[export]\n"
@@ -212,6 +216,7 @@ static void test_config(void **state)
 	assert_string_equal(o.cfg.bind_addr, "::1");
 	assert_string_equal(o.state_dir, "/tmp/s");
 	assert_int_equal(o.log_level, SRV_LOG_WARN);
+	assert_false(o.cfg.portmapper);
 	assert_int_equal(o.nexports, 2);
 	assert_string_equal(o.exports[0].path, "/");
 	assert_int_equal(o.exports[0].nlower, 2);
@@ -263,6 +268,7 @@ static void test_config_errors(void **state)
 	expect_conf_error("x = 1\n", "1: key outside a section");
 	expect_conf_error("[server]\nnfs-port = 99999\n", "2: bad nfs-port '99999'");
 	expect_conf_error("[server]\nthis is not ini\n", "2: syntax error");
+	expect_conf_error("[server]\nportmapper = maybe\n", "2: bad portmapper 'maybe'");
 	expect_conf_error("[export]\nlowerdir = /a\n\n[export]\npath = /b\n",
 			  "4: export needs a lowerdir");
 	expect_conf_error("[export]\nlowerdir = /a\nupperdir = /u\n",

@@ -143,7 +143,7 @@ vm_busybox_run() {
 
 # expanded by the shell that runs the server, in the namespace
 VM_SERVER_ARGS='--nfs-port=$VM_PORT --mount-port=$VM_MOUNTPORT --bind=$VM_SERVER_IP'
-VM_SERVER_ARGS+=' --state-dir=$VM_WORK/state --foreground --no-rpcbind'
+VM_SERVER_ARGS+=' --state-dir=$VM_WORK/state --foreground --no-rpcbind --no-portmapper'
 
 vm_server_cmd() {
 	local cmd=exec a
