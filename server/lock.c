@@ -238,7 +238,8 @@ static struct lk_host *host_find(struct lock_table *t, const char *name, bool ma
 
 	for (struct hnode *n = ht_chain(&t->hosts, hash); n; n = n->next) {
 		h = (struct lk_host *)n;
-		if (n->hash == hash && h->name_len == len && !memcmp(h->name, name, len))
+		if (n->hash == hash && h->name_len == len &&
+		    (!len || !memcmp(h->name, name, len)))
 			return h;
 	}
 	if (!make || !(h = calloc(1, sizeof(*h) + len + 1)))
@@ -287,7 +288,8 @@ static struct lk_owner *owner_find(struct lock_table *t, const struct lock_owner
 	for (struct hnode *n = ht_chain(&t->owners, hash); n; n = n->next) {
 		o = (struct lk_owner *)n;
 		if (n->hash == hash && o->host == h && o->svid == id->svid &&
-		    o->oh_len == id->oh_len && !memcmp(o->oh, id->oh, id->oh_len))
+		    o->oh_len == id->oh_len &&
+		    (!id->oh_len || !memcmp(o->oh, id->oh, id->oh_len)))
 			return o;
 	}
 	if (!make || !(o = calloc(1, sizeof(*o) + id->oh_len))) {
