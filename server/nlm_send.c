@@ -26,13 +26,17 @@
  *     released (the client's retransmitted LOCK finds the lock free).
  *  5. Clients are cached per (address, program, version) for the thread's
  *     own use (CLIENT_CACHE entries, least recently used replaced), so a
- *     burst of answers to one host asks its portmapper once.
+ *     burst of answers to one host asks its portmapper once.  An IPv4 host's
+ *     port is asked with PMAPPROC_GETPORT (client_v4): libtirpc's rpcbind
+ *     look-up (clnt_create_timed) leaks 16 bytes a call (uaddr2taddr), and a
+ *     host that calls back often would grow the server; IPv6 needs it.
  *  6. An SM_NOTIFY (nsm.c) goes to the host's status monitor (program
  *     100024) and waits for its empty answer; no answer is tried again,
  *     NOTIFY_TRIES times in all, NOTIFY_RETRY_S apart, then given up (the
  *     host's locks stay until it reclaims them or notifies us).
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -40,7 +44,8 @@
 #include <time.h>
 
 #include "nlm.h"
-#include "nsm_prot.h" /* SM_PROG, SM_VERS, SM_NOTIFY */
+#include "nsm_prot.h"	   /* SM_PROG, SM_VERS, SM_NOTIFY */
+#include <rpc/pmap_prot.h> /* after rpc.h (srv.h): it needs XDR */
 
 #define QUEUE_MAX	  4096
 #define GRANT_TRIES	  3
@@ -331,6 +336,47 @@ static bool same_dest(const struct cached_client *c, const struct nlm_job *j)
 	       srv_same_addr(&c->to, &j->to);
 }
 
+/* J's destination as IPv4 into SIN (port 0), v4-mapped v6 too; false when
+ * it is IPv6. */
+static bool dest_v4(const struct nlm_job *j, struct sockaddr_in *sin)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&j->to;
+
+	*sin = (struct sockaddr_in){.sin_family = AF_INET};
+	if (j->to.ss_family == AF_INET)
+		sin->sin_addr = ((const struct sockaddr_in *)&j->to)->sin_addr;
+	else if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		memcpy(&sin->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	else
+		return false;
+	return true;
+}
+
+/* A UDP client of J's program and version at IPv4 address SIN, its port
+ * from the host's portmapper (version 2, GETPORT: rule 5); NULL when none. */
+static CLIENT *client_v4(const struct nlm_job *j, struct sockaddr_in sin)
+{
+	struct timeval tv = {CONNECT_TIMEOUT_S, 0}, retry = {1, 0};
+	struct pmap want = {j->prog, j->vers, IPPROTO_UDP, 0};
+	unsigned short port = 0;
+	int sock = RPC_ANYSOCK;
+	CLIENT *pm;
+
+	sin.sin_port = htons(PMAPPORT);
+	pm = clntudp_create(&sin, PMAPPROG, PMAPVERS, retry, &sock);
+	if (!pm)
+		return NULL;
+	if (clnt_call(pm, PMAPPROC_GETPORT, (xdrproc_t)xdr_pmap, (char *)&want,
+		      (xdrproc_t)xdr_u_short, (char *)&port, tv) != RPC_SUCCESS)
+		port = 0;
+	clnt_destroy(pm);
+	if (!port)
+		return NULL;
+	sin.sin_port = htons(port);
+	sock = RPC_ANYSOCK;
+	return clntudp_create(&sin, j->prog, j->vers, retry, &sock);
+}
+
 /* A client of J's program and version at J's address, from the cache
  * (rule 5); NULL when its portmapper does not name one. */
 static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
@@ -338,6 +384,7 @@ static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
 	struct timeval tv = {CONNECT_TIMEOUT_S, 0};
 	struct cached_client *victim = &tx->cache[0];
 	char host[INET6_ADDRSTRLEN];
+	struct sockaddr_in sin;
 	CLIENT *cl;
 
 	for (size_t i = 0; i < CLIENT_CACHE; i++) {
@@ -349,7 +396,8 @@ static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
 			victim = &tx->cache[i];
 	}
 	srv_addr_str(&j->to, false, host, sizeof(host));
-	cl = clnt_create_timed(host, j->prog, j->vers, "udp", &tv);
+	cl = dest_v4(j, &sin) ? client_v4(j, sin)
+			      : clnt_create_timed(host, j->prog, j->vers, "udp", &tv);
 	if (!cl) {
 		SRV_LOG_LIMITED(SRV_LOG_INFO, "NLM: no program %u v%u at %s: %s", j->prog,
 				j->vers, host, clnt_spcreateerror("portmapper"));
