@@ -1,0 +1,97 @@
+#!/bin/bash
+# ab.sh NFS_BENCH NAME=UNION_NFSD [NAME=UNION_NFSD ...] - two or more builds of
+# union-nfsd side by side on one tree, their server CPU per operation compared.
+#
+# For "did this change cost anything": every build serves the same lower
+# layer (each with an upper, work and state dir of its own) at once, and
+# nfs_bench's rows run against each in turn, N times, so that a machine whose
+# load comes and goes weighs on every build alike.  Prints one line per run
+# (nfs_bench's RESULT) and then, per row, the median server CPU per
+# operation of each build and its ratio to the first one's.
+#
+# Env: N=8 rounds; ROWS="getattr lookup readdirplus read" (of those four);
+# TMPDIR (default /var/tmp) for the data: 10,000 files, 100,000 names and a
+# 1 GiB file.  Root not needed; loopback ports 31000 and up.
+set -euo pipefail
+[ $# -ge 3 ] || { echo "usage: ab.sh NFS_BENCH NAME=UNION_NFSD NAME=UNION_NFSD..." >&2; exit 2; }
+NB=$1
+shift
+N=${N:-8}
+ROWS=${ROWS:-"getattr lookup readdirplus read"}
+D=$(mktemp -d "${TMPDIR:-/var/tmp}/ab.XXXXXX")
+declare -A BIN PORT PID
+NAMES=()
+for a in "$@"; do
+	NAMES+=("${a%%=*}")
+	BIN[${a%%=*}]=${a#*=}
+done
+cleanup() {
+	for s in "${NAMES[@]}"; do
+		[ -n "${PID[$s]:-}" ] && kill "${PID[$s]}" 2>/dev/null && wait "${PID[$s]}" 2>/dev/null
+	done
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+# the data: bench/run.sh's plain layout (nfs_bench checks sizes and names)
+mkdir -p "$D/lower/attr" "$D/lower/big" "$D/lower/seq"
+python3 - "$D/lower" <<'PY'
+import sys
+r = sys.argv[1]
+for i in range(10000):
+    with open("%s/attr/f%05d" % (r, i), "wb") as f:
+        f.truncate(i % 997)
+for i in range(100000):
+    open("%s/big/file%07d" % (r, i), "wb").close()
+PY
+"$NB" genfile "$D/lower/seq/data" 1073741824
+
+port=31000
+for s in "${NAMES[@]}"; do
+	mkdir -p "$D/$s/up" "$D/$s/work" "$D/$s/state"
+	"${BIN[$s]}" --lowerdir="$D/lower" --upperdir="$D/$s/up" --workdir="$D/$s/work" \
+		--state-dir="$D/$s/state" --nfs-port=$port --mount-port=$((port + 1)) \
+		--bind=127.0.0.1 --foreground --no-rpcbind \
+		--clients='127.0.0.1(rw,no_root_squash,insecure)' >"$D/$s.out" 2>"$D/$s.err" &
+	PID[$s]=$!
+	PORT[$s]=$port
+	port=$((port + 10))
+done
+for s in "${NAMES[@]}"; do
+	for _ in $(seq 600); do grep -q listening "$D/$s.out" && break; sleep 0.1; done
+	grep -q listening "$D/$s.out" || { echo "ab.sh: $s did not start" >&2; cat "$D/$s.err" >&2; exit 1; }
+done
+
+for i in $(seq "$N"); do
+	for w in $ROWS; do
+		case $w in
+		getattr | lookup) args=(--depth=32 --dir=attr --files=10000 --count=400000 "$w") ;;
+		readdirplus) args=(--dir=big --files=100000 --passes=20 readdirplus) ;;
+		read) args=(--depth=16 --dir=seq --name=data --size=1073741824 read) ;;
+		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
+		esac
+		for s in "${NAMES[@]}"; do
+			out=$("$NB" --nfs-port="${PORT[$s]}" --mount-port=$((PORT[$s] + 1)) --export=/ \
+				--pid="${PID[$s]}" "${args[@]}" 2>&1 | grep '^RESULT') ||
+				{ echo "ab.sh: $s $w failed" >&2; exit 1; }
+			echo "$i $w $s $out" | tee -a "$D/results"
+		done
+	done
+done
+
+python3 - "$D/results" "${NAMES[@]}" <<'PY'
+import re, statistics, sys
+res, names = sys.argv[1], sys.argv[2:]
+cpu = {}
+for line in open(res):
+    p = line.split()
+    cpu.setdefault((p[1], p[2]), []).append(
+        float(re.search(r"cpu_us_per_op=([0-9.]+)", line).group(1)))
+print("median server CPU per operation (us; per MB for read), and against %s:" % names[0])
+for w in dict.fromkeys(k[0] for k in cpu):
+    base = statistics.median(cpu[(w, names[0])])
+    cols = ["%s %.3f (%+.1f%%)" % (s, statistics.median(cpu[(w, s)]),
+                                   100 * (statistics.median(cpu[(w, s)]) / base - 1))
+            for s in names]
+    print("  %-12s %s" % (w, "  ".join(cols)))
+PY
