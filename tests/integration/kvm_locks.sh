@@ -105,18 +105,7 @@ ip netns exec "$VM_NS" rpcinfo -p "$VM_SERVER_IP" | grep -q nlockmgr || {
 	exit 1
 }
 
-fail() {
-	local n
-	echo "FAIL: $*"
-	for n in 1 2; do
-		echo "--- guest $n's output:"
-		cat "$VM_WORK/g$n.out"
-		[ ! -s "$T/g$n.err" ] || cat "$T/g$n.err"
-	done
-	echo "--- server log (last 20 lines):"
-	tail -20 "$VM_WORK/server.log"
-	exit 1
-}
+fail() { vm_fail_two "$@"; }
 
 # ask N LINE ERE [S]: LINE to guest N's agent; its answer must match ERE
 # (within S s, default 60); the answer is in ANSWER

@@ -32,18 +32,7 @@ SERVER_CMD=$(vm_server_cmd "$UNION_NFSD" --lowerdir="$T/lower" \
 vm_net_up
 vm_server_start "$SERVER_CMD"
 
-fail() {
-	local n
-	echo "FAIL: $*"
-	for n in 1 2; do
-		echo "--- guest $n's output:"
-		cat "$VM_WORK/g$n.out"
-		[ ! -s "$T/g$n.err" ] || cat "$T/g$n.err"
-	done
-	echo "--- server log (last 20 lines):"
-	tail -20 "$VM_WORK/server.log"
-	exit 1
-}
+fail() { vm_fail_two "$@"; }
 
 # expect_both ERE: both guests printed a line matching ERE (a guest that
 # failed instead shows its FAIL line)

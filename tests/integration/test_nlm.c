@@ -237,36 +237,33 @@ static struct timespec deadline(int ms)
 	return until;
 }
 
+/* Waits up to MS for *COUNT to pass BEFORE (a callback counted under
+ * cb_lock); then *VALUE, what the last one carried, else -1. */
+static int counted_wait(const unsigned *count, const int *value, unsigned before, int ms)
+{
+	struct timespec until = deadline(ms);
+	int got = -1;
+
+	pthread_mutex_lock(&cb_lock);
+	while (*count == before &&
+	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
+		;
+	if (*count > before)
+		got = *value;
+	pthread_mutex_unlock(&cb_lock);
+	return got;
+}
+
 /* Waits up to MS for an SM_NOTIFY beyond the BEFORE-th; its state or -1. */
 static int sm_wait(unsigned before, int ms)
 {
-	struct timespec until = deadline(ms);
-	int state = -1;
-
-	pthread_mutex_lock(&cb_lock);
-	while (sm_notify_count == before &&
-	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
-		;
-	if (sm_notify_count > before)
-		state = sm_notify_state;
-	pthread_mutex_unlock(&cb_lock);
-	return state;
+	return counted_wait(&sm_notify_count, &sm_notify_state, before, ms);
 }
 
 /* Waits up to MS for a GRANTED beyond the BEFORE-th; its svid or -1. */
 static int cb_wait(unsigned before, int ms)
 {
-	struct timespec until = deadline(ms);
-	int svid = -1;
-
-	pthread_mutex_lock(&cb_lock);
-	while (cb_granted_count == before &&
-	       pthread_cond_timedwait(&cb_cond, &cb_lock, &until) == 0)
-		;
-	if (cb_granted_count > before)
-		svid = cb_granted_svid;
-	pthread_mutex_unlock(&cb_lock);
-	return svid;
+	return counted_wait(&cb_granted_count, &cb_granted_svid, before, ms);
 }
 
 static unsigned cb_count(void)

@@ -299,6 +299,21 @@ vm_guest_expect() {
 	grep -qE "$ere" "$VM_WORK/g$n.out"
 }
 
+# vm_fail_two MSG...: a two-guest test's failure: MSG, both guests' output
+# (and $T/gN.err, what the host side saw), the server log's end; exits 1.
+vm_fail_two() {
+	local n
+	echo "FAIL: $*"
+	for n in 1 2; do
+		echo "--- guest $n's output:"
+		cat "$VM_WORK/g$n.out"
+		[ ! -s "$T/g$n.err" ] || cat "$T/g$n.err"
+	done
+	echo "--- server log (last 20 lines):"
+	tail -20 "$VM_WORK/server.log"
+	exit 1
+}
+
 vm_guest_send() {
 	printf '%s\n' "$2" >"$VM_WORK/g$1.in.in"
 }
