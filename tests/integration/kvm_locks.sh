@@ -50,7 +50,7 @@ for b in rpcbind rpcinfo rpc.statd sqlite3; do
 	}
 done
 
-vm_test_init kvml 840 "${KVML_KEEP:-0}" # ctest TIMEOUT is 900
+vm_test_init kvml 1440 "${KVML_KEEP:-0}" # ctest TIMEOUT is 1500
 t0=$SECONDS
 cc -static -O2 -Wall -Wextra -Werror -o "$T/lock_agent" "$HERE/lock_agent.c" ||
 	skip "cc -static failed (no static libc?)"
@@ -134,7 +134,7 @@ step() { echo "step $1: PASS ($2)"; }
 
 for n in 1 2; do
 	vm_guest_start "$n" "$HERE/guest_locks.sh" --file "$T/lock_agent" --file "$T/tools.tar" \
-		--mem 384 --timeout 780
+		--mem 384 --timeout 1380
 done
 for n in 1 2; do
 	vm_guest_expect "$n" '^agent READY|^FAIL' 600 && ! grep -q '^FAIL' "$VM_WORK/g$n.out" ||
