@@ -283,7 +283,7 @@ out:
  *     listing served that entry and nothing changed (union.h: the listing
  *     remembers nodes, handles and attributes, and says how it stays
  *     coherent); the entries, names and handles of a page are a few arena
- *     arrays, and the reply is encoded by one loop (nfs3_xdr.c).
+ *     arrays, and the reply is encoded by one loop (nfs3_wire.c).
  */
 
 #define NFS3_DIR_MAX_ENTRIES 4096
@@ -783,7 +783,7 @@ static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
 /* ---- the table ----
  *
  * One row per procedure says its whole path: the decoder (rpcgen's xdr_*,
- * or nfs3_xdr.c's), the handle the access check reads (FH_FIELD of the
+ * or nfs3_wire.c's), the handle the access check reads (FH_FIELD of the
  * args; nfs3_program.admit = nfs3_admit, nfs3_util.c), the handler, the
  * encoder, and whether the call is idempotent (false: through the duplicate
  * request cache, drc.c).  Unnamed decoders and encoders are rpcgen's. */

@@ -143,7 +143,7 @@ void nfs3_commit(struct srv_req *req, void *argp, void *resp);
  * status when the caller gets nothing. */
 bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res);
 
-/* ---- nfs3_xdr.c: wire code written by hand (the rest is rpcgen's) ---- */
+/* ---- nfs3_wire.c: wire code written by hand (the rest is rpcgen's) ---- */
 /* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its
  * bytes stay in the call record (xdr_inline), which outlives the arguments
  * (rpc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:

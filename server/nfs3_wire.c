@@ -1,9 +1,10 @@
-/* nfs3_xdr.c - the NFSv3 wire code written by hand, beside what rpcgen
+/* nfs3_wire.c - the NFSv3 wire code written by hand, beside what rpcgen
  * makes of rpc/nfs3_prot.x in the build tree: WRITE's decoder, READ's and
  * the directory listings' encoders.  Each writes or reads the same bytes as
  * rpcgen's routine of the same type, which it calls for every other
  * direction (XDR_FREE, XDR_DECODE of results, ...) and for the cases it
- * does not take.  The procedure table (nfs3_proc.c) names them.
+ * does not take.  The procedure table (nfs3_proc.c) names them.  (Not
+ * named *_xdr.c: that is rpcgen's name for what it writes in build/gen/.)
  *
  * Rules:
  *  1. Bytes on the wire are rpcgen's: a procedure decoded or encoded here is
