@@ -308,6 +308,21 @@ static nlm_obj cookie(const char *c)
 	return (nlm_obj){(u_int)strlen(c), (char *)c};
 }
 
+/* Calls PROC of the NLM through C with ARGS (encoded by ENC); the
+ * nlm4_res's status. */
+static nlm4_stats res_call(CLIENT *c, rpcproc_t proc, xdrproc_t enc, void *args)
+{
+	nlm4_res r = {0};
+	nlm4_stats st;
+
+	assert_int_equal(clnt_call(c, proc, enc, (char *)args, (xdrproc_t)xdr_nlm4_res,
+				   (char *)&r, call_tv),
+			 RPC_SUCCESS);
+	st = r.stat.stat;
+	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
+	return st;
+}
+
 /* LOCK through C, RECLAIM set or not. */
 static nlm4_stats lock4_via(CLIENT *c, const char *host, int svid, bool excl, bool block,
 			    bool reclaim, uint64_t off, uint64_t len)
@@ -317,16 +332,8 @@ static nlm4_stats lock4_via(CLIENT *c, const char *host, int svid, bool excl, bo
 			   .exclusive = excl,
 			   .alock = alock(host, svid, off, len),
 			   .reclaim = reclaim};
-	nlm4_res r = {0};
-	nlm4_stats st;
 
-	assert_int_equal(clnt_call(c, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs,
-				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
-				   call_tv),
-			 RPC_SUCCESS);
-	st = r.stat.stat;
-	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
-	return st;
+	return res_call(c, NLMPROC4_LOCK, (xdrproc_t)xdr_nlm4_lockargs, &a);
 }
 
 static nlm4_stats lock4(const char *host, int svid, bool excl, bool block, uint64_t off,
@@ -340,16 +347,8 @@ static nlm4_stats unlock4_via(CLIENT *c, const char *host, int svid, uint64_t of
 {
 	nlm4_unlockargs a = {.cookie = cookie("ck-unlock"),
 			     .alock = alock(host, svid, off, len)};
-	nlm4_res r = {0};
-	nlm4_stats st;
 
-	assert_int_equal(clnt_call(c, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs,
-				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
-				   call_tv),
-			 RPC_SUCCESS);
-	st = r.stat.stat;
-	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
-	return st;
+	return res_call(c, NLMPROC4_UNLOCK, (xdrproc_t)xdr_nlm4_unlockargs, &a);
 }
 
 static nlm4_stats unlock4(const char *host, int svid, uint64_t off, uint64_t len)
@@ -364,16 +363,8 @@ static nlm4_stats cancel4(const char *host, int svid, bool excl, uint64_t off,
 			   .block = true,
 			   .exclusive = excl,
 			   .alock = alock(host, svid, off, len)};
-	nlm4_res r = {0};
-	nlm4_stats st;
 
-	assert_int_equal(clnt_call(nlm4, NLMPROC4_CANCEL, (xdrproc_t)xdr_nlm4_cancargs,
-				   (char *)&a, (xdrproc_t)xdr_nlm4_res, (char *)&r,
-				   call_tv),
-			 RPC_SUCCESS);
-	st = r.stat.stat;
-	xdr_free((xdrproc_t)xdr_nlm4_res, (char *)&r);
-	return st;
+	return res_call(nlm4, NLMPROC4_CANCEL, (xdrproc_t)xdr_nlm4_cancargs, &a);
 }
 
 /* TEST; a conflicting holder goes to *H (its oh not kept). */
