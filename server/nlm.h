@@ -97,6 +97,12 @@ int nsm_open(const char *state_dir, const char *mon_name, unsigned grace_s,
 	     struct nsm **out, char *err, size_t errlen);
 void nsm_close(struct nsm *sm);
 bool nsm_in_grace(const struct nsm *sm);
+/* Counts a call served in grace: a reclaim granted (RECLAIMED) or a call
+ * refused with NLM4_DENIED_GRACE_PERIOD. */
+void nsm_grace_count(struct nsm *sm, bool reclaimed);
+/* Logs the end of the grace period with its counts, once, when it has
+ * passed; the sender thread calls it each second. */
+void nsm_grace_report(struct nsm *sm);
 /* Records HOST (a lock table host key) durably before it is served a lock:
  * 0, or -errno (the lock must be refused). */
 int nsm_monitor(struct nsm *sm, const char *host);

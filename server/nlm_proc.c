@@ -52,6 +52,21 @@ bool nlm_in_grace(const struct srv *s)
 	return s->nlm && nsm_in_grace(s->nlm->sm);
 }
 
+/* The answer to a call grace refuses, counted for the grace's end. */
+static nlm4_stats grace_refused(struct srv_req *req)
+{
+	nsm_grace_count(req->srv->nlm->sm, false);
+	return NLM4_DENIED_GRACE_PERIOD;
+}
+
+/* ST, the answer to a reclaim in grace, counted when it was granted. */
+static nlm4_stats grace_reclaimed(struct srv_req *req, nlm4_stats st)
+{
+	if (st == NLM4_GRANTED)
+		nsm_grace_count(req->srv->nlm->sm, true);
+	return st;
+}
+
 /* This host's name in the SM_NOTIFY it sends: the address it serves on,
  * when it binds one, else its host name. */
 static void nlm_mon_name(const struct srv *s, char *buf, size_t len)
@@ -236,7 +251,7 @@ static void nlm4_do_test(struct srv_req *req, void *argp, void *resp)
 	r->cookie = a->cookie;
 	st = h ? nlm_target(req, &a->alock, &t) : NLM4_DENIED_NOLOCKS;
 	if (st == NLM4_GRANTED && nlm_in_grace(req->srv))
-		st = NLM4_DENIED_GRACE_PERIOD;
+		st = grace_refused(req);
 	if (st == NLM4_GRANTED)
 		st = nlm_status(lock_test(req->srv->nlm->locks, &t.file, &t.owner,
 					  nlm_type(a->exclusive), &t.range, h));
@@ -275,7 +290,7 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 	nlm4_stats st;
 
 	if (grace && !a->reclaim)
-		return NLM4_DENIED_GRACE_PERIOD;
+		return grace_refused(req);
 	st = nlm_target(req, &a->alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
@@ -287,7 +302,7 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 		lr = lock_acquire(req->srv->nlm->locks, &t.file, &t.owner,
 				  nlm_type(a->exclusive), &t.range, &grants);
 	nlm_grants(req, grants);
-	return nlm_status(lr);
+	return grace ? grace_reclaimed(req, nlm_status(lr)) : nlm_status(lr);
 }
 
 static void nlm4_do_lock(struct srv_req *req, void *argp, void *resp)
@@ -386,7 +401,7 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 	nlm4_stats st;
 
 	if (share && nlm_in_grace(req->srv) && !a->reclaim)
-		return NLM4_DENIED_GRACE_PERIOD;
+		return grace_refused(req);
 	st = nlm_target(req, &alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
@@ -397,8 +412,9 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 		lock_unshare(req->srv->nlm->locks, &t.file, &t.owner);
 		return NLM4_GRANTED;
 	}
-	return nlm_status(lock_share(req->srv->nlm->locks, &t.file, &t.owner,
-				     (unsigned)a->share.access, (unsigned)a->share.mode));
+	st = nlm_status(lock_share(req->srv->nlm->locks, &t.file, &t.owner,
+				   (unsigned)a->share.access, (unsigned)a->share.mode));
+	return a->reclaim && nlm_in_grace(req->srv) ? grace_reclaimed(req, st) : st;
 }
 
 /* SHARE (SHARE true) or UNSHARE of version 4. */

@@ -37,6 +37,10 @@
  *     from a loopback caller only, takes a new state number and sends no
  *     SM_NOTIFY: the lock manager here did not crash and still holds every
  *     lock, so there is nothing for a client to reclaim.
+ *  8. The grace period's end is logged once, when it has passed, with the
+ *     reclaims it granted and the calls it refused (nsm_grace_report, from
+ *     the sender thread's one-second wake-up): an admin sees when new locks
+ *     are served again, and whether the clients came back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,7 +69,9 @@ struct nsm {
 	size_t nhosts, cap;
 	char **announce; /* hosts found at start (rule 5), until announced */
 	size_t nannounce;
-	atomic_llong grace_until_ms; /* CLOCK_MONOTONIC */
+	atomic_llong grace_until_ms;		    /* CLOCK_MONOTONIC */
+	atomic_ulong grace_reclaims, grace_refused; /* rule 8 */
+	atomic_bool grace_reported;
 	char mon_name[SM_MAXSTRLEN + 1];
 };
 
@@ -350,6 +356,25 @@ bool nsm_in_grace(const struct nsm *sm)
 	long long until = atomic_load(&((struct nsm *)sm)->grace_until_ms);
 
 	return until != 0 && now_ms() < until;
+}
+
+void nsm_grace_count(struct nsm *sm, bool reclaimed)
+{
+	atomic_fetch_add(reclaimed ? &sm->grace_reclaims : &sm->grace_refused, 1);
+}
+
+void nsm_grace_report(struct nsm *sm)
+{
+	unsigned long reclaims, refused;
+
+	if (atomic_load(&sm->grace_until_ms) == 0 || nsm_in_grace(sm) ||
+	    atomic_exchange(&sm->grace_reported, true))
+		return;
+	reclaims = atomic_load(&sm->grace_reclaims);
+	refused = atomic_load(&sm->grace_refused);
+	srv_log(SRV_LOG_INFO,
+		"NSM: grace period over: %lu reclaim%s granted, %lu call%s refused",
+		reclaims, reclaims == 1 ? "" : "s", refused, refused == 1 ? "" : "s");
 }
 
 int nsm_monitor(struct nsm *sm, const char *host)

@@ -16,6 +16,8 @@
  *                          grant (and one datagram), on this guest's clock
  *   flock PATH             flock LOCK_EX|LOCK_NB: "flock OK" or "flock EAGAIN"
  *   funlock PATH           flock LOCK_UN
+ *   sync                   sync(2): what this guest wrote is on its disks,
+ *                          before the host resets it
  *   quit                   "quit OK", and the agent exits 0
  *
  * A path is opened (O_RDWR|O_CREAT) at its first use and kept open: closing
@@ -184,6 +186,11 @@ static int run(char *line)
 	if (strcmp(cmd, "quit") == 0) {
 		answer(cmd, 0, NULL);
 		return 1;
+	}
+	if (strcmp(cmd, "sync") == 0) {
+		sync();
+		answer(cmd, 0, NULL);
+		return 0;
 	}
 	if (!a) {
 		printf("%s ERR usage\n", cmd);

@@ -26,12 +26,13 @@
 #                              after 10 s; VM_SERVER_STATUS is its exit status
 #   vm_guest_ip N              guest N's address (10.0.2.(10+N))
 #   vm_guest_start N SCRIPT [--root] [--opts O] [--file F]... [--mem MB]
-#                  [--timeout S] [--export P]
+#                  [--timeout S] [--export P] [--disk IMG]
 #                              boots guest N (1-89), which mounts P (default /)
 #                              with vers=3,proto=tcp,nolock (O appended: a later
 #                              option wins) and runs SCRIPT (init.sh), F in
 #                              $VM_FILES; --root boots with the export as its root
-#                              filesystem.  qemu is killed after S s (default 300).
+#                              filesystem; IMG is its /dev/vda (raw, virtio).
+#                              qemu is killed after S s (default 300).
 #                              The script gets VM_GUEST (N), VM_FILES, VM_IN,
 #                              VM_PORT, NFS_MNT and (not with --root) VM_SERVER
 #   vm_guest_wait N            until guest N is off; returns the script's exit
@@ -41,6 +42,8 @@
 #                              is in $VM_WORK/gN.out, the console in gN.console
 #   vm_guest_expect N ERE [S]  until a line of guest N's output matches ERE
 #                              (default 120 s); fails when the guest is off
+#   vm_guest_kill N            guest N's qemu SIGKILLed, as a reset: nothing in
+#                              the guest shuts down; waits until it is gone
 #   vm_guest_send N LINE       LINE to guest N's $VM_IN (its ttyS2): ask for it
 #                              with a line vm_guest_expect waits for, as the
 #                              guest's port drops what came before it opened it
@@ -233,7 +236,7 @@ vm_guest_initrd() {
 }
 
 vm_guest_start() {
-	local n=$1 script=$2 mode=script mem=256 secs=300 export=/ extra= files=()
+	local n=$1 script=$2 mode=script mem=256 secs=300 export=/ extra= files=() disk=()
 	shift 2
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -243,6 +246,7 @@ vm_guest_start() {
 		--mem) mem=$2 && shift ;;
 		--timeout) secs=$2 && shift ;;
 		--export) export=$2 && shift ;;
+		--disk) disk=(-drive "file=$2,format=raw,if=virtio,cache=writeback") && shift ;;
 		*)
 			echo "vm_guest_start: unknown option $1" >&2
 			return 1
@@ -263,7 +267,7 @@ vm_guest_start() {
 	: >"$w.console"
 	: >"$w.out"
 	ip netns exec "$VM_NS" timeout -k 5 "$secs" qemu-system-x86_64 "${VM_QEMU[@]}" -m "$mem" \
-		-initrd "$w.initrd" -pidfile "$w.pid" \
+		-initrd "$w.initrd" -pidfile "$w.pid" "${disk[@]}" \
 		-append "$VM_APPEND vm.ip=$(vm_guest_ip "$n")/24 vm.server=$s" \
 		-serial "file:$w.console" -serial "file:$w.out" -serial "pipe:$w.in" \
 		-netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
@@ -312,6 +316,13 @@ vm_fail_two() {
 	echo "--- server log (last 20 lines):"
 	tail -20 "$VM_WORK/server.log"
 	exit 1
+}
+
+vm_guest_kill() {
+	local p
+	p=$(cat "$VM_WORK/g$1.pid" 2>/dev/null) && kill -KILL "$p" 2>/dev/null || true
+	[ -z "${VM_QPID[$1]:-}" ] || wait "${VM_QPID[$1]}" 2>/dev/null || true
+	VM_QPID[$1]=
 }
 
 vm_guest_send() {
