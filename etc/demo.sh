@@ -77,6 +77,10 @@ or with the Linux kernel client (from another shell):
   mkdir -p /mnt/demo
   mount -t nfs -o vers=3,proto=tcp,port=$NFS_PORT,mountport=$MOUNT_PORT,mountproto=tcp,nolock 127.0.0.1:/ /mnt/demo
   cat /mnt/demo/etc/motd; ls /mnt/demo/usr/share/doc/demo; umount /mnt/demo
+(nolock: union-nfsd is this host's lock manager and status monitor now, so
+a client on this host locks locally; clients on other hosts of a server
+bound to their network mount with locks and no options:
+  mount -t nfs -o vers=3 SERVER:/ /mnt)
 
 Ctrl-C stops the server.
 
