@@ -822,10 +822,9 @@ static bool template_glob(const char *t, char *out, size_t len)
 static bool template_match(const char *t, const char *p, struct client_dirs *d)
 {
 	for (;; t++, p++) {
-		char *slot = t[0] == '%' && t[1] == 'a'	  ? d->addr
-			     : t[0] == '%' && t[1] == 'h' ? d->host
-							  : NULL;
-		size_t room = t[1] == 'a' ? sizeof(d->addr) : sizeof(d->host);
+		bool var = t[0] == '%' && (t[1] == 'a' || t[1] == 'h');
+		char *slot = !var ? NULL : t[1] == 'a' ? d->addr : d->host;
+		size_t room = var && t[1] == 'a' ? sizeof(d->addr) : sizeof(d->host);
 
 		if (slot && *slot) { /* bound before */
 			if (strncmp(p, slot, strlen(slot)) != 0)
