@@ -202,15 +202,33 @@ int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_op
 
 /* ---- per-client dir templates ---- */
 
-bool srv_is_template(const char *dir)
+bool srv_template_uses(const char *dir, char v)
 {
 	for (const char *p = dir; p && (p = strchr(p, '%')) != NULL; p += 2) {
-		if (p[1] == 'a' || p[1] == 'h')
+		if (p[1] == v)
 			return true;
 		if (!p[1])
 			break;
 	}
 	return false;
+}
+
+bool srv_is_template(const char *dir)
+{
+	return srv_template_uses(dir, 'a') || srv_template_uses(dir, 'h');
+}
+
+bool srv_lowers_per_client(const struct srv_export_opts *e)
+{
+	for (size_t i = 0; i < e->nlower; i++)
+		if (srv_is_template(e->lowerdirs[i]))
+			return true;
+	return false;
+}
+
+bool srv_export_per_client(const struct srv_export_opts *e)
+{
+	return srv_is_template(e->upperdir) || srv_lowers_per_client(e);
 }
 
 /* False (with ERR) when DIR has a % other than %a, %h, %%. */
@@ -417,6 +435,36 @@ static bool set_export_key(struct srv_export_opts *e, const char *key, const cha
 	return true;
 }
 
+/* Checks the per-client lowers of E: only known %s; a shared upper would
+ * be one upper under several clients' unions, and a union with no layer
+ * shared by all would be empty for a client without its own. */
+static bool check_lowers(const struct srv_export_opts *e, char *err, size_t errlen)
+{
+	size_t shared = 0;
+
+	for (size_t i = 0; i < e->nlower; i++) {
+		if (!template_check("lowerdir", e->lowerdirs[i], err, errlen))
+			return false;
+		shared += !srv_is_template(e->lowerdirs[i]);
+	}
+	if (shared == e->nlower)
+		return true;
+	if (e->upperdir && !srv_is_template(e->upperdir)) {
+		snprintf(err, errlen,
+			 "a per-client lowerdir (%%a, %%h) needs a per-client upperdir "
+			 "and workdir, or none: one upper cannot serve several "
+			 "clients' layers");
+		return false;
+	}
+	if (!shared) {
+		snprintf(err, errlen,
+			 "lowerdir needs a layer shared by all clients besides the "
+			 "per-client ones (%%a, %%h)");
+		return false;
+	}
+	return true;
+}
+
 /* Checks one export and fills in the default path "/". */
 static bool check_export(struct srv_export_opts *e, char *err, size_t errlen)
 {
@@ -442,6 +490,8 @@ static bool check_export(struct srv_export_opts *e, char *err, size_t errlen)
 			 "neither: each client's upper needs its own work dir");
 		return false;
 	}
+	if (!check_lowers(e, err, errlen))
+		return false;
 	if (!e->path && !set_str(&e->path, "/")) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -675,7 +725,9 @@ static void print_usage(void)
 	       "                  [--no-rpcbind] [--no-portmapper] [--config=FILE]\n"
 	       "\n"
 	       "Serves a union of directory layers over NFSv3 (overlayfs semantics).\n"
-	       "  --lowerdir    read-only layers, top-most first, ':'-separated\n"
+	       "  --lowerdir    read-only layers, top-most first, ':'-separated;\n"
+	       "                %%a or %%h in one makes it a layer per client, left\n"
+	       "                out for a client where it does not exist\n"
 	       "  --upperdir    writable layer (with --workdir on the same filesystem);\n"
 	       "                %%a (client address) or %%h (host name) in both gives\n"
 	       "                each client its own, made on its first mount\n"

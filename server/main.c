@@ -275,8 +275,9 @@ static void announce(struct srv *s, struct srv_loop *l, const struct srv_opts *o
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
-		srv_log(SRV_LOG_INFO, "exporting %s (%zu lower layer%s%s) to %s", e->path,
-			e->nlower, e->nlower == 1 ? "" : "s",
+		srv_log(SRV_LOG_INFO, "exporting %s (%zu lower layer%s%s%s) to %s",
+			e->path, e->nlower, e->nlower == 1 ? "" : "s",
+			srv_lowers_per_client(e) ? ", some per client" : "",
 			!e->upperdir		       ? ", read-only"
 			: srv_is_template(e->upperdir) ? ", an upper per client"
 						       : ", upper",

@@ -24,7 +24,8 @@
  *     replaced (reload_one).  A changed one is a new union under the same
  *     path, so the same export id, and its clients' handles stay valid.
  *  4. A client's union of a per-client export is named by the export path
- *     and the upper dir the template gives that client (unions.c): its
+ *     and the upper dir the template gives that client, or without one by
+ *     the client's names its per-client lowers use (unions.c): its
  *     export id, and so its handles, are its own.  A handle of one client's
  *     union is refused to every caller whose template expansion differs
  *     (srv_export_is_callers), even one the export's rules admit.
@@ -149,8 +150,9 @@ static int export_clients(const struct srv_export_opts *eo, struct srv_clients *
 	return 0;
 }
 
-/* A per-client export opens no union before its first client, but its lower
- * layers must be there now: a typo must stop the start, not the first MNT. */
+/* A per-client export opens no union before its first client, but its shared
+ * lower layers must be there now: a typo must stop the start, not the first
+ * MNT.  A per-client lower may be missing (unions.c, client_stack). */
 static int template_check(const struct srv_export_opts *eo, char *err, size_t errlen)
 {
 	struct stat st;
@@ -158,6 +160,8 @@ static int template_check(const struct srv_export_opts *eo, char *err, size_t er
 	for (size_t i = 0; i < eo->nlower; i++) {
 		const char *why = NULL;
 
+		if (srv_is_template(eo->lowerdirs[i]))
+			continue;
 		if (stat(eo->lowerdirs[i], &st) < 0)
 			why = strerror(errno);
 		else if (!S_ISDIR(st.st_mode))
@@ -204,7 +208,7 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 	rc = export_clients(eo, &ex->clients, err, errlen);
 	if (rc < 0)
 		goto fail;
-	if (!srv_is_template(eo->upperdir))
+	if (!srv_export_per_client(eo))
 		rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
 	else
 		rc = template_check(eo, err, errlen);
@@ -514,6 +518,9 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 	if (!table_check(r.tab, r.n, err, errlen))
 		goto fail;
 	reload_swap(s, &r);
+	for (size_t i = 0; i < r.n; i++) /* r.tab is the old table now */
+		if (r.kept[i])
+			srv_unions_recheck(s, s->exports[i]);
 	reload_free(s, &r, true);
 	srv_unions_limits(s);
 	return 0;

@@ -109,12 +109,13 @@ struct srv_clients {
 	bool need_name; /* some rule matches host names */
 };
 
-/* An export as clients see it.  A per-client export (its upperdir holds %a or
- * %h) is a template without a union of its own: each client's union is an
- * instance of it, opened on the client's first MNT (or first handle after a
- * restart or a release), its export id derived from the export path and the
- * client's upper dir, so that handles of one client's union name no other
- * union.  Instances come and go while serving (unions.c). */
+/* An export as clients see it.  A per-client export (its upperdir or a
+ * lowerdir holds %a or %h) is a template without a union of its own: each
+ * client's union is an instance of it, opened on the client's first MNT (or
+ * first handle after a restart or a release), its export id derived from the
+ * export path and the client's upper dir (or its names, unions.c), so that
+ * handles of one client's union name no other union.  Instances come and go while serving
+ * (unions.c). */
 enum srv_union_state {
 	SRV_UNION_OPENING, /* in its template's list, its union being opened */
 	SRV_UNION_OPEN,
@@ -127,7 +128,8 @@ struct srv_export {
 	struct srv_export_opts *conf; /* owned: as configured (srv_reload compares) */
 	/* a client's instance (fields below guarded by srv->unions.lock): */
 	struct srv_export *parent; /* its template */
-	char *client_key;	   /* the upper dir the template gave the client */
+	char *client_key;	   /* the upper dir the template gave the client, or
+				    * without one its names ("a=ADDR h=NAME") */
 	uint32_t id;		   /* its export id, known before it opens */
 	enum srv_union_state state;
 	unsigned pins;		    /* calls using it (unions.c, rule 2) */
@@ -290,6 +292,10 @@ void srv_unions_fini(struct srv *s);
 void srv_unions_limits(struct srv *s);
 /* Closes and frees every instance of template T (export_free). */
 void srv_unions_drop_template(struct srv *s, struct srv_export *t);
+/* After a reload kept template T: releases its client unions that no call
+ * uses when it has per-client lowers, so that each reopens over the layers
+ * there are now. */
+void srv_unions_recheck(struct srv *s, struct srv_export *t);
 
 /* ---- rpc.c: call header, authentication, dispatch: the request and the
  * procedure tables ---- */
@@ -623,8 +629,16 @@ struct srv_export_opts {
  * reserved port (so root on this host, who owns the layers anyway), as
  * themselves.  README "Decisions" gives the reasons. */
 #define SRV_LOOPBACK_CLIENTS "127.0.0.0/8(rw,no_root_squash) ::1(rw,no_root_squash)"
-/* True when an upper or work dir path is a per-client template (%a, %h). */
+/* True when an upper, work or lower dir path is a per-client template (%a,
+ * %h). */
 bool srv_is_template(const char *dir);
+/* True when DIR uses %a (V 'a') or %h (V 'h'). */
+bool srv_template_uses(const char *dir, char v);
+/* True when export E is a template: its upper or one of its lowers is per
+ * client. */
+bool srv_export_per_client(const struct srv_export_opts *e);
+/* True when one of E's lowers is per client. */
+bool srv_lowers_per_client(const struct srv_export_opts *e);
 /* Expands template T for client address ADDR and host name HOST (NULL: none)
  * into OUT; false when it does not fit or needs a host name there is none
  * of.  "%%" is a "%". */

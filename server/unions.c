@@ -1,9 +1,9 @@
 /* unions.c - client unions: opened on demand, pinned by the calls that use
  * them, released when idle or over the cap.
  *
- * A per-client export (its upperdir holds %a or %h) is a template; each
- * client's union is an instance of it over the upper and work dirs the
- * template gives that client.  An open instance holds 2 * layers + 2
+ * A per-client export (its upperdir or a lowerdir holds %a or %h) is a
+ * template; each client's union is an instance of it over the upper, work
+ * and lower dirs the template gives that client.  An open instance holds 2 * layers + 2
  * descriptors (every layer root, the work dir and its temp dir, the shared
  * root object's copies), so clients that come and go (DHCP churn, a rule
  * that admits a v6 prefix) would use up the process's descriptors if
@@ -37,6 +37,17 @@
  *  7. No dir is made for a client before its MNT: a handle reopens a union
  *     only when its upper dir is there (instance_get, CREATE false), and an
  *     MNT that fails after making the dirs removes them (srv_export_abandon).
+ *  8. A lowerdir may be per client too: a read-only layer of the client's
+ *     own, placed where it is listed.  Its stack is looked at when its union
+ *     opens (client_stack): a per-client lower that is not a directory then
+ *     is left out, with one log line, until the union next opens (a
+ *     release, or a reload: srv_unions_recheck).  Whether it is there never
+ *     enters the export id: with a per-client upper the id stays the upper
+ *     dir's, and without one it is the export path's and the client's names
+ *     that its lowers use ("a=ADDR", "h=NAME": client_key_of), so a new
+ *     layer, or a dated one that replaces it, leaves the client's handles
+ *     valid.  Released unions without an upper are found on disk by their
+ *     per-client lowers (template_read_ids).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,40 +68,157 @@
 #define REAP_PERIOD_MAX_S    15 /* the reaper looks at least this often */
 #define CLIENT_ID_PATH_SLACK 32 /* " (client upper )" around the dir */
 
-/* ---- the dirs a template gives a client ---- */
+/* ---- what a template gives a client ---- */
 
-/* The upper and work dirs template T gives PEER, into UPPER and WORK. */
-static bool client_dirs(struct srv *s, const struct srv_export *t,
-			const struct sockaddr_storage *peer, char *upper, char *work,
-			size_t len)
+/* A client as a template sees it: its names, the key of its union (its upper
+ * dir when the upper is per client; else the names its per-client lowers
+ * use, "a=ADDR h=NAME", rule 8), and its upper and work dirs ("" when the
+ * union has none). */
+struct client_dirs {
+	char addr[INET6_ADDRSTRLEN];
+	char host[NI_MAXHOST];
+	bool named; /* host holds its confirmed name */
+	char key[PATH_MAX];
+	char upper[PATH_MAX];
+	char work[PATH_MAX];
+};
+
+/* True when one of T's dirs uses %V. */
+static bool template_uses(const struct srv_export *t, char v)
 {
-	char addr[INET6_ADDRSTRLEN], host[NI_MAXHOST];
-	bool named = false;
+	const struct srv_export_opts *c = t->conf;
 
-	srv_addr_str(peer, false, addr, sizeof(addr));
-	if (strstr(t->conf->upperdir, "%h") || strstr(t->conf->workdir, "%h"))
-		named = srv_peer_name(s->names, peer, host, sizeof(host));
-	return srv_template_expand(t->conf->upperdir, addr, named ? host : NULL, upper,
-				   len) &&
-	       srv_template_expand(t->conf->workdir, addr, named ? host : NULL, work,
-				   len);
+	if (srv_template_uses(c->upperdir, v) || srv_template_uses(c->workdir, v))
+		return true;
+	for (size_t k = 0; k < c->nlower; k++)
+		if (srv_template_uses(c->lowerdirs[k], v))
+			return true;
+	return false;
 }
 
-/* What the export id of template T's union over UPPER hashes: one id per
- * export path and upper dir, so a client's handles name its own union and
- * no other. */
-static void client_id_path(const struct srv_export *t, const char *upper, char *out,
+static bool upper_per_client(const struct srv_export *t)
+{
+	return srv_is_template(t->conf->upperdir);
+}
+
+/* The key of T's union for a client of address ADDR and host name HOST (NULL:
+ * none) into KEY; false when a name it needs is missing or it does not fit. */
+static bool client_key_of(const struct srv_export *t, const char *addr, const char *host,
+			  char *key, size_t len)
+{
+	bool a = false, h = false;
+	int n;
+
+	if (upper_per_client(t))
+		return srv_template_expand(t->conf->upperdir, addr, host, key, len);
+	for (size_t k = 0; k < t->conf->nlower; k++) {
+		a = a || srv_template_uses(t->conf->lowerdirs[k], 'a');
+		h = h || srv_template_uses(t->conf->lowerdirs[k], 'h');
+	}
+	if (h && (!host || !*host))
+		return false;
+	n = snprintf(key, len, "%s%s%s%s%s", a ? "a=" : "", a ? addr : "",
+		     a && h ? " " : "", h ? "h=" : "", h ? host : "");
+	return n > 0 && (size_t)n < len;
+}
+
+/* What template T gives PEER, into D. */
+static bool client_dirs(struct srv *s, const struct srv_export *t,
+			const struct sockaddr_storage *peer, struct client_dirs *d)
+{
+	const char *host;
+
+	srv_addr_str(peer, false, d->addr, sizeof(d->addr));
+	d->named = template_uses(t, 'h') &&
+		   srv_peer_name(s->names, peer, d->host, sizeof(d->host));
+	host = d->named ? d->host : NULL;
+	d->upper[0] = d->work[0] = '\0';
+	if (!client_key_of(t, d->addr, host, d->key, sizeof(d->key)))
+		return false;
+	if (!upper_per_client(t))
+		return true;
+	return srv_template_expand(t->conf->upperdir, d->addr, host, d->upper,
+				   sizeof(d->upper)) &&
+	       srv_template_expand(t->conf->workdir, d->addr, host, d->work,
+				   sizeof(d->work));
+}
+
+/* What the export id of template T's union of KEY hashes: one id per export
+ * path and upper dir, so a client's handles name its own union and no other;
+ * without a per-client upper, per export path and client names (rule 8). */
+static void client_id_path(const struct srv_export *t, const char *key, char *out,
 			   size_t len)
 {
-	snprintf(out, len, "%s (client upper %s)", t->path, upper);
+	snprintf(out, len, "%s (client %s%s)", t->path,
+		 upper_per_client(t) ? "upper " : "", key);
 }
 
-static uint32_t client_id(const struct srv_export *t, const char *upper)
+static uint32_t client_id(const struct srv_export *t, const char *key)
 {
 	char id_path[MNTPATHLEN + PATH_MAX + CLIENT_ID_PATH_SLACK];
 
-	client_id_path(t, upper, id_path, sizeof(id_path));
+	client_id_path(t, key, id_path, sizeof(id_path));
 	return un_export_id_of(id_path);
+}
+
+/* How logs name T's union of KEY: "over upper DIR" or "of client NAMES". */
+static const char *key_phrase(const struct srv_export *t)
+{
+	return upper_per_client(t) ? "over upper" : "of client";
+}
+
+/* The layer stack T gives the client of D: the lowers with each per-client
+ * one expanded, and left out when it is not a directory (rule 8). */
+struct client_stack {
+	const char **dirs;
+	size_t n;
+	char *buf;		/* the expanded dirs, PATH_MAX each */
+	char missing[PATH_MAX]; /* the first one left out, for the log */
+	size_t nmissing;
+};
+
+static void client_stack_free(struct client_stack *cs)
+{
+	free(cs->dirs);
+	free(cs->buf);
+	cs->dirs = NULL;
+	cs->buf = NULL;
+}
+
+/* True when T's per-client lower TL, for D, is a directory, expanded into
+ * OUT. */
+static bool client_lower(const char *tl, const struct client_dirs *d, char *out)
+{
+	struct stat st;
+
+	return srv_template_expand(tl, d->addr, d->named ? d->host : NULL, out,
+				   PATH_MAX) &&
+	       stat(out, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int client_stack(const struct srv_export *t, const struct client_dirs *d,
+			struct client_stack *cs)
+{
+	const struct srv_export_opts *c = t->conf;
+
+	memset(cs, 0, sizeof(*cs));
+	cs->dirs = calloc(c->nlower, sizeof(*cs->dirs));
+	cs->buf = malloc(c->nlower * (size_t)PATH_MAX);
+	if (!cs->dirs || !cs->buf) {
+		client_stack_free(cs);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < c->nlower; k++) {
+		char *dir = cs->buf + k * PATH_MAX;
+
+		if (!srv_is_template(c->lowerdirs[k]))
+			cs->dirs[cs->n++] = c->lowerdirs[k];
+		else if (client_lower(c->lowerdirs[k], d, dir))
+			cs->dirs[cs->n++] = dir;
+		else if (cs->nmissing++ == 0)
+			snprintf(cs->missing, sizeof(cs->missing), "%s", c->lowerdirs[k]);
+	}
+	return 0;
 }
 
 /* mkdir -p DIR, the last component with MODE; 0 or -errno.  *MADE gets
@@ -141,16 +269,16 @@ static void dirs_remove(const char *dir, const char *top)
 	}
 }
 
-/* Creates a client's upper (as the top lower's root: the merged root shows
- * the upper's mode and owner, as in overlayfs) and its private work dir;
- * I's made_upper and made_work say what was new. */
-static int client_dirs_make(const struct srv_export *t, struct srv_export *i,
-			    const char *upper, const char *work)
+/* Creates a client's upper (as the root of TOP, its top lower: the merged
+ * root shows the upper's mode and owner, as in overlayfs) and its private
+ * work dir; I's made_upper and made_work say what was new. */
+static int client_dirs_make(const char *top, struct srv_export *i, const char *upper,
+			    const char *work)
 {
 	struct stat st;
 	int rc;
 
-	if (stat(t->conf->lowerdirs[0], &st) < 0)
+	if (stat(top, &st) < 0)
 		return -errno;
 	rc = mkdir_p(upper, st.st_mode & 07777, &i->made_upper);
 	/* (a server run as a user makes it its own: it can give it no other) */
@@ -370,15 +498,15 @@ static void instance_release(struct srv *s, struct srv_export *i)
 	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
 	pthread_mutex_unlock(&s->unions.lock);
-	SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: union over upper %s released", i->path,
-			i->client_key);
+	SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: union %s %s released", i->path,
+			key_phrase(i->parent), i->client_key);
 	instance_free(i);
 }
 
 /* ---- opening ---- */
 
-/* A new OPENING instance of T over UPPER, or NULL. */
-static struct srv_export *instance_new(struct srv_export *t, const char *upper)
+/* A new OPENING instance of T for the client of KEY, or NULL. */
+static struct srv_export *instance_new(struct srv_export *t, const char *key)
 {
 	struct srv_export *i = calloc(1, sizeof(*i));
 
@@ -386,9 +514,9 @@ static struct srv_export *instance_new(struct srv_export *t, const char *upper)
 		return NULL;
 	i->parent = t;
 	i->state = SRV_UNION_OPENING;
-	i->id = client_id(t, upper);
+	i->id = client_id(t, key);
 	i->path = strdup(t->path);
-	i->client_key = strdup(upper);
+	i->client_key = strdup(key);
 	if (!i->path || !i->client_key) {
 		instance_free(i);
 		return NULL;
@@ -396,31 +524,51 @@ static struct srv_export *instance_new(struct srv_export *t, const char *upper)
 	return i;
 }
 
-/* Opens I's union over WORK, making the dirs first (outside the lock). */
-static int instance_open(struct srv *s, struct srv_export *i, const char *work)
+/* Logs what client D's union left out of its stack CS (rule 8). */
+static void stack_log(const struct srv_export *t, const struct client_dirs *d,
+		      const struct client_stack *cs)
+{
+	if (!cs->nmissing)
+		return;
+	SRV_LOG_LIMITED(SRV_LOG_INFO,
+			"export %s: client %s: its union %s %s has no layer %s "
+			"(not a directory here%s): served without it",
+			t->path, d->addr, key_phrase(t), d->key, cs->missing,
+			cs->nmissing > 1 ? ", nor another of its per-client lowers" : "");
+}
+
+/* Opens I's union over the dirs and layers D gives its client, making the
+ * dirs first (outside the lock). */
+static int instance_open(struct srv *s, struct srv_export *i, const struct client_dirs *d)
 {
 	struct srv_export *t = i->parent;
 	char id_path[MNTPATHLEN + PATH_MAX + CLIENT_ID_PATH_SLACK], err[PATH_MAX + 512];
+	struct client_stack cs;
 	struct un_export_cfg cfg = {
 	    .path = id_path,
-	    .upperdir = i->client_key,
-	    .workdir = work,
-	    .lowerdirs = (const char *const *)t->conf->lowerdirs,
-	    .nlower = t->conf->nlower,
+	    .upperdir = d->upper[0] ? d->upper : NULL,
+	    .workdir = d->work[0] ? d->work : NULL,
 	};
 	int rc;
 
 	client_id_path(t, i->client_key, id_path, sizeof(id_path));
-	rc = client_dirs_make(t, i, i->client_key, work);
+	rc = client_stack(t, d, &cs);
 	if (rc < 0)
-		snprintf(err, sizeof(err), "%s: %s", i->client_key, strerror(-rc));
-	else
+		snprintf(err, sizeof(err), "%s", strerror(-rc));
+	else if (cfg.upperdir &&
+		 (rc = client_dirs_make(cs.dirs[0], i, d->upper, d->work)) < 0)
+		snprintf(err, sizeof(err), "%s: %s", d->upper, strerror(-rc));
+	if (rc == 0) {
+		cfg.lowerdirs = cs.dirs;
+		cfg.nlower = cs.n;
+		stack_log(t, d, &cs);
 		rc = un_export_open(s->state, &cfg, &i->ux, err, sizeof(err));
+	}
+	client_stack_free(&cs);
 	if (rc < 0) {
-		client_dirs_unmake(i, work);
-		SRV_LOG_LIMITED(SRV_LOG_ERR,
-				"export %s: cannot open the union of client upper %s: %s",
-				t->path, i->client_key, err);
+		client_dirs_unmake(i, d->work);
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "export %s: cannot open the union %s %s: %s",
+				t->path, key_phrase(t), i->client_key, err);
 	}
 	return rc;
 }
@@ -429,14 +577,15 @@ static int instance_open(struct srv *s, struct srv_export *i, const char *work)
  * when the cap is reached, and settles it: OPEN and in the LRU, or gone.
  * Returns I, or NULL. */
 static struct srv_export *instance_settle(struct srv_req *req, struct srv_export *i,
-					  struct srv_export *victim, const char *work)
+					  struct srv_export *victim,
+					  const struct client_dirs *d)
 {
 	struct srv *s = req->srv;
 	int rc;
 
 	if (victim)
 		instance_release(s, victim);
-	rc = instance_open(s, i, work);
+	rc = instance_open(s, i, d);
 	pthread_mutex_lock(&s->unions.lock);
 	if (rc == 0) {
 		i->state = SRV_UNION_OPEN;
@@ -463,35 +612,34 @@ static struct srv_export *instance_settle(struct srv_req *req, struct srv_export
 static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t,
 				       bool create)
 {
-	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN];
 	struct srv_unions *u = &req->srv->unions;
 	struct srv_export *i, *victim = NULL;
+	struct client_dirs d;
 	struct stat st;
 
-	if (!client_dirs(req->srv, t, req->peer, upper, work, sizeof(upper))) {
-		SRV_LOG_LIMITED(
-		    SRV_LOG_WARN,
-		    "export %s: client %s: no upper dir (no host name for %%h, "
-		    "or a path too long)",
-		    t->path, srv_addr_str(req->peer, false, addr, sizeof(addr)));
+	if (!client_dirs(req->srv, t, req->peer, &d)) {
+		SRV_LOG_LIMITED(SRV_LOG_WARN,
+				"export %s: client %s: no union (no host name for %%h, "
+				"or a path too long)",
+				t->path, d.addr);
 		return NULL;
 	}
-	if (!create && stat(upper, &st) < 0)
+	if (!create && d.upper[0] && stat(d.upper, &st) < 0)
 		return NULL;
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_key(t, upper)) != NULL && i->state != SRV_UNION_OPEN)
+	while ((i = find_key(t, d.key)) != NULL && i->state != SRV_UNION_OPEN)
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i) {
 		pin_locked(req, i);
 		pthread_mutex_unlock(&u->lock);
 		return i;
 	}
-	i = instance_new(t, upper);
+	i = instance_new(t, d.key);
 	if (i && id_taken(req->srv, i)) {
 		SRV_LOG_LIMITED(SRV_LOG_ERR,
-				"export %s: the union of client upper %s: its export id "
-				"collides with another's",
-				t->path, upper);
+				"export %s: the union %s %s: its export id collides "
+				"with another's",
+				t->path, key_phrase(t), d.key);
 		instance_free(i);
 		i = NULL;
 	}
@@ -504,11 +652,10 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 	if (u->nopen > u->cap)
 		victim = victim_take(u);
 	pthread_mutex_unlock(&u->lock);
-	i = instance_settle(req, i, victim, work);
+	i = instance_settle(req, i, victim, &d);
 	if (i)
-		SRV_LOG_LIMITED(
-		    SRV_LOG_INFO, "export %s: client %s: union over upper %s", t->path,
-		    srv_addr_str(req->peer, false, addr, sizeof(addr)), upper);
+		SRV_LOG_LIMITED(SRV_LOG_INFO, "export %s: client %s: union %s %s",
+				t->path, d.addr, key_phrase(t), d.key);
 	return i;
 }
 
@@ -536,8 +683,9 @@ static struct srv_export *instance_by_id(struct srv_req *req, uint32_t id)
 struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id)
 {
 	struct srv *s = req->srv;
-	char upper[PATH_MAX], work[PATH_MAX], host[NI_MAXHOST];
+	char host[NI_MAXHOST];
 	struct srv_export *ex, *t;
+	struct client_dirs d;
 	bool named;
 
 	for (size_t k = 0; k < s->nexports; k++)
@@ -553,8 +701,7 @@ struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id
 		named = t->clients.need_name &&
 			srv_peer_name(s->names, req->peer, host, sizeof(host));
 		if (srv_clients_match(&t->clients, req->peer, named ? host : NULL) &&
-		    client_dirs(s, t, req->peer, upper, work, sizeof(upper)) &&
-		    client_id(t, upper) == export_id)
+		    client_dirs(s, t, req->peer, &d) && client_id(t, d.key) == export_id)
 			ex = instance_get(req, t, false);
 	}
 	return ex;
@@ -576,15 +723,15 @@ void srv_export_mounted(struct srv_req *req, struct srv_export *i)
 void srv_export_unmounted(struct srv_req *req, struct srv_export *t)
 {
 	struct srv *s = req->srv;
-	char upper[PATH_MAX], work[PATH_MAX];
+	struct client_dirs d;
 	struct srv_export *i;
 
 	for (size_t k = 0; req->peer && k < s->nexports; k++) {
 		if (s->exports[k]->ux || (t && s->exports[k] != t) ||
-		    !client_dirs(s, s->exports[k], req->peer, upper, work, sizeof(upper)))
+		    !client_dirs(s, s->exports[k], req->peer, &d))
 			continue;
 		pthread_mutex_lock(&s->unions.lock);
-		i = find_key(s->exports[k], upper);
+		i = find_key(s->exports[k], d.key);
 		if (i)
 			i->mounted = false;
 		pthread_mutex_unlock(&s->unions.lock);
@@ -594,11 +741,10 @@ void srv_export_unmounted(struct srv_req *req, struct srv_export *t)
 void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 {
 	struct srv *s = req->srv;
-	char work[PATH_MAX], upper[PATH_MAX];
+	struct client_dirs d;
 	bool drop;
 
-	if (!i->parent ||
-	    !client_dirs(s, i->parent, req->peer, upper, work, sizeof(work)))
+	if (!i->parent || !client_dirs(s, i->parent, req->peer, &d))
 		return;
 	pthread_mutex_lock(&s->unions.lock);
 	/* only dirs this open made, when nothing else came to use them */
@@ -616,7 +762,7 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 		return;
 	un_export_close(i->ux);
 	i->ux = NULL;
-	client_dirs_unmake(i, work);
+	client_dirs_unmake(i, d.work);
 	pthread_mutex_lock(&s->unions.lock);
 	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
@@ -669,24 +815,79 @@ static bool template_glob(const char *t, char *out, size_t len)
 	return true;
 }
 
-/* The export ids of the client unions whose upper dirs template T can give
- * and that exist on disk, into U's known ids. */
+/* Binds the names template T (a dir template) gives PATH, a match of its
+ * glob, into D->addr and D->host: "%a" and "%h" each stand for a part of
+ * one component, the same each time one comes again.  False when PATH is
+ * not T's. */
+static bool template_match(const char *t, const char *p, struct client_dirs *d)
+{
+	for (;; t++, p++) {
+		bool var = t[0] == '%' && (t[1] == 'a' || t[1] == 'h');
+		char *slot = !var ? NULL : t[1] == 'a' ? d->addr : d->host;
+		size_t room = var && t[1] == 'a' ? sizeof(d->addr) : sizeof(d->host);
+
+		if (slot && *slot) { /* bound before */
+			if (strncmp(p, slot, strlen(slot)) != 0)
+				return false;
+			t++;
+			p += strlen(slot) - 1;
+			continue;
+		}
+		if (slot) {
+			for (size_t n = 1; p[n - 1] && p[n - 1] != '/' && n < room; n++) {
+				memcpy(slot, p, n);
+				slot[n] = '\0';
+				if (template_match(t + 2, p + n, d))
+					return true;
+			}
+			*slot = '\0';
+			return false;
+		}
+		if (t[0] == '%' && t[1] == '%')
+			t++;
+		if (*t != *p)
+			return false;
+		if (!*t)
+			return true;
+	}
+}
+
+/* Adds to U the id of the union template T gives the client of dir PATH,
+ * a match of T's dir template DIR. */
+static void known_add_match(struct srv_unions *u, const struct srv_export *t,
+			    const char *dir, const char *path)
+{
+	struct client_dirs d = {0};
+
+	if (!upper_per_client(t) &&
+	    (!template_match(dir, path, &d) ||
+	     !client_key_of(t, d.addr, d.host, d.key, sizeof(d.key))))
+		return; /* a name its lowers use is not in this one */
+	pthread_mutex_lock(&u->lock);
+	known_add(u, client_id(t, upper_per_client(t) ? path : d.key));
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* The export ids of the client unions whose dirs template T can give and
+ * that exist on disk, into U's known ids: its upper dirs, or without a
+ * per-client upper its per-client lowers (rule 8). */
 static void template_read_ids(struct srv_unions *u, const struct srv_export *t)
 {
+	const struct srv_export_opts *c = t->conf;
 	char pattern[PATH_MAX * 2];
 	glob_t g;
 
-	if (!template_glob(t->conf->upperdir, pattern, sizeof(pattern)) ||
-	    glob(pattern, GLOB_ONLYDIR | GLOB_NOSORT, NULL, &g) != 0)
-		return;
-	for (size_t k = 0; k < g.gl_pathc; k++) {
-		uint32_t id = client_id(t, g.gl_pathv[k]);
+	for (size_t k = 0; k <= c->nlower; k++) {
+		const char *dir = k == 0 ? c->upperdir : c->lowerdirs[k - 1];
 
-		pthread_mutex_lock(&u->lock);
-		known_add(u, id);
-		pthread_mutex_unlock(&u->lock);
+		if (!srv_is_template(dir) || (k > 0 && upper_per_client(t)) ||
+		    !template_glob(dir, pattern, sizeof(pattern)) ||
+		    glob(pattern, GLOB_ONLYDIR | GLOB_NOSORT, NULL, &g) != 0)
+			continue;
+		for (size_t m = 0; m < g.gl_pathc; m++)
+			known_add_match(u, t, dir, g.gl_pathv[m]);
+		globfree(&g);
 	}
-	globfree(&g);
 }
 
 bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id)
@@ -715,18 +916,18 @@ bool srv_export_id_is_client_union(struct srv *s, uint32_t export_id)
 
 bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
 {
-	char upper[PATH_MAX], work[PATH_MAX], addr[INET6_ADDRSTRLEN + 16];
+	char addr[INET6_ADDRSTRLEN + 16];
+	struct client_dirs d;
 
 	if (!ex->parent)
 		return true;
-	if (req->peer &&
-	    client_dirs(req->srv, ex->parent, req->peer, upper, work, sizeof(upper)) &&
-	    strcmp(upper, ex->client_key) == 0)
+	if (req->peer && client_dirs(req->srv, ex->parent, req->peer, &d) &&
+	    strcmp(d.key, ex->client_key) == 0)
 		return true;
 	SRV_LOG_LIMITED(
-	    SRV_LOG_WARN, "NFS call from %s with a handle of the union of %s: refused",
+	    SRV_LOG_WARN, "NFS call from %s with a handle of the union %s %s: refused",
 	    req->peer ? srv_addr_str(req->peer, true, addr, sizeof(addr)) : "-",
-	    ex->client_key);
+	    key_phrase(ex->parent), ex->client_key);
 	return false;
 }
 
@@ -880,6 +1081,41 @@ void srv_unions_fini(struct srv *s)
 	u->known = NULL;
 	u->nknown = u->capknown = 0;
 	u->ready = false;
+}
+
+/* An open instance of T that no call uses, marked CLOSING and out of the
+ * LRU; NULL when there is none. */
+static struct srv_export *recheck_take(struct srv_unions *u, struct srv_export *t)
+{
+	struct srv_export *i;
+
+	for (i = t->instances; i; i = i->next)
+		if (i->state == SRV_UNION_OPEN && !i->pins)
+			break;
+	if (i) {
+		lru_unlink(u, i);
+		i->state = SRV_UNION_CLOSING;
+	}
+	return i;
+}
+
+void srv_unions_recheck(struct srv *s, struct srv_export *t)
+{
+	struct srv_unions *u = &s->unions;
+	struct srv_export *i;
+
+	if (t->ux || !srv_lowers_per_client(t->conf))
+		return;
+	srv_exports_read_begin(s); /* rule 6 */
+	for (;;) {
+		pthread_mutex_lock(&u->lock);
+		i = recheck_take(u, t);
+		pthread_mutex_unlock(&u->lock);
+		if (!i)
+			break;
+		instance_release(s, i);
+	}
+	srv_exports_read_end(s);
 }
 
 void srv_unions_drop_template(struct srv *s, struct srv_export *t)

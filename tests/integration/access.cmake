@@ -5,7 +5,8 @@
 # (127.0.0.2...) and source ports: the loopback-only default, an access matrix
 # (allowed/denied, ro/rw, root_squash/all_squash/no_root_squash, anonuid,
 # secure), the owner's ACCESS bits on its 0277/0177/0077 file while READ and
-# WRITE still work, per-client upper layers (two clients, one path, a restart), SIGHUP
+# WRITE still work, per-client upper layers (two clients, one path, a restart),
+# a per-client lower layer (own hostname, shared fallback, ACCES, restart), SIGHUP
 # with a changed, a bad and a missing-layer file while a client READs in a
 # loop, and config errors naming FILE:LINE.  Runs as root.  ~5 s.
 add_executable(test_access test_access.c)

@@ -18,6 +18,11 @@
  *    union gives the other nothing, and after a restart the old handles
  *    still work and are refused (NFS3ERR_ACCES) to another client even
  *    before their union is open again;
+ *  - a read-only export with a per-client lower (hosts/%a) over a shared
+ *    one: each client reads its own etc/hostname, a client without a layer
+ *    the shared one, a handle of one client's union is refused to another
+ *    (also after a restart, before its union opens), handles survive a
+ *    restart and a layer's coming, and a layer's going is seen after SIGHUP;
  *  - SIGHUP with a changed file: a new export is mountable, a removed one
  *    answers MNT with an error, a bad file keeps the old exports, and a
  *    client READing in a loop meanwhile never sees an error;
@@ -85,6 +90,15 @@ static void file_in(const char *rel, const char *text)
 	assert_non_null(f);
 	fputs(text, f);
 	fclose(f);
+}
+
+static int rename_in(const char *from, const char *to)
+{
+	char a[256], b[256];
+
+	path_of(a, sizeof(a), from);
+	path_of(b, sizeof(b), to);
+	return rename(a, b);
 }
 
 static bool exists_in(const char *rel, struct stat *st)
@@ -826,6 +840,129 @@ static void test_per_client_upper(void **state)
 	assert_int_equal(test_server_stop(&s), 0);
 }
 
+/* ---- per-client lowers ---- */
+
+/* A read-only export over TMP/hosts/%a (one layer per client) and the shared
+ * TMP/lower, for 127.0.0.2 ... 127.0.0.4. */
+static void start_client_lowers(struct test_server *s)
+{
+	char lower[300], state[300];
+	const char *args[] = {lower,
+			      "--clients=127.0.0.2(ro,insecure) 127.0.0.3(ro,insecure) "
+			      "127.0.0.4(ro,insecure)",
+			      NULL};
+
+	snprintf(lower, sizeof(lower), "--lowerdir=%s/hosts/%%a:%s/lower", tmp, tmp);
+	snprintf(state, sizeof(state), "%s/state", tmp);
+	assert_int_equal(test_server_start_opts(server_bin, state, args, false, s), 0);
+	running = s;
+}
+
+/* READs ROOT/etc/hostname as C into BUF (its handle into F); the status. */
+static int read_hostname(struct client *c, struct fh *root, struct fh *f, char *buf,
+			 size_t len)
+{
+	struct fh etc;
+	int st = lookup(c, root, "etc", &etc);
+
+	if (st == NFS3_OK)
+		st = lookup(c, &etc, "hostname", f);
+	return st == NFS3_OK ? read_text(c, f, buf, len) : st;
+}
+
+/* Waits (START_WAIT_S at most) until ROOT/etc/hostname as C reads WANT. */
+static bool hostname_becomes(struct client *c, struct fh *root, const char *want)
+{
+	char buf[64];
+	struct fh f;
+
+	for (int i = 0; i < START_WAIT_S * 20; i++) {
+		if (read_hostname(c, root, &f, buf, sizeof(buf)) == NFS3_OK &&
+		    strcmp(buf, want) == 0)
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+static void test_per_client_lower(void **state)
+{
+	struct test_server s;
+	struct client a, b, c;
+	struct fh ra, rb, rc, fa, fb, fc, x;
+	char buf[64];
+
+	(void)state;
+	make_layers();
+	mkdir_in("lower/etc", 0755);
+	file_in("lower/etc/hostname", "builder\n");
+	mkdir_in("hosts", 0755);
+	mkdir_in("hosts/127.0.0.2", 0755);
+	mkdir_in("hosts/127.0.0.2/etc", 0755);
+	file_in("hosts/127.0.0.2/etc/hostname", "two\n");
+	mkdir_in("hosts/127.0.0.3", 0755);
+	mkdir_in("hosts/127.0.0.3/etc", 0755);
+	file_in("hosts/127.0.0.3/etc/hostname", "three\n");
+	start_client_lowers(&s);
+	a = client_new(&s, "127.0.0.2", false, 0, 0);
+	b = client_new(&s, "127.0.0.3", false, 0, 0);
+	c = client_new(&s, "127.0.0.4", false, 0, 0);
+	assert_int_equal(mnt(&a, "/", &ra), MNT3_OK);
+	assert_int_equal(mnt(&b, "/", &rb), MNT3_OK);
+	assert_int_equal(mnt(&c, "/", &rc), MNT3_OK);
+	/* each client's own union: its layer over the shared one */
+	assert_true(ra.len != rb.len || memcmp(ra.data, rb.data, ra.len) != 0);
+	assert_int_equal(read_hostname(&a, &ra, &fa, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "two\n");
+	assert_int_equal(read_hostname(&b, &rb, &fb, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "three\n");
+	/* no layer of its own: the shared file */
+	assert_int_equal(read_hostname(&c, &rc, &fc, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "builder\n");
+	assert_int_equal(lookup(&a, &ra, "f", &x), NFS3_OK);
+	assert_int_equal(read_text(&a, &x, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "lower\n");
+	/* a handle of one client's union gives another nothing */
+	assert_int_equal(read_text(&b, &fa, buf, sizeof(buf)), NFS3ERR_ACCES);
+	assert_int_equal(getattr(&a, &rb, NULL), NFS3ERR_ACCES);
+	assert_int_equal(read_text(&a, &fc, buf, sizeof(buf)), NFS3ERR_ACCES);
+	client_free(&a);
+	client_free(&b);
+	client_free(&c);
+	assert_int_equal(test_server_stop(&s), 0);
+
+	/* 127.0.0.4 gets a layer; after a restart, before any MNT, the old
+	 * handles find their unions (the same ids: the layer's coming does not
+	 * enter them), and another client's are refused while closed */
+	mkdir_in("hosts/127.0.0.4", 0755);
+	mkdir_in("hosts/127.0.0.4/etc", 0755);
+	file_in("hosts/127.0.0.4/etc/hostname", "four\n");
+	start_client_lowers(&s);
+	a = client_new(&s, "127.0.0.2", false, 0, 0);
+	b = client_new(&s, "127.0.0.3", false, 0, 0);
+	c = client_new(&s, "127.0.0.4", false, 0, 0);
+	assert_int_equal(read_text(&b, &fa, buf, sizeof(buf)), NFS3ERR_ACCES);
+	assert_int_equal(read_text(&a, &fa, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "two\n");
+	assert_int_equal(read_text(&b, &fb, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "three\n");
+	assert_int_equal(read_hostname(&c, &rc, &fc, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "four\n");
+
+	/* the layer goes away: the open union keeps its stack until a reload
+	 * looks again, and the root handle stays valid */
+	assert_int_equal(rename_in("hosts/127.0.0.2", "hosts/old-127.0.0.2"), 0);
+	assert_int_equal(read_hostname(&a, &ra, &x, buf, sizeof(buf)), NFS3_OK);
+	assert_string_equal(buf, "two\n");
+	assert_int_equal(kill(s.pid, SIGHUP), 0);
+	assert_true(hostname_becomes(&a, &ra, "builder\n"));
+	client_free(&a);
+	client_free(&b);
+	client_free(&c);
+	assert_int_equal(test_server_stop(&s), 0);
+	running = NULL;
+}
+
 /* ---- SIGHUP ---- */
 
 static void write_conf(const char *conf, const char *text_buf)
@@ -1048,6 +1185,12 @@ static void test_config_errors(void **state)
 			  3, "both be per client");
 	expect_conf_error("[export]\nlowerdir = %s/lower\nclients = *\ncolour = red\n", 6,
 			  "unknown key 'colour'");
+	expect_conf_error("[export]\nlowerdir = %s/h/%%x:%s/lower\n", 3, "lowerdir '");
+	expect_conf_error("[export]\nlowerdir = %s/h/%%a:%s/lower\nupperdir = /u\n"
+			  "workdir = /w\n",
+			  3, "needs a per-client upperdir");
+	expect_conf_error("[export]\nlowerdir = %s/h/%%a:%s/g/%%h\n", 3,
+			  "a layer shared by all");
 	/* a missing layer of a per-client export stops the start too */
 	write_conf("bad.conf", "[export]\nlowerdir = /nonexistent\nupperdir = /u/%a\n"
 			       "workdir = /w/%a\n");
@@ -1063,6 +1206,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_owner_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_host_names, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_client_upper, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_per_client_lower, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sighup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
 	};
