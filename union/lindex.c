@@ -372,19 +372,26 @@ static int lx_meta_read(struct un_lx *lx, MDB_txn *txn)
 
 static int lx_env_open(struct un_lx *lx, const char *path)
 {
-	int rc = mdb_env_create(&lx->env);
+	struct stat st;
+	int rc = un_sys_fstatat(AT_FDCWD, path, &st, 0);
 
 	if (rc)
+		return rc;
+	if (!S_ISREG(st.st_mode) || st.st_size == 0)
+		return -EPROTO;
+	rc = mdb_env_create(&lx->env);
+	if (rc)
 		return lx_err(rc);
-	if ((rc = mdb_env_set_maxdbs(lx->env, 3)))
+	/* The map covers the file, not the writer's address space: an index
+	 * per layer of a stack is mapped at once. */
+	if ((rc = mdb_env_set_maxdbs(lx->env, 3)) ||
+	    (rc = mdb_env_set_mapsize(lx->env, (size_t)st.st_size)))
 		return lx_err(rc);
 	/* Rule 1: an immutable file, read without locks. */
 	rc = mdb_env_open(lx->env, path,
 			  MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | MDB_NOLOCK, 0);
 	/* LMDB says ENOENT for a file too short to hold its header. */
-	if (rc == ENOENT && access(path, F_OK) == 0)
-		return -EPROTO;
-	return lx_err(rc);
+	return rc == ENOENT ? -EPROTO : lx_err(rc);
 }
 
 int un_lx_open(const char *path, struct un_lx **out)
