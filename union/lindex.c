@@ -16,11 +16,13 @@
  * The root (objnum 1, parent 0, name "") has a record but no names entry.
  *
  * Rules
- *  1. A file at its final name is whole and never changes: it is written
- *     under a temp name beside it, synced, renamed into place, and the
- *     directory synced (build_install); a failed build removes the temp
- *     (un_lx_build).  So readers open it MDB_RDONLY | MDB_NOLOCK: there is
- *     no writer to lock out and no lock file to leave beside a layer.
+ *  1. A file at its final name is whole and never changes.  The walk
+ *     writes a scratch file beside it, whose pages the puts' order leaves
+ *     part empty; out_pack copies it in key order into a temp file, synced,
+ *     which build_install renames into place before it syncs the directory.
+ *     Both temps are removed whatever happens (un_lx_build).  So readers
+ *     open it MDB_RDONLY | MDB_NOLOCK: there is no writer to lock out and no
+ *     lock file to leave beside a layer.
  *  2. The walk is deterministic: depth first, each directory's names sorted
  *     bytewise (names_read), a path numbered when visited (walk_visit), the
  *     root 1.  It reads the layer only: no symlink is followed
@@ -453,7 +455,8 @@ struct lx_links {
 };
 
 struct lx_build {
-	MDB_env *env;
+	MDB_env *env;	  /* the file being written */
+	MDB_env *scratch; /* the walk's, once packing (out_pack) */
 	MDB_txn *txn;
 	MDB_dbi db_meta, db_names, db_objs;
 	size_t puts; /* in txn */
@@ -671,7 +674,8 @@ static void build_info(struct lx_build *b, struct un_lx_info *info)
 	info->generation = 1;
 }
 
-/* Writes meta, commits and syncs the temp file and closes it. */
+/* Writes meta and commits the scratch file (never synced: only its packed
+ * copy is). */
 static int out_finish(struct lx_build *b)
 {
 	struct un_lx_info info;
@@ -681,13 +685,59 @@ static int out_finish(struct lx_build *b)
 
 	build_info(b, &info);
 	meta_encode(&info, &m);
-	if ((err = put(b, b->db_meta, &k, &v, 0)) || (err = txn_commit(b)))
-		return err;
-	if ((err = un_sys_fault(UN_SYS_SYNC)))
-		return -err;
-	err = lx_err(mdb_env_sync(b->env, 1));
-	mdb_env_close(b->env);
+	err = put(b, b->db_meta, &k, &v, 0);
+	return err ? err : txn_commit(b);
+}
+
+/* Copies database NAME of the scratch file (read in RTXN) to the output in
+ * key order.  MDB_APPEND fills every page, where the walk's puts, out of key
+ * order (names always, objs in an inherited build), leave pages a third
+ * empty or more. */
+static int pack_db(struct lx_build *b, MDB_txn *rtxn, const char *name)
+{
+	MDB_cursor *c;
+	MDB_dbi from, to;
+	MDB_val k, v;
+	int rc, err = 0;
+
+	if ((rc = mdb_dbi_open(rtxn, name, 0, &from)) ||
+	    (rc = mdb_dbi_open(b->txn, name, MDB_CREATE, &to)) ||
+	    (rc = mdb_cursor_open(rtxn, from, &c)))
+		return lx_err(rc);
+	while (!err) {
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		if (rc) {
+			err = rc == MDB_NOTFOUND ? 0 : lx_err(rc);
+			break;
+		}
+		err = put(b, to, &k, &v, MDB_APPEND);
+	}
+	mdb_cursor_close(c);
+	return err;
+}
+
+/* Writes the packed copy of the scratch file to TMP and syncs it (rule 1). */
+static int out_pack(struct lx_build *b, const char *tmp)
+{
+	static const char *const dbs[] = {"meta", "names", "objs"};
+	MDB_txn *rtxn;
+	int err;
+
+	b->scratch = b->env;
 	b->env = NULL;
+	err = lx_err(mdb_txn_begin(b->scratch, NULL, MDB_RDONLY, &rtxn));
+	if (err)
+		return err;
+	err = out_open(b, tmp);
+	for (size_t i = 0; !err && i < sizeof(dbs) / sizeof(dbs[0]); i++)
+		err = pack_db(b, rtxn, dbs[i]);
+	mdb_txn_abort(rtxn);
+	if (!err)
+		err = txn_commit(b);
+	if (!err)
+		err = -un_sys_fault(UN_SYS_SYNC);
+	if (!err)
+		err = lx_err(mdb_env_sync(b->env, 1));
 	return err;
 }
 
@@ -1024,16 +1074,23 @@ static int build_begin(struct lx_build *b, struct un_lx *from, unsigned flags)
 	return 0;
 }
 
+/* Frees what B holds; may be called again. */
 static void build_end(struct lx_build *b)
 {
 	if (b->txn)
 		mdb_txn_abort(b->txn);
 	if (b->env)
 		mdb_env_close(b->env);
+	if (b->scratch)
+		mdb_env_close(b->scratch);
 	if (b->from_txn)
 		mdb_txn_abort(b->from_txn);
 	free(b->links.slot);
 	free(b->readbuf);
+	b->txn = b->from_txn = NULL;
+	b->env = b->scratch = NULL;
+	b->links.slot = NULL;
+	b->readbuf = NULL;
 }
 
 /* OUT + ".tmp-" + 16 random hex digits (to free). */
@@ -1055,21 +1112,21 @@ int un_lx_build(int root_fd, struct un_lx *from, const char *out_path, unsigned 
 		char *err, size_t errlen)
 {
 	struct lx_build *b = NULL;
-	char *tmp = NULL;
+	char *scratch = NULL, *tmp = NULL;
 	int rc = -EIO;
 
 	if (sodium_init() < 0)
 		return rc;
 	rc = -ENOMEM;
-	if (!(b = un_sys_calloc(1, sizeof(*b))) || !(tmp = tmp_name(out_path)))
+	if (!(b = un_sys_calloc(1, sizeof(*b))) || !(scratch = tmp_name(out_path)) ||
+	    !(tmp = tmp_name(out_path)))
 		goto out;
 	b->out = out_path;
 	b->err = err;
 	b->errlen = errlen;
 	rc = build_begin(b, from, flags);
-	if (rc)
-		goto out;
-	rc = out_open(b, tmp);
+	if (!rc)
+		rc = out_open(b, scratch);
 	if (!rc)
 		rc = out_dbs(b);
 	if (!rc)
@@ -1077,15 +1134,22 @@ int un_lx_build(int root_fd, struct un_lx *from, const char *out_path, unsigned 
 	if (!rc)
 		rc = out_finish(b);
 	if (!rc)
+		rc = out_pack(b, tmp);
+	if (!rc)
+		build_end(b);
+	if (!rc)
 		rc = build_install(tmp, out_path);
 out:
 	/* Failures of the walk named their path; the others name the file. */
 	if (rc && (!b || !b->failed) && err && errlen)
 		snprintf(err, errlen, "layer index %s: %s", out_path, strerror(-rc));
-	if (b)
+	if (b && rc)
 		build_end(b);
+	if (scratch)
+		un_sys_unlinkat(AT_FDCWD, scratch, 0);
 	if (rc && tmp)
 		un_sys_unlinkat(AT_FDCWD, tmp, 0);
+	free(scratch);
 	free(tmp);
 	free(b);
 	return rc;
