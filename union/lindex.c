@@ -225,7 +225,7 @@ static int meta_decode(const MDB_val *v, struct un_lx_info *info)
 	if (v->mv_size != sizeof(m))
 		return -EPROTO;
 	memcpy(&m, v->mv_data, sizeof(m));
-	if (m.version != LX_META_VERSION)
+	if (m.version != LX_META_VERSION || (m.flags & ~LX_META_DIGESTS))
 		return -EPROTO;
 	info->lineage = le64toh(m.lineage);
 	info->generation = le32toh(m.generation);
