@@ -34,7 +34,10 @@
  *     build's listing hash equals a fresh build's of the same tree.
  *     Directories' sizes and mtimes are left out: they differ between
  *     filesystems and between copies.  Content digests are left out: the
- *     lineage does not depend on UN_LX_DIGESTS.
+ *     lineage does not depend on UN_LX_DIGESTS.  An index's id is its
+ *     listing hash when fresh, else BLAKE2b-128 of FROM's id and its listing
+ *     hash (build_info): a lineage forks when copies of a layer are updated
+ *     apart, ids do not collide.
  *  4. An inherited build keeps FROM's lineage, generation + 1, and the
  *     objnum of a path FROM has under the same parent objnum when it is the
  *     same object (same_object): same type, and a directory always, a
@@ -82,6 +85,7 @@
 #define LX_DENTS_BUF	(32u << 10)
 #define LX_READ_BUF	(256u << 10)
 #define LX_LISTING_KEY	"union-nfsd layer index listing v1"
+#define LX_ID_KEY	"union-nfsd layer index id v1"
 #define LX_TMP_SUFFIX	".tmp-"
 #define LX_KEY_MAX	(8 + UN_LX_NAME_MAX)
 
@@ -98,8 +102,10 @@ struct lx_meta {
 	uint32_t from_generation;
 	uint32_t reserved2;
 	uint8_t listing[UN_LX_DIGEST_BYTES];
+	uint8_t id[UN_LX_DIGEST_BYTES];
+	uint8_t from_id[UN_LX_DIGEST_BYTES];
 };
-_Static_assert(sizeof(struct lx_meta) == 64, "meta layout is on disk");
+_Static_assert(sizeof(struct lx_meta) == 96, "meta layout is on disk");
 
 /* The fixed part of an objs value; NAMELEN name bytes follow. */
 struct lx_rec {
@@ -235,6 +241,8 @@ static int meta_decode(const MDB_val *v, struct un_lx_info *info)
 	info->from_lineage = le64toh(m.from_lineage);
 	info->from_generation = le32toh(m.from_generation);
 	memcpy(info->listing, m.listing, sizeof(info->listing));
+	memcpy(info->id, m.id, sizeof(info->id));
+	memcpy(info->from_id, m.from_id, sizeof(info->from_id));
 	return info->max_objnum < info->count || info->generation == 0 ? -EPROTO : 0;
 }
 
@@ -251,6 +259,8 @@ static void meta_encode(const struct un_lx_info *info, struct lx_meta *m)
 	    .from_generation = htole32(info->from_generation),
 	};
 	memcpy(m->listing, info->listing, sizeof(m->listing));
+	memcpy(m->id, info->id, sizeof(m->id));
+	memcpy(m->from_id, info->from_id, sizeof(m->from_id));
 }
 
 /* ---- reading ---- */
@@ -652,26 +662,45 @@ static int out_dbs(struct lx_build *b)
 	return put(b, b->db_meta, &k, &v, 0);
 }
 
+/* An inherited build's id: FROM's id and the listing, hashed (rule 3). */
+static void id_inherited(const uint8_t from_id[UN_LX_DIGEST_BYTES],
+			 const uint8_t listing[UN_LX_DIGEST_BYTES],
+			 uint8_t id[UN_LX_DIGEST_BYTES])
+{
+	crypto_generichash_state h;
+
+	crypto_generichash_init(&h, (const uint8_t *)LX_ID_KEY, sizeof(LX_ID_KEY) - 1,
+				UN_LX_DIGEST_BYTES);
+	crypto_generichash_update(&h, from_id, UN_LX_DIGEST_BYTES);
+	crypto_generichash_update(&h, listing, UN_LX_DIGEST_BYTES);
+	crypto_generichash_final(&h, id, UN_LX_DIGEST_BYTES);
+}
+
 /* The info of the index built: rule 3's lineage, or rule 4's. */
 static void build_info(struct lx_build *b, struct un_lx_info *info)
 {
+	const struct un_lx_info *from = b->from ? &b->from->info : NULL;
+
 	memset(info, 0, sizeof(*info));
 	crypto_generichash_final(&b->listing, info->listing, sizeof(info->listing));
 	info->count = b->ordinals;
 	info->max_objnum = b->max;
 	info->digests = b->digests;
-	if (b->from) {
-		info->lineage = b->from->info.lineage;
-		info->generation = b->from->info.generation + 1;
-		info->from_lineage = b->from->info.lineage;
-		info->from_generation = b->from->info.generation;
-		if (b->from->info.max_objnum > info->max_objnum)
-			info->max_objnum = b->from->info.max_objnum;
+	if (from) {
+		info->lineage = from->lineage;
+		info->generation = from->generation + 1;
+		info->from_lineage = from->lineage;
+		info->from_generation = from->generation;
+		if (from->max_objnum > info->max_objnum)
+			info->max_objnum = from->max_objnum;
+		memcpy(info->from_id, from->id, sizeof(info->from_id));
+		id_inherited(from->id, info->listing, info->id);
 		return;
 	}
 	memcpy(&info->lineage, info->listing, sizeof(info->lineage));
 	info->lineage = le64toh(info->lineage);
 	info->generation = 1;
+	memcpy(info->id, info->listing, sizeof(info->id));
 }
 
 /* Writes meta and commits the scratch file (never synced: only its packed

@@ -48,6 +48,12 @@ struct un_lx_info {
 	/* A hash of the listing (what a fresh build's lineage is made of):
 	 * equal for two layers with equal content, however numbered. */
 	uint8_t listing[UN_LX_DIGEST_BYTES];
+	/* This index's place in its lineage: a fresh build's is its listing,
+	 * an inherited one's hashes FROM's id with its own listing.  Copies of
+	 * one image updated apart share a lineage but not ids: FROM_ID tells
+	 * whether an index descends from the one a server knows. */
+	uint8_t id[UN_LX_DIGEST_BYTES];
+	uint8_t from_id[UN_LX_DIGEST_BYTES]; /* zeros for a fresh build */
 };
 
 /* One path of the layer, as indexed. */

@@ -376,7 +376,7 @@ static void test_inherit_with_digests(void **state)
 static void test_inherit_generations(void **state)
 {
 	struct fx *fx = *state;
-	struct un_lx *g1, *g2, *g3;
+	struct un_lx *g1, *g2, *g3, *fork;
 
 	t_file(fx, "a/f", "1");
 	t_file(fx, "a/g", "1");
@@ -390,6 +390,17 @@ static void test_inherit_generations(void **state)
 	/* no objnum is handed out twice in a lineage */
 	assert_int_equal(objnum(g3, "g"), info_of(g1).max_objnum + 1);
 	assert_int_equal(objnum(g3, "f"), objnum(g1, "f"));
+	/* each index names the one it descends from */
+	assert_memory_equal(info_of(g1).id, info_of(g1).listing, UN_LX_DIGEST_BYTES);
+	assert_memory_equal(info_of(g2).from_id, info_of(g1).id, UN_LX_DIGEST_BYTES);
+	assert_memory_equal(info_of(g3).from_id, info_of(g2).id, UN_LX_DIGEST_BYTES);
+	/* a fork: another version 2, of the same lineage, with its own id */
+	fork = build(fx, "a", "g1", "fork", 0);
+	assert_int_equal(info_of(fork).lineage, info_of(g2).lineage);
+	assert_int_equal(info_of(fork).generation, info_of(g2).generation);
+	assert_memory_equal(info_of(fork).from_id, info_of(g1).id, UN_LX_DIGEST_BYTES);
+	assert_memory_not_equal(info_of(fork).id, info_of(g2).id, UN_LX_DIGEST_BYTES);
+	un_lx_close(fork);
 	un_lx_close(g3);
 	un_lx_close(g2);
 	un_lx_close(g1);
