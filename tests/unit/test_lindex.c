@@ -527,6 +527,13 @@ static void test_failed_build_leaves_nothing(void **state)
 	assert_non_null(strstr(err, "Input/output error"));
 	assert_int_equal(count_prefixed(fx, "idx"), 0);
 
+	/* a directory that cannot be opened (root may open any: injected) */
+	un_sys_inject(UN_SYS_OPEN, 1, EACCES);
+	assert_int_equal(build_try(fx, "t", NULL, "idx", 0, err, sizeof(err)), -EACCES);
+	un_sys_inject_reset();
+	assert_non_null(strstr(err, "/d: open: Permission denied"));
+	assert_int_equal(count_prefixed(fx, "idx"), 0);
+
 	/* the final commit fails (a full disk): the index before stays */
 	lx = build(fx, "t", NULL, "idx", 0);
 	lineage = info_of(lx).lineage;
