@@ -40,6 +40,14 @@
  *                lower file of SIZE bytes in a union (its first change copies
  *                it up); timed alone; then the byte, its neighbours, the
  *                first and last chunks and the size are read back
+ *   lockpairs    NLM v4 LOCK (exclusive, non-blocking) then UNLOCK of a byte
+ *                range of DIR/NAME (its handle looked up through NFS), COUNT
+ *                pairs, on the NLM program at --nlm-port; each slot is one
+ *                lock owner (svid, oh) of one client host with a range of
+ *                its own, so no call conflicts: every reply must be
+ *                NLM4_GRANTED with the call's cookie.  First, untimed, a
+ *                probe: a second owner's LOCK of a range the first holds
+ *                must be NLM4_DENIED, and GRANTED once the first unlocked
  *
  * Design notes
  * ------------
@@ -81,6 +89,8 @@
 
 #include "nfs_raw.h"
 
+#include <nfsc/libnfs-raw-nlm.h>
+
 #define ATTR_MOD   997 /* sizes of DIR/f%05d in the getattr/lookup data */
 #define SMALL_SIZE 4096
 #define MAX_IO	   (1u << 20) /* libnfs 4 refuses larger replies */
@@ -103,7 +113,7 @@ typedef int (*issue_fn)(struct slot *s);
 struct bench {
 	/* options */
 	const char *host, *export, *dir, *name, *workload;
-	int nfs_port, mount_port, depth, nconn, passes, pid;
+	int nfs_port, mount_port, nlm_port, depth, nconn, passes, pid;
 	uint64_t count, files, size;
 	unsigned io;
 	/* connections */
@@ -1345,6 +1355,215 @@ static int w_copyup(struct bench *b, struct result *r)
 	return 0;
 }
 
+/* ---- lock pairs: NLM v4 LOCK then UNLOCK ---- */
+
+/* Every owner is of one client host, as the processes of one NFS client
+ * are: a server records a host with its status monitor at the host's first
+ * LOCK (the untimed probe's), so the timed pairs measure the lock table.
+ * An address, not a name: a statd will not monitor a name it cannot
+ * resolve, and the bench's namespace has no resolver. */
+#define LOCK_HOST   "127.0.0.1"
+#define LOCK_STRIDE 4096 /* slot k holds [(k+1) * LOCK_STRIDE, +LOCK_STRIDE) */
+#define PROBE_SVID  100000
+
+/* One owner's lock of [OFF, OFF+LEN) of b->file; OH (a string) outlives the call. */
+static nlm4_lock nlm_lock_of(struct bench *b, unsigned svid, char *oh, uint64_t off,
+			     uint64_t len)
+{
+	return (nlm4_lock){.caller_name = LOCK_HOST,
+			   .fh = {.data = {b->file.len, (char *)b->file.d}},
+			   .oh = oh,
+			   .svid = svid,
+			   .l_offset = off,
+			   .l_len = len};
+}
+
+/* The cookie of a call: the item and its step, so that a reply to another
+ * call (or a server that does not echo it) fails the check. */
+static void nlm_cookie_of(uint64_t item, int step, char buf[8])
+{
+	uint64_t v = item * 2 + (uint64_t)step;
+
+	memcpy(buf, &v, 8);
+}
+
+static bool nlm_cookie_is(const nlm_cookie *c, const char want[8])
+{
+	return c->data.data_len == 8 && !memcmp(c->data.data_val, want, 8);
+}
+
+/* The slot's owner handle: what a client's lock manager makes per process. */
+static void slot_oh(const struct slot *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "nfs_bench-%d-%td", (int)getpid(), s - s->b->slots);
+}
+
+static void on_lockpair(struct rpc_context *rpc, int status, void *data, void *priv);
+
+static int issue_lockpair(struct slot *s)
+{
+	struct bench *b = s->b;
+	uint64_t k = (uint64_t)(s - b->slots);
+	char oh[64], cookie[8];
+	nlm4_lock l;
+
+	slot_oh(s, oh, sizeof(oh));
+	l = nlm_lock_of(b, (unsigned)k + 1, oh, (k + 1) * LOCK_STRIDE, LOCK_STRIDE);
+	nlm_cookie_of(s->item, s->step, cookie);
+	if (s->step == 0) {
+		NLM4_LOCKargs a = {
+		    .cookie = {.data = {8, cookie}}, .exclusive = 1, .lock = l};
+
+		return rpc_nlm4_lock_async(s->rpc, on_lockpair, &a, s);
+	}
+	NLM4_UNLOCKargs a = {.cookie = {.data = {8, cookie}}, .lock = l};
+
+	return rpc_nlm4_unlock_async(s->rpc, on_lockpair, &a, s);
+}
+
+static void on_lockpair(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	/* LOCK's and UNLOCK's results are alike: a cookie, then the status */
+	NLM4_LOCKres *r = data;
+	char cookie[8];
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	nlm_cookie_of(s->item, s->step, cookie);
+	if (r->status != NLM4_GRANTED || !nlm_cookie_is(&r->cookie, cookie)) {
+		fail(s->b, "%s pair %" PRIu64 ": status %d%s, want NLM4_GRANTED",
+		     s->step ? "UNLOCK" : "LOCK", s->item, (int)r->status,
+		     nlm_cookie_is(&r->cookie, cookie) ? "" : ", another cookie");
+		slot_next(s);
+	} else if (s->step++ == 0) {
+		slot_continue(s, issue_lockpair(s));
+	} else {
+		slot_next(s);
+	}
+}
+
+/* What a set-up NLM call answered: its status, -1 for another cookie. */
+static void keep_nlm(void *data, void *out)
+{
+	struct bench *b = out;
+	NLM4_LOCKres *r = data;
+	int *st = b->out;
+
+	*st = nlm_cookie_is(&r->cookie, "probe-co") ? (int)r->status : -1;
+}
+
+static void keep_nlm_test(void *data, void *out)
+{
+	struct bench *b = out;
+	NLM4_TESTres *r = data;
+	int *st = b->out;
+
+	*st = nlm_cookie_is(&r->cookie, "probe-co") ? (int)r->reply.status : -1;
+}
+
+/* One LOCK (LOCK true) or UNLOCK of [OFF, OFF+1) by probe owner WHO on
+ * connection 0; fails unless it answers WANT. */
+static int nlm_probe(struct bench *b, bool lock, int who, nlmstat4 want)
+{
+	char oh[16], cookie[8] = "probe-co";
+	struct call w = {.keep = keep_nlm, .out = b};
+	nlm4_lock l;
+	int st = -1, queued;
+
+	snprintf(oh, sizeof(oh), "probe-%c", 'a' + who);
+	l = nlm_lock_of(b, PROBE_SVID + (unsigned)who, oh, 0, 1);
+	b->out = &st;
+	if (lock) {
+		NLM4_LOCKargs a = {
+		    .cookie = {.data = {8, cookie}}, .exclusive = 1, .lock = l};
+
+		queued = rpc_nlm4_lock_async(b->rpc[0], nfs_raw_on_reply, &a, &w);
+	} else {
+		NLM4_UNLOCKargs a = {.cookie = {.data = {8, cookie}}, .lock = l};
+
+		queued = rpc_nlm4_unlock_async(b->rpc[0], nfs_raw_on_reply, &a, &w);
+	}
+	if (sync_wait(b, &w, queued))
+		return -1;
+	if (st != (int)want) {
+		fail(b, "probe: %s by owner %c: status %d, want %d",
+		     lock ? "LOCK" : "UNLOCK", 'a' + who, st, (int)want);
+		return -1;
+	}
+	return 0;
+}
+
+/* Untimed, before the pairs: a server that grants every LOCK fails here.
+ * Owner a locks, b is denied, a unlocks, b gets it and unlocks. */
+static int nlm_conflict_probe(struct bench *b)
+{
+	return nlm_probe(b, true, 0, NLM4_GRANTED) ||
+	       nlm_probe(b, true, 1, NLM4_DENIED) ||
+	       nlm_probe(b, false, 0, NLM4_GRANTED) ||
+	       nlm_probe(b, true, 1, NLM4_GRANTED) ||
+	       nlm_probe(b, false, 1, NLM4_GRANTED);
+}
+
+/* After the pairs: the whole file is free again for an exclusive lock. */
+static int nlm_all_free(struct bench *b)
+{
+	char oh[] = "probe-c", cookie[8] = "probe-co";
+	struct call w = {.keep = keep_nlm_test, .out = b};
+	NLM4_TESTargs a = {.cookie = {.data = {8, cookie}},
+			   .exclusive = 1,
+			   .lock = nlm_lock_of(b, PROBE_SVID + 2, oh, 0, 0)};
+	int st = -1;
+
+	b->out = &st;
+	if (sync_wait(b, &w, rpc_nlm4_test_async(b->rpc[0], nfs_raw_on_reply, &a, &w)))
+		return -1;
+	if (st != NLM4_GRANTED) {
+		fail(b,
+		     "TEST after the pairs: status %d, want NLM4_GRANTED (a lock left)",
+		     st);
+		return -1;
+	}
+	return 0;
+}
+
+/* Replaces the NFS connections by as many to the NLM program. */
+static int open_nlm(struct bench *b)
+{
+	if (!b->nlm_port) {
+		fail(b, "lockpairs needs --nlm-port");
+		return -1;
+	}
+	for (int i = 0; i < b->nconn; i++) {
+		rpc_destroy_context(b->rpc[i]);
+		b->rpc[i] = nfs_raw_connect_to(b->host, b->nlm_port, NLM_PROGRAM, NLM_V4);
+		if (!b->rpc[i]) {
+			b->nconn = i; /* bench_free destroys those made */
+			fail(b, "cannot connect to NLM on port %d", b->nlm_port);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int w_lockpairs(struct bench *b, struct result *r)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", b->dir, b->name);
+	if (lookup_path(b, path, &b->file) || open_nlm(b) || nlm_conflict_probe(b))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_lockpair, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	if (nlm_all_free(b))
+		return -1;
+	*r = (struct result){b->count, "pairs/s", 1};
+	return 0;
+}
+
 /* ---- local helpers: pattern files and memcpy bandwidth ---- */
 
 static int genfile(const char *path, uint64_t size)
@@ -1584,8 +1803,9 @@ static void usage(void)
 	    "usage: nfs_bench --nfs-port=P --mount-port=M --export=PATH [--host=H]\n"
 	    "         [--depth=N] [--conns=N] [--count=N] [--files=N] [--size=BYTES]\n"
 	    "         [--io=BYTES] [--dir=PATH] [--name=NAME] [--passes=N] [--pid=PID]\n"
+	    "         [--nlm-port=P]\n"
 	    "         null|getattr|lookup|readdirplus|createremove|smallfiles|write|"
-	    "read|copyup\n"
+	    "read|copyup|lockpairs\n"
 	    "       nfs_bench genfile PATH BYTES\n"
 	    "       nfs_bench memcpy [MIB]\n"
 	    "       nfs_bench localpairs DIR COUNT THREADS [sync|group]\n");
@@ -1594,21 +1814,15 @@ static void usage(void)
 
 static void parse(struct bench *b, int argc, char **argv)
 {
-	static const struct option opts[] = {{"host", 1, NULL, 'H'},
-					     {"nfs-port", 1, NULL, 'n'},
-					     {"mount-port", 1, NULL, 'm'},
-					     {"export", 1, NULL, 'e'},
-					     {"depth", 1, NULL, 'q'},
-					     {"conns", 1, NULL, 'c'},
-					     {"count", 1, NULL, 'N'},
-					     {"files", 1, NULL, 'F'},
-					     {"size", 1, NULL, 's'},
-					     {"io", 1, NULL, 'i'},
-					     {"dir", 1, NULL, 'd'},
-					     {"name", 1, NULL, 'a'},
-					     {"passes", 1, NULL, 'P'},
-					     {"pid", 1, NULL, 'p'},
-					     {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+	    {"host", 1, NULL, 'H'},	  {"nfs-port", 1, NULL, 'n'},
+	    {"mount-port", 1, NULL, 'm'}, {"export", 1, NULL, 'e'},
+	    {"depth", 1, NULL, 'q'},	  {"conns", 1, NULL, 'c'},
+	    {"count", 1, NULL, 'N'},	  {"files", 1, NULL, 'F'},
+	    {"size", 1, NULL, 's'},	  {"io", 1, NULL, 'i'},
+	    {"dir", 1, NULL, 'd'},	  {"name", 1, NULL, 'a'},
+	    {"passes", 1, NULL, 'P'},	  {"pid", 1, NULL, 'p'},
+	    {"nlm-port", 1, NULL, 'l'},	  {NULL, 0, NULL, 0}};
 	int c;
 
 	*b = (struct bench){.host = "127.0.0.1",
@@ -1665,6 +1879,9 @@ static void parse(struct bench *b, int argc, char **argv)
 		case 'p':
 			b->pid = atoi(optarg);
 			break;
+		case 'l':
+			b->nlm_port = atoi(optarg);
+			break;
 		default:
 			usage();
 		}
@@ -1690,6 +1907,7 @@ static const struct {
     {"write", w_write},
     {"read", w_read},
     {"copyup", w_copyup},
+    {"lockpairs", w_lockpairs},
 };
 
 static void bench_free(struct bench *b)
