@@ -25,7 +25,7 @@
 #
 # Sizes (env): ROUNDS=3 N_NULL1=30000 N_NULL=200000 N_ATTR=10000 (files)
 # N_ATTR_OPS=200000 N_BIG=100000 PASSES=2 N_PAIRS=20000 N_SMALL=10000
-# SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
+# N_LOCKS=200000 SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
 # ONLY_ROWS="getattr lookup" and ONLY_SERVERS="u4 gan" narrow a run;
 # PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
 # the server during each run: PERF_DIR/SERVER-ROW-rROUND.data (PERF_EVENT=
@@ -38,6 +38,12 @@
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see README.md).
+# The lockpairs row speaks NLM: every union-nfsd gets an NLM port of its own;
+# Ganesha's lock manager (NLM_Port 32803) needs a status monitor, a private
+# rpc.statd on the private rpcbind (it refuses every LOCK, NLM4_DENIED_NOLOCKS,
+# when SM_MON fails).  GANESHA_NLM=apart (default): a second Ganesha with NLM
+# answers gan's lockpairs row, gan itself runs without, as before; on: one
+# Ganesha with NLM for every row; off: no lock row for Ganesha.
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
 # A full run first installs what it needs (etc/install-deps.sh build bench);
 # --smoke installs nothing (ctest runs it, after tests/run.sh installed build and
@@ -61,12 +67,13 @@ UNION_NFSD=$1 NFS_BENCH=$2
 
 if [ "$SMOKE" = 1 ]; then
 	: "${ROUNDS:=2}" "${N_NULL1:=300}" "${N_NULL:=2000}" "${N_ATTR:=200}" "${N_ATTR_OPS:=2000}"
-	: "${N_BIG:=2000}" "${PASSES:=1}" "${N_PAIRS:=300}" "${N_SMALL:=200}"
+	: "${N_BIG:=2000}" "${PASSES:=1}" "${N_PAIRS:=300}" "${N_SMALL:=200}" "${N_LOCKS:=300}"
 	: "${SEQ:=$((4 << 20))}" "${CU:=$((8 << 20))}" "${IPERF_SECS:=1}"
 fi
 : "${ROUNDS:=3}" "${N_NULL1:=30000}" "${N_NULL:=200000}" "${N_ATTR:=10000}"
 : "${N_ATTR_OPS:=200000}" "${N_BIG:=100000}" "${PASSES:=2}" "${N_PAIRS:=20000}"
-: "${N_SMALL:=10000}" "${SEQ:=1073741824}" "${CU:=1073741824}" "${DEPTH:=32}"
+: "${N_SMALL:=10000}" "${N_LOCKS:=200000}" "${SEQ:=1073741824}" "${CU:=1073741824}"
+: "${DEPTH:=32}" "${GANESHA_NLM:=apart}"
 : "${IO_DEPTH:=16}" "${CONNS:=1}" "${IPERF_SECS:=5}"
 
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/nfs-bench.XXXXXX")
@@ -200,7 +207,7 @@ setup_xfs() {
 
 # ---- servers ----
 
-declare -A NFS_PORT MOUNT_PORT SPID EXP_LOCAL EXP_XFS
+declare -A NFS_PORT MOUNT_PORT NLM_PORT SPID EXP_LOCAL EXP_XFS
 SERVERS=()
 
 # start_union NAME LOWERDIRS(relative, ':') [TREE [RULE_OPTS]]: union-nfsd with
@@ -212,12 +219,16 @@ start_union() {
 	local n=$1 lowers=$2 tree=${3:-$1} conf=$T/$1.conf ports
 	local ll=$T/$tree/${lowers//:/:$T/$tree/} xl=$X/$tree/${lowers//:/:$X/$tree/}
 	local clients="127.0.0.0/8(rw,no_root_squash${4:+,$4})"
+	# NLM on a port of its own (the NFS port serves it too), as clients
+	# find it through rpcbind: 4045 (lockd's usual port) and up
+	local nlm=$((4045 + ${#SERVERS[@]}))
 	mkdir -p "$T/state-$n" "$T/$n/upper" "$T/$n/work"
 	[ "$HAVE_XFS" = 1 ] && mkdir -p "$X/$n/upper" "$X/$n/work"
 	cat >"$conf" <<CONF
 [server]
 nfs-port = 0
 mount-port = 0
+nlm-port = $nlm
 bind = 127.0.0.1
 state-dir = $T/state-$n
 log-level = warn
@@ -249,18 +260,25 @@ CONF
 		sleep 0.05
 	done
 	[ -n "$ports" ] || { log "union-nfsd $n did not start:"; cat "$T/err-$n" >&2; exit 1; }
-	NFS_PORT[$n]=${ports% *} MOUNT_PORT[$n]=${ports#* }
+	NFS_PORT[$n]=${ports% *} MOUNT_PORT[$n]=${ports#* } NLM_PORT[$n]=$nlm
 	EXP_LOCAL[$n]=/local EXP_XFS[$n]=/xfs
 	SERVERS+=("$n")
 }
 
-start_ganesha() {
-	local plugins g=$T/ganesha
-	plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
-	mkdir -p "$g/recovery" /run/ganesha
+start_rpcbind() {
+	mkdir -p /run/ganesha
 	rpcbind -f &
 	PIDS+=($!)
 	for _ in $(seq 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done
+}
+
+# start_ganesha NAME NFS_PORT MNT_PORT NLM_PORT: a Ganesha on the plain tree,
+# its lock manager on NLM_PORT (0: none).  NAME gan is the table's; ganl, a
+# second one with NLM (GANESHA_NLM=apart), serves only gan's lockpairs row.
+start_ganesha() {
+	local n=$1 nfs=$2 mnt=$3 nlm=$4 plugins g=$T/ganesha${1#gan}
+	plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
+	mkdir -p "$g/recovery"
 	export_block() { # ID PATH
 		cat <<CONF
 EXPORT {
@@ -275,8 +293,9 @@ CONF
 	{
 		cat <<CONF
 NFS_CORE_PARAM {
-	Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; # the namespace has only lo
-	Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false;
+	Protocols = 3; NFS_Port = $nfs; MNT_Port = $mnt; # the namespace has only lo
+	NLM_Port = $nlm; Enable_NLM = $([ "$nlm" != 0 ] && echo true || echo false);
+	Enable_RQUOTA = false; Enable_UDP = false;
 	Plugins_Dir = $plugins;
 }
 NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $g/recovery; }
@@ -285,22 +304,65 @@ CONF
 		[ -n "${GANESHA_ENTRIES:-}" ] &&
 			printf 'MDCACHE { Entries_HWMark = %s; }\n' "$GANESHA_ENTRIES"
 		export_block 1 "$T/plain"
-		[ "$HAVE_XFS" = 1 ] && export_block 2 "$X/plain"
+		[ "$HAVE_XFS" = 1 ] && [ "$n" = gan ] && export_block 2 "$X/plain"
 	} >"$g/ganesha.conf"
 	ganesha.nfsd -F -f "$g/ganesha.conf" -L "$g/ganesha.log" -p "$g/ganesha.pid" -N NIV_EVENT &
-	SPID[gan]=$!
-	PIDS+=("${SPID[gan]}")
-	NFS_PORT[gan]=2049 MOUNT_PORT[gan]=20048
-	EXP_LOCAL[gan]=$T/plain EXP_XFS[gan]=$X/plain
+	SPID[$n]=$!
+	PIDS+=("${SPID[$n]}")
+	NFS_PORT[$n]=$nfs MOUNT_PORT[$n]=$mnt
+	[ "$nlm" != 0 ] && NLM_PORT[$n]=$nlm
+	EXP_LOCAL[$n]=$T/plain EXP_XFS[$n]=$X/plain
 	# ganesha answers MOUNT only once its exports are up: wait for a NULL that works
 	for _ in $(seq 100); do
-		"$NFS_BENCH" --nfs-port=2049 --mount-port=20048 --export="$T/plain" --count=1 \
-			null >/dev/null 2>&1 && { SERVERS+=(gan); return 0; }
-		kill -0 "${SPID[gan]}" 2>/dev/null || break
+		if "$NFS_BENCH" --nfs-port="$nfs" --mount-port="$mnt" --export="$T/plain" --count=1 \
+			null >/dev/null 2>&1; then
+			[ "$n" = gan ] && SERVERS+=(gan)
+			return 0
+		fi
+		kill -0 "${SPID[$n]}" 2>/dev/null || break
 		sleep 0.2
 	done
-	log "ganesha did not start:"
+	log "ganesha $n did not start:"
 	cat "$g/ganesha.log" >&2
+	exit 1
+}
+
+# start_ganeshas: Ganesha's lock manager (GANESHA_NLM) off, on for every
+# row, or (apart, the default) on in a second Ganesha for the lockpairs
+# row only, so that gan's other rows run the Ganesha they always ran
+# (whether NLM changes them could not be told apart from Ganesha's own
+# swings on this machine: README.md, "LOCK+UNLOCK").
+start_ganeshas() {
+	start_rpcbind
+	if [ "$GANESHA_NLM" != off ] && ! command -v rpc.statd >/dev/null; then
+		log "== no rpc.statd (nfs-common): Ganesha without NLM, no lock row for it"
+		GANESHA_NLM=off
+	fi
+	case $GANESHA_NLM in
+	off) start_ganesha gan 2049 20048 0 ;;
+	on) start_statd && start_ganesha gan 2049 20048 32803 ;;
+	apart)
+		start_ganesha gan 2049 20048 0
+		start_statd
+		start_ganesha ganl 2051 20051 32803
+		;;
+	*) log "GANESHA_NLM: off, on or apart" && exit 2 ;;
+	esac
+}
+
+# start_statd: the NSM Ganesha's NLM asks to monitor each client host
+# (SM_MON) before it grants a lock, on the private rpcbind; its records in
+# $T/statd, no SM_NOTIFY sent at start (-L)
+start_statd() {
+	mkdir -p "$T/statd/sm" "$T/statd/sm.bak"
+	rpc.statd -F -L -P "$T/statd" -p 32765 -o 32766 >"$T/out-statd" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 100); do
+		rpcinfo -p 127.0.0.1 2>/dev/null | grep -q ' status$' && return 0
+		sleep 0.05
+	done
+	log "rpc.statd did not register:"
+	cat "$T/out-statd" >&2
 	exit 1
 }
 
@@ -327,7 +389,9 @@ start_unfs() {
 
 # bench SERVER WORKLOAD ROUND: one nfs_bench run; appends to $T/results
 bench() {
-	local s=$1 w=$2 r=$3 exp=${EXP_LOCAL[$1]} args out t0=$SECONDS
+	local s=$1 w=$2 r=$3 exp=${EXP_LOCAL[$1]} args out t0=$SECONDS t=$1
+	# gan's lock row is answered by the Ganesha with NLM (start_ganeshas)
+	[ "$w" = lockpairs ] && [ -n "${SPID[ganl]:-}" ] && [ "$s" = gan ] && t=ganl
 	case $w in
 	null1) args=(--depth=1 --count="$N_NULL1" null) ;;
 	null32) args=(--depth="$DEPTH" --count="$N_NULL" null) ;;
@@ -339,6 +403,11 @@ bench() {
 	read) args=(--depth="$IO_DEPTH" --dir=seq --name=data --size="$SEQ" read) ;;
 	copyup-local) args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
 	copyup-xfs) exp=${EXP_XFS[$s]} args=(--dir=cu --name="f$r" --size="$CU" copyup) ;;
+	lockpairs)
+		[ -n "${NLM_PORT[$t]:-}" ] || return 0 # no lock manager (unfs3, GANESHA_NLM=off)
+		args=(--depth="$DEPTH" --dir=attr --name=f00001 --count="$N_LOCKS"
+			--nlm-port="${NLM_PORT[$t]}" lockpairs)
+		;;
 	esac
 	case $w in
 	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
@@ -348,15 +417,15 @@ bench() {
 	# PERF_DIR: a profile of the server while nfs_bench runs (PERF_EVENT,
 	# default cpu-clock)
 	[ -n "${PERF_DIR:-}" ] && prof=(perf record -q -F 999 -e "${PERF_EVENT:-cpu-clock}"
-		--call-graph dwarf,32768 -p "${SPID[$s]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
+		--call-graph dwarf,32768 -p "${SPID[$t]}" -o "$PERF_DIR/$s-$w-r$r.data" --)
 	# TRACE_DIR: the server's system calls counted (strace -c) meanwhile
 	if [ -n "${TRACE_DIR:-}" ]; then
-		strace ${TRACE_OPTS:--c} -f -q -p "${SPID[$s]}" -o "$TRACE_DIR/$s-$w-r$r.txt" &
+		strace ${TRACE_OPTS:--c} -f -q -p "${SPID[$t]}" -o "$TRACE_DIR/$s-$w-r$r.txt" &
 		tracer=$!
 		sleep 1 # attached to every thread before the first call
 	fi
-	if ! out=$("${prof[@]}" "$NFS_BENCH" --nfs-port="${NFS_PORT[$s]}" --mount-port="${MOUNT_PORT[$s]}" \
-		--export="$exp" --conns="$CONNS" --pid="${SPID[$s]}" "${args[@]}" 2>"$T/bench.err"); then
+	if ! out=$("${prof[@]}" "$NFS_BENCH" --nfs-port="${NFS_PORT[$t]}" --mount-port="${MOUNT_PORT[$t]}" \
+		--export="$exp" --conns="$CONNS" --pid="${SPID[$t]}" "${args[@]}" 2>"$T/bench.err"); then
 		[ -n "$tracer" ] && { kill -INT "$tracer"; wait "$tracer" || true; }
 		log "FAILED: $s $w round $r: $(cat "$T/bench.err")"
 		FAILED=$((FAILED + 1))
@@ -482,12 +551,12 @@ log "== setup took $((SECONDS - t_setup)) s"
 start_union u1 lower
 start_union u4 l0:l1:l2:l3
 start_union u4a l0:l1:l2:l3 u4 async
-start_ganesha
+start_ganeshas
 start_unfs
 [ -n "$UNFS_NOTE" ] && log "== $UNFS_NOTE"
 log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
 
-ROWS=(null1 null32 getattr lookup readdirplus createremove smallfiles write read copyup-local)
+ROWS=(null1 null32 getattr lookup readdirplus createremove lockpairs smallfiles write read copyup-local)
 [ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
 # ONLY_ROWS / ONLY_SERVERS (space-separated) narrow a run, e.g. for a profile
 [ -n "${ONLY_ROWS:-}" ] && read -ra ROWS <<<"$ONLY_ROWS"
@@ -518,7 +587,7 @@ done
 echo
 echo "nfs_bench, $START, $(nproc) CPUs; load average before: $LOAD0, after each round: ${LOADS[*]}"
 echo "sizes: rounds=$ROUNDS null1=$N_NULL1 null32=$N_NULL attr files=$N_ATTR ops=$N_ATTR_OPS" \
-	"big=$N_BIG x$PASSES pairs=$N_PAIRS small=$N_SMALL seq=$SEQ cu=$CU depth=$DEPTH" \
+	"big=$N_BIG x$PASSES pairs=$N_PAIRS locks=$N_LOCKS small=$N_SMALL seq=$SEQ cu=$CU depth=$DEPTH" \
 	"io_depth=$IO_DEPTH conns=$CONNS"
 python3 - "$T/results" "${SERVERS[*]}" <<'PY'
 import statistics, sys
@@ -528,10 +597,11 @@ for line in open(sys.argv[1]):
     rows.setdefault((kv["row"], kv["server"]), []).append(kv)
 servers = sys.argv[2].split()
 order = ["null1", "null32", "getattr", "lookup", "readdirplus", "createremove",
-         "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
+         "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
 label = {"null1": "NULL, 1 outstanding", "null32": "NULL, 32 outstanding",
          "getattr": "GETATTR, 32 outst.", "lookup": "LOOKUP, 32 outst.",
          "readdirplus": "READDIRPLUS 100k dir", "createremove": "CREATE+REMOVE pairs",
+         "lockpairs": "LOCK+UNLOCK pairs",
          "smallfiles": "small files C+W4k+C", "write": "seq WRITE+COMMIT, 16",
          "read": "seq READ, 16 outst.", "copyup-local": "copy-up 1st WRITE, local",
          "copyup-xfs": "copy-up 1st WRITE, XFS"}
