@@ -310,6 +310,26 @@ static bool di_eq(struct un_devino a, struct un_devino b)
 	return a.dev == b.dev && a.ino == b.ino;
 }
 
+/* Is DI instance I of OBS, by its key or by its raw (dev, ino)?  Records
+ * written before the layer indexes hold the raw pair; newer ones the key
+ * (layerid.c rule 6), so both are offered and no handle goes stale when
+ * the indexes come in. */
+static bool obs_is(const struct un_node_obs *obs, size_t i, struct un_devino di)
+{
+	return di_eq(di, obs->inst[i]) || (obs->raw && di_eq(di, obs->raw[i]));
+}
+
+/* The raw (dev, ino) of OBS's top instance: the links and groups keys.
+ * They stay raw: an inode's names are seen in one layer as it is served,
+ * so they agree on it; a layer replaced by a copy only costs the names
+ * first seen after it their sharing (a node, or a group fileid, of their
+ * own), never a handle.  Copy-up origins are raw too: they matter only
+ * while the lower instance the copy was made from is still observed. */
+static struct un_devino obs_raw_top(const struct un_node_obs *obs)
+{
+	return obs->raw ? obs->raw[0] : obs->inst[0];
+}
+
 static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 {
 	static const struct un_devino none;
@@ -319,8 +339,8 @@ static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 	if (obs->pinned)
 		return true;
 	for (size_t i = 0; i < obs->ninst; i++)
-		if (di_eq(r->di, obs->inst[i]) ||
-		    (!di_eq(r->origin, none) && di_eq(r->origin, obs->inst[i])))
+		if (obs_is(obs, i, r->di) ||
+		    (!di_eq(r->origin, none) && obs_is(obs, i, r->origin)))
 			return true;
 	return false;
 }
@@ -412,7 +432,7 @@ static int group_check(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	MDB_val k = {sizeof(key), key}, v;
 	int err;
 
-	if (!di_eq(r->di, obs->inst[0]))
+	if (!obs_is(obs, 0, r->di))
 		return rec_named(r, &nm) ? 0 : -ENOENT;
 	be64_put(key, f->fileid);
 	err = un_mdb_err(mdb_get(txn, st->db_parted, &k, &v));
@@ -433,7 +453,7 @@ static int node_match(struct un_state *st, MDB_txn *txn, const struct un_node_ob
 	if (!err && obs->links == UN_LINKS_GROUP)
 		err = group_check(st, txn, obs, &m, &r);
 	if (err == -ENOENT && obs->links == UN_LINKS_SHARED) {
-		inode_key(lkey, obs->root, obs->inst[0]);
+		inode_key(lkey, obs->root, obs_raw_top(obs));
 		err = try_index(st, txn, st->db_links, lkey, sizeof(lkey), obs, &m, &r);
 	}
 	if (!err)
@@ -474,7 +494,7 @@ static int group_join(struct un_state *st, MDB_txn *txn, const struct un_node_ob
 	un_id g;
 	int err;
 
-	inode_key(key, obs->root, obs->inst[0]);
+	inode_key(key, obs->root, obs_raw_top(obs));
 	err = index_get(txn, st->db_groups, key, sizeof(key), &g);
 	if (!err && g != UN_ID_NONE) {
 		*fileid = g;
@@ -512,7 +532,7 @@ static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	if (!err)
 		err = index_put(txn, st->db_names, key, name_key(key, obs), nid);
 	if (!err && obs->links == UN_LINKS_SHARED) {
-		inode_key(lkey, obs->root, obs->inst[0]);
+		inode_key(lkey, obs->root, obs_raw_top(obs));
 		err = index_put(txn, st->db_links, lkey, sizeof(lkey), nid);
 	}
 	if (!err)
@@ -1212,6 +1232,7 @@ void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
 	*job =
 	    (struct un_node_job){.fn = assign_one_txn, .obs = *obs, .di = obs->inst[0]};
 	job->obs.inst = &job->di;
+	job->obs.raw = NULL; /* one instance, of the upper: its own key */
 	job_queue(st, job);
 }
 
