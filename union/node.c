@@ -40,7 +40,12 @@
  * record's (dev, ino) or origin is one of the observed instances (a directory
  * has one per layer it is merged from, so a directory that gains an upper
  * part keeps its id), or when the record is an export root (pinned:
- * reconfiguring the layers of an export does not renumber it).
+ * reconfiguring the layers of an export does not renumber it).  The
+ * "(dev, ino)" of a lower instance is its key in its layer's index
+ * (layerid.c rule 6: lineage and objnum, which a copy or a new version of
+ * the layer keeps), of anything else its raw pair.  An observation offers
+ * both the key and the raw pair of each instance (obs_is), since records
+ * written before the indexes hold the raw pair; new records store the key.
  *
  * A node is what a file handle names, and its fileid is its own id (record
  * version 3 stores the fileid; older records report their id), with one
@@ -132,9 +137,11 @@
  *     that claimed it for a job no batch has taken, or the owner of the
  *     first job queued when a batch ended, to whom it was handed.
  *
- * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
- * inode number reused after a delete, with an equal type, is taken for the
- * old object.  A file that gains a second link after it was first seen keeps
+ * Known limits: identity by raw (dev, ino) (the upper; a lower object its
+ * index does not know; every record written before the indexes) trusts the
+ * layers' inode numbers; an inode number reused after a delete, with an
+ * equal type, is taken for the old object, and such a record goes stale
+ * when its layer is replaced by a copy.  A file that gains a second link after it was first seen keeps
  * one id per name until LINK (which knows both) records it in links; a lower
  * file that gains one while served keeps its fileid for the names seen
  * before (the names seen after it share another), as does a group of names
