@@ -141,11 +141,11 @@
  * index does not know; every record written before the indexes) trusts the
  * layers' inode numbers; an inode number reused after a delete, with an
  * equal type, is taken for the old object, and such a record goes stale
- * when its layer is replaced by a copy.  A file that gains a second link after it was first seen keeps
- * one id per name until LINK (which knows both) records it in links; a lower
- * file that gains one while served keeps its fileid for the names seen
- * before (the names seen after it share another), as does a group of names
- * recorded before groups existed.
+ * when its layer is replaced by a copy.  A file that gains a second link
+ * after it was first seen keeps one id per name until LINK (which knows
+ * both) records it in links; a lower file that gains one while served keeps
+ * its fileid for the names seen before (the names seen after it share
+ * another), as does a group of names recorded before groups existed.
  */
 #define _GNU_SOURCE
 #include <assert.h>
