@@ -19,6 +19,8 @@
  *             changed path has a new fileid, an added one a fileid never
  *             seen;
  *   restart   the same from B2 to B3 by a restart;
+ *   same path B3 replaced by a copy at its own path (another root inode):
+ *             its index is built again, every handle resolves;
  *   upgrade   a state dir written with --no-layer-index, then served with
  *             the indexes: every handle resolves with its fileid.
  *
@@ -501,6 +503,15 @@ static void test_restart(void **state)
 	version_checks("restart", changed);
 }
 
+static void test_same_path(void **state)
+{
+	(void)state;
+	stop();
+	run("mv %s %s && cp -a %s %s", at("B3"), at("B3.old"), at("B3.old"), at("B3"));
+	start(NULL);
+	all_kept("same path");
+}
+
 static void test_upgrade(void **state)
 {
 	(void)state;
@@ -561,9 +572,8 @@ static int group_teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_copy),
-	    cmocka_unit_test(test_reload),
-	    cmocka_unit_test(test_restart),
+	    cmocka_unit_test(test_copy),    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_restart), cmocka_unit_test(test_same_path),
 	    cmocka_unit_test(test_upgrade),
 	};
 
