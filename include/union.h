@@ -67,6 +67,10 @@ int un_state_sync(struct un_state *st);
  * themselves answer the error as well. */
 typedef void un_state_error_fn(int err, const char *what, const char *dir);
 void un_state_on_error(struct un_state *st, un_state_error_fn *fn);
+/* Told of what the engine did that an admin may want in the log: LINE is
+ * one line (a layer index built: its file, layer and seconds). */
+typedef void un_state_notice_fn(const char *line);
+void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn);
 /* TEST ONLY: states opened after un_state_test_no_sync(true) never flush
  * the node table to disk (LMDB's MDB_NOSYNC; both flushes do nothing), so
  * that the OS crash test can show that it notices lost handles.  union-nfsd
@@ -91,6 +95,9 @@ struct un_export_cfg {
 	const char *workdir;	      /* required with upperdir */
 	const char *const *lowerdirs; /* read-only layers, top-most first */
 	size_t nlower;
+	/* Identity of lower objects by inode number, as before the layer
+	 * indexes, for layers rewritten in place (README, "Identity"). */
+	bool no_layer_index;
 };
 
 /* Opens every layer root and checks the stack: each layer exists and is a

@@ -318,6 +318,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.nthreads = default_threads();
 	o->cfg.register_rpcbind = true;
 	o->cfg.portmapper = true;
+	o->cfg.layer_index = true;
 	o->cfg.idle_timeout = SRV_IDLE_TIMEOUT_DEFAULT;
 	o->cfg.client_union_idle = SRV_CLIENT_UNION_IDLE_DEFAULT;
 	o->cfg.nlm_max_locks_per_host = NLM_MAX_LOCKS_PER_HOST_DEFAULT;
@@ -365,6 +366,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = srv_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "portmapper") == 0)
 		ok = parse_yes_no(value, &o->cfg.portmapper);
+	else if (strcmp(key, "layer-index") == 0)
+		ok = parse_yes_no(value, &o->cfg.layer_index);
 	else if (strcmp(key, "bind") == 0)
 		ok = is_ip_literal(value) && set_str(&o->bind_addr, value);
 	else if (strcmp(key, "state-dir") == 0)
@@ -672,6 +675,7 @@ enum {
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
 	OPT_NO_PORTMAPPER,
+	OPT_NO_LAYER_INDEX,
 	OPT_CONFIG,
 	OPT_HELP,
 	OPT_VERSION,
@@ -702,6 +706,7 @@ static const struct option long_opts[] = {
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
     {"no-portmapper", no_argument, NULL, OPT_NO_PORTMAPPER},
+    {"no-layer-index", no_argument, NULL, OPT_NO_LAYER_INDEX},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -722,7 +727,8 @@ static void print_usage(void)
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
 	       "                  [--grace-period=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
-	       "                  [--no-rpcbind] [--no-portmapper] [--config=FILE]\n"
+	       "                  [--no-rpcbind] [--no-portmapper] [--no-layer-index]\n"
+	       "                  [--config=FILE]\n"
 	       "\n"
 	       "Serves a union of directory layers over NFSv3 (overlayfs semantics).\n"
 	       "  --lowerdir    read-only layers, top-most first, ':'-separated;\n"
@@ -761,6 +767,10 @@ static void print_usage(void)
 	       "  --no-rpcbind  do not register with the host's rpcbind\n"
 	       "  --no-portmapper  do not answer the portmapper protocol on port\n"
 	       "                111 (default: answer it when 111 is free)\n"
+	       "  --no-layer-index  know lower objects by inode number, not by\n"
+	       "                the layers' indexes in the state dir (for layers\n"
+	       "                rewritten in place; a copied layer then gives\n"
+	       "                stale handles)\n"
 	       "  --config      INI file with [server] and [export] sections\n"
 	       "Prints 'listening nfs=P mount=M' once it serves.\n",
 	       SRV_LOOPBACK_CLIENTS, DEFAULT_NFS_PORT, DEFAULT_MOUNT_PORT,
@@ -777,6 +787,7 @@ struct cli {
 	bool any_export_flag;
 	bool no_rpcbind;
 	bool no_portmapper;
+	bool no_layer_index;
 };
 
 /* The entry of CLI->given that says whether flag OPT was given. */
@@ -856,6 +867,9 @@ static enum srv_args_result read_argv(int argc, char **argv, struct cli *cli,
 		case OPT_NO_PORTMAPPER:
 			cli->no_portmapper = true;
 			break;
+		case OPT_NO_LAYER_INDEX:
+			cli->no_layer_index = true;
+			break;
 		case OPT_CONFIG:
 			if (!set_str(&o->config_path, optarg))
 				return snprintf(err, errlen, "out of memory"),
@@ -923,6 +937,8 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.register_rpcbind = false;
 	if (cli->no_portmapper)
 		o->cfg.portmapper = false;
+	if (cli->no_layer_index)
+		o->cfg.layer_index = false;
 	if (cli->server.bind_addr) {
 		free(o->bind_addr);
 		o->bind_addr = cli->server.bind_addr;

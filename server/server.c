@@ -188,6 +188,7 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 	    .workdir = eo->workdir,
 	    .lowerdirs = (const char *const *)eo->lowerdirs,
 	    .nlower = eo->nlower,
+	    .no_layer_index = !s->cfg.layer_index,
 	};
 	int rc = -ENOMEM;
 
@@ -261,6 +262,13 @@ static void log_table_error(int err, const char *what, const char *dir)
 	    strerror_r(-err, buf, sizeof(buf)));
 }
 
+/* What the engine tells an admin (un_state_on_notice): a layer index
+ * built, with its time. */
+static void log_notice(const char *line)
+{
+	srv_log(SRV_LOG_INFO, "%s", line);
+}
+
 /* Writers first: a reload waiting for the lock must not wait for a lull in a
  * stream of calls that never comes. */
 static void exports_lock_init(pthread_rwlock_t *l)
@@ -301,6 +309,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	un_state_on_error(s->state, log_table_error);
+	un_state_on_notice(s->state, log_notice);
 	rc = -ENOMEM;
 	s->exports = calloc(o->nexports ? o->nexports : 1, sizeof(*s->exports));
 	if (!s->exports) {
@@ -382,11 +391,12 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 	    a->max_conns_per_addr != b->max_conns_per_addr ||
 	    a->idle_timeout != b->idle_timeout ||
 	    a->max_client_unions != b->max_client_unions ||
-	    a->client_union_idle != b->client_union_idle)
+	    a->client_union_idle != b->client_union_idle ||
+	    a->layer_index != b->layer_index)
 		srv_log(SRV_LOG_WARN,
 			"reload: ports, bind address, threads, connection "
-			"and client union limits change only with a restart; "
-			"the running ones stay");
+			"and client union limits, layer-index change only with a "
+			"restart; the running ones stay");
 }
 
 /* What a reload prepares before it swaps: for each new export either an old

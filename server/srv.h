@@ -180,6 +180,9 @@ struct srv_config {
 	unsigned nthreads;     /* worker threads */
 	bool register_rpcbind; /* try pmap_set when rpcbind runs */
 	bool portmapper;       /* answer the portmapper on 111 if free (pmap.c) */
+	/* Identity of lower objects by the layers' indexes (union/layerid.c);
+	 * false: by inode number, for layers rewritten in place. */
+	bool layer_index;
 	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;

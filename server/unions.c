@@ -548,6 +548,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 	    .path = id_path,
 	    .upperdir = d->upper[0] ? d->upper : NULL,
 	    .workdir = d->work[0] ? d->work : NULL,
+	    .no_layer_index = !s->cfg.layer_index,
 	};
 	int rc;
 

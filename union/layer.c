@@ -306,6 +306,8 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	if (rc)
 		goto fail;
 	ex->id = export_id_of(cfg->path);
+	if (!cfg->no_layer_index && (rc = un_layers_index(ex, err, errlen)))
+		goto fail;
 	/* Our own markers go where overlayfs would put them when mounted by
 	 * the same user: trusted.* needs CAP_SYS_ADMIN. */
 	ex->xattr_prefix = geteuid() == 0 ? "trusted.overlay." : "user.overlay.";
@@ -326,6 +328,7 @@ void un_export_close(struct un_export *ex)
 	if (!ex)
 		return;
 	un_rc_clear(ex);
+	un_layers_unindex(ex);
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		un_sys_close(ex->layers[i].fd);
 		free(ex->layers[i].dir);

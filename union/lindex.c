@@ -3,12 +3,14 @@
  *
  * Design notes
  * ------------
- * The file is one LMDB environment without a subdirectory, in three named
+ * The file is one LMDB environment without a subdirectory, in four named
  * databases:
  *
  *   meta   "format" -> u32 LE (LX_FORMAT); "info" -> struct lx_meta
  *   names  parent objnum (u64 BE) + name bytes -> objnum (u64 LE)
  *   objs   objnum (u64 BE) -> struct lx_rec + name bytes
+ *   inos   inode number (u64 BE) in the directory the index was built on ->
+ *          struct lx_ino: the objnum of the inode's link leader and its type
  *
  * Keys are big-endian so LMDB's order is numeric; values little-endian.
  * Records are versioned with checked sizes (STYLE item 8); a file whose
@@ -54,6 +56,14 @@
  *  7. Link leaders: every path has its own objnum; a non-directory with
  *     nlink > 1 records the objnum of the first path of its (dev, ino) in
  *     walk order (links_leader).
+ *  8. The inode table (inos) is the bridge from what the kernel shows to
+ *     the index: every inode of the root's device, put once, by its link
+ *     leader (put_ino); the root's inode number is in meta, so a reader
+ *     can tell the directory the index was built on from another one at
+ *     the same path.  It says nothing about a copy of the layer (other
+ *     inode numbers): a copy gets an index of its own, which inherits.
+ *     Objects on another device below the root (a mount inside the layer)
+ *     are in names and objs but not in inos.
  *
  * Known limits: a directory deeper than LX_DEPTH_MAX below the root fails
  * the build (-ELOOP); each level holds a descriptor.  Corruption inside an
@@ -75,8 +85,8 @@
 #include "lindex.h"
 #include "un_private.h"
 
-#define LX_FORMAT	1u
-#define LX_META_VERSION 1
+#define LX_FORMAT	2u
+#define LX_META_VERSION 2
 #define LX_REC_VERSION	1
 #define LX_META_DIGESTS 0x01
 #define LX_MAP_SIZE	(64ull << 30) /* the writer's address space */
@@ -104,8 +114,17 @@ struct lx_meta {
 	uint8_t listing[UN_LX_DIGEST_BYTES];
 	uint8_t id[UN_LX_DIGEST_BYTES];
 	uint8_t from_id[UN_LX_DIGEST_BYTES];
+	uint64_t root_ino; /* rule 8 */
 };
-_Static_assert(sizeof(struct lx_meta) == 96, "meta layout is on disk");
+_Static_assert(sizeof(struct lx_meta) == 104, "meta layout is on disk");
+
+/* An inos value (rule 8). */
+struct lx_ino {
+	uint64_t objnum; /* the link leader's */
+	uint32_t type;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct lx_ino) == 16, "inos layout is on disk");
 
 /* The fixed part of an objs value; NAMELEN name bytes follow. */
 struct lx_rec {
@@ -141,7 +160,7 @@ _Static_assert(sizeof(struct lx_listed) == 72, "the listing hash's input is fixe
 
 struct un_lx {
 	MDB_env *env;
-	MDB_dbi db_names, db_objs;
+	MDB_dbi db_names, db_objs, db_inos;
 	struct un_lx_info info;
 };
 
@@ -243,6 +262,7 @@ static int meta_decode(const MDB_val *v, struct un_lx_info *info)
 	memcpy(info->listing, m.listing, sizeof(info->listing));
 	memcpy(info->id, m.id, sizeof(info->id));
 	memcpy(info->from_id, m.from_id, sizeof(info->from_id));
+	info->root_ino = le64toh(m.root_ino);
 	return info->max_objnum < info->count || info->generation == 0 ? -EPROTO : 0;
 }
 
@@ -257,6 +277,7 @@ static void meta_encode(const struct un_lx_info *info, struct lx_meta *m)
 	    .count = htole64(info->count),
 	    .from_lineage = htole64(info->from_lineage),
 	    .from_generation = htole32(info->from_generation),
+	    .root_ino = htole64(info->root_ino),
 	};
 	memcpy(m->listing, info->listing, sizeof(m->listing));
 	memcpy(m->id, info->id, sizeof(m->id));
@@ -335,6 +356,29 @@ int un_lx_lookup(struct un_lx *lx, uint64_t parent, const char *name,
 	return err;
 }
 
+int un_lx_ino(struct un_lx *lx, uint64_t ino, uint64_t *objnum, uint32_t *type)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	struct lx_ino r;
+	MDB_txn *txn;
+	int err = txn_read(lx, &txn);
+
+	if (err)
+		return err;
+	be64_put(key, ino);
+	err = lx_err(mdb_get(txn, lx->db_inos, &k, &v));
+	if (!err && v.mv_size != sizeof(r))
+		err = -EPROTO;
+	if (!err) {
+		memcpy(&r, v.mv_data, sizeof(r));
+		*objnum = le64toh(r.objnum);
+		*type = le32toh(r.type);
+	}
+	mdb_txn_abort(txn);
+	return err;
+}
+
 void un_lx_info(const struct un_lx *lx, struct un_lx_info *out)
 {
 	*out = lx->info;
@@ -368,6 +412,7 @@ static int lx_meta_read(struct un_lx *lx, MDB_txn *txn)
 	if ((err = lx_err(mdb_dbi_open(txn, "meta", 0, &meta))) ||
 	    (err = lx_err(mdb_dbi_open(txn, "names", 0, &lx->db_names))) ||
 	    (err = lx_err(mdb_dbi_open(txn, "objs", 0, &lx->db_objs))) ||
+	    (err = lx_err(mdb_dbi_open(txn, "inos", 0, &lx->db_inos))) ||
 	    (err = lx_err(mdb_get(txn, meta, &k, &v))))
 		return err == -ENOENT ? -EPROTO : err;
 	if (v.mv_size != sizeof(format))
@@ -396,7 +441,7 @@ static int lx_env_open(struct un_lx *lx, const char *path)
 		return lx_err(rc);
 	/* The map covers the file, not the writer's address space: an index
 	 * per layer of a stack is mapped at once. */
-	if ((rc = mdb_env_set_maxdbs(lx->env, 3)) ||
+	if ((rc = mdb_env_set_maxdbs(lx->env, 4)) ||
 	    (rc = mdb_env_set_mapsize(lx->env, (size_t)st.st_size)))
 		return lx_err(rc);
 	/* Rule 1: an immutable file, read without locks. */
@@ -468,15 +513,16 @@ struct lx_build {
 	MDB_env *env;	  /* the file being written */
 	MDB_env *scratch; /* the walk's, once packing (out_pack) */
 	MDB_txn *txn;
-	MDB_dbi db_meta, db_names, db_objs;
+	MDB_dbi db_meta, db_names, db_objs, db_inos;
 	size_t puts; /* in txn */
 	struct un_lx *from;
 	MDB_txn *from_txn;
-	bool digests;	   /* this build takes them */
-	bool both_digests; /* ... and FROM holds them */
-	uint64_t next;	   /* the next new objnum (rule 5) */
-	uint64_t ordinals; /* paths visited */
-	uint64_t max;	   /* the highest objnum put */
+	bool digests;		     /* this build takes them */
+	bool both_digests;	     /* ... and FROM holds them */
+	uint64_t next;		     /* the next new objnum (rule 5) */
+	uint64_t ordinals;	     /* paths visited */
+	uint64_t max;		     /* the highest objnum put */
+	uint64_t root_dev, root_ino; /* rule 8 */
 	crypto_generichash_state listing;
 	struct lx_links links;
 	uint8_t *readbuf; /* file contents for digests */
@@ -633,13 +679,26 @@ static int put_entry(struct lx_build *b, const struct un_lx_entry *e)
 	return put(b, b->db_names, &k, &v, MDB_NOOVERWRITE);
 }
 
+/* Puts V's inode in inos (rule 8): once per inode, by its leader. */
+static int put_ino(struct lx_build *b, const struct lx_visit *v)
+{
+	uint8_t key[8];
+	struct lx_ino r = {.objnum = htole64(v->e.leader), .type = htole32(v->e.type)};
+	MDB_val k = {sizeof(key), key}, val = {sizeof(r), &r};
+
+	if (v->dev != b->root_dev || v->e.leader != v->e.objnum)
+		return 0;
+	be64_put(key, v->ino);
+	return put(b, b->db_inos, &k, &val, MDB_NOOVERWRITE);
+}
+
 static int out_open(struct lx_build *b, const char *tmp)
 {
 	int rc = mdb_env_create(&b->env);
 
 	if (rc)
 		return lx_err(rc);
-	if ((rc = mdb_env_set_maxdbs(b->env, 3)) ||
+	if ((rc = mdb_env_set_maxdbs(b->env, 4)) ||
 	    (rc = mdb_env_set_mapsize(b->env, LX_MAP_SIZE)))
 		return lx_err(rc);
 	/* A private temp file: no lock file; one sync at the end (rule 1). */
@@ -657,7 +716,8 @@ static int out_dbs(struct lx_build *b)
 
 	if ((err = lx_err(mdb_dbi_open(b->txn, "meta", MDB_CREATE, &b->db_meta))) ||
 	    (err = lx_err(mdb_dbi_open(b->txn, "names", MDB_CREATE, &b->db_names))) ||
-	    (err = lx_err(mdb_dbi_open(b->txn, "objs", MDB_CREATE, &b->db_objs))))
+	    (err = lx_err(mdb_dbi_open(b->txn, "objs", MDB_CREATE, &b->db_objs))) ||
+	    (err = lx_err(mdb_dbi_open(b->txn, "inos", MDB_CREATE, &b->db_inos))))
 		return err;
 	return put(b, b->db_meta, &k, &v, 0);
 }
@@ -686,6 +746,7 @@ static void build_info(struct lx_build *b, struct un_lx_info *info)
 	info->count = b->ordinals;
 	info->max_objnum = b->max;
 	info->digests = b->digests;
+	info->root_ino = b->root_ino;
 	if (from) {
 		info->lineage = from->lineage;
 		info->generation = from->generation + 1;
@@ -748,7 +809,7 @@ static int pack_db(struct lx_build *b, MDB_txn *rtxn, const char *name)
 /* Writes the packed copy of the scratch file to TMP and syncs it (rule 1). */
 static int out_pack(struct lx_build *b, const char *tmp)
 {
-	static const char *const dbs[] = {"meta", "names", "objs"};
+	static const char *const dbs[] = {"meta", "names", "objs", "inos"};
 	MDB_txn *rtxn;
 	int err;
 
@@ -1031,6 +1092,8 @@ static int walk_visit(struct lx_build *b, int dirfd, const struct lx_visit *dir,
 		goto out;
 	listing_add(b, &v);
 	err = put_entry(b, &v.e);
+	if (!err)
+		err = put_ino(b, &v);
 	if (err || v.e.type != S_IFDIR) {
 		err = err ? build_fail(b, err, "index write") : 0;
 		goto out;
@@ -1077,8 +1140,12 @@ static int walk_root(struct lx_build *b, int root_fd)
 	root.old = b->from ? UN_LX_ROOT : 0;
 	root.e.leader = UN_LX_ROOT;
 	b->max = UN_LX_ROOT;
+	b->root_dev = root.dev;
+	b->root_ino = root.ino;
 	listing_add(b, &root);
 	err = put_entry(b, &root.e);
+	if (!err)
+		err = put_ino(b, &root);
 	if (err)
 		return build_fail(b, err, "index write");
 	return walk_dir(b, root_fd, &root, 0);

@@ -54,6 +54,9 @@ struct un_lx_info {
 	 * whether an index descends from the one a server knows. */
 	uint8_t id[UN_LX_DIGEST_BYTES];
 	uint8_t from_id[UN_LX_DIGEST_BYTES]; /* zeros for a fresh build */
+	/* The inode number of the root the index was built on (lindex.c rule
+	 * 8): another directory at the layer's path has another one. */
+	uint64_t root_ino;
 };
 
 /* One path of the layer, as indexed. */
@@ -97,5 +100,10 @@ void un_lx_info(const struct un_lx *lx, struct un_lx_info *out);
 int un_lx_lookup(struct un_lx *lx, uint64_t parent, const char *name,
 		 struct un_lx_entry *out);
 int un_lx_get(struct un_lx *lx, uint64_t objnum, struct un_lx_entry *out);
+/* The inode INO of the root's device in the directory the index was built
+ * on (lindex.c rule 8): the objnum of its link leader (the first of its
+ * paths in walk order) and its type (S_IFMT bits); -ENOENT for an inode the
+ * index does not know (added to the layer since, or on another device). */
+int un_lx_ino(struct un_lx *lx, uint64_t ino, uint64_t *objnum, uint32_t *type);
 
 #endif

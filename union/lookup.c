@@ -54,18 +54,21 @@ struct lookup {
 	struct timespec t0; /* clock before any layer was read (opaque.c rule 2) */
 	struct un_merge m;
 	struct un_inst *found; /* kept instances, descriptors owned */
-	struct un_devino *di;  /* their identities; all three dir->ninst long */
+	struct un_devino *di;  /* their raw (dev, ino); all four dir->ninst long */
+	struct un_devino *key; /* their identities (un_layer_key) */
 	long long *ct;	       /* their ctimes, ns (the resolve cache's stamps) */
 	struct stat top;       /* of found[0] */
 };
 
 /* Keeps descriptor FD (ownership moves to LK) as the next instance. */
-static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct stat *st)
+static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct stat *st,
+			struct un_devino key)
 {
 	unsigned n = lk->m.nfound - 1;
 
 	lk->found[n] = (struct un_inst){.fd = fd, .layer = layer};
 	lk->di[n] = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+	lk->key[n] = key;
 	lk->ct[n] = un_ts_ns(&st->st_ctim);
 	lk->opq = -1;
 	if (n == 0)
@@ -105,6 +108,7 @@ static int lookup_layer(struct lookup *lk, size_t i)
 {
 	const struct un_inst *pi = &lk->dir->inst[i];
 	bool lower = lk->ex->layers[pi->layer].lower;
+	struct un_devino key;
 	struct stat st;
 	int fd, seen, err;
 
@@ -126,7 +130,12 @@ static int lookup_layer(struct lookup *lk, size_t i)
 		lk->wh_file = true;
 	if (!un_merge_step(&lk->m, (enum un_seen)seen))
 		goto out;
-	lookup_keep(lk, fd, pi->layer, &st);
+	err = un_layer_key(lk->ex, pi->layer, &st, &key);
+	if (err) {
+		lk->m.nfound--; /* not kept */
+		goto out;
+	}
+	lookup_keep(lk, fd, pi->layer, &st, key);
 	/* Opaqueness matters only when the parent has a layer below this one. */
 	if (seen == UN_SEEN_DIR && i + 1 < lk->dir->ninst && !lk->m.stop) {
 		err = lookup_opaque(lk, fd, pi->fd, &st, lower);
@@ -149,7 +158,8 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	    .name = lk->name,
 	    .namelen = lk->len,
 	    .type = lk->top.st_mode & S_IFMT,
-	    .inst = lk->di,
+	    .inst = lk->key,
+	    .raw = lk->di,
 	    .ninst = lk->m.nfound,
 	    .links = un_links_of(lk->ex, lk->found[0].layer, &lk->top),
 	};
@@ -199,14 +209,15 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 	int err = 0;
 
 	/* One allocation for LK and its arrays, as long as DIR's stack. */
-	lk = un_sys_malloc(
-	    sizeof(*lk) +
-	    dir->ninst * (sizeof(lk->found[0]) + sizeof(lk->di[0]) + sizeof(lk->ct[0])));
+	lk = un_sys_malloc(sizeof(*lk) +
+			   dir->ninst * (sizeof(lk->found[0]) + 2 * sizeof(lk->di[0]) +
+					 sizeof(lk->ct[0])));
 	if (!lk)
 		return -ENOMEM;
 	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len, .opq = -1};
 	lk->di = (struct un_devino *)(lk + 1);
-	lk->ct = (long long *)(lk->di + dir->ninst);
+	lk->key = lk->di + dir->ninst;
+	lk->ct = (long long *)(lk->key + dir->ninst);
 	lk->found = (struct un_inst *)(lk->ct + dir->ninst);
 	lk->private = un_name_private(name, len);
 	clock_gettime(CLOCK_REALTIME, &lk->t0);

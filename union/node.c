@@ -40,7 +40,12 @@
  * record's (dev, ino) or origin is one of the observed instances (a directory
  * has one per layer it is merged from, so a directory that gains an upper
  * part keeps its id), or when the record is an export root (pinned:
- * reconfiguring the layers of an export does not renumber it).
+ * reconfiguring the layers of an export does not renumber it).  The
+ * "(dev, ino)" of a lower instance is its key in its layer's index
+ * (layerid.c rule 6: lineage and objnum, which a copy or a new version of
+ * the layer keeps), of anything else its raw pair.  An observation offers
+ * both the key and the raw pair of each instance (obs_is), since records
+ * written before the indexes hold the raw pair; new records store the key.
  *
  * A node is what a file handle names, and its fileid is its own id (record
  * version 3 stores the fileid; older records report their id), with one
@@ -132,13 +137,15 @@
  *     that claimed it for a job no batch has taken, or the owner of the
  *     first job queued when a batch ended, to whom it was handed.
  *
- * Known limits: identity by (dev, ino) trusts the layers' inode numbers; an
- * inode number reused after a delete, with an equal type, is taken for the
- * old object.  A file that gains a second link after it was first seen keeps
- * one id per name until LINK (which knows both) records it in links; a lower
- * file that gains one while served keeps its fileid for the names seen
- * before (the names seen after it share another), as does a group of names
- * recorded before groups existed.
+ * Known limits: identity by raw (dev, ino) (the upper; a lower object its
+ * index does not know; every record written before the indexes) trusts the
+ * layers' inode numbers; an inode number reused after a delete, with an
+ * equal type, is taken for the old object, and such a record goes stale
+ * when its layer is replaced by a copy.  A file that gains a second link
+ * after it was first seen keeps one id per name until LINK (which knows
+ * both) records it in links; a lower file that gains one while served keeps
+ * its fileid for the names seen before (the names seen after it share
+ * another), as does a group of names recorded before groups existed.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -310,6 +317,26 @@ static bool di_eq(struct un_devino a, struct un_devino b)
 	return a.dev == b.dev && a.ino == b.ino;
 }
 
+/* Is DI instance I of OBS, by its key or by its raw (dev, ino)?  Records
+ * written before the layer indexes hold the raw pair; newer ones the key
+ * (layerid.c rule 6), so both are offered and no handle goes stale when
+ * the indexes come in. */
+static bool obs_is(const struct un_node_obs *obs, size_t i, struct un_devino di)
+{
+	return di_eq(di, obs->inst[i]) || (obs->raw && di_eq(di, obs->raw[i]));
+}
+
+/* The raw (dev, ino) of OBS's top instance: the links and groups keys.
+ * They stay raw: an inode's names are seen in one layer as it is served,
+ * so they agree on it; a layer replaced by a copy only costs the names
+ * first seen after it their sharing (a node, or a group fileid, of their
+ * own), never a handle.  Copy-up origins are raw too: they matter only
+ * while the lower instance the copy was made from is still observed. */
+static struct un_devino obs_raw_top(const struct un_node_obs *obs)
+{
+	return obs->raw ? obs->raw[0] : obs->inst[0];
+}
+
 static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 {
 	static const struct un_devino none;
@@ -319,8 +346,8 @@ static bool rec_matches(const struct rec_view *r, const struct un_node_obs *obs)
 	if (obs->pinned)
 		return true;
 	for (size_t i = 0; i < obs->ninst; i++)
-		if (di_eq(r->di, obs->inst[i]) ||
-		    (!di_eq(r->origin, none) && di_eq(r->origin, obs->inst[i])))
+		if (obs_is(obs, i, r->di) ||
+		    (!di_eq(r->origin, none) && obs_is(obs, i, r->origin)))
 			return true;
 	return false;
 }
@@ -412,7 +439,7 @@ static int group_check(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	MDB_val k = {sizeof(key), key}, v;
 	int err;
 
-	if (!di_eq(r->di, obs->inst[0]))
+	if (!obs_is(obs, 0, r->di))
 		return rec_named(r, &nm) ? 0 : -ENOENT;
 	be64_put(key, f->fileid);
 	err = un_mdb_err(mdb_get(txn, st->db_parted, &k, &v));
@@ -433,7 +460,7 @@ static int node_match(struct un_state *st, MDB_txn *txn, const struct un_node_ob
 	if (!err && obs->links == UN_LINKS_GROUP)
 		err = group_check(st, txn, obs, &m, &r);
 	if (err == -ENOENT && obs->links == UN_LINKS_SHARED) {
-		inode_key(lkey, obs->root, obs->inst[0]);
+		inode_key(lkey, obs->root, obs_raw_top(obs));
 		err = try_index(st, txn, st->db_links, lkey, sizeof(lkey), obs, &m, &r);
 	}
 	if (!err)
@@ -474,7 +501,7 @@ static int group_join(struct un_state *st, MDB_txn *txn, const struct un_node_ob
 	un_id g;
 	int err;
 
-	inode_key(key, obs->root, obs->inst[0]);
+	inode_key(key, obs->root, obs_raw_top(obs));
 	err = index_get(txn, st->db_groups, key, sizeof(key), &g);
 	if (!err && g != UN_ID_NONE) {
 		*fileid = g;
@@ -512,7 +539,7 @@ static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	if (!err)
 		err = index_put(txn, st->db_names, key, name_key(key, obs), nid);
 	if (!err && obs->links == UN_LINKS_SHARED) {
-		inode_key(lkey, obs->root, obs->inst[0]);
+		inode_key(lkey, obs->root, obs_raw_top(obs));
 		err = index_put(txn, st->db_links, lkey, sizeof(lkey), nid);
 	}
 	if (!err)
@@ -1212,6 +1239,7 @@ void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
 	*job =
 	    (struct un_node_job){.fn = assign_one_txn, .obs = *obs, .di = obs->inst[0]};
 	job->obs.inst = &job->di;
+	job->obs.raw = NULL; /* one instance, of the upper: its own key */
 	job_queue(st, job);
 }
 

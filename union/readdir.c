@@ -181,7 +181,8 @@ struct un_listing {
 	uint64_t version, verf;
 	size_t count, bytes; /* bytes: guarded by the cache lock once shared */
 	struct lent *ents;
-	struct un_devino *inst;
+	struct un_devino *inst; /* raw (dev, ino) */
+	struct un_devino *keys; /* their identities, as INST (un_layer_key) */
 	char *names;
 	/* what the entries' nodes are (invariant 7), guarded by nlock; allocated
 	 * when first asked for */
@@ -248,6 +249,7 @@ static void listing_free(struct un_listing *l)
 {
 	free(l->ents);
 	free(l->inst);
+	free(l->keys);
 	free(l->names);
 	free(l->nodes);
 	free(l->fh);
@@ -539,7 +541,7 @@ struct rec {
 	bool whiteout;
 	enum un_links links;
 	mode_t type;
-	struct un_devino di;
+	struct un_devino di, key;
 };
 
 struct build {
@@ -553,7 +555,7 @@ struct build {
 	/* the survivors, as indexes into recs, and their instances */
 	size_t *surv;
 	size_t nsurv;
-	struct un_devino *inst;
+	struct un_devino *inst, *keys;
 	uint16_t *ninst;
 	size_t ninst_total;
 };
@@ -594,6 +596,11 @@ static int rec_add(struct build *b, size_t pos, const char *name, size_t len,
 	if (st) {
 		r->type = st->st_mode & S_IFMT;
 		r->di = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+		err = un_layer_key(b->ex, b->dir->inst[pos].layer, st, &r->key);
+		if (err) {
+			b->nrecs--;
+			return err;
+		}
 		r->links = un_links_of(b->ex, b->dir->inst[pos].layer, st);
 	}
 	memcpy(b->pool + b->poollen, name, len);
@@ -714,6 +721,7 @@ static int run_merge(struct build *b, size_t i, size_t j)
 
 		if (!un_merge_step(&m, seen))
 			continue;
+		b->keys[b->ninst_total] = r->key;
 		b->inst[b->ninst_total++] = r->di;
 		if (m.nfound == 1)
 			b->surv[b->nsurv] = k;
@@ -744,7 +752,8 @@ static int merge(struct build *b)
 	b->surv = un_sys_calloc(b->nrecs + 1, sizeof(*b->surv));
 	b->ninst = un_sys_calloc(b->nrecs + 1, sizeof(*b->ninst));
 	b->inst = un_sys_calloc(b->nrecs + 1, sizeof(*b->inst));
-	if (!b->surv || !b->ninst || !b->inst)
+	b->keys = un_sys_calloc(b->nrecs + 1, sizeof(*b->keys));
+	if (!b->surv || !b->ninst || !b->inst || !b->keys)
 		return -ENOMEM;
 	while (i < b->nrecs && !err) {
 		for (j = i + 1; j < b->nrecs && rec_same_name(&b->recs[i], &b->recs[j]);
@@ -777,8 +786,9 @@ static int listing_fill(struct build *b, struct un_listing *l)
 	l->count = b->nsurv + 2;
 	l->ents = un_sys_calloc(l->count, sizeof(*l->ents));
 	l->inst = un_sys_calloc(b->ninst_total + 1, sizeof(*l->inst));
+	l->keys = un_sys_calloc(b->ninst_total + 1, sizeof(*l->keys));
 	l->names = un_sys_malloc(poolsize + 1);
-	if (!l->ents || !l->inst || !l->names)
+	if (!l->ents || !l->inst || !l->keys || !l->names)
 		return -ENOMEM;
 	l->ents[0].d = (struct un_dirent){COOKIE_DOT, ".", 1, S_IFDIR};
 	l->ents[1].d = (struct un_dirent){COOKIE_DOTDOT, "..", 2, S_IFDIR};
@@ -796,9 +806,10 @@ static int listing_fill(struct build *b, struct un_listing *l)
 		ioff += b->ninst[s];
 	}
 	memcpy(l->inst, b->inst, b->ninst_total * sizeof(*l->inst));
+	memcpy(l->keys, b->keys, b->ninst_total * sizeof(*l->keys));
 	qsort(l->ents + 2, b->nsurv, sizeof(*l->ents), lent_cmp);
 	l->bytes = sizeof(*l) + l->count * sizeof(*l->ents) +
-		   b->ninst_total * sizeof(*l->inst) + poolsize;
+		   2 * b->ninst_total * sizeof(*l->inst) + poolsize;
 	return 0;
 }
 
@@ -810,6 +821,7 @@ static void build_free(struct build *b)
 	free(b->surv);
 	free(b->ninst);
 	free(b->inst);
+	free(b->keys);
 }
 
 /* Builds the listing of DIR: read, merge, order (see the notes). */
@@ -926,7 +938,8 @@ static struct un_node_obs ent_obs(const struct un_export *ex, const struct un_li
 	    .name = e->d.name,
 	    .namelen = e->d.namelen,
 	    .type = e->d.type,
-	    .inst = l->inst + e->inst_off,
+	    .inst = l->keys + e->inst_off,
+	    .raw = l->inst + e->inst_off,
 	    .ninst = e->ninst,
 	    .links = e->links,
 	};

@@ -4,6 +4,8 @@
  * Layout of DIR (mode 0700):
  *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
  *   secret               32 random bytes, mode 0600, written once
+ *   layers/              the lower layers' indexes and each export's lower
+ *                        stack (layerid.c)
  *
  * Rules:
  *  1. The secret never leaves this file.  It is written once, 0600, and
@@ -246,6 +248,11 @@ void un_state_on_error(struct un_state *st, un_state_error_fn *fn)
 	atomic_store(&st->on_error, fn);
 }
 
+void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn)
+{
+	atomic_store(&st->on_notice, fn);
+}
+
 void un_state_failed(struct un_state *st, int err, const char *what)
 {
 	un_state_error_fn *fn = atomic_load(&st->on_error);
@@ -333,6 +340,7 @@ static void state_free(struct un_state *st)
 	if (st->env)
 		mdb_env_close(st->env);
 	pthread_mutex_destroy(&st->wq_lock);
+	pthread_mutex_destroy(&st->lx_lock);
 	free(st->dir);
 	sodium_memzero(st, sizeof(*st));
 	free(st);
@@ -350,6 +358,8 @@ int un_state_open(const char *dir, struct un_state **out)
 	if (!st)
 		return err;
 	pthread_mutex_init(&st->wq_lock, NULL);
+	pthread_mutex_init(&st->lx_lock, NULL);
+	atomic_init(&st->on_notice, NULL);
 	st->wq_tail = &st->wq_head;
 	atomic_init(&st->on_error, NULL);
 	st->dir = un_sys_strdup(dir);

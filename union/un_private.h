@@ -267,8 +267,12 @@ struct un_state {
 	bool kicked;		  /* flush now (un_state_sync_kick) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
-	_Atomic(un_state_error_fn *) on_error; /* un_state_on_error, or NULL */
-	char *dir;			       /* the state dir's path, for it */
+	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
+	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
+	char *dir;				 /* the state dir's path, for it */
+	/* layerid.c: the open layer indexes, shared by the exports */
+	pthread_mutex_t lx_lock;
+	struct un_lxc *lx_open;
 };
 
 /* Tells the un_state_on_error function that the table failed (ERR < 0). */
@@ -300,6 +304,9 @@ struct un_node_obs {
 	size_t namelen;
 	mode_t type;		      /* S_IFMT bits */
 	const struct un_devino *inst; /* layer instances, top-most first (>= 1) */
+	/* The raw (st_dev, st_ino) of each of INST (NULL: INST are raw): a
+	 * record written before the layer indexes holds those (node.c). */
+	const struct un_devino *raw;
 	size_t ninst;
 	enum un_links links;
 	bool pinned; /* an export root: never "replaced" */
@@ -393,12 +400,33 @@ int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node
 
 /* ---- layer.c: exports and their layer stacks ---- */
 
+struct un_lxc; /* layerid.c: one open layer index */
+
 struct un_layer {
 	int fd; /* O_PATH root of the layer */
 	bool lower;
 	struct un_devino di;
-	char *dir; /* as configured, for messages */
+	char *dir;	    /* as configured, for messages */
+	struct un_lxc *lxc; /* a lower's index (layerid.c), or NULL */
+	uint64_t key_dev;   /* the dev of its keys: UN_KEY_DEV | lineage */
 };
+
+/* ---- layerid.c: the identity of lower objects ---- */
+
+/* The dev of a key; no real st_dev is that large (layerid.c rule 6). */
+#define UN_KEY_DEV 0xffff000000000000ull
+
+/* Finds or builds the index of every lower layer of EX (layerid.c's
+ * rules), unless the export was opened without; ERR as un_export_open. */
+int un_layers_index(struct un_export *ex, char *err, size_t errlen);
+/* Releases EX's indexes. */
+void un_layers_unindex(struct un_export *ex);
+/* The identity of the instance ST of layer LAYER of EX in the node table
+ * into *OUT: its index key, or the raw (st_dev, st_ino) (layerid.c rule
+ * 6).  0, or -errno when the index cannot be read (never a raw pair in
+ * place of a key: that would take the object for another). */
+int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
+		 struct un_devino *out);
 
 #define UN_LOCK_STRIPES 64 /* per-export lock stripes, keyed by node id */
 

@@ -448,7 +448,7 @@ static void test_damaged_files(void **state)
 {
 	struct fx *fx = *state;
 	uint8_t junk[16384], key[8] = {0, 0, 0, 0, 0, 0, 0, 2}, rec[80] = {9};
-	uint32_t format = 2;
+	uint32_t format = 1; /* the format before the inode table */
 	MDB_val k = {6, "format"}, v = {sizeof(format), &format};
 	struct un_lx_entry e;
 	struct un_lx *lx;
@@ -490,6 +490,73 @@ static void test_damaged_files(void **state)
 	assert_int_equal(un_lx_get(lx, 2, &e), -EPROTO);
 	assert_int_equal(un_lx_lookup(lx, 1, "c", &e), -EPROTO);
 	assert_int_equal(un_lx_get(lx, 3, &e), 0);
+	un_lx_close(lx);
+}
+
+/* ---- the inode table ---- */
+
+/* The inode of REL in the fixture: what un_lx_ino answers for it. */
+static int ino_of(struct fx *fx, struct un_lx *lx, const char *rel, uint64_t *objnum,
+		  uint32_t *type)
+{
+	struct stat st;
+
+	assert_int_equal(lstat(t_path(fx, rel), &st), 0);
+	return un_lx_ino(lx, st.st_ino, objnum, type);
+}
+
+static void assert_ino(struct fx *fx, struct un_lx *lx, const char *rel, uint64_t want,
+		       uint32_t type)
+{
+	uint64_t n = 0;
+	uint32_t t = 0;
+
+	assert_int_equal(ino_of(fx, lx, rel, &n, &t), 0);
+	assert_int_equal(n, want);
+	assert_int_equal(t, type);
+}
+
+static void test_inode_table(void **state)
+{
+	static const struct {
+		const char *rel;
+		uint32_t type;
+	} paths[] = {{"t/c", S_IFCHR}, {"t/d", S_IFDIR}, {"t/d/f", S_IFREG},
+		     {"t/p", S_IFIFO}, {"t/s", S_IFLNK}, {"t/w", S_IFCHR}};
+	struct fx *fx = *state;
+	struct un_lx *lx, *copy;
+	struct stat st;
+	uint64_t n;
+	uint32_t t;
+	char rel[64];
+
+	every_type(fx, "t");
+	lx = build(fx, "t", NULL, "idx", 0);
+	assert_int_equal(stat(t_path(fx, "t"), &st), 0);
+	assert_int_equal(info_of(lx).root_ino, st.st_ino);
+	assert_ino(fx, lx, "t", UN_LX_ROOT, S_IFDIR);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		assert_ino(fx, lx, paths[i].rel, objnum(lx, paths[i].rel + 2),
+			   paths[i].type);
+	/* both links give the first path in walk order: d/h2 before h1 */
+	assert_ino(fx, lx, "t/h1", objnum(lx, "d/h2"), S_IFREG);
+	assert_ino(fx, lx, "t/d/h2", objnum(lx, "d/h2"), S_IFREG);
+	/* an inode added since the build is unknown */
+	t_file(fx, "t/new", "x");
+	assert_int_equal(ino_of(fx, lx, "t/new", &n, &t), -ENOENT);
+
+	/* a copy: other inodes, the same objnums through its own table */
+	copy_tree(fx, "t", "u");
+	copy = build(fx, "u", "idx", "idx2", 0);
+	assert_int_equal(stat(t_path(fx, "u"), &st), 0);
+	assert_int_equal(info_of(copy).root_ino, st.st_ino);
+	assert_true(info_of(copy).root_ino != info_of(lx).root_ino);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		snprintf(rel, sizeof(rel), "u%s", paths[i].rel + 1);
+		assert_ino(fx, copy, rel, objnum(lx, paths[i].rel + 2), paths[i].type);
+	}
+	assert_ino(fx, copy, "u/h1", objnum(lx, "d/h2"), S_IFREG);
+	un_lx_close(copy);
 	un_lx_close(lx);
 }
 
@@ -615,7 +682,7 @@ int main(void)
 	    T_TEST(test_deterministic),	       T_TEST(test_inherit_unchanged_and_changed),
 	    T_TEST(test_inherit_with_digests), T_TEST(test_inherit_generations),
 	    T_TEST(test_damaged_files),	       T_TEST(test_failed_build_leaves_nothing),
-	    T_TEST(test_concurrent_readers),
+	    T_TEST(test_concurrent_readers),   T_TEST(test_inode_table),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,588 @@
+/* test_layer_swap - handles and fileids across a lower layer replaced by a
+ * copy or a new version (union/layerid.c), through libnfs' raw NFSv3 calls.
+ *
+ *   test_layer_swap UNION_NFSD
+ *
+ * A writable union of two lower layers (top T, bottom B0) and an upper, with
+ * about 400 objects: directories, files, symlinks, a pair of hard links, a
+ * file copied up through the server and a name whited out in T.  Every
+ * object's handle and fileid is taken by LOOKUP, then:
+ *
+ *   copy      the server stopped, B0 replaced in the config by B1, a `cp -a`
+ *             copy at a new path, the server started: every saved handle
+ *             resolves (GETATTR) with its fileid, and a LOOKUP of every path
+ *             gives the same fileid;
+ *   reload    B1 replaced by B2, a copy with 5% of its files changed in
+ *             size, 5% removed and some added, by SIGHUP with the changed
+ *             config: unchanged paths keep handle and fileid, the old
+ *             handles of changed and removed files answer NFS3ERR_STALE, a
+ *             changed path has a new fileid, an added one a fileid never
+ *             seen;
+ *   restart   the same from B2 to B3 by a restart;
+ *   same path B3 replaced by a copy at its own path (another root inode):
+ *             its index is built again, every handle resolves;
+ *   upgrade   a state dir written with --no-layer-index, then served with
+ *             the indexes: every handle resolves with its fileid.
+ *
+ * The server is stopped by pid and the temp dir removed also when a test
+ * fails (group teardown; the server has PR_SET_PDEATHSIG).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "it_util.h"
+#include "nfs_raw.h"
+#include "start_server.h"
+
+#define NDIRS	   12
+#define NFILES	   25
+#define OBJS_MAX   (NDIRS * (NFILES + 4) + 64)
+#define TMP_PREFIX "/tmp/union-nfsd-layerswap."
+#define RELOAD_S   60
+
+enum kind { K_DIR, K_FILE, K_LINK };
+
+/* One path of the union and what the tests saw of it. */
+struct obj {
+	char path[64];
+	enum kind kind;
+	bool mutable; /* a bottom-layer file a new version may change */
+	struct fh fh;
+	uint64_t fileid;
+	bool gone; /* removed by the last version */
+};
+
+static struct {
+	const char *bin;
+	char tmp[PATH_MAX];
+	char state[PATH_MAX + 16];
+	char conf[PATH_MAX + 32];
+	char config_arg[PATH_MAX + 48];
+	struct test_server srv;
+	struct rpc_context *nfs;
+	struct fh root;
+	struct obj objs[OBJS_MAX];
+	size_t n;
+	int version; /* of the bottom layer: B<version> */
+} g;
+
+/* ---- files ---- */
+
+static const char *at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static const char *at(const char *fmt, ...)
+{
+	static char buf[4][2 * PATH_MAX];
+	static int k;
+	char rel[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rel, sizeof(rel), fmt, ap);
+	va_end(ap);
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", g.tmp, rel);
+	return buf[k];
+}
+
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		fail_msg("write %s: %s", path, strerror(errno));
+}
+
+static void run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void run(const char *fmt, ...)
+{
+	char cmd[4 * PATH_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (system(cmd) != 0)
+		fail_msg("%s: failed", cmd);
+}
+
+static void add(const char *path, enum kind kind, bool mutable)
+{
+	struct obj *o = &g.objs[g.n++];
+
+	assert_true(g.n <= OBJS_MAX);
+	*o = (struct obj){.kind = kind, .mutable = mutable};
+	snprintf(o->path, sizeof(o->path), "%s", path);
+}
+
+/* B0, T, upper, work; the object list. */
+static void make_layers(void)
+{
+	char rel[64], text[64];
+
+	run("mkdir -p %s %s %s %s", at("B0"), at("T/t"), at("upper"), at("work"));
+	for (int d = 0; d < NDIRS; d++) {
+		snprintf(rel, sizeof(rel), "d%02d", d);
+		run("mkdir -p %s", at("B0/%s/sub", rel));
+		add(rel, K_DIR, false);
+		snprintf(rel, sizeof(rel), "d%02d/sub", d);
+		add(rel, K_DIR, false);
+		for (int f = 0; f < NFILES; f++) {
+			snprintf(rel, sizeof(rel), "d%02d/f%02d", d, f);
+			snprintf(text, sizeof(text), "file %d.%d%.*s\n", d, f, f,
+				 "xxxxxxxxxxxxxxxxxxxxxxxxx");
+			put(at("B0/%s", rel), text);
+			add(rel, K_FILE, !(d == 0 && f < 2));
+		}
+		snprintf(rel, sizeof(rel), "d%02d/s", d);
+		if (symlink("f00", at("B0/%s", rel)))
+			fail_msg("symlink: %s", strerror(errno));
+		add(rel, K_LINK, false);
+		snprintf(rel, sizeof(rel), "d%02d/sub/g", d);
+		put(at("B0/%s", rel), "deep\n");
+		add(rel, K_FILE, false);
+	}
+	/* hard links (never changed: their fileid is their group's) */
+	put(at("B0/d00/h1"), "linked\n");
+	if (link(at("B0/d00/h1"), at("B0/d01/h2")))
+		fail_msg("link: %s", strerror(errno));
+	add("d00/h1", K_FILE, false);
+	add("d01/h2", K_FILE, false);
+	/* the top layer: its own dir, a file over B0's, a white-out (OCI) */
+	run("mkdir -p %s %s", at("T/d02"), at("T/d03"));
+	put(at("T/t/top"), "top\n");
+	add("t", K_DIR, false);
+	add("t/top", K_FILE, false);
+	put(at("T/d02/f05"), "top over bottom\n");
+	put(at("T/d03/.wh.f06"), "");
+	for (size_t i = 0; i < g.n; i++) /* d02/f05 is T's now; d03/f06 hidden */
+		if (!strcmp(g.objs[i].path, "d02/f05") ||
+		    !strcmp(g.objs[i].path, "d03/f06"))
+			g.objs[i].mutable = false;
+	for (size_t i = 0; i < g.n; i++)
+		if (!strcmp(g.objs[i].path, "d03/f06"))
+			g.objs[i] = g.objs[--g.n];
+}
+
+static void write_config(int version, bool index)
+{
+	FILE *f = fopen(g.conf, "w");
+
+	if (!f)
+		fail_msg("%s: %s", g.conf, strerror(errno));
+	fprintf(
+	    f,
+	    "[server]\nlayer-index = %s\n\n[export]\npath = /\nlowerdir = %s/T:%s/B%d\n"
+	    "upperdir = %s/upper\nworkdir = %s/work\n",
+	    index ? "yes" : "no", g.tmp, g.tmp, version, g.tmp, g.tmp);
+	fclose(f);
+	g.version = version;
+}
+
+/* ---- calls ---- */
+
+struct reply {
+	int status;
+	struct fh fh;
+	uint64_t fileid;
+};
+
+static void keep_lookup(void *data, void *out)
+{
+	LOOKUP3res *r = data;
+	struct reply *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
+	o->fileid = r->LOOKUP3res_u.resok.obj_attributes.post_op_attr_u.attributes.fileid;
+}
+
+static struct reply lookup(const struct fh *dir, const char *name)
+{
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
+	struct reply o = {0};
+	struct call c = {.keep = keep_lookup, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+/* LOOKUP of every component of PATH from the root. */
+static struct reply walk(const char *path)
+{
+	char buf[PATH_MAX], *save = NULL;
+	struct reply o = {.status = NFS3_OK, .fh = g.root};
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *t = strtok_r(buf, "/", &save); t && o.status == NFS3_OK;
+	     t = strtok_r(NULL, "/", &save)) {
+		struct fh d = o.fh;
+
+		o = lookup(&d, t);
+	}
+	return o;
+}
+
+static void keep_getattr(void *data, void *out)
+{
+	GETATTR3res *r = data;
+	struct reply *o = out;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK)
+		o->fileid = r->GETATTR3res_u.resok.obj_attributes.fileid;
+}
+
+static struct reply getattr(const struct fh *fh)
+{
+	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
+	struct reply o = {0};
+	struct call c = {.keep = keep_getattr, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_getattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+static int write_text(const struct fh *fh, const char *text)
+{
+	WRITE3args a = {.file = nfs_raw_fh3(fh),
+			.offset = 0,
+			.count = (count3)strlen(text),
+			.stable = FILE_SYNC};
+	int st = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
+
+	a.data.data_len = (u_int)strlen(text);
+	a.data.data_val = (char *)text;
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return st;
+}
+
+/* ---- the server ---- */
+
+static void start(const char *extra)
+{
+	const char *args[] = {g.config_arg, extra, NULL};
+
+	if (test_server_start(g.bin, g.state, args, &g.srv))
+		fail_msg("server did not start");
+	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
+	assert_non_null(g.nfs);
+	assert_int_equal(nfs_raw_mnt(g.srv.mount_port, "/", &g.root), MNT3_OK);
+}
+
+static void stop(void)
+{
+	if (g.nfs)
+		rpc_destroy_context(g.nfs);
+	g.nfs = NULL;
+	assert_int_equal(test_server_stop(&g.srv), 0);
+}
+
+/* ---- checks ---- */
+
+/* Takes every object's handle and fileid. */
+static void take_all(void)
+{
+	for (size_t i = 0; i < g.n; i++) {
+		struct obj *o = &g.objs[i];
+		struct reply r = walk(o->path);
+
+		if (r.status != NFS3_OK)
+			fail_msg("LOOKUP %s: status %d", o->path, r.status);
+		o->fh = r.fh;
+		o->fileid = r.fileid;
+		o->gone = false;
+	}
+}
+
+/* Every saved handle resolves with its fileid, and so does every path
+ * (but those the last version removed). */
+static void all_kept(const char *event)
+{
+	size_t stale = 0, moved = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		struct reply a, l;
+
+		if (g.objs[i].gone)
+			continue;
+		a = getattr(&g.objs[i].fh);
+		l = walk(g.objs[i].path);
+		if (a.status != NFS3_OK) {
+			fprintf(stderr,
+				"%s: %s: GETATTR %d (LOOKUP %d fileid %ju, was %ju)\n",
+				event, g.objs[i].path, a.status, l.status,
+				(uintmax_t)l.fileid, (uintmax_t)g.objs[i].fileid);
+			stale++;
+		} else if (a.fileid != g.objs[i].fileid || l.fileid != g.objs[i].fileid) {
+			fprintf(stderr, "%s: %s: fileid %ju / %ju, was %ju\n", event,
+				g.objs[i].path, (uintmax_t)a.fileid, (uintmax_t)l.fileid,
+				(uintmax_t)g.objs[i].fileid);
+			moved++;
+		}
+	}
+	if (stale || moved)
+		fail_msg("%s: %zu of %zu handles stale, %zu fileids changed", event,
+			 stale, g.n, moved);
+}
+
+static bool seen_fileid(uint64_t id)
+{
+	for (size_t i = 0; i < g.n; i++)
+		if (g.objs[i].fileid == id)
+			return true;
+	return false;
+}
+
+/* B<to>: a copy of B<from> with every 20th mutable file grown, the next
+ * 20th removed, and a new file in each directory.  Marks the objects. */
+static void new_version(int from, int to, bool *changed, size_t *nadded)
+{
+	size_t m = 0;
+
+	run("cp -a %s %s", at("B%d", from), at("B%d", to));
+	for (size_t i = 0; i < g.n; i++) {
+		struct obj *o = &g.objs[i];
+
+		changed[i] = false;
+		if (!o->mutable || o->gone)
+			continue;
+		if (m % 20 == 3) {
+			FILE *f = fopen(at("B%d/%s", to, o->path), "a");
+
+			assert_non_null(f);
+			fputs("grown\n", f);
+			fclose(f);
+			changed[i] = true;
+		} else if (m % 20 == 11) {
+			assert_int_equal(unlink(at("B%d/%s", to, o->path)), 0);
+			o->gone = true;
+		}
+		m++;
+	}
+	*nadded = 0;
+	for (int d = 0; d < NDIRS; d++, (*nadded)++)
+		put(at("B%d/d%02d/new%d", to, d, to), "new\n");
+}
+
+/* After the switch to B<to>: the checks of the reload and restart tests. */
+static void version_checks(const char *event, const bool *changed)
+{
+	size_t kept = 0, nchanged = 0, ngone = 0, added = 0;
+	char rel[64];
+
+	for (size_t i = 0; i < g.n; i++) {
+		struct obj *o = &g.objs[i];
+		struct reply a = getattr(&o->fh), l = walk(o->path);
+
+		if (o->gone) {
+			if (a.status != NFS3ERR_STALE || l.status != NFS3ERR_NOENT)
+				fail_msg("%s: removed %s: GETATTR %d, LOOKUP %d", event,
+					 o->path, a.status, l.status);
+			ngone++;
+		} else if (changed[i]) {
+			if (a.status != NFS3ERR_STALE || l.status != NFS3_OK ||
+			    seen_fileid(l.fileid))
+				fail_msg(
+				    "%s: changed %s: GETATTR %d, LOOKUP %d fileid %ju "
+				    "(was %ju)",
+				    event, o->path, a.status, l.status,
+				    (uintmax_t)l.fileid, (uintmax_t)o->fileid);
+			o->fh = l.fh;
+			o->fileid = l.fileid;
+			a = getattr(&o->fh);
+			if (a.status != NFS3_OK || a.fileid != o->fileid)
+				fail_msg("%s: changed %s: its new handle: GETATTR %d",
+					 event, o->path, a.status);
+			nchanged++;
+		} else {
+			if (a.status != NFS3_OK || a.fileid != o->fileid ||
+			    l.fileid != o->fileid)
+				fail_msg(
+				    "%s: unchanged %s: GETATTR %d fileid %ju / %ju, was "
+				    "%ju",
+				    event, o->path, a.status, (uintmax_t)a.fileid,
+				    (uintmax_t)l.fileid, (uintmax_t)o->fileid);
+			kept++;
+		}
+	}
+	for (int d = 0; d < NDIRS; d++, added++) {
+		struct reply r;
+
+		snprintf(rel, sizeof(rel), "d%02d/new%d", d, g.version);
+		r = walk(rel);
+		if (r.status != NFS3_OK || seen_fileid(r.fileid))
+			fail_msg("%s: added %s: status %d fileid %ju", event, rel,
+				 r.status, (uintmax_t)r.fileid);
+	}
+	printf("%s: %zu kept, %zu changed, %zu removed, %zu added\n", event, kept,
+	       nchanged, ngone, added);
+	assert_true(nchanged > 0 && ngone > 0 && kept > g.n / 2);
+}
+
+/* ---- tests ---- */
+
+static void test_copy(void **state)
+{
+	struct reply r;
+
+	(void)state;
+	/* a copy-up through the server, before any handle is taken */
+	r = walk("d00/f00");
+	assert_int_equal(r.status, NFS3_OK);
+	assert_int_equal(write_text(&r.fh, "copied up\n"), NFS3_OK);
+	assert_int_equal(walk("d03/f06").status, NFS3ERR_NOENT);
+	take_all();
+	stop();
+	run("cp -a %s %s", at("B0"), at("B1"));
+	write_config(1, true);
+	start(NULL);
+	all_kept("copy");
+}
+
+static void test_reload(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded;
+	char rel[64];
+	double t0;
+
+	(void)state;
+	new_version(1, 2, changed, &nadded);
+	write_config(2, true);
+	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
+	snprintf(rel, sizeof(rel), "d00/new%d", 2);
+	for (t0 = it_now_s(); walk(rel).status != NFS3_OK; it_sleep_ms(50))
+		if (it_now_s() - t0 > RELOAD_S)
+			fail_msg("reload: %s never appeared", rel);
+	version_checks("reload", changed);
+	/* a restart on the same config changes nothing */
+	stop();
+	start(NULL);
+	all_kept("restart after reload");
+}
+
+static void test_restart(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded;
+
+	(void)state;
+	new_version(2, 3, changed, &nadded);
+	stop();
+	write_config(3, true);
+	start(NULL);
+	version_checks("restart", changed);
+}
+
+static void test_same_path(void **state)
+{
+	(void)state;
+	stop();
+	run("mv %s %s && cp -a %s %s", at("B3"), at("B3.old"), at("B3.old"), at("B3"));
+	start(NULL);
+	all_kept("same path");
+}
+
+static void test_upgrade(void **state)
+{
+	(void)state;
+	stop();
+	/* a new state dir, written without indexes */
+	snprintf(g.state, sizeof(g.state), "%s/state-old", g.tmp);
+	write_config(3, false);
+	start(NULL);
+	for (size_t i = 0; i < g.n; i++)
+		g.objs[i].gone = walk(g.objs[i].path).status == NFS3ERR_NOENT;
+	{
+		size_t k = 0;
+
+		for (size_t i = 0; i < g.n; i++)
+			if (!g.objs[i].gone)
+				g.objs[k++] = g.objs[i];
+		g.n = k;
+	}
+	take_all();
+	stop();
+	write_config(3, true);
+	start(NULL);
+	all_kept("upgrade");
+	stop();
+	write_config(3, false);
+	start("--no-layer-index");
+	all_kept("downgrade");
+}
+
+/* ---- set-up ---- */
+
+static int group_setup(void **state)
+{
+	(void)state;
+	if (it_tmp_layers(g.tmp, sizeof(g.tmp), TMP_PREFIX "XXXXXX") < 0) {
+		perror("temp dir");
+		return -1;
+	}
+	make_layers();
+	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
+	snprintf(g.conf, sizeof(g.conf), "%s/union-nfsd.conf", g.tmp);
+	snprintf(g.config_arg, sizeof(g.config_arg), "--config=%s", g.conf);
+	write_config(0, true);
+	start(NULL);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (g.nfs)
+		rpc_destroy_context(g.nfs);
+	test_server_stop(&g.srv);
+	test_tmp_remove(g.tmp, TMP_PREFIX);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_copy),    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_restart), cmocka_unit_test(test_same_path),
+	    cmocka_unit_test(test_upgrade),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s UNION_NFSD\n", argv[0]);
+		return 2;
+	}
+	g.bin = argv[1];
+	g.srv.pid = -1;
+	return cmocka_run_group_tests_name("integration/layer_swap", tests, group_setup,
+					   group_teardown);
+}

@@ -1,0 +1,543 @@
+/* layerid.c - the identity of lower objects: each lower layer's index
+ * (lindex.c), found or built when an export opens, shared by the exports
+ * of a state, and the key a lower instance is known by in the node table.
+ *
+ * Layout under the state dir:
+ *   layers/<32 hex digits>.lx  the index of the layer whose real path hashes
+ *                              to the name (index_file)
+ *   layers/stack-<export id>   the export's lower stack as last opened,
+ *                              bottom-up, a line "<index file>\t<path>" a
+ *                              layer (stack_write; replaced atomically)
+ *
+ * Rules:
+ *  1. Only lower layers have an index; the upper is written while served.
+ *  2. A layer's index is the file named after its real path when that
+ *     file's root inode number is the layer root's; another one (a layer
+ *     replaced wholesale at the same path) is built again, inheriting from
+ *     the file that was there (index_get).
+ *  3. Inheritance by stack position (stack_pair): a layer whose path is in
+ *     the export's recorded stack keeps its index; the paths new to the
+ *     stack pair with the paths gone from it in order, bottom-up, the k-th
+ *     new one with the k-th gone one, and each new one is built inheriting
+ *     from the index of the one it replaces.  A new path without a partner
+ *     is a fresh build (an added layer); a gone one without a partner is
+ *     dropped.  A fresh build of a copy numbers it as the original anyway
+ *     (lindex.c rule 3); inheritance is what keeps the numbers of the
+ *     unchanged paths of a new version.
+ *  4. Open indexes are shared by every export of the state (a refcounted
+ *     list keyed by file and root inode, under lx_lock): a thousand client
+ *     unions over one image map its index once.  Builds run under lx_lock,
+ *     so two exports that need one index build it once.
+ *  5. The stack record is written only once every index of the export is
+ *     open, so an open that fails changes nothing the next one reads.
+ *  6. A key (un_layer_key) is {UN_KEY_DEV | 48 bits of the lineage, objnum
+ *     of the link leader} for an instance the layer's index knows by its
+ *     inode number, with the same type; anything else keeps its raw
+ *     (st_dev, st_ino): the upper, an object added to a layer while
+ *     served, a mount inside a layer.  No st_dev is as large as UN_KEY_DEV,
+ *     so a key never equals a raw pair.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lindex.h"
+#include "un_private.h"
+
+#define LAYERS_DIR    "layers"
+#define STACK_HEADER  "union-nfsd lower stack 1\n"
+#define STACK_MAX     (64u << 10)
+#define INDEX_NAME_SZ (2 * 16 + sizeof(".lx"))
+#define LINEAGE_BITS  0xffffffffffffull
+
+/* One open index, shared (rule 4). */
+struct un_lxc {
+	char *file;
+	uint64_t root_ino;
+	struct un_lx *lx;
+	unsigned refs;
+	struct un_lxc *next;
+};
+
+/* One layer of a recorded or an opened stack, bottom-up. */
+struct stack_ent {
+	char *path, *file; /* real path; index file (NULL: none) */
+	char *from;	   /* the index to inherit from (rule 3), or NULL */
+};
+
+struct stack {
+	struct stack_ent *e;
+	size_t n;
+};
+
+static void stack_free(struct stack *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->e[i].path);
+		free(s->e[i].file);
+		free(s->e[i].from);
+	}
+	free(s->e);
+	s->e = NULL;
+	s->n = 0;
+}
+
+static void notice(struct un_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void notice(struct un_state *st, const char *fmt, ...)
+{
+	un_state_notice_fn *fn = atomic_load(&st->on_notice);
+	char line[2 * PATH_MAX + 256];
+	va_list ap;
+
+	if (!fn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fn(line);
+}
+
+/* STATE/layers/<hash of PATH>.lx, to free. */
+static char *index_file(const struct un_state *st, const char *path)
+{
+	uint8_t h[16];
+	char name[INDEX_NAME_SZ], *out;
+	size_t len = strlen(st->dir) + sizeof(LAYERS_DIR) + sizeof(name) + 2;
+
+	crypto_generichash(h, sizeof(h), (const uint8_t *)path, strlen(path), NULL, 0);
+	for (size_t i = 0; i < sizeof(h); i++)
+		snprintf(name + 2 * i, 3, "%02x", h[i]);
+	out = un_sys_malloc(len);
+	if (out)
+		snprintf(out, len, "%s/" LAYERS_DIR "/%s.lx", st->dir, name);
+	return out;
+}
+
+static char *layers_path(const struct un_state *st, const char *name)
+{
+	size_t len = strlen(st->dir) + sizeof(LAYERS_DIR) + strlen(name) + 3;
+	char *out = un_sys_malloc(len);
+
+	if (out)
+		snprintf(out, len, "%s/" LAYERS_DIR "/%s", st->dir, name);
+	return out;
+}
+
+/* ---- the shared open indexes (rule 4), under st->lx_lock ---- */
+
+static struct un_lxc *cache_find(struct un_state *st, const char *file, uint64_t root_ino)
+{
+	for (struct un_lxc *c = st->lx_open; c; c = c->next)
+		if (c->root_ino == root_ino && !strcmp(c->file, file))
+			return c;
+	return NULL;
+}
+
+/* Adds LX (ownership moves) as FILE's open index. */
+static int cache_add(struct un_state *st, const char *file, struct un_lx *lx,
+		     struct un_lxc **out)
+{
+	struct un_lxc *c = un_sys_calloc(1, sizeof(*c));
+	struct un_lx_info info;
+
+	if (!c || !(c->file = un_sys_strdup(file))) {
+		free(c);
+		un_lx_close(lx);
+		return -ENOMEM;
+	}
+	un_lx_info(lx, &info);
+	c->root_ino = info.root_ino;
+	c->lx = lx;
+	c->refs = 1;
+	c->next = st->lx_open;
+	st->lx_open = c;
+	*out = c;
+	return 0;
+}
+
+static void cache_put(struct un_state *st, struct un_lxc *c)
+{
+	struct un_lxc **p;
+
+	pthread_mutex_lock(&st->lx_lock);
+	if (--c->refs == 0) {
+		for (p = &st->lx_open; *p != c; p = &(*p)->next)
+			;
+		*p = c->next;
+		un_lx_close(c->lx);
+		free(c->file);
+		free(c);
+	}
+	pthread_mutex_unlock(&st->lx_lock);
+}
+
+/* An open index of FILE, whatever its root, into *LX: one in the cache,
+ * else the file opened (*OWNED then set: the caller closes it); NULL when
+ * there is none or it is no index of this format (it is built again).
+ * Another failure is returned: an index that cannot be read now must not
+ * be replaced by a fresh build, which would lose what it inherited. */
+static int any_index(struct un_state *st, const char *file, struct un_lx **lx,
+		     bool *owned)
+{
+	int rc;
+
+	*owned = false;
+	*lx = NULL;
+	for (struct un_lxc *c = st->lx_open; c; c = c->next) {
+		if (!strcmp(c->file, file)) {
+			*lx = c->lx;
+			return 0;
+		}
+	}
+	rc = un_lx_open(file, lx);
+	*owned = rc == 0;
+	return rc == -ENOENT || rc == -EPROTO ? 0 : rc;
+}
+
+/* ---- building ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Builds layer L's index into FILE, inheriting from FROM (NULL: fresh). */
+static int index_build(struct un_state *st, const struct un_layer *l, const char *path,
+		       const char *file, struct un_lx *from, const char *from_file,
+		       char *err, size_t errlen)
+{
+	double t0 = now_s();
+	int fd = un_sys_openat(l->fd, ".", O_RDONLY | O_DIRECTORY, 0), rc;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "lowerdir %s: %s", l->dir, strerror(-fd));
+		return fd;
+	}
+	rc = un_lx_build(fd, from, file, 0, err, errlen);
+	un_sys_close(fd);
+	if (!rc)
+		notice(st, "layer index: built %s for %s in %.2f s (%s%s)", file, path,
+		       now_s() - t0, from ? "inheriting from " : "fresh",
+		       from ? from_file : "");
+	return rc;
+}
+
+/* Whether the index LX at E->file may serve layer L (rule 2, rule 3: with
+ * a partner, only an index of the partner's lineage). */
+static bool index_fits(struct un_lx *lx, const struct un_layer *l, struct un_lx *from)
+{
+	struct un_lx_info i, f;
+
+	un_lx_info(lx, &i);
+	if (i.root_ino != l->di.ino)
+		return false;
+	if (!from)
+		return true;
+	un_lx_info(from, &f);
+	return i.lineage == f.lineage;
+}
+
+/* Finds or builds the index of layer L (stack entry E), under lx_lock. */
+static int index_get_locked(struct un_state *st, const struct un_layer *l,
+			    const struct stack_ent *e, struct un_lxc **out, char *err,
+			    size_t errlen)
+{
+	struct un_lx *lx = NULL, *from = NULL, *here = NULL;
+	bool from_owned = false, here_owned = false;
+	const char *from_file = e->from;
+	int rc = 0;
+
+	*out = cache_find(st, e->file, l->di.ino);
+	if (*out) {
+		(*out)->refs++;
+		return 0;
+	}
+	if (e->from)
+		rc = any_index(st, e->from, &from, &from_owned);
+	if (!rc)
+		rc = any_index(st, e->file, &here, &here_owned);
+	if (rc) {
+		snprintf(err, errlen, "layer index %s: %s",
+			 e->from && !from ? e->from : e->file, strerror(-rc));
+		goto out;
+	}
+	if (here && index_fits(here, l, from) && here_owned) {
+		rc = cache_add(st, e->file, here, out);
+		here = NULL;
+		goto out;
+	}
+	if (!from && here) { /* rule 2: another directory at that path */
+		from = here, from_owned = here_owned, from_file = e->file;
+		here = NULL, here_owned = false;
+	}
+	rc = index_build(st, l, e->path, e->file, from, from_file, err, errlen);
+	if (!rc)
+		rc = un_lx_open(e->file, &lx);
+	if (!rc)
+		rc = cache_add(st, e->file, lx, out);
+	else
+		snprintf(err, errlen, "layer index %s of %s: %s", e->file, e->path,
+			 strerror(-rc));
+out:
+	if (from_owned)
+		un_lx_close(from);
+	if (here_owned)
+		un_lx_close(here);
+	return rc;
+}
+
+/* ---- the stack record (rules 3, 5) ---- */
+
+static char *stack_name(const struct un_export *ex)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "stack-%08x", ex->id);
+	return layers_path(ex->st, name);
+}
+
+static int stack_push(struct stack *s, const char *path, const char *file)
+{
+	struct stack_ent *e = un_sys_realloc(s->e, (s->n + 1) * sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	s->e = e;
+	e = &s->e[s->n];
+	*e = (struct stack_ent){un_sys_strdup(path), file ? un_sys_strdup(file) : NULL,
+				NULL};
+	s->n++;
+	return e->path && (!file || e->file) ? 0 : -ENOMEM;
+}
+
+/* Parses the record's lines into S; a damaged record is an empty one. */
+static int stack_parse(char *buf, struct stack *s)
+{
+	char *line, *save = NULL, *tab;
+	int rc = 0;
+
+	if (strncmp(buf, STACK_HEADER, sizeof(STACK_HEADER) - 1))
+		return 0;
+	for (line = strtok_r(buf + sizeof(STACK_HEADER) - 1, "\n", &save); line && !rc;
+	     line = strtok_r(NULL, "\n", &save)) {
+		tab = strchr(line, '\t');
+		if (!tab)
+			continue;
+		*tab = '\0';
+		rc = stack_push(s, tab + 1, line);
+	}
+	return rc;
+}
+
+/* The stack EX's export had when it was last opened (empty: none). */
+static int stack_read(const struct un_export *ex, struct stack *s)
+{
+	char *name = stack_name(ex), *buf = un_sys_malloc(STACK_MAX + 1);
+	ssize_t n = 0;
+	int fd = -ENOMEM, rc = -ENOMEM;
+
+	if (name && buf)
+		fd = un_sys_openat(AT_FDCWD, name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd >= 0) {
+		n = un_sys_pread(fd, buf, STACK_MAX, 0);
+		un_sys_close(fd);
+	}
+	if (n < 0)
+		rc = (int)n;
+	else if (fd >= 0 || fd == -ENOENT) {
+		buf[n] = '\0';
+		rc = stack_parse(buf, s);
+	} else {
+		rc = fd;
+	}
+	free(name);
+	free(buf);
+	return rc;
+}
+
+/* Writes S as EX's record: a temp file synced, renamed, the dir synced. */
+static int stack_write(const struct un_export *ex, const struct stack *s)
+{
+	char *name = stack_name(ex), *tmp = NULL, *dir = layers_path(ex->st, ".");
+	size_t len;
+	int fd = -ENOMEM, rc = -ENOMEM;
+	FILE *f;
+
+	if (!name || !dir || !(tmp = un_sys_malloc((len = strlen(name) + 8))))
+		goto out;
+	snprintf(tmp, len, "%s.tmp", name);
+	fd = un_sys_openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		rc = fd < 0 ? fd : -errno;
+		goto out;
+	}
+	fd = -1;
+	fputs(STACK_HEADER, f);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->e[i].file && !strpbrk(s->e[i].path, "\n"))
+			fprintf(f, "%s\t%s\n", s->e[i].file, s->e[i].path);
+	rc = fflush(f) || fsync(fileno(f)) ? -errno : 0;
+	fclose(f);
+	if (!rc)
+		rc = un_sys_renameat2(AT_FDCWD, tmp, AT_FDCWD, name, 0);
+	if (!rc) {
+		fd = un_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
+		rc = fd < 0 ? fd : un_sys_fsync(fd);
+	}
+out:
+	if (rc && tmp)
+		un_sys_unlinkat(AT_FDCWD, tmp, 0);
+	if (fd >= 0)
+		un_sys_close(fd);
+	free(name);
+	free(tmp);
+	free(dir);
+	return rc;
+}
+
+static bool stack_has(const struct stack *s, const char *path)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->e[i].path, path))
+			return true;
+	return false;
+}
+
+/* Rule 3: gives each new path of NOW the index file of the gone path of
+ * OLD it pairs with, in order, bottom-up. */
+static int stack_pair(const struct stack *old, struct stack *now)
+{
+	size_t g = 0;
+
+	for (size_t i = 0; i < now->n; i++) {
+		if (stack_has(old, now->e[i].path))
+			continue;
+		while (g < old->n && (stack_has(now, old->e[g].path) || !old->e[g].file))
+			g++;
+		if (g == old->n)
+			break;
+		now->e[i].from = un_sys_strdup(old->e[g++].file);
+		if (!now->e[i].from)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* EX's lowers, bottom-up, by real path, with their index files. */
+static int stack_of(const struct un_export *ex, struct stack *s, char *err, size_t errlen)
+{
+	char *real, *file;
+	int rc = 0;
+
+	for (size_t i = ex->nlayers; i-- > 0 && !rc;) {
+		if (!ex->layers[i].lower)
+			continue;
+		real = realpath(ex->layers[i].dir, NULL);
+		if (!real) {
+			rc = -errno;
+			snprintf(err, errlen, "lowerdir %s: %s", ex->layers[i].dir,
+				 strerror(-rc));
+			break;
+		}
+		file = index_file(ex->st, real);
+		rc = file ? stack_push(s, real, file) : -ENOMEM;
+		free(real);
+		free(file);
+	}
+	return rc;
+}
+
+/* ---- the API ---- */
+
+static uint64_t lxc_lineage(const struct un_lxc *c)
+{
+	struct un_lx_info i;
+
+	un_lx_info(c->lx, &i);
+	return i.lineage;
+}
+
+int un_layers_index(struct un_export *ex, char *err, size_t errlen)
+{
+	struct stack old = {0}, now = {0};
+	struct un_layer *l;
+	size_t k = 0;
+	char *dir = layers_path(ex->st, "");
+	int rc = dir ? un_sys_mkdirat(AT_FDCWD, dir, 0700) : -ENOMEM;
+
+	free(dir);
+	if (errlen)
+		err[0] = '\0';
+	if (rc && rc != -EEXIST) {
+		snprintf(err, errlen, "state dir %s: %s: %s", ex->st->dir, LAYERS_DIR,
+			 strerror(-rc));
+		return rc;
+	}
+	rc = stack_of(ex, &now, err, errlen);
+	if (!rc && (rc = stack_read(ex, &old)))
+		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
+			 strerror(-rc));
+	if (!rc && (rc = stack_pair(&old, &now)))
+		snprintf(err, errlen, "out of memory");
+	pthread_mutex_lock(&ex->st->lx_lock);
+	for (size_t i = ex->nlayers; !rc && i-- > 0;) {
+		l = &ex->layers[i];
+		if (!l->lower)
+			continue;
+		rc = index_get_locked(ex->st, l, &now.e[k++], &l->lxc, err, errlen);
+		if (!rc)
+			l->key_dev = UN_KEY_DEV | (lxc_lineage(l->lxc) & LINEAGE_BITS);
+	}
+	pthread_mutex_unlock(&ex->st->lx_lock);
+	if (!rc && (rc = stack_write(ex, &now)))
+		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
+			 strerror(-rc));
+	stack_free(&old);
+	stack_free(&now);
+	if (rc && errlen && !err[0])
+		snprintf(err, errlen, "layer indexes of export %s: %s", ex->path,
+			 strerror(-rc));
+	return rc;
+}
+
+void un_layers_unindex(struct un_export *ex)
+{
+	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
+		if (ex->layers[i].lxc)
+			cache_put(ex->st, ex->layers[i].lxc);
+		ex->layers[i].lxc = NULL;
+	}
+}
+
+int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
+		 struct un_devino *out)
+{
+	const struct un_layer *l = &ex->layers[layer];
+	uint64_t objnum;
+	uint32_t type;
+	int err;
+
+	*out = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
+	if (!l->lxc || st->st_dev != l->di.dev)
+		return 0;
+	err = un_lx_ino(l->lxc->lx, st->st_ino, &objnum, &type);
+	if (err)
+		return err == -ENOENT ? 0 : err; /* a failure must not change it */
+	if (type == (st->st_mode & S_IFMT))
+		*out = (struct un_devino){.dev = l->key_dev, .ino = objnum};
+	return 0;
+}
