@@ -29,14 +29,8 @@ unit)
 contents) ;;
 *) echo "unknown check $CHECK"; exit 2 ;;
 esac
-T=$(mktemp -d /tmp/pkg-deb.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
-cache() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt"; }
+. "$(dirname "$0")/lib.sh"
+pkg_tmp deb
 
 (cd "$BUILD" && cpack -G DEB -B "$T/out") >"$T/cpack.log" 2>&1 || {
 	cat "$T/cpack.log"
@@ -116,5 +110,5 @@ contents) contents ;;
 lintian) run_lintian ;;
 unit) verify_unit ;;
 esac
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
+pkg_end
 echo "deb $CHECK: all passed ($(basename "$DEB"))"

@@ -8,14 +8,8 @@
 # Exit: 0 passed, 1 failed.
 set -euo pipefail
 BUILD=${1:?usage: install.sh BUILD_DIR}
-T=$(mktemp -d /tmp/pkg-install.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
-cache() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt"; }
+. "$(dirname "$0")/lib.sh"
+pkg_tmp install
 
 PREFIX=$(cache CMAKE_INSTALL_PREFIX)
 UNITDIR=$(cache SYSTEMD_UNITDIR)
@@ -54,5 +48,5 @@ for gz in "$R$PREFIX"/share/man/man*/*.gz; do
 			fail "$gz: man -l renders almost nothing"
 	fi
 done
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
+pkg_end
 echo "install: all passed ($(echo "$want" | wc -l) files under $PREFIX and $UNITDIR)"

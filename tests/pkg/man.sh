@@ -10,11 +10,7 @@ set -euo pipefail
 CHECK=${1:?usage: man.sh lint|render|options SRCDIR [UNION_NFSD]}
 SRCDIR=${2:?usage: man.sh lint|render|options SRCDIR [UNION_NFSD]}
 PAGES=("$SRCDIR"/man/*.[0-9])
-fails=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
+. "$(dirname "$0")/lib.sh"
 
 case $CHECK in
 lint)
@@ -54,5 +50,5 @@ options)
 	exit 2
 	;;
 esac
-[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
+pkg_end
 echo "man $CHECK: all passed"
