@@ -36,6 +36,11 @@
  *     (st_dev, st_ino): the upper, an object added to a layer while
  *     served, a mount inside a layer.  No st_dev is as large as UN_KEY_DEV,
  *     so a key never equals a raw pair.
+ *  7. An export opened with best effort (a start, a client's mount: there
+ *     is no old stack to keep) whose indexes cannot be had, a full or
+ *     failing state dir, is served by inode numbers, as with
+ *     --no-layer-index, and says so once (un_layers_index); its next
+ *     open tries again.  A reload is not best effort: it changes nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -471,7 +476,18 @@ static uint64_t lxc_lineage(const struct un_lxc *c)
 	return i.lineage;
 }
 
-int un_layers_index(struct un_export *ex, char *err, size_t errlen)
+/* Rule 7: EX, whose indexes could not be had (ERR says why), by inode
+ * numbers. */
+static int index_forgo(struct un_export *ex, int rc, char *err)
+{
+	un_layers_unindex(ex);
+	notice(ex->st, "%s; export %s served by inode numbers until it is opened again",
+	       err[0] ? err : strerror(-rc), ex->path);
+	err[0] = '\0';
+	return 0;
+}
+
+int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t errlen)
 {
 	struct stack old = {0}, now = {0};
 	struct un_layer *l;
@@ -511,7 +527,7 @@ int un_layers_index(struct un_export *ex, char *err, size_t errlen)
 	if (rc && errlen && !err[0])
 		snprintf(err, errlen, "layer indexes of export %s: %s", ex->path,
 			 strerror(-rc));
-	return rc;
+	return rc && best_effort && errlen ? index_forgo(ex, rc, err) : rc;
 }
 
 void un_layers_unindex(struct un_export *ex)
