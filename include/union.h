@@ -78,6 +78,23 @@ void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn);
  * switch is kept with the engine's other test switches (sys.c). */
 void un_state_test_no_sync(bool on);
 
+/* What the engine counted since the process started (stats.c), for the
+ * server to show: plain numbers, totals that only grow, but NODES (the
+ * node table's records now).  Times are in nanoseconds, summed.  COMMITS:
+ * write transactions of the node table's writer; FLUSHES: its syncs to
+ * disk (one fdatasync each); FSYNCS: fsyncs of upper inodes (sync.c);
+ * COPYUPS and COPYUP_BYTES: copy-ups done and the file bytes they copied.
+ * The resolve cache (rcache.c) hits when a handle or a name is served
+ * from it; the listing cache (readdir.c) when a listing is. */
+struct un_stats {
+	uint64_t nodes;
+	uint64_t commits, commit_ns, flushes, flush_ns, fsyncs, fsync_ns;
+	uint64_t copyups, copyup_bytes, copyup_ns;
+	uint64_t rcache_hits, rcache_misses, listing_hits, listing_misses;
+};
+/* Fills OUT; any thread, any time (a short read transaction). */
+int un_state_stats(struct un_state *st, struct un_stats *out);
+
 /* A request's context (the opening note's rules).  ASYNC: the call's
  * changes of names and attributes are not on stable storage before it
  * returns, as exports(5) `async`; they are left to the once-a-second flush

@@ -294,6 +294,7 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->exports);
 	free(o->bind_addr);
 	free(o->state_dir);
+	free(o->metrics);
 	free(o->config_path);
 	memset(o, 0, sizeof(*o));
 }
@@ -372,6 +373,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = is_ip_literal(value) && set_str(&o->bind_addr, value);
 	else if (strcmp(key, "state-dir") == 0)
 		ok = value[0] != '\0' && set_str(&o->state_dir, value);
+	else if (strcmp(key, "metrics") == 0)
+		ok = srv_metrics_addr_parse(value, NULL) && set_str(&o->metrics, value);
 	else {
 		snprintf(err, errlen, "unknown key '%s' in [server]", key);
 		return false;
@@ -671,6 +674,7 @@ enum {
 	OPT_NLM_MAX_LOCKS,
 	OPT_NSM_PORT,
 	OPT_GRACE_PERIOD,
+	OPT_METRICS,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -702,6 +706,7 @@ static const struct option long_opts[] = {
     {"nlm-max-locks", required_argument, NULL, OPT_NLM_MAX_LOCKS},
     {"nsm-port", required_argument, NULL, OPT_NSM_PORT},
     {"grace-period", required_argument, NULL, OPT_GRACE_PERIOD},
+    {"metrics", required_argument, NULL, OPT_METRICS},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -725,7 +730,7 @@ static void print_usage(void)
 	       "                  [--max-client-unions=N] [--client-union-idle=SECONDS]\n"
 	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
-	       "                  [--grace-period=SECONDS]\n"
+	       "                  [--grace-period=SECONDS] [--metrics=ADDR:PORT]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--no-portmapper] [--no-layer-index]\n"
 	       "                  [--config=FILE]\n"
@@ -764,6 +769,8 @@ static void print_usage(void)
 	       "                picks one)\n"
 	       "  --grace-period  seconds after a restart in which only locks held\n"
 	       "                before it may be reclaimed (default %u; 0: none)\n"
+	       "  --metrics     serve Prometheus metrics over HTTP at\n"
+	       "                http://ADDR:PORT/metrics (default: off)\n"
 	       "  --no-rpcbind  do not register with the host's rpcbind\n"
 	       "  --no-portmapper  do not answer the portmapper protocol on port\n"
 	       "                111 (default: answer it when 111 is free)\n"
@@ -823,6 +830,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_NLM_MAX_LOCKS - OPT_LOWERDIR] = "nlm-max-locks",
 	    [OPT_NSM_PORT - OPT_LOWERDIR] = "nsm-port",
 	    [OPT_GRACE_PERIOD - OPT_LOWERDIR] = "grace-period",
+	    [OPT_METRICS - OPT_LOWERDIR] = "metrics",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -949,6 +957,11 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->state_dir = cli->server.state_dir;
 		cli->server.state_dir = NULL;
 	}
+	if (cli->server.metrics) {
+		free(o->metrics);
+		o->metrics = cli->server.metrics;
+		cli->server.metrics = NULL;
+	}
 	if (!cli->any_export_flag)
 		return true;
 	if (!cli->ex.lowerdirs) {
@@ -1036,5 +1049,6 @@ out:
 	srv_export_opts_free(&cli.ex);
 	free(cli.server.bind_addr);
 	free(cli.server.state_dir);
+	free(cli.server.metrics);
 	return res;
 }

@@ -450,6 +450,8 @@ static int cu_commit(struct copyup *c)
 /* Runs the pipeline for C; on success O names the new upper instance. */
 static int cu_run(struct copyup *c)
 {
+	struct un_counters *n = &c->ex->st->counters;
+	uint64_t t0 = un_now_ns();
 	struct un_devino lower;
 	int err;
 
@@ -471,6 +473,9 @@ static int cu_run(struct copyup *c)
 		goto out;
 	un_obj_push_top(c->o, c->tmpfd);
 	c->tmpfd = -1; /* owned by the object now */
+	un_count_timed(&n->copyups, &n->copyup_ns, t0);
+	if (S_ISREG(c->st.st_mode))
+		un_count_add(&n->copyup_bytes, (uint64_t)c->st.st_size);
 out:
 	un_sys_close(c->datafd);
 	un_sys_close(c->tmpfd);

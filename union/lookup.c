@@ -317,14 +317,19 @@ static int walk_cached(struct un_walk *w, struct un_rc_entry *e,
 	bool shared = false;
 	int r = 0;
 
-	if (!e)
+	if (!e) {
+		un_count_rcache(false);
 		return 0;
+	}
 	if (!un_rc_hit(w, e, hop, &next, &shared)) {
+		un_count_rcache(false);
 		un_rc_evict(w->ex, e);
 	} else if (next) {
+		un_count_rcache(true);
 		walk_advance(w, next, shared);
 		r = 1;
 	} else {
+		un_count_rcache(true);
 		r = -ENOENT;
 	}
 	un_rc_put(e);

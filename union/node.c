@@ -235,6 +235,16 @@ static int txn_commit(MDB_txn *txn)
 	return un_mdb_err(mdb_txn_commit(txn));
 }
 
+/* The writer's commit, counted (stats.c). */
+static int timed_commit(struct un_state *st, MDB_txn *txn)
+{
+	uint64_t t0 = un_now_ns();
+	int err = txn_commit(txn);
+
+	un_count_timed(&st->counters.commits, &st->counters.commit_ns, t0);
+	return err;
+}
+
 /* ---- records ---- */
 
 static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view *out)
@@ -1073,7 +1083,7 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 	if (!err && !any)
 		mdb_txn_abort(txn);
 	else if (!err)
-		err = txn_commit(txn);
+		err = timed_commit(st, txn);
 	for (j = batch; err && j; j = j->next)
 		j->err = j->err ? j->err : err;
 	/* A job fails with ENOSPC only for want of room in the table. */

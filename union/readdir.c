@@ -876,6 +876,7 @@ int un_listing_get(struct un_export *ex, struct un_obj *dir, struct un_listing *
 	if (err)
 		return err;
 	l = cache_find(ex->st->cache, dir->id, version);
+	un_count_listing(l != NULL);
 	if (l) {
 		*out = l;
 		return 0;

@@ -235,8 +235,10 @@ static int tables_init(struct un_state *st)
 static int flush_job(void *arg)
 {
 	struct un_state *st = arg;
+	uint64_t t0 = un_now_ns();
 	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 
+	un_count_timed(&st->counters.flushes, &st->counters.flush_ns, t0);
 	if (err)
 		un_state_failed(st, err, "flush");
 	return err;

@@ -274,12 +274,14 @@ static int fsync_run(void *arg)
 {
 	const struct fsync_job *j = arg;
 	uint64_t ticket = un_seq_ticket(&j->st->flushes);
+	uint64_t t0;
 	int err;
 
 	if (j->flush)
 		un_state_sync_kick(j->st);
+	t0 = un_now_ns();
 	err = fsync_fd(j->fd, j->fs);
-
+	un_count_timed(&j->st->counters.fsyncs, &j->st->counters.fsync_ns, t0);
 	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }
 

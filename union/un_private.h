@@ -239,6 +239,22 @@ uint64_t un_seq_ticket(struct un_seq *s);
  * calling thread when none is under way. */
 int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg);
 
+/* ---- stats.c: counters (union.h, struct un_stats) ---- */
+
+/* Events that cost a system call or more: shared, one atomic add each
+ * (stats.c, note 1). */
+struct un_counters {
+	_Atomic uint64_t commits, commit_ns, flushes, flush_ns, fsyncs, fsync_ns;
+	_Atomic uint64_t copyups, copyup_bytes, copyup_ns;
+};
+void un_count_add(_Atomic uint64_t *c, uint64_t n);
+/* One more in COUNT and the time since SINCE (un_now_ns) in NS. */
+void un_count_timed(_Atomic uint64_t *count, _Atomic uint64_t *ns, uint64_t since);
+uint64_t un_now_ns(void); /* CLOCK_MONOTONIC */
+/* Look-ups of every call: per thread (stats.c, note 2). */
+void un_count_rcache(bool hit);
+void un_count_listing(bool hit);
+
 /* ---- state.c: the state dir ---- */
 
 struct un_listing_cache; /* readdir.c */
@@ -277,6 +293,7 @@ struct un_state {
 	/* layerid.c: the open layer indexes, shared by the exports */
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
+	struct un_counters counters; /* stats.c */
 };
 
 /* Tells the un_state_on_error function that the table failed (ERR < 0). */
