@@ -773,6 +773,7 @@ void srv_conn_close(struct srv_loop *l, struct srv_conn *c)
 	c->next = l->dead;
 	l->dead = c;
 	l->nconns--;
+	atomic_store_explicit(&l->srv->conns_open, l->nconns, memory_order_relaxed);
 	addr_unlink(l, c);
 }
 
@@ -828,6 +829,7 @@ void srv_conn_add(struct srv_loop *l, int fd, const struct sockaddr_storage *pee
 		l->conns->prev = c;
 	l->conns = c;
 	l->nconns++;
+	atomic_store_explicit(&l->srv->conns_open, l->nconns, memory_order_relaxed);
 	addr_link(l, c);
 	srv_log(SRV_LOG_DEBUG, "connection from %s",
 		srv_addr_str(peer, true, peername, sizeof(peername)));

@@ -163,6 +163,7 @@ int srv_loop_new(struct srv *s, struct srv_loop **out, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start worker threads: %s", strerror(-rc));
 		goto fail;
 	}
+	atomic_store(&s->pool, l->pool);
 	*out = l;
 	return 0;
 fail:
@@ -270,6 +271,7 @@ void srv_loop_free(struct srv_loop *l)
 {
 	if (!l)
 		return;
+	atomic_store(&l->srv->pool, NULL);
 	srv_pool_free(l->pool);
 	l->pool = NULL;
 	if (l->wakefd >= 0)

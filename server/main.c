@@ -333,6 +333,10 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 		goto out;
 	}
 	status = 1;
+	if (o->metrics && srv_metrics_start(&s, o->metrics, err, sizeof(err)) < 0) {
+		srv_log_fail("%s", err);
+		goto out_srv;
+	}
 	if (srv_loop_new(&s, &l, err, sizeof(err)) < 0) {
 		srv_log_fail("%s", err);
 		goto out_srv;
@@ -352,8 +356,10 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	running_loop = NULL;
 	srv_log(SRV_LOG_INFO, "shutting down");
 	srv_rpcbind_unregister();
+	srv_metrics_stop(&s);
 	srv_loop_free(l);
 out_srv:
+	srv_metrics_free(&s);
 	srv_close(&s);
 out:
 	return status;

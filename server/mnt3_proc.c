@@ -342,10 +342,34 @@ static const struct srv_proc mnt3_procs[] = {
 			   .idempotent = true},
 };
 
+#define ST(x)                                                                            \
+	{                                                                                \
+		x, #x                                                                    \
+	}
+static const struct srv_status_name mnt3_statuses[] = {
+    ST(MNT3_OK),	 ST(MNT3ERR_PERM),
+    ST(MNT3ERR_NOENT),	 ST(MNT3ERR_IO),
+    ST(MNT3ERR_ACCES),	 ST(MNT3ERR_NOTDIR),
+    ST(MNT3ERR_INVAL),	 ST(MNT3ERR_NAMETOOLONG),
+    ST(MNT3ERR_NOTSUPP), ST(MNT3ERR_SERVERFAULT),
+};
+
+/* MNT's result begins with its mountstat3; the others carry none. */
+static bool mnt3_result_status(const struct srv_proc *p, const void *res, uint32_t *code)
+{
+	if (p != &mnt3_procs[MOUNTPROC3_MNT])
+		return false;
+	*code = ((const mountres3 *)res)->fhs_status;
+	return true;
+}
+
 const struct srv_program mnt3_program = {
     .name = "MOUNT",
     .prog = MOUNT_PROGRAM,
     .vers = MOUNT_V3,
     .procs = mnt3_procs,
     .nprocs = sizeof(mnt3_procs) / sizeof(mnt3_procs[0]),
+    .result_status = mnt3_result_status,
+    .statuses = mnt3_statuses,
+    .nstatuses = sizeof(mnt3_statuses) / sizeof(mnt3_statuses[0]),
 };

@@ -218,6 +218,7 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 		return nfs3_status_from_errno((int)n);
 	req->payload = p;
 	ok->count = (count3)n;
+	req->bytes_read = (uint64_t)n;
 	ok->eof = eof;
 	ok->data.data_len = (u_int)n;
 	/* Bytes in the pipe have no address; the encoder needs none. */
@@ -851,4 +852,7 @@ const struct srv_program nfs3_program = {
     .nprocs = sizeof(nfs3_procs) / sizeof(nfs3_procs[0]),
     .caller_identity = true,
     .admit = nfs3_admit,
+    .result_status = nfs3_result_status,
+    .statuses = nfs3_status_names,
+    .nstatuses = NFS3_NSTATUS_NAMES,
 };

@@ -66,3 +66,31 @@ nfsstat3 nfs3_status_from_errno(int err)
 			strerror_r(-err, buf, sizeof(buf)));
 	return NFS3ERR_SERVERFAULT;
 }
+
+/* ---- the status names (the metrics' errors by status) ---- */
+
+#define ST(x)                                                                            \
+	{                                                                                \
+		x, #x                                                                    \
+	}
+const struct srv_status_name nfs3_status_names[NFS3_NSTATUS_NAMES] = {
+    ST(NFS3_OK),	   ST(NFS3ERR_PERM),	    ST(NFS3ERR_NOENT),
+    ST(NFS3ERR_IO),	   ST(NFS3ERR_NXIO),	    ST(NFS3ERR_ACCES),
+    ST(NFS3ERR_EXIST),	   ST(NFS3ERR_XDEV),	    ST(NFS3ERR_NODEV),
+    ST(NFS3ERR_NOTDIR),	   ST(NFS3ERR_ISDIR),	    ST(NFS3ERR_INVAL),
+    ST(NFS3ERR_FBIG),	   ST(NFS3ERR_NOSPC),	    ST(NFS3ERR_ROFS),
+    ST(NFS3ERR_MLINK),	   ST(NFS3ERR_NAMETOOLONG), ST(NFS3ERR_NOTEMPTY),
+    ST(NFS3ERR_DQUOT),	   ST(NFS3ERR_STALE),	    ST(NFS3ERR_REMOTE),
+    ST(NFS3ERR_BADHANDLE), ST(NFS3ERR_NOT_SYNC),    ST(NFS3ERR_BAD_COOKIE),
+    ST(NFS3ERR_NOTSUPP),   ST(NFS3ERR_TOOSMALL),    ST(NFS3ERR_SERVERFAULT),
+    ST(NFS3ERR_BADTYPE),   ST(NFS3ERR_JUKEBOX),
+};
+
+/* Every NFSv3 result but NULL's begins with its nfsstat3. */
+bool nfs3_result_status(const struct srv_proc *p, const void *res, uint32_t *code)
+{
+	if (p->res_size < sizeof(nfsstat3))
+		return false;
+	*code = *(const nfsstat3 *)res;
+	return true;
+}

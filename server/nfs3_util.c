@@ -410,6 +410,7 @@ bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res)
 		return false;
 	}
 	req->client = &r->opts;
+	req->ex = ex;
 	srv_cred_squash(&req->cred, &r->opts);
 	return true;
 }

@@ -301,7 +301,7 @@ static ssize_t nfs3_write_as(const struct srv_req *req, struct nfs3_file *f,
 }
 
 /* Writes ARGS' data to F and fills OK's count, committed and verifier. */
-static nfsstat3 nfs3_write_data(const struct srv_req *req, struct nfs3_file *f,
+static nfsstat3 nfs3_write_data(struct srv_req *req, struct nfs3_file *f,
 				const WRITE3args *args, WRITE3resok *ok)
 {
 	/* Nothing written is nothing volatile. */
@@ -316,6 +316,7 @@ static nfsstat3 nfs3_write_data(const struct srv_req *req, struct nfs3_file *f,
 		       (size_t)n <= args->count);
 	}
 	ok->count = (count3)n;
+	req->bytes_written = (uint64_t)n;
 	ok->committed = nfs3_stable_how(committed);
 	memcpy(ok->verf, req->srv->write_verf, NFS3_WRITEVERFSIZE);
 	return NFS3_OK;

@@ -660,12 +660,59 @@ static const struct srv_proc nlm3_procs[] = {
 
 #define NLM_V1_NPROCS (NLM_GRANTED_RES + 1)
 
+/* ---- result statuses (the metrics' errors by status) ---- */
+
+#define ST(x)                                                                            \
+	{                                                                                \
+		x, #x                                                                    \
+	}
+static const struct srv_status_name nlm4_statuses[] = {
+    ST(NLM4_GRANTED),
+    ST(NLM4_DENIED),
+    ST(NLM4_DENIED_NOLOCKS),
+    ST(NLM4_BLOCKED),
+    ST(NLM4_DENIED_GRACE_PERIOD),
+    ST(NLM4_DEADLCK),
+    ST(NLM4_ROFS),
+    ST(NLM4_STALE_FH),
+    ST(NLM4_FBIG),
+    ST(NLM4_FAILED),
+};
+static const struct srv_status_name nlm_statuses[] = {
+    ST(nlm_granted),
+    ST(nlm_denied),
+    ST(nlm_denied_nolocks),
+    ST(nlm_blocked),
+    ST(nlm_denied_grace_period),
+    ST(nlm_deadlck),
+};
+
+/* Every NLM result (res, testres, shareres, of each version) is its cookie
+ * and then its status; the _MSG and _RES procedures have none. */
+#define NLM_STATUS_AT offsetof(nlm4_res, stat)
+_Static_assert(offsetof(nlm4_testres, stat) == NLM_STATUS_AT, "NLM status");
+_Static_assert(offsetof(nlm4_shareres, stat) == NLM_STATUS_AT, "NLM status");
+_Static_assert(offsetof(nlm_res, stat) == NLM_STATUS_AT, "NLM status");
+_Static_assert(offsetof(nlm_testres, stat) == NLM_STATUS_AT, "NLM status");
+_Static_assert(offsetof(nlm_shareres, stat) == NLM_STATUS_AT, "NLM status");
+
+static bool nlm_result_status(const struct srv_proc *p, const void *res, uint32_t *code)
+{
+	if (p->res_size < NLM_STATUS_AT + sizeof(uint32_t))
+		return false;
+	*code = *(const uint32_t *)((const char *)res + NLM_STATUS_AT);
+	return true;
+}
+
 const struct srv_program nlm1_program = {
     .name = "NLM",
     .prog = NLM_PROG,
     .vers = NLM_VERS,
     .procs = nlm3_procs,
     .nprocs = NLM_V1_NPROCS,
+    .result_status = nlm_result_status,
+    .statuses = nlm_statuses,
+    .nstatuses = sizeof(nlm_statuses) / sizeof(nlm_statuses[0]),
 };
 
 const struct srv_program nlm3_program = {
@@ -674,6 +721,9 @@ const struct srv_program nlm3_program = {
     .vers = NLM_VERSX,
     .procs = nlm3_procs,
     .nprocs = sizeof(nlm3_procs) / sizeof(nlm3_procs[0]),
+    .result_status = nlm_result_status,
+    .statuses = nlm_statuses,
+    .nstatuses = sizeof(nlm_statuses) / sizeof(nlm_statuses[0]),
 };
 
 const struct srv_program nlm4_program = {
@@ -682,4 +732,7 @@ const struct srv_program nlm4_program = {
     .vers = NLM4_VERS,
     .procs = nlm4_procs,
     .nprocs = sizeof(nlm4_procs) / sizeof(nlm4_procs[0]),
+    .result_status = nlm_result_status,
+    .statuses = nlm4_statuses,
+    .nstatuses = sizeof(nlm4_statuses) / sizeof(nlm4_statuses[0]),
 };

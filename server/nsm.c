@@ -574,10 +574,28 @@ static const struct srv_proc sm_procs[] = {
     NLM_MSG_PROC(SM_NOTIFY, "SM_NOTIFY", sm_do_notify, sm_stat_chge, false),
 };
 
+static const struct srv_status_name sm_statuses[] = {
+    {STAT_SUCC, "STAT_SUCC"},
+    {STAT_FAIL, "STAT_FAIL"},
+};
+
+/* SM_STAT's and SM_MON's results begin with their status; the others
+ * carry none. */
+static bool sm_result_status(const struct srv_proc *p, const void *res, uint32_t *code)
+{
+	if (p != &sm_procs[SM_STAT] && p != &sm_procs[SM_MON])
+		return false;
+	*code = ((const sm_stat_res *)res)->res_stat;
+	return true;
+}
+
 const struct srv_program nsm1_program = {
     .name = "NSM",
     .prog = SM_PROG,
     .vers = SM_VERS,
     .procs = sm_procs,
     .nprocs = sizeof(sm_procs) / sizeof(sm_procs[0]),
+    .result_status = sm_result_status,
+    .statuses = sm_statuses,
+    .nstatuses = sizeof(sm_statuses) / sizeof(sm_statuses[0]),
 };

@@ -194,6 +194,18 @@ void srv_pool_submit(struct srv_pool *p, struct srv_job *head)
 		p->ops.wake(p->ops.arg);
 }
 
+unsigned srv_pool_busy(struct srv_pool *p)
+{
+	unsigned idle = atomic_load_explicit(&p->idle, memory_order_relaxed);
+
+	return idle < p->nthreads ? p->nthreads - idle : 0;
+}
+
+unsigned srv_pool_threads(const struct srv_pool *p)
+{
+	return p->nthreads;
+}
+
 /* Every worker in its wait gets a wake of its own: each returns, finds
  * stopping set and, once the FIFO is empty, leaves (invariant 3). */
 void srv_pool_free(struct srv_pool *p)

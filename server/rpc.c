@@ -59,6 +59,12 @@ static const struct srv_program *const programs[] = {
 };
 #define NPROGRAMS (sizeof(programs) / sizeof(programs[0]))
 
+const struct srv_program *const *srv_rpc_programs(size_t *n)
+{
+	*n = NPROGRAMS;
+	return programs;
+}
+
 /* The reply to send, decided step by step while reading the call. */
 enum reply_kind {
 	REPLY_NONE,	    /* drop the call */
@@ -86,6 +92,7 @@ struct call {
 	XDR xdr; /* the call record; positioned at the arguments after the header */
 	struct opaque_auth_buf cred, verf;
 	const struct srv_program *prog;
+	size_t prog_index; /* in programs[] */
 	const struct srv_proc *proc;
 	void *args, *res;
 };
@@ -259,7 +266,7 @@ static bool decode_header(struct call *c, struct verdict *v)
 
 /* Finds the program and version of the call, or sets the verdict: PROG_UNAVAIL
  * if no version of the program is served, else PROG_MISMATCH with the range. */
-static const struct srv_program *find_program(const struct call *c, struct verdict *v)
+static const struct srv_program *find_program(struct call *c, struct verdict *v)
 {
 	uint32_t low = UINT32_MAX, high = 0;
 
@@ -267,8 +274,10 @@ static const struct srv_program *find_program(const struct call *c, struct verdi
 		if (programs[i]->prog != c->req.prog ||
 		    (programs[i]->served && !programs[i]->served(c->req.srv)))
 			continue;
-		if (programs[i]->vers == c->req.vers)
+		if (programs[i]->vers == c->req.vers) {
+			c->prog_index = i;
 			return programs[i];
+		}
 		low = programs[i]->vers < low ? programs[i]->vers : low;
 		high = programs[i]->vers > high ? programs[i]->vers : high;
 	}
@@ -482,6 +491,7 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 	};
 	struct verdict v = {.kind = REPLY_NONE};
 	enum srv_drc_verdict drc = SRV_DRC_UNCACHED;
+	struct srv_mcall mc = {0};
 	struct srv_drc_key key;
 	bool sent = false;
 
@@ -511,8 +521,11 @@ bool srv_rpc_handle(struct srv *s, const uint8_t *call, size_t len,
 				drc == SRV_DRC_REPLAY ? "answered from the cache"
 						      : "dropped");
 		sent = drc == SRV_DRC_REPLAY;
+		if (sent)
+			srv_metrics_drc_hit(s);
 		goto out_arena;
 	}
+	srv_metrics_begin(s, &mc);
 	run_call(&c, &v);
 reply:
 	if (v.kind != REPLY_ACCEPTED || v.stat != SUCCESS)
@@ -525,6 +538,8 @@ reply:
 				c.req.xid);
 	if (drc == SRV_DRC_NEW)
 		srv_drc_done(s->drc, &key, sent ? reply : NULL);
+	srv_metrics_end(&mc, c.prog_index, c.prog, c.proc, &c.req, c.res,
+			v.kind == REPLY_ACCEPTED ? v.stat : SUCCESS);
 out_arena:
 	if (c.args)
 		xdr_free(or_void(c.proc->decode_args), c.args);

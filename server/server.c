@@ -133,6 +133,7 @@ static void export_free(struct srv *s, struct srv_export *ex)
 		srv_export_opts_free(ex->conf);
 	free(ex->conf);
 	free(ex->path);
+	srv_metrics_export_free(ex);
 	free(ex);
 }
 

@@ -141,6 +141,8 @@ struct srv_export {
 	struct srv_export *next;    /* in parent->instances */
 	struct srv_export *id_next; /* in srv->unions.by_id */
 	struct srv_export *lru_prev, *lru_next; /* in srv->unions, OPEN ones */
+	/* its calls and bytes, per thread (metrics.c), made on the first */
+	struct srv_xcount *_Atomic mcount;
 	/* a template: */
 	struct srv_export *instances; /* owned list */
 };
@@ -232,6 +234,12 @@ struct srv {
 	struct srv_drc *drc; /* owned; NULL: no duplicate request cache */
 	struct srv_unions unions;
 	struct srv_nlm *nlm; /* owned: the lock manager (nlm_proc.c) */
+	/* metrics.c: NULL when --metrics is off.  What it shows of the
+	 * transport: the connections open (the loop thread's count, stored
+	 * for other threads to read) and the worker pool. */
+	struct srv_metrics *metrics;
+	atomic_uint conns_open;
+	struct srv_pool *_Atomic pool;
 	/* The built-in portmapper (pmap.c): ON when it holds port 111, and the
 	 * ports it gives out; set by main.c before the loop runs. */
 	struct srv_pmap {
@@ -363,6 +371,10 @@ struct srv_req {
 	/* Set by a handler whose call must get no reply at all (the
 	 * portmapper's CALLIT, pmap.c rule 2). */
 	bool no_reply;
+	/* For the metrics (metrics.c): the export the call was admitted to
+	 * (nfs3_admit), and the file bytes READ gave or WRITE took. */
+	struct srv_export *ex;
+	uint64_t bytes_read, bytes_written;
 };
 
 /* One procedure of one program: everything the dispatcher (rpc.c) needs to
@@ -408,6 +420,16 @@ struct srv_program {
 	/* Whether S serves the program now; NULL: always.  A program it does
 	 * not serve is PROG_UNAVAIL (the portmapper, only while it has 111). */
 	bool (*served)(const struct srv *s);
+	/* The status P's results RES carry, into *CODE; false when P's
+	 * results have none.  NULL: no procedure's do.  STATUSES names the
+	 * codes, success first (the metrics' errors by status). */
+	bool (*result_status)(const struct srv_proc *p, const void *res, uint32_t *code);
+	const struct srv_status_name *statuses;
+	size_t nstatuses;
+};
+struct srv_status_name {
+	uint32_t code;
+	const char *name;
 };
 
 /* The handle P's table entry names in ARGS (P->has_fh). */
@@ -441,6 +463,10 @@ const char *srv_addr_str(const struct sockaddr_storage *peer, bool with_port, ch
 bool srv_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* ---- rpc.c: the dispatcher ---- */
+
+/* The programs the dispatcher serves, in the order it looks them up
+ * (*N of them); the metrics count by index into it. */
+const struct srv_program *const *srv_rpc_programs(size_t *n);
 
 /* Turns one RPC call record (without record mark) into its reply record in
  * REPLY (without record mark).  Returns false when no reply must be sent (a
@@ -572,6 +598,10 @@ bool nlm_in_grace(const struct srv *s);
 
 /* ---- nfs3_status.c: the one errno -> nfsstat3 map ---- */
 nfsstat3 nfs3_status_from_errno(int err); /* err is a negative errno */
+/* NFSv3's srv_program.result_status and statuses. */
+bool nfs3_result_status(const struct srv_proc *p, const void *res, uint32_t *code);
+#define NFS3_NSTATUS_NAMES 29
+extern const struct srv_status_name nfs3_status_names[NFS3_NSTATUS_NAMES];
 
 /* ---- log.c ---- */
 enum srv_log_level { SRV_LOG_ERR, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
@@ -665,6 +695,7 @@ struct srv_opts {
 	struct srv_config cfg; /* cfg.bind_addr points into bind_addr below */
 	char *bind_addr;
 	char *state_dir;
+	char *metrics; /* --metrics ADDR:PORT; NULL: off */
 	char *config_path;
 	enum srv_log_level log_level;
 	bool foreground;
@@ -724,6 +755,9 @@ int srv_pool_new(unsigned nthreads, const struct srv_pool_ops *ops,
 /* Queues the jobs linked from HEAD by next (ownership passes to the pool),
  * waking a worker only when none is on its way.  Never blocks on a worker. */
 void srv_pool_submit(struct srv_pool *p, struct srv_job *head);
+/* Workers running a job or reading, not waiting; and all of them. */
+unsigned srv_pool_busy(struct srv_pool *p);
+unsigned srv_pool_threads(const struct srv_pool *p);
 /* Runs every queued job to its end, joins the workers, frees P. */
 void srv_pool_free(struct srv_pool *p);
 
@@ -802,6 +836,37 @@ void srv_rpcbind_unregister(void);
 void srv_notify_ready(const char *status); /* serving: READY=1 */
 void srv_notify_reloading(void);	   /* a reload begins: RELOADING=1 */
 void srv_notify_stopping(void);		   /* shutting down: STOPPING=1 */
+
+/* ---- metrics.c: counters, and the Prometheus endpoint (--metrics) ---- */
+
+/* Whether TEXT is ADDR:PORT ([V6]:PORT), an IP literal and a port; the
+ * address into OUT unless NULL. */
+bool srv_metrics_addr_parse(const char *text, struct sockaddr_storage *out);
+/* Starts counting and serving GET /metrics at ADDR (after srv_open, before
+ * srv_loop_new starts the workers); ERR names the problem on failure. */
+int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen);
+/* Stops serving (before srv_loop_free: a scrape shows the pool); the
+ * workers count on.  Nothing when off. */
+void srv_metrics_stop(struct srv *s);
+/* Stops counting and frees the counters (after srv_loop_free). */
+void srv_metrics_free(struct srv *s);
+/* One call, counted by the thread that runs it: begun once its procedure
+ * is known, ended after its reply is encoded.  Nothing when off. */
+struct srv_mcall {
+	struct srv_mthread *t; /* NULL: not counted */
+	uint64_t t0;	       /* CLOCK_MONOTONIC ns */
+};
+void srv_metrics_begin(struct srv *s, struct srv_mcall *mc);
+/* Ends MC: the call of PROG (index PROG_INDEX, srv_rpc_programs) and
+ * procedure P on REQ, whose results RES were encoded when ACCEPT is
+ * SUCCESS (an accept_stat otherwise). */
+void srv_metrics_end(struct srv_mcall *mc, size_t prog_index,
+		     const struct srv_program *prog, const struct srv_proc *p,
+		     const struct srv_req *req, const void *res, uint32_t accept);
+/* A retransmission answered from the duplicate request cache. */
+void srv_metrics_drc_hit(struct srv *s);
+/* Frees EX's counters (the export is being freed). */
+void srv_metrics_export_free(struct srv_export *ex);
 
 /* ---- constants the handlers and the transport agree on ---- */
 #define SRV_MAX_IO     (1024 * 1024)	    /* rtmax, wtmax */

@@ -485,6 +485,7 @@ static void instance_free(struct srv_export *i)
 	free(i->made_work);
 	free(i->client_key);
 	free(i->path);
+	srv_metrics_export_free(i);
 	free(i);
 }
 
