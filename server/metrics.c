@@ -340,6 +340,8 @@ static void proc_lines(const struct srv_metrics *m, size_t pi, size_t qi, FILE *
 		fprintf(err_f, ",status=\"%s\"} %llu\n", status_name(pg, e),
 			(unsigned long long)errors[e]);
 	}
+	if (!calls)
+		return; /* a histogram from the first call on: pages stay small */
 	for (size_t b = 0; b < SRV_M_BUCKETS; b++) {
 		cum += bucket[b];
 		fputs("union_nfsd_rpc_duration_seconds_bucket{", lat_f);

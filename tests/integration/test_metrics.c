@@ -1,0 +1,420 @@
+/* test_metrics - the metrics endpoint of issue 21 counts what clients did.
+ *
+ *   test_metrics UNION_NFSD
+ *
+ * Builds a writable union in a temp dir (a lower layer holding data.bin and
+ * up.txt), starts UNION_NFSD with --metrics on a free loopback port and,
+ * through libnfs' raw NFSv3 calls, runs a workload of known counts between
+ * two scrapes of GET /metrics:
+ *
+ *   N_GETATTR GETATTRs of the root; N_LOOKUP LOOKUPs, N_NOENT of them of a
+ *   name that is not there; N_READ READs of READ_LEN bytes of data.bin;
+ *   N_WRITE WRITEs of WRITE_LEN bytes to up.txt, a lower file, whose first
+ *   copies it up (UP_SIZE bytes).
+ *
+ * The differences between the scrapes must be exactly those: calls per
+ * procedure, NFS3ERR_NOENT errors of LOOKUP, the export's calls and bytes
+ * read and written, one copy-up of UP_SIZE bytes, no new error of any other
+ * procedure.  Both pages must pass `promtool check metrics`, and a path
+ * other than /metrics gets 404.  The scrapes are a plain HTTP/1.0 GET on a
+ * socket (a test client; the server side is libmicrohttpd's).
+ *
+ * Exits 77 (skipped) when promtool is not installed.  The server is
+ * stopped by pid and the temp dir removed also when a check fails.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "it_util.h"
+#include "nfs_raw.h"
+#include "start_server.h"
+
+#define N_GETATTR 7
+#define N_LOOKUP  5
+#define N_NOENT	  2
+#define N_READ	  4
+#define READ_LEN  1000
+#define N_WRITE	  3
+#define WRITE_LEN 512
+#define DATA_SIZE 10000
+#define UP_SIZE	  5000
+
+static struct {
+	const char *bin;
+	char tmp[PATH_MAX];
+	struct test_union un;
+	struct test_server srv;
+	int mport; /* the metrics port */
+	struct rpc_context *nfs;
+	struct fh root, data, up;
+} g;
+
+/* ---- the scrape ---- */
+
+/* A loopback port free now (bound and released: the server binds it next). */
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* The whole HTTP response to GET PATH (malloc'd, NUL-terminated), or NULL. */
+static char *http_get(const char *path)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)g.mport),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	char req[256], *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+		goto out;
+	for (;;) {
+		if (cap - len < 65536) {
+			char *p = realloc(buf, cap + 262144);
+			if (!p)
+				goto out;
+			buf = p;
+			cap += 262144;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	if (buf)
+		buf[len] = '\0';
+	close(fd);
+	return buf;
+out:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+/* The body of GET /metrics, checked by promtool; fails the test otherwise. */
+static char *scrape(void)
+{
+	char *page = http_get("/metrics"), *body, file[PATH_MAX + 32], cmd[PATH_MAX + 64];
+	FILE *f;
+
+	assert_non_null(page);
+	assert_non_null(strstr(page, " 200 "));
+	assert_non_null(strstr(page, "text/plain; version=0.0.4"));
+	body = strstr(page, "\r\n\r\n");
+	assert_non_null(body);
+	body += 4;
+	snprintf(file, sizeof(file), "%s/metrics.txt", g.tmp);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fputs(body, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s", file);
+	if (system(cmd) != 0)
+		fail_msg("promtool check metrics rejects the page (%s)", file);
+	memmove(page, body, strlen(body) + 1);
+	return page;
+}
+
+/* The value of the sample SERIES (name and labels, as written) in PAGE; 0
+ * when the page has no such line (a series not yet made). */
+static double sample(const char *page, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = page; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return 0;
+}
+
+/* Checks that SERIES grew by exactly WANT from BEFORE to AFTER. */
+static void expect_delta(const char *before, const char *after, const char *series,
+			 double want)
+{
+	double got = sample(after, series) - sample(before, series);
+
+	if (got != want)
+		fail_msg("%s: grew by %.0f, want %.0f", series, got, want);
+	printf("ok: %s +%.0f\n", series, got);
+}
+
+#define ERRORS	      "union_nfsd_rpc_errors_total{"
+#define LOOKUP_ERRORS ERRORS "program=\"NFS3\",procedure=\"LOOKUP\","
+#define NFS3(proc)    "union_nfsd_rpc_calls_total{program=\"NFS3\",procedure=\"" proc "\"}"
+
+/* ---- the calls ---- */
+
+struct res {
+	int status;
+	struct fh fh;
+	uint32_t count;
+};
+
+static void keep_lookup(void *data, void *out)
+{
+	LOOKUP3res *r = data;
+	struct res *o = out;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK)
+		nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
+}
+
+static int lookup(const char *name, struct fh *out)
+{
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(&g.root), .name = (char *)name}};
+	struct res o = {0};
+	struct call c = {.keep = keep_lookup, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	if (out)
+		*out = o.fh;
+	return o.status;
+}
+
+static void getattr_ok(void)
+{
+	GETATTR3args a = {.object = nfs_raw_fh3(&g.root)};
+	int st = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_getattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	assert_int_equal(st, NFS3_OK);
+}
+
+static void keep_count(void *data, void *out)
+{
+	READ3res *r = data; /* READ3res and WRITE3res: status, then ... */
+	struct res *o = out;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK)
+		o->count = r->READ3res_u.resok.count;
+}
+
+static void keep_write_count(void *data, void *out)
+{
+	WRITE3res *r = data;
+	struct res *o = out;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK)
+		o->count = r->WRITE3res_u.resok.count;
+}
+
+static void read_ok(uint64_t off)
+{
+	READ3args a = {.file = nfs_raw_fh3(&g.data), .offset = off, .count = READ_LEN};
+	struct res o = {0};
+	struct call c = {.keep = keep_count, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	assert_int_equal(o.status, NFS3_OK);
+	assert_int_equal(o.count, READ_LEN);
+}
+
+static void write_ok(uint64_t off)
+{
+	static char bytes[WRITE_LEN];
+	WRITE3args a = {.file = nfs_raw_fh3(&g.up),
+			.offset = off,
+			.count = WRITE_LEN,
+			.stable = FILE_SYNC};
+	struct res o = {0};
+	struct call c = {.keep = keep_write_count, .out = &o};
+
+	memset(bytes, 'w', sizeof(bytes));
+	a.data.data_len = WRITE_LEN;
+	a.data.data_val = bytes;
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	assert_int_equal(o.status, NFS3_OK);
+	assert_int_equal(o.count, WRITE_LEN);
+}
+
+/* ---- set-up ---- */
+
+static int write_file(const char *name, size_t size, char fill)
+{
+	char path[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/lower/%s", g.tmp, name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < size; i++)
+		fputc(fill, f);
+	return fclose(f);
+}
+
+static int setup(void **state)
+{
+	char opt[64];
+	const char *args[6];
+
+	(void)state;
+	if (it_tmp_layers(g.tmp, sizeof(g.tmp), "/tmp/un-metrics-XXXXXX") < 0 ||
+	    write_file("data.bin", DATA_SIZE, 'd') < 0 ||
+	    write_file("up.txt", UP_SIZE, 'u') < 0)
+		return -1;
+	test_union_init(&g.un, g.tmp, "lower");
+	g.mport = free_port();
+	if (g.mport < 0)
+		return -1;
+	snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.mport);
+	args[0] = g.un.args[0];
+	args[1] = g.un.args[1];
+	args[2] = g.un.args[2];
+	args[3] = opt;
+	args[4] = NULL;
+	if (test_server_start(g.bin, g.un.state, args, &g.srv) < 0)
+		return -1;
+	if (nfs_raw_mnt(g.srv.mount_port, "/", &g.root) != MNT3_OK)
+		return -1;
+	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
+	return g.nfs ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (g.nfs)
+		rpc_destroy_context(g.nfs);
+	test_server_stop(&g.srv);
+	test_tmp_remove(g.tmp, "/tmp/un-metrics-");
+	return 0;
+}
+
+/* ---- the tests ---- */
+
+static void test_counts(void **state)
+{
+	char *before, *after;
+
+	(void)state;
+	assert_int_equal(lookup("data.bin", &g.data), NFS3_OK);
+	assert_int_equal(lookup("up.txt", &g.up), NFS3_OK);
+	before = scrape();
+	for (int i = 0; i < N_GETATTR; i++)
+		getattr_ok();
+	for (int i = 0; i < N_LOOKUP - N_NOENT; i++)
+		assert_int_equal(lookup("data.bin", NULL), NFS3_OK);
+	for (int i = 0; i < N_NOENT; i++)
+		assert_int_equal(lookup("not-there", NULL), NFS3ERR_NOENT);
+	for (int i = 0; i < N_READ; i++)
+		read_ok((uint64_t)i * READ_LEN);
+	for (int i = 0; i < N_WRITE; i++)
+		write_ok((uint64_t)i * WRITE_LEN);
+	after = scrape();
+
+	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR);
+	expect_delta(before, after, NFS3("LOOKUP"), N_LOOKUP);
+	expect_delta(before, after, NFS3("READ"), N_READ);
+	expect_delta(before, after, NFS3("WRITE"), N_WRITE);
+	expect_delta(before, after, NFS3("CREATE"), 0);
+	expect_delta(before, after,
+		     "union_nfsd_rpc_errors_total{program=\"NFS3\",procedure=\"LOOKUP\","
+		     "status=\"NFS3ERR_NOENT\"}",
+		     N_NOENT);
+	expect_delta(before, after,
+		     "union_nfsd_rpc_duration_seconds_count{program=\"NFS3\","
+		     "procedure=\"GETATTR\"}",
+		     N_GETATTR);
+	expect_delta(before, after,
+		     "union_nfsd_rpc_duration_seconds_bucket{program=\"NFS3\","
+		     "procedure=\"READ\",le=\"+Inf\"}",
+		     N_READ);
+	expect_delta(before, after, "union_nfsd_export_calls_total{export=\"/\"}",
+		     N_GETATTR + N_LOOKUP + N_READ + N_WRITE);
+	expect_delta(before, after, "union_nfsd_export_read_bytes_total{export=\"/\"}",
+		     N_READ * READ_LEN);
+	expect_delta(before, after, "union_nfsd_export_written_bytes_total{export=\"/\"}",
+		     N_WRITE * WRITE_LEN);
+	expect_delta(before, after, "union_nfsd_copyups_total", 1);
+	expect_delta(before, after, "union_nfsd_copyup_bytes_total", UP_SIZE);
+	expect_delta(before, after, "union_nfsd_copyup_seconds_count", 1);
+	/* no error but LOOKUP's, in the page after the workload */
+	for (const char *p = strstr(after, "\n" ERRORS); p;
+	     p = strstr(p + 1, "\n" ERRORS))
+		if (strncmp(p + 1, LOOKUP_ERRORS, strlen(LOOKUP_ERRORS)) != 0)
+			fail_msg("an unexpected error: %.120s", p + 1);
+	assert_true(sample(after, "union_nfsd_connections_open") >= 1);
+	assert_true(sample(after, "union_nfsd_worker_threads") >= 1);
+	assert_true(sample(after, "union_nfsd_nodes") >= 3); /* root, data.bin, up.txt */
+	free(before);
+	free(after);
+}
+
+static void test_not_found(void **state)
+{
+	char *page = http_get("/other");
+
+	(void)state;
+	assert_non_null(page);
+	if (!strstr(page, " 404 "))
+		fail_msg("GET /other: %.60s", page);
+	free(page);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_counts),
+	    cmocka_unit_test(test_not_found),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s UNION_NFSD\n", argv[0]);
+		return 2;
+	}
+	if (system("command -v promtool >/dev/null 2>&1") != 0) {
+		printf("promtool not installed (Debian's prometheus): skipped\n");
+		return 77;
+	}
+	g.bin = argv[1];
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
