@@ -26,11 +26,12 @@ set -euo pipefail
 # no mount.nfs resolved (addr=).  libsystemd-dev is optional: found, the
 # server tells systemd when it is ready (sd_notify, the unit's Type=notify);
 # file and dpkg-dev (dpkg-shlibdeps; build-essential brings it) let
-# `cpack -G DEB` compute the package's Depends.
+# `cpack -G DEB` compute the package's Depends.  libmicrohttpd-dev: the
+# --metrics endpoint's HTTP server (server/metrics.c).
 BUILD=(
 	build-essential cmake pkg-config rpcsvc-proto
 	libtirpc-dev liblmdb-dev libsodium-dev libinih-dev libnfs-dev libcmocka-dev
-	libsystemd-dev file dpkg-dev
+	libsystemd-dev file dpkg-dev libmicrohttpd-dev
 	iproute2 libnfs-utils nfs-common
 )
 # tests: tests/integration/*.sh and tests/run.sh.
@@ -63,6 +64,8 @@ TESTS=(
 	# rendered by man (man-db), the .deb checked by lintian and its unit by
 	# systemd-analyze (systemd)
 	mandoc man-db lintian systemd
+	# integration/metrics: promtool (prometheus) checks the metrics page
+	prometheus
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
 # and mount namespace) and bench/readdir_bench.sh.
