@@ -1,6 +1,8 @@
 #!/bin/bash
 # ab.sh NFS_BENCH NAME=UNION_NFSD [NAME=UNION_NFSD ...] - two or more builds of
 # union-nfsd side by side on one tree, their server CPU per operation compared.
+# A NAME's value may carry options after the binary, for one build run two
+# ways: on="build/union-nfsd --metrics=127.0.0.1:0" off=build/union-nfsd.
 #
 # For "did this change cost anything": every build serves the same lower
 # layer (each with an upper, work and state dir of its own) at once, and
@@ -44,12 +46,13 @@ for i in range(10000):
 for i in range(100000):
     open("%s/big/file%07d" % (r, i), "wb").close()
 PY
-"$NB" genfile "$D/lower/seq/data" 1073741824
+[[ " $ROWS " == *" read "* ]] && "$NB" genfile "$D/lower/seq/data" 1073741824
 
 port=31000
 for s in "${NAMES[@]}"; do
 	mkdir -p "$D/$s/up" "$D/$s/work" "$D/$s/state"
-	"${BIN[$s]}" --lowerdir="$D/lower" --upperdir="$D/$s/up" --workdir="$D/$s/work" \
+	read -ra cmd <<<"${BIN[$s]}" # the binary, then its own options
+	"${cmd[@]}" --lowerdir="$D/lower" --upperdir="$D/$s/up" --workdir="$D/$s/work" \
 		--state-dir="$D/$s/state" --nfs-port=$port --mount-port=$((port + 1)) \
 		--bind=127.0.0.1 --foreground --no-rpcbind \
 		--clients='127.0.0.1(rw,no_root_squash,insecure)' >"$D/$s.out" 2>"$D/$s.err" &

@@ -79,6 +79,7 @@ struct srv_xcount {
 
 struct srv_metrics {
 	struct srv *srv;
+	char *addr; /* as --metrics gave it */
 	struct MHD_Daemon *httpd;
 	pthread_mutex_t lock; /* guards next_xslot and publishing threads */
 	struct srv_mthread *_Atomic threads;
@@ -689,6 +690,7 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	m->srv = s;
+	m->addr = strdup(addr);
 	m->progs = srv_rpc_programs(&m->nprogs);
 	m->nxslots = s->cfg.nthreads + 1;
 	m->next_xslot = 1;
@@ -700,12 +702,15 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 		}
 	s->metrics = m; /* before the workers start: they read it unlocked */
 	m->httpd = httpd_start(m, &ss);
-	if (m->httpd)
+	if (m->httpd && m->addr)
 		return 0;
+	if (m->httpd)
+		MHD_stop_daemon(m->httpd);
 	snprintf(err, errlen, "metrics: cannot serve HTTP on %s", addr);
 	s->metrics = NULL;
 fail:
 	pthread_mutex_destroy(&m->lock);
+	free(m->addr);
 	free(m);
 	return -EADDRNOTAVAIL;
 }
@@ -732,5 +737,13 @@ void srv_metrics_free(struct srv *s)
 		free(t);
 	}
 	pthread_mutex_destroy(&m->lock);
+	free(m->addr);
 	free(m);
+}
+
+bool srv_metrics_serves(const struct srv *s, const char *addr)
+{
+	if (!s->metrics || !addr)
+		return !s->metrics && !addr;
+	return strcmp(s->metrics->addr, addr) == 0;
 }

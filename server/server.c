@@ -401,6 +401,9 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 			"reload: ports, bind address, threads, connection "
 			"and client union limits, layer-index change only with a "
 			"restart; the running ones stay");
+	if (!srv_metrics_serves(s, o->metrics))
+		srv_log(SRV_LOG_WARN, "reload: metrics changes only with a restart; "
+				      "the endpoint stays as it is");
 }
 
 /* What a reload prepares before it swaps: for each new export either an old

@@ -865,6 +865,8 @@ void srv_metrics_end(struct srv_mcall *mc, size_t prog_index,
 		     const struct srv_req *req, const void *res, uint32_t accept);
 /* A retransmission answered from the duplicate request cache. */
 void srv_metrics_drc_hit(struct srv *s);
+/* Whether S's endpoint is the one ADDR asks for (NULL: none). */
+bool srv_metrics_serves(const struct srv *s, const char *addr);
 /* Frees EX's counters (the export is being freed). */
 void srv_metrics_export_free(struct srv_export *ex);
 
