@@ -79,7 +79,8 @@ struct srv_xcount {
 
 struct srv_metrics {
 	struct srv *srv;
-	char *addr; /* as --metrics gave it */
+	char *addr;	   /* as --metrics gave it */
+	unsigned long gen; /* which start this is (thread_counts) */
 	struct MHD_Daemon *httpd;
 	pthread_mutex_t lock; /* guards next_xslot and publishing threads */
 	struct srv_mthread *_Atomic threads;
@@ -88,12 +89,14 @@ struct srv_metrics {
 	size_t nprogs;
 };
 
-/* The calling thread's counters and whose they are (a test may run more
+/* The calling thread's counters and whose they are: the start's number,
+ * not its address, which a later start may get again (a test may run more
  * than one server in a process, one after another). */
 static _Thread_local struct {
-	const struct srv_metrics *m;
+	unsigned long gen;
 	struct srv_mthread *t;
 } mine;
+static atomic_ulong starts;
 
 /* ---- counting ---- */
 
@@ -123,7 +126,7 @@ static struct srv_mthread *thread_counts(struct srv_metrics *m)
 {
 	struct srv_mthread *t;
 
-	if (mine.m == m)
+	if (mine.gen == m->gen)
 		return mine.t;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -133,7 +136,7 @@ static struct srv_mthread *thread_counts(struct srv_metrics *m)
 	t->next = atomic_load(&m->threads);
 	atomic_store(&m->threads, t);
 	pthread_mutex_unlock(&m->lock);
-	mine.m = m;
+	mine.gen = m->gen;
 	mine.t = t;
 	return t;
 }
@@ -691,6 +694,7 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 	}
 	m->srv = s;
 	m->addr = strdup(addr);
+	m->gen = atomic_fetch_add(&starts, 1) + 1; /* 0: no thread's yet */
 	m->progs = srv_rpc_programs(&m->nprogs);
 	m->nxslots = s->cfg.nthreads + 1;
 	m->next_xslot = 1;
