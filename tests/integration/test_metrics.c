@@ -10,14 +10,17 @@
  *   N_GETATTR GETATTRs of the root; N_LOOKUP LOOKUPs, N_NOENT of them of a
  *   name that is not there; N_READ READs of READ_LEN bytes of data.bin;
  *   N_WRITE WRITEs of WRITE_LEN bytes to up.txt, a lower file, whose first
- *   copies it up (UP_SIZE bytes).
+ *   copies it up (UP_SIZE bytes).  Then hand-made calls (rawrpc.h) on the
+ *   NFS port: N_NLM_NULL NLM4 NULLs, N_NLM_TEST NLM4_TESTs of data.bin, and
+ *   N_GARBAGE GETATTRs whose arguments do not decode.
  *
  * The differences between the scrapes must be exactly those: calls per
- * procedure, NFS3ERR_NOENT errors of LOOKUP, the export's calls and bytes
- * read and written, one copy-up of UP_SIZE bytes, no new error of any other
- * procedure.  Both pages must pass `promtool check metrics`, and a path
- * other than /metrics gets 404.  The scrapes are a plain HTTP/1.0 GET on a
- * socket (a test client; the server side is libmicrohttpd's).
+ * procedure, NFS3ERR_NOENT errors of LOOKUP, GARBAGE_ARGS of GETATTR, the
+ * NLM4_TESTs' errors by the status they answered (none for NLM4_GRANTED), the export's
+ * calls and bytes read and written, one copy-up of UP_SIZE bytes, no new error of any
+ * other procedure.  Both pages must pass `promtool check metrics`, and a path other than
+ * /metrics gets 404.  The scrapes are a plain HTTP/1.0 GET on a socket (a test client;
+ * the server side is libmicrohttpd's).
  *
  * Exits 77 (skipped) when promtool is not installed.  The server is
  * stopped by pid and the temp dir removed also when a check fails.
@@ -42,17 +45,22 @@
 
 #include "it_util.h"
 #include "nfs_raw.h"
+#include "rawrpc.h"
 #include "start_server.h"
 
-#define N_GETATTR 7
-#define N_LOOKUP  5
-#define N_NOENT	  2
-#define N_READ	  4
-#define READ_LEN  1000
-#define N_WRITE	  3
-#define WRITE_LEN 512
-#define DATA_SIZE 10000
-#define UP_SIZE	  5000
+#define N_GETATTR  7
+#define N_LOOKUP   5
+#define N_NOENT	   2
+#define N_READ	   4
+#define READ_LEN   1000
+#define N_WRITE	   3
+#define WRITE_LEN  512
+#define N_NLM_NULL 3
+#define N_NLM_TEST 2
+#define N_GARBAGE  1 /* GETATTRs whose arguments do not decode */
+#define NLM_PROG   100021
+#define DATA_SIZE  10000
+#define UP_SIZE	   5000
 
 static struct {
 	const char *bin;
@@ -172,7 +180,10 @@ static void expect_delta(const char *before, const char *after, const char *seri
 
 #define ERRORS	      "union_nfsd_rpc_errors_total{"
 #define LOOKUP_ERRORS ERRORS "program=\"NFS3\",procedure=\"LOOKUP\","
-#define NFS3(proc)    "union_nfsd_rpc_calls_total{program=\"NFS3\",procedure=\"" proc "\"}"
+#define GARBAGE_ERRORS                                                                   \
+	ERRORS "program=\"NFS3\",procedure=\"GETATTR\",status=\"GARBAGE_ARGS\""
+#define NLM_TEST_ERRORS ERRORS "program=\"NLM4\",procedure=\"NLM4_TEST\","
+#define NFS3(proc)	"union_nfsd_rpc_calls_total{program=\"NFS3\",procedure=\"" proc "\"}"
 
 /* ---- the calls ---- */
 
@@ -275,6 +286,104 @@ static void write_ok(uint64_t off)
 	assert_int_equal(o.count, WRITE_LEN);
 }
 
+/* ---- hand-made calls (rawrpc.h): NLM, and arguments that do not decode ---- */
+
+static const char *const nlm4_names[] = {
+    "NLM4_GRANTED",
+    "NLM4_DENIED",
+    "NLM4_DENIED_NOLOCKS",
+    "NLM4_BLOCKED",
+    "NLM4_DENIED_GRACE_PERIOD",
+    "NLM4_DEADLCK",
+    "NLM4_ROFS",
+    "NLM4_STALE_FH",
+    "NLM4_FBIG",
+    "NLM4_FAILED",
+};
+
+static size_t put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+	return 4;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* One call of PROG/VERS/PROC with ARGS on FD; the reply into R. */
+static void raw_ok(int fd, uint32_t prog, uint32_t proc, const void *args, size_t len,
+		   struct raw_reply *r)
+{
+	static uint32_t xid = 0x6d740000;
+	struct raw_call c = {.xid = ++xid,
+			     .rpcvers = 2,
+			     .prog = prog,
+			     .vers = prog == NLM_PROG ? 4 : 3,
+			     .proc = proc,
+			     .flavor = 1,
+			     .args = args,
+			     .arglen = len};
+
+	assert_int_equal(raw_call(fd, RAW_TCP, &c, r), 0);
+	assert_int_equal(r->reply_stat, RAW_ACCEPTED);
+}
+
+/* NLM4_TEST of data.bin (no lock is held): returns the nlm4_stats. */
+static uint32_t nlm4_test(int fd)
+{
+	unsigned char a[512], *p = a;
+	struct raw_reply r = {0};
+	uint32_t st, cookie_len;
+
+	p += raw_enc_fh(p, "ck", 2);		  /* cookie */
+	p += put32(p, 0);			  /* exclusive: no */
+	p += raw_enc_string(p, "metrics-test");	  /* caller_name */
+	p += raw_enc_fh(p, g.data.d, g.data.len); /* fh */
+	p += raw_enc_fh(p, "owner", 5);		  /* oh */
+	p += put32(p, 7);			  /* svid */
+	p += put32(p, 0) + put32(p + 4, 0);	  /* l_offset */
+	p += 4;
+	p += put32(p, 0) + put32(p + 4, 100); /* l_len */
+	p += 4;
+	raw_ok(fd, NLM_PROG, 1, a, (size_t)(p - a), &r);
+	assert_int_equal(r.accept_stat, RAW_SUCCESS);
+	assert_true(r.bodylen >= 8);
+	cookie_len = (get32(r.body) + 3) & ~3u;
+	assert_true(r.bodylen >= 8 + cookie_len);
+	st = get32(r.body + 4 + cookie_len);
+	raw_reply_free(&r);
+	assert_true(st < sizeof(nlm4_names) / sizeof(nlm4_names[0]));
+	return st;
+}
+
+/* The hand-made calls; the NLM4_TEST status into *NLM_ST. */
+static void raw_calls(uint32_t *nlm_st)
+{
+	int fd = raw_connect(RAW_TCP, g.srv.nfs_port);
+	struct raw_reply r = {0};
+	unsigned char junk[2] = {1, 2};
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < N_NLM_NULL; i++) {
+		raw_ok(fd, NLM_PROG, 0, NULL, 0, &r);
+		assert_int_equal(r.accept_stat, RAW_SUCCESS);
+		raw_reply_free(&r);
+	}
+	for (int i = 0; i < N_NLM_TEST; i++)
+		*nlm_st = nlm4_test(fd);
+	for (int i = 0; i < N_GARBAGE; i++) {
+		raw_ok(fd, NFS_PROG, 1, junk, sizeof(junk), &r);
+		assert_int_equal(r.accept_stat, RAW_GARBAGE_ARGS);
+		raw_reply_free(&r);
+	}
+	close(fd);
+}
+
 /* ---- set-up ---- */
 
 static int write_file(const char *name, size_t size, char fill)
@@ -333,7 +442,8 @@ static int teardown(void **state)
 
 static void test_counts(void **state)
 {
-	char *before, *after;
+	char *before, *after, series[256];
+	uint32_t nlm_st = 0;
 
 	(void)state;
 	assert_int_equal(lookup("data.bin", &g.data), NFS3_OK);
@@ -349,9 +459,26 @@ static void test_counts(void **state)
 		read_ok((uint64_t)i * READ_LEN);
 	for (int i = 0; i < N_WRITE; i++)
 		write_ok((uint64_t)i * WRITE_LEN);
+	raw_calls(&nlm_st);
 	after = scrape();
 
-	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR);
+	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR + N_GARBAGE);
+	expect_delta(before, after,
+		     ERRORS
+		     "program=\"NFS3\",procedure=\"GETATTR\",status=\"GARBAGE_ARGS\"}",
+		     N_GARBAGE);
+	expect_delta(
+	    before, after,
+	    "union_nfsd_rpc_calls_total{program=\"NLM4\",procedure=\"NLM_NULL\"}",
+	    N_NLM_NULL);
+	expect_delta(
+	    before, after,
+	    "union_nfsd_rpc_calls_total{program=\"NLM4\",procedure=\"NLM4_TEST\"}",
+	    N_NLM_TEST);
+	snprintf(series, sizeof(series),
+		 ERRORS "program=\"NLM4\",procedure=\"NLM4_TEST\",status=\"%s\"}",
+		 nlm4_names[nlm_st]);
+	expect_delta(before, after, series, nlm_st ? N_NLM_TEST : 0);
 	expect_delta(before, after, NFS3("LOOKUP"), N_LOOKUP);
 	expect_delta(before, after, NFS3("READ"), N_READ);
 	expect_delta(before, after, NFS3("WRITE"), N_WRITE);
@@ -363,7 +490,7 @@ static void test_counts(void **state)
 	expect_delta(before, after,
 		     "union_nfsd_rpc_duration_seconds_count{program=\"NFS3\","
 		     "procedure=\"GETATTR\"}",
-		     N_GETATTR);
+		     N_GETATTR + N_GARBAGE);
 	expect_delta(before, after,
 		     "union_nfsd_rpc_duration_seconds_bucket{program=\"NFS3\","
 		     "procedure=\"READ\",le=\"+Inf\"}",
@@ -377,10 +504,12 @@ static void test_counts(void **state)
 	expect_delta(before, after, "union_nfsd_copyups_total", 1);
 	expect_delta(before, after, "union_nfsd_copyup_bytes_total", UP_SIZE);
 	expect_delta(before, after, "union_nfsd_copyup_seconds_count", 1);
-	/* no error but LOOKUP's, in the page after the workload */
+	/* no error but those, in the page after the workload */
 	for (const char *p = strstr(after, "\n" ERRORS); p;
 	     p = strstr(p + 1, "\n" ERRORS))
-		if (strncmp(p + 1, LOOKUP_ERRORS, strlen(LOOKUP_ERRORS)) != 0)
+		if (strncmp(p + 1, LOOKUP_ERRORS, strlen(LOOKUP_ERRORS)) != 0 &&
+		    strncmp(p + 1, GARBAGE_ERRORS, strlen(GARBAGE_ERRORS)) != 0 &&
+		    strncmp(p + 1, NLM_TEST_ERRORS, strlen(NLM_TEST_ERRORS)) != 0)
 			fail_msg("an unexpected error: %.120s", p + 1);
 	assert_true(sample(after, "union_nfsd_connections_open") >= 1);
 	assert_true(sample(after, "union_nfsd_worker_threads") >= 1);
