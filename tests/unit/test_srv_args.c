@@ -2,6 +2,7 @@
  * the example etc/union-nfsd.conf.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <libgen.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -141,6 +142,14 @@ static void test_bad_flags(void **state)
 		     &o);
 	expect_error("twice", parse(&o, "--lowerdir=/a", "--lowerdir=/b", NULL), &o);
 	expect_error("nope.conf", parse(&o, "--config=/nonexistent/nope.conf", NULL), &o);
+	expect_error("--metrics 'localhost:9311'",
+		     parse(&o, "--lowerdir=/a", "--metrics=localhost:9311", NULL), &o);
+	expect_error("--metrics", parse(&o, "--lowerdir=/a", "--metrics=127.0.0.1", NULL),
+		     &o);
+	expect_error("--metrics",
+		     parse(&o, "--lowerdir=/a", "--metrics=127.0.0.1:65536", NULL), &o);
+	expect_error("--metrics", parse(&o, "--lowerdir=/a", "--metrics=::1:9311", NULL),
+		     &o);
 }
 
 static void test_help_version(void **state)
@@ -180,6 +189,49 @@ static enum srv_args_result parse_conf(struct srv_opts *o, const char *text,
 	res = parse(o, flag, extra, NULL);
 	unlink(conf_path);
 	return res;
+}
+
+/* --metrics: off unless given; an IPv4 address or a bracketed IPv6 one. */
+static void test_metrics_flag(void **state)
+{
+	struct srv_opts o;
+	struct sockaddr_storage ss;
+
+	(void)state;
+	assert_int_equal(parse(&o, "--lowerdir=/a", NULL), SRV_ARGS_RUN);
+	assert_null(o.metrics);
+	srv_opts_free(&o);
+	assert_int_equal(parse(&o, "--lowerdir=/a", "--metrics=127.0.0.1:9311", NULL),
+			 SRV_ARGS_RUN);
+	assert_string_equal(o.metrics, "127.0.0.1:9311");
+	srv_opts_free(&o);
+	assert_int_equal(parse(&o, "--lowerdir=/a", "--metrics=[::1]:0", NULL),
+			 SRV_ARGS_RUN);
+	assert_string_equal(o.metrics, "[::1]:0");
+	srv_opts_free(&o);
+	assert_true(srv_metrics_addr_parse("[::1]:9311", &ss));
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 9311);
+	assert_true(srv_metrics_addr_parse("10.1.2.3:80", &ss));
+	assert_int_equal(ss.ss_family, AF_INET);
+	assert_false(srv_metrics_addr_parse(":80", NULL));
+	assert_false(srv_metrics_addr_parse("10.1.2.3:", NULL));
+	assert_false(srv_metrics_addr_parse("10.1.2.3:8x", NULL));
+	/* the config key, and the flag over it */
+	assert_int_equal(parse_conf(&o,
+				    "[server]\nmetrics = 127.0.0.1:9311\n[export]\n"
+				    "lowerdir = /a\n",
+				    NULL),
+			 SRV_ARGS_RUN);
+	assert_string_equal(o.metrics, "127.0.0.1:9311");
+	srv_opts_free(&o);
+	assert_int_equal(parse_conf(&o,
+				    "[server]\nmetrics = 127.0.0.1:9311\n[export]\n"
+				    "lowerdir = /a\n",
+				    "--metrics=[::1]:9312"),
+			 SRV_ARGS_RUN);
+	assert_string_equal(o.metrics, "[::1]:9312");
+	srv_opts_free(&o);
 }
 
 static void test_config(void **state)
@@ -320,6 +372,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_flags),	  cmocka_unit_test(test_help_version),
 	    cmocka_unit_test(test_config),	  cmocka_unit_test(test_config_long_line),
 	    cmocka_unit_test(test_config_errors), cmocka_unit_test(test_example_config),
+	    cmocka_unit_test(test_metrics_flag),
 	};
 
 	return cmocka_run_group_tests_name("srv_args", tests, NULL, NULL);
