@@ -22,6 +22,10 @@
  * /metrics gets 404.  The scrapes are a plain HTTP/1.0 GET on a socket (a test client;
  * the server side is libmicrohttpd's).
  *
+ * A second server, with a per-client export (upper TMP/c/%a/upper), must show
+ * its client union's calls under the labels export and client, and no series
+ * of the template's own.
+ *
  * Exits 77 (skipped) when promtool is not installed.  The server is
  * stopped by pid and the temp dir removed also when a check fails.
  */
@@ -66,8 +70,8 @@ static struct {
 	const char *bin;
 	char tmp[PATH_MAX];
 	struct test_union un;
-	struct test_server srv;
-	int mport; /* the metrics port */
+	struct test_server srv, csrv; /* csrv: the per-client export's */
+	int mport, cport;	      /* their metrics ports */
 	struct rpc_context *nfs;
 	struct fh root, data, up;
 } g;
@@ -92,10 +96,10 @@ static int free_port(void)
 }
 
 /* The whole HTTP response to GET PATH (malloc'd, NUL-terminated), or NULL. */
-static char *http_get(const char *path)
+static char *http_get(int port, const char *path)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)g.mport),
+				.sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	char req[256], *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -131,10 +135,12 @@ out:
 	return NULL;
 }
 
-/* The body of GET /metrics, checked by promtool; fails the test otherwise. */
-static char *scrape(void)
+/* The body of GET /metrics from PORT, checked by promtool; fails the test
+ * otherwise. */
+static char *scrape(int port)
 {
-	char *page = http_get("/metrics"), *body, file[PATH_MAX + 32], cmd[PATH_MAX + 64];
+	char *page = http_get(port, "/metrics"), *body, file[PATH_MAX + 32],
+	     cmd[PATH_MAX + 64];
 	FILE *f;
 
 	assert_non_null(page);
@@ -434,6 +440,7 @@ static int teardown(void **state)
 	if (g.nfs)
 		rpc_destroy_context(g.nfs);
 	test_server_stop(&g.srv);
+	test_server_stop(&g.csrv);
 	test_tmp_remove(g.tmp, "/tmp/un-metrics-");
 	return 0;
 }
@@ -448,7 +455,7 @@ static void test_counts(void **state)
 	(void)state;
 	assert_int_equal(lookup("data.bin", &g.data), NFS3_OK);
 	assert_int_equal(lookup("up.txt", &g.up), NFS3_OK);
-	before = scrape();
+	before = scrape(g.mport);
 	for (int i = 0; i < N_GETATTR; i++)
 		getattr_ok();
 	for (int i = 0; i < N_LOOKUP - N_NOENT; i++)
@@ -460,7 +467,7 @@ static void test_counts(void **state)
 	for (int i = 0; i < N_WRITE; i++)
 		write_ok((uint64_t)i * WRITE_LEN);
 	raw_calls(&nlm_st);
-	after = scrape();
+	after = scrape(g.mport);
 
 	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR + N_GARBAGE);
 	expect_delta(before, after,
@@ -520,7 +527,7 @@ static void test_counts(void **state)
 
 static void test_not_found(void **state)
 {
-	char *page = http_get("/other");
+	char *page = http_get(g.mport, "/other");
 
 	(void)state;
 	assert_non_null(page);
@@ -529,11 +536,60 @@ static void test_not_found(void **state)
 	free(page);
 }
 
+/* A per-client export (upper TMP/c/%a/upper): its client union's series
+ * carry the client label, the template has none of its own. */
+static void test_client_label(void **state)
+{
+	char up[PATH_MAX + 32], work[PATH_MAX + 32], lower[PATH_MAX + 32],
+	    st[PATH_MAX + 32], opt[64], series[2 * PATH_MAX];
+	const char *args[] = {lower, up, work, opt, NULL};
+	struct rpc_context *nfs;
+	struct fh root;
+	char *page;
+
+	(void)state;
+	snprintf(lower, sizeof(lower), "--lowerdir=%s/lower", g.tmp);
+	snprintf(up, sizeof(up), "--upperdir=%s/c/%%a/upper", g.tmp);
+	snprintf(work, sizeof(work), "--workdir=%s/c/%%a/work", g.tmp);
+	snprintf(st, sizeof(st), "%s/cstate", g.tmp);
+	g.cport = free_port();
+	assert_true(g.cport > 0);
+	snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.cport);
+	assert_int_equal(test_server_start(g.bin, st, args, &g.csrv), 0);
+	assert_int_equal(nfs_raw_mnt(g.csrv.mount_port, "/", &root), MNT3_OK);
+	nfs = nfs_raw_connect(g.csrv.nfs_port, NFS_PROG, 3);
+	assert_non_null(nfs);
+	for (int i = 0; i < N_GETATTR; i++) {
+		GETATTR3args a = {.object = nfs_raw_fh3(&root)};
+		int status = -1;
+		struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+
+		assert_int_equal(
+		    nfs_raw_finish(nfs, &c,
+				   rpc_nfs3_getattr_async(nfs, nfs_raw_on_reply, &a, &c)),
+		    0);
+		assert_int_equal(status, NFS3_OK);
+	}
+	rpc_destroy_context(nfs);
+	page = scrape(g.cport);
+	snprintf(
+	    series, sizeof(series),
+	    "union_nfsd_export_calls_total{export=\"/\",client=\"%s/c/127.0.0.1/upper\"}",
+	    g.tmp);
+	if (sample(page, series) != N_GETATTR)
+		fail_msg("%s: %.0f, want %d", series, sample(page, series), N_GETATTR);
+	if (strstr(page, "union_nfsd_export_calls_total{export=\"/\"}"))
+		fail_msg("the per-client template has series of its own");
+	free(page);
+	test_server_stop(&g.csrv);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts),
 	    cmocka_unit_test(test_not_found),
+	    cmocka_unit_test(test_client_label),
 	};
 
 	if (argc != 2) {
