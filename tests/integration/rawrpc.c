@@ -312,23 +312,23 @@ void raw_reply_free(struct raw_reply *r)
 	r->bodylen = 0;
 }
 
-static size_t put32(unsigned char *p, uint32_t v)
+size_t raw_put32(unsigned char *p, uint32_t v)
 {
-	v = htonl(v);
-	memcpy(p, &v, 4);
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
 	return 4;
 }
 
-static uint32_t get32(const unsigned char *p)
+uint32_t raw_get32(const unsigned char *p)
 {
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return ntohl(v);
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 size_t raw_enc_fh(unsigned char *buf, const void *fh, uint32_t len)
 {
-	size_t n = put32(buf, len);
+	size_t n = raw_put32(buf, len);
 	memcpy(buf + n, fh, len);
 	n += len;
 	while (n % 4)
@@ -346,7 +346,7 @@ int raw_body_status(const struct raw_reply *r)
 	if (r->reply_stat != RAW_ACCEPTED || r->accept_stat != RAW_SUCCESS ||
 	    r->bodylen < 4)
 		return -1;
-	return (int)get32(r->body);
+	return (int)raw_get32(r->body);
 }
 
 /* One AUTH_SYS call of version 3 of PROG, procedure PROC, with ARGS; 0 or -1
@@ -374,7 +374,7 @@ static int status_and_fh(struct raw_reply *r, unsigned char *fh, uint32_t *fhlen
 	uint32_t n;
 
 	if (st == 0) {
-		n = r->bodylen >= 8 ? get32(r->body + 4) : 65;
+		n = r->bodylen >= 8 ? raw_get32(r->body + 4) : 65;
 		if (n > 64 || 8 + n > r->bodylen) {
 			st = -1;
 		} else {
@@ -412,7 +412,8 @@ int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t 
 	/* fattr3: type mode nlink uid gid (5 words) size used (2 hyper) rdev (2 words)
 	 * fsid (hyper) fileid (hyper): fileid at offset 4 + 5*4 + 16 + 8 + 8 = 56 */
 	if (st == 0 && r.bodylen >= 64 && fileid)
-		*fileid = ((uint64_t)get32(r.body + 56) << 32) | get32(r.body + 60);
+		*fileid =
+		    ((uint64_t)raw_get32(r.body + 56) << 32) | raw_get32(r.body + 60);
 	raw_reply_free(&r);
 	return st;
 }

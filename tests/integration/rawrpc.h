@@ -49,6 +49,11 @@ struct raw_call {
 #define RAW_RPC_MISMATCH  0
 #define RAW_AUTH_ERROR	  1
 
+/* XDR's unsigned int at P: big-endian, 4 bytes (put returns 4), for the
+ * arguments and results the tests build and read by hand. */
+size_t raw_put32(unsigned char *p, uint32_t v);
+uint32_t raw_get32(const unsigned char *p);
+
 /* A socket connected to 127.0.0.1:port, with 5 s send/receive timeouts;
  * -1 on failure. */
 int raw_connect(enum raw_proto proto, int port);

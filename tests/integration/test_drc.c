@@ -69,20 +69,6 @@ static struct {
 	uint32_t xid;
 } g;
 
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static size_t put32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-	return 4;
-}
-
 /* diropargs3: the root's handle and NAME. */
 static size_t put_dirop(unsigned char *p, const char *name)
 {
@@ -96,11 +82,11 @@ static size_t create_args(unsigned char *p, const char *name)
 {
 	size_t n = put_dirop(p, name);
 
-	n += put32(p + n, 1); /* GUARDED */
-	n += put32(p + n, 1); /* set_mode */
-	n += put32(p + n, 0644);
+	n += raw_put32(p + n, 1); /* GUARDED */
+	n += raw_put32(p + n, 1); /* set_mode */
+	n += raw_put32(p + n, 0644);
 	for (int i = 0; i < 5; i++) /* uid, gid, size, atime, mtime: unset */
-		n += put32(p + n, 0);
+		n += raw_put32(p + n, 0);
 	return n;
 }
 
@@ -151,7 +137,7 @@ static int lookup(int fd, enum raw_proto proto, const char *name, unsigned char 
 	st = raw_body_status(&r);
 	if (st == NFS3_OK) {
 		assert_true(r.bodylen >= 8);
-		*fhlen = get32(r.body + 4);
+		*fhlen = raw_get32(r.body + 4);
 		assert_true(*fhlen <= FH_MAX && 8 + *fhlen <= r.bodylen);
 		memcpy(fh, r.body + 8, *fhlen);
 	}
@@ -200,8 +186,8 @@ static void create_remove_twice(enum raw_proto proto, const char *name)
 	assert_int_equal(lookup(fd, proto, name, fh, &fhlen), NFS3_OK);
 	/* CREATE3resok starts with post_op_fh3: status, handle_follows, handle */
 	assert_true(created.bodylen >= 12 + fhlen);
-	assert_int_equal(get32(created.body + 4), 1);
-	assert_int_equal(get32(created.body + 8), fhlen);
+	assert_int_equal(raw_get32(created.body + 4), 1);
+	assert_int_equal(raw_get32(created.body + 8), fhlen);
 	assert_memory_equal(created.body + 12, fh, fhlen);
 	raw_reply_free(&created);
 
@@ -245,8 +231,8 @@ static uint32_t create_file(int fd, enum raw_proto proto, const char *name,
 	assert_int_equal(raw_call(fd, proto, &c, &r), 0);
 	assert_int_equal(raw_body_status(&r), NFS3_OK);
 	assert_true(r.bodylen >= 12);
-	assert_int_equal(get32(r.body + 4), 1); /* handle_follows */
-	fhlen = get32(r.body + 8);
+	assert_int_equal(raw_get32(r.body + 4), 1); /* handle_follows */
+	fhlen = raw_get32(r.body + 8);
 	assert_true(fhlen <= FH_MAX && 12 + fhlen <= r.bodylen);
 	memcpy(fh, r.body + 12, fhlen);
 	raw_reply_free(&r);
@@ -263,11 +249,11 @@ static size_t write_args(unsigned char **args, const unsigned char *fh, uint32_t
 
 	assert_non_null(p);
 	n = raw_enc_fh(p, fh, fhlen);
-	n += put32(p + n, 0); /* offset, high word */
-	n += put32(p + n, 0);
-	n += put32(p + n, (uint32_t)len);
-	n += put32(p + n, FILE_SYNC);
-	n += put32(p + n, (uint32_t)len);
+	n += raw_put32(p + n, 0); /* offset, high word */
+	n += raw_put32(p + n, 0);
+	n += raw_put32(p + n, (uint32_t)len);
+	n += raw_put32(p + n, FILE_SYNC);
+	n += raw_put32(p + n, (uint32_t)len);
 	memset(p + n, fill, len); /* len is a multiple of 4: no padding */
 	*args = p;
 	return n + len;

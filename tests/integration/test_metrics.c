@@ -307,20 +307,6 @@ static const char *const nlm4_names[] = {
     "NLM4_FAILED",
 };
 
-static size_t put32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-	return 4;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* One call of PROG/VERS/PROC with ARGS on FD; the reply into R. */
 static void raw_ok(int fd, uint32_t prog, uint32_t proc, const void *args, size_t len,
 		   struct raw_reply *r)
@@ -346,22 +332,22 @@ static uint32_t nlm4_test(int fd)
 	struct raw_reply r = {0};
 	uint32_t st, cookie_len;
 
-	p += raw_enc_fh(p, "ck", 2);		  /* cookie */
-	p += put32(p, 0);			  /* exclusive: no */
-	p += raw_enc_string(p, "metrics-test");	  /* caller_name */
-	p += raw_enc_fh(p, g.data.d, g.data.len); /* fh */
-	p += raw_enc_fh(p, "owner", 5);		  /* oh */
-	p += put32(p, 7);			  /* svid */
-	p += put32(p, 0) + put32(p + 4, 0);	  /* l_offset */
+	p += raw_enc_fh(p, "ck", 2);		    /* cookie */
+	p += raw_put32(p, 0);			    /* exclusive: no */
+	p += raw_enc_string(p, "metrics-test");	    /* caller_name */
+	p += raw_enc_fh(p, g.data.d, g.data.len);   /* fh */
+	p += raw_enc_fh(p, "owner", 5);		    /* oh */
+	p += raw_put32(p, 7);			    /* svid */
+	p += raw_put32(p, 0) + raw_put32(p + 4, 0); /* l_offset */
 	p += 4;
-	p += put32(p, 0) + put32(p + 4, 100); /* l_len */
+	p += raw_put32(p, 0) + raw_put32(p + 4, 100); /* l_len */
 	p += 4;
 	raw_ok(fd, NLM_PROG, 1, a, (size_t)(p - a), &r);
 	assert_int_equal(r.accept_stat, RAW_SUCCESS);
 	assert_true(r.bodylen >= 8);
-	cookie_len = (get32(r.body) + 3) & ~3u;
+	cookie_len = (raw_get32(r.body) + 3) & ~3u;
 	assert_true(r.bodylen >= 8 + cookie_len);
-	st = get32(r.body + 4 + cookie_len);
+	st = raw_get32(r.body + 4 + cookie_len);
 	raw_reply_free(&r);
 	assert_true(st < sizeof(nlm4_names) / sizeof(nlm4_names[0]));
 	return st;
