@@ -77,6 +77,11 @@ void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn);
  * calls it at start-up when UNION_NFSD_TEST_NO_SYNC=1 (server/main.c); the
  * switch is kept with the engine's other test switches (sys.c). */
 void un_state_test_no_sync(bool on);
+/* How long a lower layer a reload replaced or removed stays retired,
+ * serving the old handles of its files (union/retire.c): SECONDS, 0 until
+ * exit.  Releases at once every retired layer older than that, with a
+ * line for the un_state_on_notice function each. */
+void un_state_retire_time(struct un_state *st, unsigned seconds);
 
 /* A request's context (the opening note's rules).  ASYNC: the call's
  * changes of names and attributes are not on stable storage before it
@@ -146,6 +151,10 @@ un_id un_obj_id(const struct un_obj *o);
 un_id un_obj_parent_id(const struct un_obj *o);
 /* S_IFMT bits of the object. */
 mode_t un_obj_type(const struct un_obj *o);
+/* True if O is served from a retired layer (union/retire.c): a file or
+ * symlink a reload replaced or removed, read through a handle taken
+ * before.  Nothing can change it (-EROFS). */
+bool un_obj_retired(const struct un_obj *o);
 
 struct un_attr {
 	mode_t mode; /* type and permission bits */

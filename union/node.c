@@ -691,6 +691,7 @@ static void hop_fill(struct un_node_hop *h, un_id id, const struct rec_view *r)
 	h->parent = r->parent;
 	h->type = r->type;
 	h->di = r->di;
+	h->fileid = r->fileid;
 	h->namelen = r->namelen;
 	memcpy(h->name, r->name, r->namelen);
 	h->name[r->namelen] = '\0';

@@ -78,6 +78,10 @@ static struct {
 	struct fh root;
 	struct obj objs[OBJS_MAX];
 	size_t n;
+	/* the handles of changed files before the last version (saved by
+	 * version_checks, which moves objs[i].fh to the new one) */
+	struct fh old[OBJS_MAX];
+	bool had_old[OBJS_MAX];
 	int version; /* of the bottom layer: B<version> */
 } g;
 
@@ -201,6 +205,7 @@ struct reply {
 	int status;
 	struct fh fh;
 	uint64_t fileid;
+	uint64_t size;
 };
 
 static void keep_lookup(void *data, void *out)
@@ -250,8 +255,10 @@ static void keep_getattr(void *data, void *out)
 	struct reply *o = out;
 
 	o->status = r->status;
-	if (r->status == NFS3_OK)
+	if (r->status == NFS3_OK) {
 		o->fileid = r->GETATTR3res_u.resok.obj_attributes.fileid;
+		o->size = r->GETATTR3res_u.resok.obj_attributes.size;
+	}
 }
 
 static struct reply getattr(const struct fh *fh)
@@ -283,6 +290,71 @@ static int write_text(const struct fh *fh, const char *text)
 			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
 	    0);
 	return st;
+}
+
+static int setattr_mode(const struct fh *fh)
+{
+	SETATTR3args a = {.object = nfs_raw_fh3(fh)};
+	int st = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
+
+	a.new_attributes.mode.set_it = 1;
+	a.new_attributes.mode.set_mode3_u.mode = 0600;
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_setattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return st;
+}
+
+#define DATA_MAX 4096
+
+struct rd {
+	int status;
+	size_t count;
+	char data[DATA_MAX + 1];
+};
+
+static void keep_read(void *data, void *out)
+{
+	READ3res *r = data;
+	struct rd *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	o->count = r->READ3res_u.resok.data.data_len;
+	if (o->count > DATA_MAX)
+		o->count = DATA_MAX;
+	memcpy(o->data, r->READ3res_u.resok.data.data_val, o->count);
+	o->data[o->count] = '\0';
+}
+
+static struct rd read_fh(const struct fh *fh)
+{
+	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
+	struct rd o = {0};
+	struct call c = {.keep = keep_read, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+/* The bytes of PATH (a file of the test's layers), and its size. */
+static size_t slurp(const char *path, char *buf)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	n = fread(buf, 1, DATA_MAX, f);
+	fclose(f);
+	buf[n] = '\0';
+	return n;
 }
 
 /* ---- the server ---- */
@@ -393,8 +465,42 @@ static void new_version(int from, int to, bool *changed, size_t *nadded)
 		put(at("B%d/d%02d/new%d", to, d, to), "new\n");
 }
 
-/* After the switch to B<to>: the checks of the reload and restart tests. */
-static void version_checks(const char *event, const bool *changed)
+/* The old handle of O (its file in B<FROM>, gone or changed since) is
+ * served from the retired layer: the old bytes, size and fileid, read
+ * only. */
+static void retired_ok(const char *event, const struct obj *o, int from,
+		       const struct reply *a)
+{
+	char want[DATA_MAX + 1];
+	size_t n = slurp(at("B%d/%s", from, o->path), want);
+	struct rd r = read_fh(&o->fh);
+
+	if (a->status != NFS3_OK || a->fileid != o->fileid || a->size != n)
+		fail_msg("%s: old handle of %s: GETATTR %d fileid %ju size %ju, want "
+			 "fileid %ju size %zu",
+			 event, o->path, a->status, (uintmax_t)a->fileid,
+			 (uintmax_t)a->size, (uintmax_t)o->fileid, n);
+	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
+		fail_msg("%s: old handle of %s: READ %d '%s', want '%s'", event, o->path,
+			 r.status, r.data, want);
+}
+
+/* The current handle of O reads the file of the current version. */
+static void new_bytes(const char *event, const struct obj *o)
+{
+	char want[DATA_MAX + 1];
+	size_t n = slurp(at("B%d/%s", g.version, o->path), want);
+	struct rd r = read_fh(&o->fh);
+
+	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
+		fail_msg("%s: new handle of %s: READ %d '%s', want '%s'", event, o->path,
+			 r.status, r.data, want);
+}
+
+/* After the switch to B<to>: the checks of the reload and restart tests.
+ * RETIRED_FROM: the version a reload retired (old handles of changed and
+ * removed files read it), or -1: those handles are stale. */
+static void version_checks(const char *event, const bool *changed, int retired_from)
 {
 	size_t kept = 0, nchanged = 0, ngone = 0, added = 0;
 	char rel[64];
@@ -402,26 +508,36 @@ static void version_checks(const char *event, const bool *changed)
 	for (size_t i = 0; i < g.n; i++) {
 		struct obj *o = &g.objs[i];
 		struct reply a = getattr(&o->fh), l = walk(o->path);
+		bool old_served = retired_from >= 0 && o->kind == K_FILE;
 
 		if (o->gone) {
-			if (a.status != NFS3ERR_STALE || l.status != NFS3ERR_NOENT)
+			if (old_served && l.status == NFS3ERR_NOENT)
+				retired_ok(event, o, retired_from, &a);
+			else if (a.status != NFS3ERR_STALE || l.status != NFS3ERR_NOENT)
 				fail_msg("%s: removed %s: GETATTR %d, LOOKUP %d", event,
 					 o->path, a.status, l.status);
 			ngone++;
 		} else if (changed[i]) {
-			if (a.status != NFS3ERR_STALE || l.status != NFS3_OK ||
-			    seen_fileid(l.fileid))
+			if (old_served)
+				retired_ok(event, o, retired_from, &a);
+			else if (a.status != NFS3ERR_STALE)
+				fail_msg("%s: changed %s: old handle: GETATTR %d", event,
+					 o->path, a.status);
+			if (l.status != NFS3_OK || seen_fileid(l.fileid))
 				fail_msg(
 				    "%s: changed %s: GETATTR %d, LOOKUP %d fileid %ju "
 				    "(was %ju)",
 				    event, o->path, a.status, l.status,
 				    (uintmax_t)l.fileid, (uintmax_t)o->fileid);
+			g.old[i] = o->fh;
+			g.had_old[i] = true;
 			o->fh = l.fh;
 			o->fileid = l.fileid;
 			a = getattr(&o->fh);
 			if (a.status != NFS3_OK || a.fileid != o->fileid)
 				fail_msg("%s: changed %s: its new handle: GETATTR %d",
 					 event, o->path, a.status);
+			new_bytes(event, o);
 			nchanged++;
 		} else {
 			if (a.status != NFS3_OK || a.fileid != o->fileid ||
@@ -446,6 +562,110 @@ static void version_checks(const char *event, const bool *changed)
 	printf("%s: %zu kept, %zu changed, %zu removed, %zu added\n", event, kept,
 	       nchanged, ngone, added);
 	assert_true(nchanged > 0 && ngone > 0 && kept > g.n / 2);
+}
+
+/* Removes directory REL from B<version> and marks it and what it held. */
+static void remove_dir(const char *rel, int version)
+{
+	size_t len = strlen(rel);
+
+	run("rm -rf %s", at("B%d/%s", version, rel));
+	for (size_t i = 0; i < g.n; i++)
+		if (!strncmp(g.objs[i].path, rel, len) &&
+		    (g.objs[i].path[len] == '\0' || g.objs[i].path[len] == '/'))
+			g.objs[i].gone = true;
+}
+
+/* The old handles that read a retired layer answer NFS3ERR_ROFS to WRITE
+ * and SETATTR, and stay unchanged; a removed directory's is stale. */
+static void old_read_only(const char *event)
+{
+	size_t files = 0, dirs = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		const struct obj *o = &g.objs[i];
+		const struct fh *fh = g.had_old[i] ? &g.old[i] : o->gone ? &o->fh : NULL;
+		int w, sa;
+
+		if (!fh)
+			continue;
+		if (o->kind == K_DIR) {
+			if (getattr(fh).status != NFS3ERR_STALE)
+				fail_msg("%s: removed dir %s: not stale", event, o->path);
+			dirs++;
+			continue;
+		}
+		if (o->kind != K_FILE || files >= 4)
+			continue;
+		w = write_text(fh, "new bytes\n");
+		sa = setattr_mode(fh);
+		if (w != NFS3ERR_ROFS || sa != NFS3ERR_ROFS)
+			fail_msg("%s: old handle of %s: WRITE %d SETATTR %d, want ROFS",
+				 event, o->path, w, sa);
+		files++;
+	}
+	printf("%s: %zu old handles read only, %zu removed dirs stale\n", event, files,
+	       dirs);
+	assert_true(files > 0 && dirs > 0);
+}
+
+/* Every old handle of a changed or removed object is stale. */
+static void old_stale(const char *event)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		const struct fh *fh = g.had_old[i]     ? &g.old[i]
+				      : g.objs[i].gone ? &g.objs[i].fh
+						       : NULL;
+		struct reply a;
+
+		if (!fh)
+			continue;
+		a = getattr(fh);
+		if (a.status != NFS3ERR_STALE)
+			fail_msg("%s: old handle of %s: GETATTR %d, want STALE", event,
+				 g.objs[i].path, a.status);
+		n++;
+	}
+	printf("%s: %zu old handles stale\n", event, n);
+	assert_true(n > 0);
+}
+
+/* Forgets the objects the last version removed, and the old handles. */
+static void compact(void)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g.n; i++)
+		if (!g.objs[i].gone)
+			g.objs[k++] = g.objs[i];
+	g.n = k;
+	memset(g.had_old, 0, sizeof(g.had_old));
+}
+
+/* The switch from B<from> to B<to> by SIGHUP, once the server shows it. */
+static void reload_to(int to)
+{
+	char rel[64];
+	double t0;
+
+	write_config(to, true);
+	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
+	snprintf(rel, sizeof(rel), "d00/new%d", to);
+	for (t0 = it_now_s(); walk(rel).status != NFS3_OK; it_sleep_ms(20))
+		if (it_now_s() - t0 > RELOAD_S)
+			fail_msg("reload: %s never appeared", rel);
+}
+
+/* Saves the handles of the objects CHANGED marks as old ones. */
+static void save_old(const bool *changed)
+{
+	for (size_t i = 0; i < g.n; i++) {
+		g.had_old[i] = changed[i];
+		if (changed[i])
+			g.old[i] = g.objs[i].fh;
+	}
 }
 
 /* ---- tests ---- */
@@ -477,17 +697,21 @@ static void test_reload(void **state)
 
 	(void)state;
 	new_version(1, 2, changed, &nadded);
+	remove_dir("d11/sub", 2);
+	memset(g.had_old, 0, sizeof(g.had_old));
 	write_config(2, true);
 	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
 	snprintf(rel, sizeof(rel), "d00/new%d", 2);
 	for (t0 = it_now_s(); walk(rel).status != NFS3_OK; it_sleep_ms(50))
 		if (it_now_s() - t0 > RELOAD_S)
 			fail_msg("reload: %s never appeared", rel);
-	version_checks("reload", changed);
-	/* a restart on the same config changes nothing */
+	version_checks("reload", changed, 1);
+	old_read_only("reload");
+	/* a restart on the same config changes nothing, and retires nothing */
 	stop();
 	start(NULL);
 	all_kept("restart after reload");
+	old_stale("restart after reload");
 }
 
 static void test_restart(void **state)
@@ -500,7 +724,7 @@ static void test_restart(void **state)
 	stop();
 	write_config(3, true);
 	start(NULL);
-	version_checks("restart", changed);
+	version_checks("restart", changed, -1);
 }
 
 static void test_same_path(void **state)
@@ -541,6 +765,64 @@ static void test_upgrade(void **state)
 	all_kept("downgrade");
 }
 
+/* A layer whose directory is gone before the reload that replaces it is
+ * not retired: its old handles are stale, and the server goes on. */
+static void test_retire_gone_dir(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded;
+
+	(void)state;
+	stop();
+	write_config(3, true);
+	start(NULL);
+	compact();
+	take_all();
+	new_version(3, 4, changed, &nadded);
+	save_old(changed);
+	run("rm -rf %s", at("B3"));
+	reload_to(4);
+	old_stale("gone dir");
+	assert_int_equal(getattr(&g.root).status, NFS3_OK);
+}
+
+/* With retire-time, a retired layer serves until that time has passed,
+ * then its handles are stale. */
+static void test_retire_time(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded, served = 0;
+	double t0;
+
+	(void)state;
+	stop();
+	start("--retire-time=2");
+	compact();
+	take_all();
+	new_version(4, 5, changed, &nadded);
+	save_old(changed);
+	t0 = it_now_s();
+	reload_to(5);
+	for (size_t i = 0; i < g.n && it_now_s() - t0 < 1.5; i++) {
+		struct obj o = g.objs[i];
+
+		if (!g.had_old[i] || o.kind != K_FILE)
+			continue;
+		o.fh = g.old[i];
+		{
+			struct reply a = getattr(&o.fh);
+
+			retired_ok("retire-time", &o, 4, &a);
+		}
+		served++;
+	}
+	printf("retire-time: %zu old handles served in %.2f s\n", served,
+	       it_now_s() - t0);
+	assert_true(served > 0);
+	it_sleep_ms((long)((t0 + 3.0 - it_now_s()) * 1000) + 1);
+	old_stale("retire-time");
+}
+
 /* ---- set-up ---- */
 
 static int group_setup(void **state)
@@ -572,9 +854,10 @@ static int group_teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_copy),    cmocka_unit_test(test_reload),
-	    cmocka_unit_test(test_restart), cmocka_unit_test(test_same_path),
-	    cmocka_unit_test(test_upgrade),
+	    cmocka_unit_test(test_copy),	cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_restart),	cmocka_unit_test(test_same_path),
+	    cmocka_unit_test(test_upgrade),	cmocka_unit_test(test_retire_gone_dir),
+	    cmocka_unit_test(test_retire_time),
 	};
 
 	if (argc != 2) {
