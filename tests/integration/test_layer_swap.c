@@ -13,16 +13,25 @@
  *             resolves (GETATTR) with its fileid, and a LOOKUP of every path
  *             gives the same fileid;
  *   reload    B1 replaced by B2, a copy with 5% of its files changed in
- *             size, 5% removed and some added, by SIGHUP with the changed
- *             config: unchanged paths keep handle and fileid, the old
- *             handles of changed and removed files answer NFS3ERR_STALE, a
- *             changed path has a new fileid, an added one a fileid never
- *             seen;
- *   restart   the same from B2 to B3 by a restart;
+ *             size, 5% removed, one directory removed and some files
+ *             added, by SIGHUP with the changed config: unchanged paths
+ *             keep handle and fileid; B1 is retired (union/retire.c), so
+ *             the old handles of changed and removed files read B1's bytes
+ *             with B1's size and their old fileid and answer NFS3ERR_ROFS
+ *             to WRITE and SETATTR, while the removed directory's is stale;
+ *             a changed path has a new fileid and the new bytes, an added
+ *             one a fileid never seen; after a restart the old handles are
+ *             stale;
+ *   restart   the same from B2 to B3 by a restart: the old handles of
+ *             changed and removed files are stale (nothing is retired);
  *   same path B3 replaced by a copy at its own path (another root inode):
  *             its index is built again, every handle resolves;
  *   upgrade   a state dir written with --no-layer-index, then served with
- *             the indexes: every handle resolves with its fileid.
+ *             the indexes: every handle resolves with its fileid;
+ *   gone dir  B3 removed before the reload to B4: not retired, its old
+ *             handles are stale and the server goes on;
+ *   retire-time  with --retire-time=2, B4 replaced by B5: the old handles
+ *             read B4 at once, and are stale 3 s after the reload.
  *
  * The server is stopped by pid and the temp dir removed also when a test
  * fails (group teardown; the server has PR_SET_PDEATHSIG).
