@@ -91,7 +91,8 @@ static struct {
 	 * version_checks, which moves objs[i].fh to the new one) */
 	struct fh old[OBJS_MAX];
 	bool had_old[OBJS_MAX];
-	int version; /* of the bottom layer: B<version> */
+	int version;	      /* of the bottom layer: B<version> */
+	unsigned retire_time; /* in the config's [server] */
 } g;
 
 /* ---- files ---- */
@@ -199,11 +200,10 @@ static void write_config(int version, bool index)
 
 	if (!f)
 		fail_msg("%s: %s", g.conf, strerror(errno));
-	fprintf(
-	    f,
-	    "[server]\nlayer-index = %s\n\n[export]\npath = /\nlowerdir = %s/T:%s/B%d\n"
-	    "upperdir = %s/upper\nworkdir = %s/work\n",
-	    index ? "yes" : "no", g.tmp, g.tmp, version, g.tmp, g.tmp);
+	fprintf(f,
+		"[server]\nlayer-index = %s\nretire-time = %u\n\n[export]\npath = /\n"
+		"lowerdir = %s/T:%s/B%d\nupperdir = %s/upper\nworkdir = %s/work\n",
+		index ? "yes" : "no", g.retire_time, g.tmp, g.tmp, version, g.tmp, g.tmp);
 	fclose(f);
 	g.version = version;
 }
@@ -641,6 +641,25 @@ static void old_stale(const char *event)
 	assert_true(n > 0);
 }
 
+/* A reload that shortens retire-time below the age of the retired layer
+ * DIR releases it at once, with no handle used. */
+static void shorter_retire_time(const char *dir)
+{
+	double t0;
+
+	if (!test_server_holds(&g.srv, dir))
+		fail_msg("retired %s: not held by the server", dir);
+	it_sleep_ms(1100);
+	g.retire_time = 1;
+	write_config(g.version, true);
+	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
+	for (t0 = it_now_s(); test_server_holds(&g.srv, dir); it_sleep_ms(20))
+		if (it_now_s() - t0 > RELOAD_S)
+			fail_msg("retire-time 1: %s still held", dir);
+	g.retire_time = 0;
+	write_config(g.version, true);
+}
+
 /* Forgets the objects the last version removed, and the old handles. */
 static void compact(void)
 {
@@ -716,6 +735,7 @@ static void test_reload(void **state)
 			fail_msg("reload: %s never appeared", rel);
 	version_checks("reload", changed, 1);
 	old_read_only("reload");
+	shorter_retire_time(at("B1"));
 	/* a restart on the same config changes nothing, and retires nothing */
 	stop();
 	start(NULL);
