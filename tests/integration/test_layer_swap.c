@@ -13,12 +13,14 @@
  *             resolves (GETATTR) with its fileid, and a LOOKUP of every path
  *             gives the same fileid;
  *   reload    B1 replaced by B2, a copy with 5% of its files changed in
- *             size, 5% removed, one directory removed and some files
- *             added, by SIGHUP with the changed config: unchanged paths
- *             keep handle and fileid; B1 is retired (union/retire.c), so
- *             the old handles of changed and removed files read B1's bytes
- *             with B1's size and their old fileid and answer NFS3ERR_ROFS
- *             to WRITE and SETATTR, while the removed directory's is stale;
+ *             size, 5% removed, a symlink changed, one directory removed
+ *             and some files added, by SIGHUP with the changed config:
+ *             unchanged paths keep handle and fileid; B1 is retired
+ *             (union/retire.c), so the old handles of changed and removed
+ *             files and the symlink read B1's bytes (target) with B1's size
+ *             and their old fileid and answer NFS3ERR_ROFS to WRITE and
+ *             SETATTR, while the removed directory's is stale; a reload
+ *             that sets retire-time = 1 releases B1 at once;
  *             a changed path has a new fileid and the new bytes, an added
  *             one a fileid never seen; after a restart the old handles are
  *             stale;
@@ -352,12 +354,47 @@ static struct rd read_fh(const struct fh *fh)
 	return o;
 }
 
-/* The bytes of PATH (a file of the test's layers), and its size. */
+static void keep_readlink(void *data, void *out)
+{
+	READLINK3res *r = data;
+	struct rd *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	snprintf(o->data, sizeof(o->data), "%s", r->READLINK3res_u.resok.data);
+	o->count = strlen(o->data);
+}
+
+/* READ of a file's first bytes, or READLINK of a symlink. */
+static struct rd content_fh(const struct fh *fh, enum kind kind)
+{
+	READLINK3args a = {.symlink = nfs_raw_fh3(fh)};
+	struct rd o = {0};
+	struct call c = {.keep = keep_readlink, .out = &o};
+
+	if (kind != K_LINK)
+		return read_fh(fh);
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_readlink_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+/* The bytes of PATH (a file of the test's layers, or a symlink's target),
+ * and its size. */
 static size_t slurp(const char *path, char *buf)
 {
-	FILE *f = fopen(path, "r");
+	ssize_t len = readlink(path, buf, DATA_MAX);
+	FILE *f;
 	size_t n;
 
+	if (len >= 0) {
+		buf[len] = '\0';
+		return (size_t)len;
+	}
+	f = fopen(path, "r");
 	if (!f)
 		fail_msg("%s: %s", path, strerror(errno));
 	n = fread(buf, 1, DATA_MAX, f);
@@ -482,7 +519,7 @@ static void retired_ok(const char *event, const struct obj *o, int from,
 {
 	char want[DATA_MAX + 1];
 	size_t n = slurp(at("B%d/%s", from, o->path), want);
-	struct rd r = read_fh(&o->fh);
+	struct rd r = content_fh(&o->fh, o->kind);
 
 	if (a->status != NFS3_OK || a->fileid != o->fileid || a->size != n)
 		fail_msg("%s: old handle of %s: GETATTR %d fileid %ju size %ju, want "
@@ -499,7 +536,7 @@ static void new_bytes(const char *event, const struct obj *o)
 {
 	char want[DATA_MAX + 1];
 	size_t n = slurp(at("B%d/%s", g.version, o->path), want);
-	struct rd r = read_fh(&o->fh);
+	struct rd r = content_fh(&o->fh, o->kind);
 
 	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
 		fail_msg("%s: new handle of %s: READ %d '%s', want '%s'", event, o->path,
@@ -517,7 +554,7 @@ static void version_checks(const char *event, const bool *changed, int retired_f
 	for (size_t i = 0; i < g.n; i++) {
 		struct obj *o = &g.objs[i];
 		struct reply a = getattr(&o->fh), l = walk(o->path);
-		bool old_served = retired_from >= 0 && o->kind == K_FILE;
+		bool old_served = retired_from >= 0 && o->kind != K_DIR;
 
 		if (o->gone) {
 			if (old_served && l.status == NFS3ERR_NOENT)
@@ -571,6 +608,16 @@ static void version_checks(const char *event, const bool *changed, int retired_f
 	printf("%s: %zu kept, %zu changed, %zu removed, %zu added\n", event, kept,
 	       nchanged, ngone, added);
 	assert_true(nchanged > 0 && ngone > 0 && kept > g.n / 2);
+}
+
+/* Points symlink REL of B<version> at TARGET, and marks it changed. */
+static void relink(const char *rel, const char *target, int version, bool *changed)
+{
+	assert_int_equal(unlink(at("B%d/%s", version, rel)), 0);
+	assert_int_equal(symlink(target, at("B%d/%s", version, rel)), 0);
+	for (size_t i = 0; i < g.n; i++)
+		if (!strcmp(g.objs[i].path, rel))
+			changed[i] = true;
 }
 
 /* Removes directory REL from B<version> and marks it and what it held. */
@@ -725,6 +772,7 @@ static void test_reload(void **state)
 
 	(void)state;
 	new_version(1, 2, changed, &nadded);
+	relink("d10/s", "f01", 2, changed);
 	remove_dir("d11/sub", 2);
 	memset(g.had_old, 0, sizeof(g.had_old));
 	write_config(2, true);
