@@ -124,7 +124,9 @@ bool un_export_writable(const struct un_export *ex);
 /* Resolves the export root.  Caller owns *out (un_obj_put). */
 int un_root(struct un_export *ex, struct un_obj **out);
 /* Resolves node ID of EX; -ESTALE when the node is unknown or its object is gone
- * or was replaced.  Caller owns *out. */
+ * or was replaced, unless a layer a reload retired still holds that file or
+ * symlink: *out is then that old object, read only (un_obj_retired).
+ * Caller owns *out. */
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
 /* As un_resolve, for a caller that only reads *out (un_getattr, un_lookup
  * in it, its id) within one call (a request): *out is a view that shares
