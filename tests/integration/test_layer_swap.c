@@ -318,6 +318,29 @@ static int setattr_mode(const struct fh *fh)
 	return st;
 }
 
+static void keep_access(void *data, void *out)
+{
+	ACCESS3res *r = data;
+	uint32_t *o = out;
+
+	*o = r->status == NFS3_OK ? r->ACCESS3res_u.resok.access : 0x80000000u;
+}
+
+/* The ACCESS bits granted of READ and MODIFY; bit 31 for an error. */
+static uint32_t access_rm(const struct fh *fh)
+{
+	ACCESS3args a = {.object = nfs_raw_fh3(fh),
+			 .access = ACCESS3_READ | ACCESS3_MODIFY};
+	uint32_t got = 0;
+	struct call c = {.keep = keep_access, .out = &got};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_access_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return got;
+}
+
 #define DATA_MAX 4096
 
 struct rd {
@@ -653,6 +676,9 @@ static void old_read_only(const char *event)
 		}
 		if (o->kind != K_FILE || files >= 4)
 			continue;
+		if (access_rm(fh) != ACCESS3_READ)
+			fail_msg("%s: old handle of %s: ACCESS %#x, want READ alone",
+				 event, o->path, access_rm(fh));
 		w = write_text(fh, "new bytes\n");
 		sa = setattr_mode(fh);
 		if (w != NFS3ERR_ROFS || sa != NFS3ERR_ROFS)
