@@ -23,10 +23,14 @@ set -euo pipefail
 # clients to mount it with: libnfs' nfs-ls (libnfs-utils) and the kernel's
 # `mount -t nfs`, which needs mount.nfs (nfs-common): without it mount(8) calls
 # mount(2) directly, and the kernel refuses an NFS mount whose server address
-# no mount.nfs resolved (addr=).
+# no mount.nfs resolved (addr=).  libsystemd-dev is optional: found, the
+# server tells systemd when it is ready (sd_notify, the unit's Type=notify);
+# file and dpkg-dev (dpkg-shlibdeps; build-essential brings it) let
+# `cpack -G DEB` compute the package's Depends.
 BUILD=(
 	build-essential cmake pkg-config rpcsvc-proto
 	libtirpc-dev liblmdb-dev libsodium-dev libinih-dev libnfs-dev libcmocka-dev
+	libsystemd-dev file dpkg-dev
 	iproute2 libnfs-utils nfs-common
 )
 # tests: tests/integration/*.sh and tests/run.sh.
@@ -55,6 +59,10 @@ TESTS=(
 	# 111 only when /etc/services names it, which netbase provides (a minimal
 	# Debian has none, and rpcbind does not depend on it)
 	nfs-ganesha nfs-ganesha-vfs rpcbind netbase
+	# the packaging tests (tests/pkg/): the man pages checked by mandoc and
+	# rendered by man (man-db), the .deb checked by lintian and its unit by
+	# systemd-analyze (systemd)
+	mandoc man-db lintian systemd
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
 # and mount namespace) and bench/readdir_bench.sh.

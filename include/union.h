@@ -103,6 +103,12 @@ struct un_export_cfg {
 	/* Identity of lower objects by inode number, as before the layer
 	 * indexes, for layers rewritten in place (README, "Identity"). */
 	bool no_layer_index;
+	/* An index that cannot be built or opened (a full or failing state
+	 * dir) leaves the export known by inode numbers, with a notice,
+	 * instead of failing the open: for a start and a client's mount,
+	 * which have no old stack to keep serving.  A reload leaves it false,
+	 * so that it changes nothing. */
+	bool index_best_effort;
 };
 
 /* Opens every layer root and checks the stack: each layer exists and is a

@@ -1,5 +1,8 @@
 /* log.c - one line per event on stderr: UTC timestamp, level, message; and
  * the limits that keep a client from deciding how much the log grows.
+ * When stderr is the journal's stream (the service's case), a line starts
+ * with its syslog priority instead, "<3>err: ...", as sd-daemon(3) asks,
+ * and the journal adds the time and the pid itself.
  *
  * Rules:
  *  1. Lines from concurrent workers never interleave: each is formatted into
@@ -13,8 +16,10 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +33,41 @@ static const char *const level_names[] = {
     [SRV_LOG_INFO] = "info",
     [SRV_LOG_DEBUG] = "debug",
 };
+
+/* syslog(3)'s priorities of our levels: LOG_ERR, LOG_WARNING, LOG_INFO,
+ * LOG_DEBUG. */
+static const int level_prio[] = {
+    [SRV_LOG_ERR] = 3,
+    [SRV_LOG_WARN] = 4,
+    [SRV_LOG_INFO] = 6,
+    [SRV_LOG_DEBUG] = 7,
+};
+
+/* Set once at start (main.c), before any thread logs. */
+static atomic_bool log_journal;
+
+void srv_log_set_journal(bool on)
+{
+	atomic_store(&log_journal, on);
+}
+
+/* systemd passes "DEV:INO" of the stream it connected stderr to; stderr is
+ * still that stream only when both match (a redirect by a wrapper makes it
+ * something else). */
+bool srv_log_stderr_is_journal(const char *journal_stream)
+{
+	unsigned long long dev, ino;
+	struct stat st;
+	char tail;
+
+	if (!journal_stream ||
+	    sscanf(journal_stream, "%llu:%llu%c", &dev, &ino, &tail) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 bool srv_log_level_parse(const char *level, enum srv_log_level *out)
 {
@@ -102,9 +142,15 @@ static void log_line(enum srv_log_level lvl, const char *tail, const char *fmt,
 	size_t n;
 	int m;
 
-	n = format_stamp(line, sizeof(line));
-	m = snprintf(line + n, sizeof(line) - n, " union-nfsd[%d] %s: ", (int)getpid(),
-		     level_names[lvl]);
+	if (atomic_load_explicit(&log_journal, memory_order_relaxed)) {
+		n = 0;
+		m = snprintf(line, sizeof(line), "<%d>%s: ", level_prio[lvl],
+			     level_names[lvl]);
+	} else {
+		n = format_stamp(line, sizeof(line));
+		m = snprintf(line + n, sizeof(line) - n,
+			     " union-nfsd[%d] %s: ", (int)getpid(), level_names[lvl]);
+	}
 	n += (size_t)m;
 	m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	if (m < 0)
@@ -151,4 +197,18 @@ void srv_log_limited(struct srv_log_limit *lim, enum srv_log_level lvl, const ch
 	va_start(ap, fmt);
 	log_line(lvl, tail, fmt, ap);
 	va_end(ap);
+}
+
+void srv_log_fail(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof(line),
+		     "%sunion-nfsd: ", atomic_load(&log_journal) ? "<3>" : "");
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", line);
 }

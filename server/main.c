@@ -16,6 +16,10 @@
  * says how calls in flight stay safe).  A bad new file leaves the running
  * exports alone and says why in the log.
  *
+ * Under systemd (notify.c) the service manager hears READY=1 where the parent
+ * of a detached server would, RELOADING=1 and READY=1 around a reload, and
+ * STOPPING=1 when a stop signal ends the loop.
+ *
  * Exit status: 0 after SIGINT/SIGTERM, 2 for bad arguments or exports, 1 for
  * other failures (ports, threads).
  */
@@ -118,7 +122,9 @@ static void reload(struct reloader *r)
 {
 	struct srv_opts o;
 	char err[1024];
+	const char *status = "serving (the last reload failed: see the log)";
 
+	srv_notify_reloading();
 	srv_log(SRV_LOG_INFO, "SIGHUP: reloading");
 	/* Only while parsing (args.c makes every path absolute): no call uses
 	 * the working directory. */
@@ -136,10 +142,12 @@ static void reload(struct reloader *r)
 	reload_settings(r, &o);
 	srv_log(SRV_LOG_INFO, "reloaded: %zu export%s", o.nexports,
 		o.nexports == 1 ? "" : "s");
+	status = "serving (reloaded)";
 out:
 	if (r->detached && chdir("/") < 0)
 		srv_log(SRV_LOG_WARN, "chdir /: %s", strerror(errno));
 	srv_opts_free(&o);
+	srv_notify_ready(status); /* serving either way */
 }
 
 static void *reloader_main(void *arg)
@@ -192,7 +200,7 @@ static int daemon_fork(void)
 	char b;
 
 	if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
-		fprintf(stderr, "union-nfsd: cannot fork: %s\n", strerror(errno));
+		srv_log_fail("cannot fork: %s", strerror(errno));
 		exit(1);
 	}
 	if (pid == 0) {
@@ -294,6 +302,18 @@ static void announce(struct srv *s, struct srv_loop *l, const struct srv_opts *o
 	fflush(stdout);
 }
 
+/* The service manager's status line once the server serves. */
+static void notify_serving(struct srv_loop *l, const struct srv_opts *o)
+{
+	uint16_t nfs, mount;
+	char status[128];
+
+	srv_loop_ports(l, &nfs, &mount);
+	snprintf(status, sizeof(status), "serving %zu export%s: nfs %u, mount %u",
+		 o->nexports, o->nexports == 1 ? "" : "s", nfs, mount);
+	srv_notify_ready(status);
+}
+
 /* Opens, serves until a stop signal, closes.  Returns the exit status. */
 static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
@@ -309,12 +329,12 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 		strcpy(r.start_cwd, "/");
 	r.detached = ready_fd >= 0;
 	if (srv_open(&s, o, err, sizeof(err)) < 0) {
-		fprintf(stderr, "union-nfsd: %s\n", err);
+		srv_log_fail("%s", err);
 		goto out;
 	}
 	status = 1;
 	if (srv_loop_new(&s, &l, err, sizeof(err)) < 0) {
-		fprintf(stderr, "union-nfsd: %s\n", err);
+		srv_log_fail("%s", err);
 		goto out_srv;
 	}
 	running_loop = l;
@@ -323,9 +343,11 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	srv_nlm_announce(&s);
 	if (ready_fd >= 0)
 		detach(ready_fd);
+	notify_serving(l, o);
 	reloader_start(&r);
 	status = srv_loop_run(l) < 0 ? 1 : 0;
 	block_stop_signals();
+	srv_notify_stopping();
 	reloader_stop(&r);
 	running_loop = NULL;
 	srv_log(SRV_LOG_INFO, "shutting down");
@@ -368,9 +390,11 @@ int main(int argc, char **argv)
 	char err[1024];
 	int status = EXIT_BAD_ARGS, ready_fd = -1;
 
+	/* First, so that even a bad flag reaches the journal as an error. */
+	srv_log_set_journal(srv_log_stderr_is_journal(getenv("JOURNAL_STREAM")));
 	switch (srv_args_parse(argc, argv, &o, err, sizeof(err))) {
 	case SRV_ARGS_ERROR:
-		fprintf(stderr, "union-nfsd: %s\n", err);
+		srv_log_fail("%s", err);
 		goto out;
 	case SRV_ARGS_EXIT:
 		status = 0;

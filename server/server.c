@@ -176,8 +176,10 @@ static int template_check(const struct srv_export_opts *eo, char *err, size_t er
 }
 
 /* Opens export EO into *OUT: its union, or for a per-client export only its
- * template (instances open on demand). */
-static int export_open(struct srv *s, const struct srv_export_opts *eo,
+ * template (instances open on demand).  RELOAD: a layer index that cannot
+ * be had fails the open (the reload changes nothing); at start it leaves
+ * the export known by inode numbers (un_export_cfg.index_best_effort). */
+static int export_open(struct srv *s, const struct srv_export_opts *eo, bool reload,
 		       struct srv_export **out, char *err, size_t errlen)
 {
 	struct srv_export *ex = calloc(1, sizeof(*ex));
@@ -189,6 +191,7 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo,
 	    .lowerdirs = (const char *const *)eo->lowerdirs,
 	    .nlower = eo->nlower,
 	    .no_layer_index = !s->cfg.layer_index,
+	    .index_best_effort = !reload,
 	};
 	int rc = -ENOMEM;
 
@@ -318,7 +321,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	for (size_t i = 0; i < o->nexports; i++) {
-		rc = export_open(s, &o->exports[i], &s->exports[i], err, errlen);
+		rc = export_open(s, &o->exports[i], false, &s->exports[i], err, errlen);
 		if (rc < 0)
 			goto fail;
 		s->nexports++;
@@ -468,7 +471,7 @@ static int reload_one(struct srv *s, struct reload *r, const struct srv_export_o
 		r->n++;
 		return 0;
 	}
-	rc = export_open(s, eo, &r->tab[n], err, errlen);
+	rc = export_open(s, eo, true, &r->tab[n], err, errlen);
 	if (rc == 0)
 		r->n++;
 	return rc;

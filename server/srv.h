@@ -8,8 +8,9 @@
  * client unions, access.c the client rules, cred.c a call's identity,
  * drc.c the duplicate request cache, arena.c request memory, util.c and
  * log.c leaf helpers, args.c and main.c the start-up, rpcbind.c the
- * registration.  nfs3_util.h, transport.h and lock.h are the private
- * headers of the NFSv3 handlers, the transport and the lock table.
+ * registration, notify.c what systemd is told.  nfs3_util.h, transport.h
+ * and lock.h are the private headers of the NFSv3 handlers, the transport
+ * and the lock table.
  */
 #ifndef SRV_H
 #define SRV_H
@@ -584,6 +585,15 @@ void srv_log(enum srv_log_level lvl, const char *fmt, ...)
 
 bool srv_log_level_parse(const char *level, enum srv_log_level *out);
 const char *srv_log_level_name(enum srv_log_level level);
+/* Whether stderr is the journal's stream named by JOURNAL_STREAM (its
+ * "DEV:INO", NULL when unset): then srv_log_set_journal(true) makes each line
+ * start with its syslog priority, "<N>", and leaves time and pid to the
+ * journal. */
+bool srv_log_stderr_is_journal(const char *journal_stream);
+void srv_log_set_journal(bool on);
+/* A problem that stops the start, whatever the log level: one line
+ * "union-nfsd: PROBLEM" on stderr, at priority err in the journal. */
+void srv_log_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* One kind of line that a client, or a fault hit by every call, can repeat
  * as fast as calls come: at most SRV_LOG_BURST lines in each window of
@@ -787,6 +797,14 @@ bool srv_rpcbind_register(uint16_t nfs_port, uint16_t mount_port, uint16_t nlm_p
 			  uint16_t nsm_port);
 /* Removes what srv_rpcbind_register set. */
 void srv_rpcbind_unregister(void);
+
+/* ---- notify.c: the service manager told what the server does ---- */
+
+/* Each does nothing unless the build has libsystemd and a service manager
+ * started the server (NOTIFY_SOCKET); STATUS is a line systemctl shows. */
+void srv_notify_ready(const char *status); /* serving: READY=1 */
+void srv_notify_reloading(void);	   /* a reload begins: RELOADING=1 */
+void srv_notify_stopping(void);		   /* shutting down: STOPPING=1 */
 
 /* ---- constants the handlers and the transport agree on ---- */
 #define SRV_MAX_IO     (1024 * 1024)	    /* rtmax, wtmax */

@@ -549,6 +549,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 	    .upperdir = d->upper[0] ? d->upper : NULL,
 	    .workdir = d->work[0] ? d->work : NULL,
 	    .no_layer_index = !s->cfg.layer_index,
+	    .index_best_effort = true, /* a client's mount has no old stack */
 	};
 	int rc;
 

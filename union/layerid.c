@@ -36,7 +36,12 @@
  *     (st_dev, st_ino): the upper, an object added to a layer while
  *     served, a mount inside a layer.  No st_dev is as large as UN_KEY_DEV,
  *     so a key never equals a raw pair.
- *  7. A reload that takes a path out of the stack (replaced by a new
+ *  7. An export opened with best effort (a start, a client's mount: there
+ *     is no old stack to keep) whose indexes cannot be had, a full or
+ *     failing state dir, is served by inode numbers, as with
+ *     --no-layer-index, and says so once (un_layers_index); its next
+ *     open tries again.  A reload is not best effort: it changes nothing.
+ *  8. A reload that takes a path out of the stack (replaced by a new
  *     version, or removed) retires its layer (retire_gone): the layer's
  *     directory, opened again by its path and checked against the root
  *     inode its index recorded, and a reference to its index go to the
@@ -466,7 +471,7 @@ static int stack_of(const struct un_export *ex, struct stack *s, char *err, size
 	return rc;
 }
 
-/* ---- retiring the layers that left the stack (rule 7) ---- */
+/* ---- retiring the layers that left the stack (rule 8) ---- */
 
 static uint64_t lxc_lineage(const struct un_lxc *c)
 {
@@ -553,7 +558,19 @@ static void retire_gone(struct un_export *ex, const struct stack *old,
 
 /* ---- the API ---- */
 
-int un_layers_index(struct un_export *ex, char *err, size_t errlen)
+/* Rule 7: EX, whose indexes could not be had (ERR says why), by inode
+ * numbers. */
+static int index_forgo(struct un_export *ex, int rc, char *err)
+{
+	un_layers_unindex(ex);
+	un_notice(ex->st,
+		  "%s; export %s served by inode numbers until it is opened again",
+		  err[0] ? err : strerror(-rc), ex->path);
+	err[0] = '\0';
+	return 0;
+}
+
+int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t errlen)
 {
 	struct stack old = {0}, now = {0};
 	struct un_layer *l;
@@ -588,14 +605,14 @@ int un_layers_index(struct un_export *ex, char *err, size_t errlen)
 	if (!rc && (rc = stack_write(ex, &now)))
 		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
 			 strerror(-rc));
-	if (!rc && un_retire_seen(ex)) /* rule 7: a reload */
+	if (!rc && un_retire_seen(ex)) /* rule 8: a reload */
 		retire_gone(ex, &old, &now);
 	stack_free(&old);
 	stack_free(&now);
 	if (rc && errlen && !err[0])
 		snprintf(err, errlen, "layer indexes of export %s: %s", ex->path,
 			 strerror(-rc));
-	return rc;
+	return rc && best_effort && errlen ? index_forgo(ex, rc, err) : rc;
 }
 
 struct un_lx *un_lxc_lx(const struct un_lxc *c)

@@ -1236,6 +1236,8 @@ int un_lx_build(int root_fd, struct un_lx *from, const char *out_path, unsigned 
 	if (!rc)
 		rc = build_install(tmp, out_path);
 out:
+	if (rc == -EIO && scratch && un_sys_disk_full(scratch))
+		rc = -ENOSPC;
 	/* Failures of the walk named their path; the others name the file. */
 	if (rc && (!b || !b->failed) && err && errlen)
 		snprintf(err, errlen, "layer index %s: %s", out_path, strerror(-rc));

@@ -54,7 +54,6 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,14 +255,10 @@ void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn)
 void un_state_failed(struct un_state *st, int err, const char *what)
 {
 	un_state_error_fn *fn = atomic_load(&st->on_error);
-	struct statvfs vfs;
 
 	if (!fn)
 		return;
-	/* LMDB answers a write cut short by a full disk with EIO.  Root may
-	 * write into the blocks reserved for it (f_bfree), others not. */
-	if (err == -EIO && statvfs(st->dir, &vfs) == 0 &&
-	    (geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) == 0)
+	if (err == -EIO && un_sys_disk_full(st->dir))
 		err = -ENOSPC;
 	fn(err, what, st->dir);
 }

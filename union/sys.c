@@ -469,6 +469,14 @@ int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,
 	return (int)ret(renameat2(odir, oname, ndir, nname, flags));
 }
 
+bool un_sys_disk_full(const char *path)
+{
+	struct statvfs vfs;
+
+	return statvfs(path, &vfs) == 0 &&
+	       (geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) == 0;
+}
+
 int un_sys_unlinkat(int dirfd, const char *name, int flags)
 {
 	int err = un_sys_fault(UN_SYS_UNLINK);

@@ -168,6 +168,10 @@ ssize_t un_sys_getxattr_fd(int fd, const char *attr, void *buf, size_t size);
 int un_sys_renameat2(int odir, const char *oname, int ndir, const char *nname,
 		     unsigned flags);
 int un_sys_unlinkat(int dirfd, const char *name, int flags);
+/* Whether the filesystem holding PATH has no block left for this process
+ * (root may use the blocks reserved for it): LMDB answers a write cut short
+ * by a full disk with EIO, which this turns into the ENOSPC it was. */
+bool un_sys_disk_full(const char *path);
 void *un_sys_malloc(size_t n);
 void *un_sys_calloc(size_t n, size_t size);
 void *un_sys_realloc(void *p, size_t n);
@@ -423,8 +427,10 @@ struct un_layer {
 #define UN_KEY_DEV 0xffff000000000000ull
 
 /* Finds or builds the index of every lower layer of EX (layerid.c's
- * rules), unless the export was opened without; ERR as un_export_open. */
-int un_layers_index(struct un_export *ex, char *err, size_t errlen);
+ * rules), unless the export was opened without; ERR as un_export_open.
+ * BEST_EFFORT (rule 7): an index that cannot be had leaves EX known by
+ * inode numbers, said through the notice callback, and returns 0. */
+int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t errlen);
 /* Releases EX's indexes. */
 void un_layers_unindex(struct un_export *ex);
 /* The identity of the instance ST of layer LAYER of EX in the node table

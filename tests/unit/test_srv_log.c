@@ -1,4 +1,5 @@
-/* test_srv_log.c - the log's limit on repeated lines (server/log.c).
+/* test_srv_log.c - the log's limit on repeated lines, and its lines into
+ * the journal (server/log.c).
  *
  * srv_log_limit_pass_at takes the clock as an argument, so the windows are
  * exact here; the lines themselves (srv_log_limited, SRV_LOG_LIMITED) are
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -270,6 +272,69 @@ static void test_level_off_takes_nothing(void **state)
 	assert_int_equal(quiet, 0);
 }
 
+/* ---- the journal's stream (JOURNAL_STREAM) ---- */
+
+/* stderr is the journal's stream only when DEV:INO name it exactly. */
+static void test_journal_stream_match(void **state)
+{
+	int saved = dup(STDERR_FILENO);
+	FILE *f = tmpfile();
+	struct stat st;
+	char id[64], other[80];
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(fstat(fileno(f), &st), 0);
+	snprintf(id, sizeof(id), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	snprintf(other, sizeof(other), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino + 1);
+	assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
+	assert_true(srv_log_stderr_is_journal(id));
+	assert_false(srv_log_stderr_is_journal(other));
+	assert_false(srv_log_stderr_is_journal(NULL));
+	assert_false(srv_log_stderr_is_journal(""));
+	snprintf(other, sizeof(other), "%sx", id); /* trailing junk */
+	assert_false(srv_log_stderr_is_journal(other));
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	fclose(f);
+	assert_false(srv_log_stderr_is_journal(id)); /* stderr moved on */
+}
+
+static void log_each_level(void)
+{
+	srv_log_set_journal(true);
+	srv_log(SRV_LOG_ERR, "e %d", 1);
+	srv_log(SRV_LOG_WARN, "w");
+	srv_log(SRV_LOG_INFO, "i");
+	srv_log(SRV_LOG_DEBUG, "d"); /* below the level: nothing */
+	lines_limit = (struct srv_log_limit){0};
+	srv_log_limited(&lines_limit, SRV_LOG_WARN, "limited");
+	srv_log_fail("cannot %s", "start");
+	srv_log_set_journal(false);
+	srv_log(SRV_LOG_INFO, "plain");
+}
+
+/* Into the journal, a line is its syslog priority, the level and the
+ * message: the journal adds time and pid. */
+static void test_journal_lines(void **state)
+{
+	char *out = capture(log_each_level);
+	const char *plain;
+
+	(void)state;
+	assert_non_null(strstr(out, "<3>err: e 1\n<4>warn: w\n<6>info: i\n"
+				    "<4>warn: limited\n<3>union-nfsd: cannot start\n"));
+	assert_null(strstr(out, "<7>"));
+	plain = strstr(out, "cannot start\n");
+	assert_non_null(plain);
+	plain += strlen("cannot start\n");
+	assert_true(plain[0] >= '0' && plain[0] <= '9'); /* the time first again */
+	assert_non_null(strstr(plain, " info: plain\n"));
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -282,6 +347,8 @@ int main(void)
 	    cmocka_unit_test(test_count_on_next_line),
 	    cmocka_unit_test(test_sites_apart),
 	    cmocka_unit_test(test_level_off_takes_nothing),
+	    cmocka_unit_test(test_journal_stream_match),
+	    cmocka_unit_test(test_journal_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,114 @@
+#!/bin/bash
+# deb.sh CHECK BUILD_DIR - the .deb that `cpack -G DEB` makes from the build
+# tree (into a temp dir), by CHECK:
+#   contents  dpkg-deb -c lists exactly the package's files (binary in
+#             /usr/sbin, the unit, man pages, example, copyright, changelog;
+#             nothing in /etc or /usr/local, no conffile); -I has Depends on
+#             each library the binary links (dpkg-shlibdeps), the maintainer
+#             scripts, executable and valid sh; the unit runs /usr/sbin's
+#             binary and only once /etc/union-nfsd.conf exists
+#   lintian   lintian reports no error and no warning
+#   unit      systemd-analyze verify says nothing about the packaged unit
+# Exit: 0 passed, 1 failed, 77 skipped (cpack, dpkg-deb or the check's tool
+# is not installed).
+set -euo pipefail
+CHECK=${1:?usage: deb.sh contents|lintian|unit BUILD_DIR}
+BUILD=$(cd "${2:?usage: deb.sh contents|lintian|unit BUILD_DIR}" && pwd)
+for tool in cpack dpkg-deb; do
+	command -v $tool >/dev/null || { echo "SKIP: no $tool"; exit 77; }
+done
+case $CHECK in
+lintian) command -v lintian >/dev/null || { echo "SKIP: no lintian"; exit 77; } ;;
+unit)
+	command -v systemd-analyze >/dev/null || { echo "SKIP: no systemd-analyze"; exit 77; }
+	[ -e /lib/systemd/system/sysinit.target ] || {
+		echo "SKIP: no systemd units on this host to verify against"
+		exit 77
+	}
+	;;
+contents) ;;
+*) echo "unknown check $CHECK"; exit 2 ;;
+esac
+. "$(dirname "$0")/lib.sh"
+pkg_tmp deb
+
+(cd "$BUILD" && cpack -G DEB -B "$T/out") >"$T/cpack.log" 2>&1 || {
+	cat "$T/cpack.log"
+	echo "FAIL: cpack -G DEB"
+	exit 1
+}
+DEB=$(ls "$T"/out/union-nfsd_*.deb)
+UNITDIR=$(cache SYSTEMD_UNITDIR)
+case $UNITDIR in /*) ;; *) UNITDIR=/usr/$UNITDIR ;; esac
+dpkg-deb -x "$DEB" "$T/root"
+UNIT=$T/root$UNITDIR/union-nfsd.service
+
+contents() {
+	local want got dep lib nlibs=0
+	want=$(printf '%s\n' /usr/sbin/union-nfsd "$UNITDIR/union-nfsd.service" \
+		/usr/share/man/man8/union-nfsd.8.gz /usr/share/man/man5/union-nfsd.conf.5.gz \
+		/usr/share/doc/union-nfsd/examples/union-nfsd.conf \
+		/usr/share/doc/union-nfsd/copyright /usr/share/doc/union-nfsd/changelog.gz | sort)
+	got=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\.||' | sort)
+	[ "$got" = "$want" ] || fail "package files differ: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
+	dpkg-deb -c "$DEB" | awk '{print $2}' | grep -qv '^root/root$' &&
+		fail "files not owned by root"
+	[ "$(dpkg-deb -f "$DEB" Package)" = union-nfsd ] || fail "Package field"
+	[ "$(dpkg-deb -f "$DEB" Architecture)" = "$(dpkg --print-architecture)" ] ||
+		fail "Architecture field"
+	dep=$(dpkg-deb -f "$DEB" Depends)
+	# Each library the binary needs, by its package (dpkg-shlibdeps' work).
+	for lib in $(objdump -p "$T/root/usr/sbin/union-nfsd" | awk '/NEEDED/ {print $2}'); do
+		pkg=$(dpkg -S "*/$lib" 2>/dev/null | head -1 | cut -d: -f1)
+		[ -n "$pkg" ] || continue
+		[[ ", $dep" == *", $pkg"* ]] || fail "Depends lacks $pkg (for $lib): $dep"
+		nlibs=$((nlibs + 1))
+	done
+	[ "$nlibs" -ge 5 ] || fail "only $nlibs libraries traced to their packages"
+	[[ "$dep" == *libtirpc3* && "$dep" == *liblmdb0* && "$dep" == *libc6* ]] ||
+		fail "Depends: $dep"
+	dpkg-deb -I "$DEB" | grep -q conffiles && fail "a conffile: the config is the admin's"
+	mkdir "$T/control"
+	dpkg-deb -e "$DEB" "$T/control"
+	for s in postinst prerm postrm; do
+		if [ ! -x "$T/control/$s" ]; then
+			fail "no executable $s"
+			continue
+		fi
+		sh -n "$T/control/$s" || fail "$s: not valid sh"
+	done
+	grep -v '^[[:space:]]*#' "$T/control/postinst" |
+		grep -q 'enable --now\|deb-systemd-invoke start\|systemctl start' &&
+		fail "postinst starts the service"
+	grep -qx 'ExecStart=/usr/sbin/union-nfsd --foreground --config=/etc/union-nfsd.conf' "$UNIT" ||
+		fail "unit ExecStart: $(grep ExecStart= "$UNIT")"
+	grep -qx 'ConditionPathExists=/etc/union-nfsd.conf' "$UNIT" ||
+		fail "unit starts without /etc/union-nfsd.conf"
+	grep -qx 'StateDirectory=union-nfsd' "$UNIT" || fail "unit: no StateDirectory"
+}
+
+run_lintian() {
+	lintian --fail-on error,warning --display-info "$DEB" >"$T/lintian" 2>&1 || true
+	cat "$T/lintian"
+	grep -q '^[EW]: ' "$T/lintian" && fail "lintian: errors or warnings above"
+	lintian --fail-on error,warning "$DEB" >/dev/null 2>&1 || fail "lintian failed"
+}
+
+# The unit as packaged, but running the extracted binary, checked against
+# the host's units and with the package's man pages for Documentation=.
+verify_unit() {
+	local out
+	mkdir "$T/unit"
+	sed "s|=/usr/sbin/union-nfsd|=$T/root/usr/sbin/union-nfsd|" "$UNIT" >"$T/unit/union-nfsd.service"
+	out=$(MANPATH=$T/root/usr/share/man systemd-analyze verify "$T/unit/union-nfsd.service" 2>&1) ||
+		fail "systemd-analyze verify failed: $out"
+	[ -z "$out" ] || fail "systemd-analyze verify: $out"
+}
+
+case $CHECK in
+contents) contents ;;
+lintian) run_lintian ;;
+unit) verify_unit ;;
+esac
+pkg_end
+echo "deb $CHECK: all passed ($(basename "$DEB"))"
