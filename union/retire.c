@@ -56,8 +56,7 @@
 struct un_retired {
 	atomic_uint refs; /* the registry's, and each resolve's using it */
 	char *path;
-	char *by; /* what replaced it, or NULL: removed */
-	int fd;	  /* O_PATH of its root */
+	int fd; /* O_PATH of its root */
 	struct un_devino root;
 	struct un_lxc *lxc;
 	uint64_t key_dev;
@@ -88,7 +87,6 @@ static void rt_put(struct un_state *st, struct un_retired *l)
 	un_sys_close(l->fd);
 	un_lxc_put(st, l->lxc);
 	free(l->path);
-	free(l->by);
 	free(l);
 }
 
@@ -154,33 +152,40 @@ static void rt_release(struct un_state *st, struct un_retired *gone, const char 
 	}
 }
 
+/* A new entry for layer PATH (ROOTFD, C: ownership moves to it), or
+ * NULL without memory (both released). */
+static struct un_retired *rt_new(struct un_state *st, const char *path, int rootfd,
+				 struct un_lxc *c)
+{
+	struct un_retired *l = un_sys_calloc(1, sizeof(*l));
+	char *copy = un_sys_strdup(path);
+
+	if (!l || !copy) {
+		free(l);
+		free(copy);
+		un_sys_close(rootfd);
+		un_lxc_put(st, c);
+		return NULL;
+	}
+	*l = (struct un_retired){.refs = 1, .path = copy, .fd = rootfd, .lxc = c};
+	return l;
+}
+
 void un_retire_add(struct un_export *ex, const char *path, int rootfd,
 		   const struct stat *root, struct un_lxc *c, uint64_t key_dev,
 		   const char *by)
 {
-	struct un_retired *l = un_sys_calloc(1, sizeof(*l)), *gone = NULL;
+	struct un_retired *l = rt_new(ex->st, path, rootfd, c), *gone = NULL;
 	struct un_state *st = ex->st;
 	struct un_rt_export *e;
 
-	if (l) {
-		l->path = un_sys_strdup(path);
-		l->by = by ? un_sys_strdup(by) : NULL;
-	}
-	if (!l || !l->path || (by && !l->by)) {
-		if (l) {
-			free(l->path);
-			free(l->by);
-		}
-		free(l);
-		un_sys_close(rootfd);
-		un_lxc_put(st, c);
+	if (!l) {
 		un_notice(st, "export %s: layer %s not retired: out of memory", ex->path,
 			  path);
 		return;
 	}
 	*l = (struct un_retired){.refs = 1,
 				 .path = l->path,
-				 .by = l->by,
 				 .fd = rootfd,
 				 .root = {.dev = root->st_dev, .ino = root->st_ino},
 				 .lxc = c,
