@@ -77,6 +77,11 @@ void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn);
  * calls it at start-up when UNION_NFSD_TEST_NO_SYNC=1 (server/main.c); the
  * switch is kept with the engine's other test switches (sys.c). */
 void un_state_test_no_sync(bool on);
+/* How long a lower layer a reload replaced or removed stays retired,
+ * serving the old handles of its files (union/retire.c): SECONDS, 0 until
+ * exit.  Releases at once every retired layer older than that, with a
+ * line for the un_state_on_notice function each. */
+void un_state_retire_time(struct un_state *st, unsigned seconds);
 
 /* What the engine counted since the process started (stats.c), for the
  * server to show: plain numbers, totals that only grow, but NODES (the
@@ -142,7 +147,9 @@ bool un_export_writable(const struct un_export *ex);
 /* Resolves the export root.  Caller owns *out (un_obj_put). */
 int un_root(struct un_export *ex, struct un_obj **out);
 /* Resolves node ID of EX; -ESTALE when the node is unknown or its object is gone
- * or was replaced.  Caller owns *out. */
+ * or was replaced, unless a layer a reload retired still holds that file or
+ * symlink: *out is then that old object, read only (un_obj_retired).
+ * Caller owns *out. */
 int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
 /* As un_resolve, for a caller that only reads *out (un_getattr, un_lookup
  * in it, its id) within one call (a request): *out is a view that shares
@@ -169,6 +176,10 @@ un_id un_obj_id(const struct un_obj *o);
 un_id un_obj_parent_id(const struct un_obj *o);
 /* S_IFMT bits of the object. */
 mode_t un_obj_type(const struct un_obj *o);
+/* True if O is served from a retired layer (union/retire.c): a file or
+ * symlink a reload replaced or removed, read through a handle taken
+ * before.  Nothing can change it (-EROFS). */
+bool un_obj_retired(const struct un_obj *o);
 
 struct un_attr {
 	mode_t mode; /* type and permission bits */

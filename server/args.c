@@ -351,6 +351,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_port(value, &o->cfg.nsm_port);
 	else if (strcmp(key, "grace-period") == 0)
 		ok = parse_conn_setting(value, &o->cfg.grace_period);
+	else if (strcmp(key, "retire-time") == 0)
+		ok = parse_conn_setting(value, &o->cfg.retire_time);
 	else if (strcmp(key, "threads") == 0)
 		ok = parse_threads(value, &o->cfg.nthreads);
 	else if (strcmp(key, "max-connections") == 0)
@@ -675,6 +677,7 @@ enum {
 	OPT_NSM_PORT,
 	OPT_GRACE_PERIOD,
 	OPT_METRICS,
+	OPT_RETIRE_TIME,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -707,6 +710,7 @@ static const struct option long_opts[] = {
     {"nsm-port", required_argument, NULL, OPT_NSM_PORT},
     {"grace-period", required_argument, NULL, OPT_GRACE_PERIOD},
     {"metrics", required_argument, NULL, OPT_METRICS},
+    {"retire-time", required_argument, NULL, OPT_RETIRE_TIME},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -731,6 +735,7 @@ static void print_usage(void)
 	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
 	       "                  [--grace-period=SECONDS] [--metrics=ADDR:PORT]\n"
+	       "                  [--retire-time=SECONDS]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--no-portmapper] [--no-layer-index]\n"
 	       "                  [--config=FILE]\n"
@@ -771,6 +776,9 @@ static void print_usage(void)
 	       "                before it may be reclaimed (default %u; 0: none)\n"
 	       "  --metrics     serve Prometheus metrics over HTTP at\n"
 	       "                http://ADDR:PORT/metrics (default: off)\n"
+	       "  --retire-time  seconds a lower layer a reload replaced or removed\n"
+	       "                keeps serving the old handles of its files\n"
+	       "                (default 0: until the next restart)\n"
 	       "  --no-rpcbind  do not register with the host's rpcbind\n"
 	       "  --no-portmapper  do not answer the portmapper protocol on port\n"
 	       "                111 (default: answer it when 111 is free)\n"
@@ -831,6 +839,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_NSM_PORT - OPT_LOWERDIR] = "nsm-port",
 	    [OPT_GRACE_PERIOD - OPT_LOWERDIR] = "grace-period",
 	    [OPT_METRICS - OPT_LOWERDIR] = "metrics",
+	    [OPT_RETIRE_TIME - OPT_LOWERDIR] = "retire-time",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -939,6 +948,8 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.nsm_port = cli->server.cfg.nsm_port;
 	if (*cli_given(cli, OPT_GRACE_PERIOD))
 		o->cfg.grace_period = cli->server.cfg.grace_period;
+	if (*cli_given(cli, OPT_RETIRE_TIME))
+		o->cfg.retire_time = cli->server.cfg.retire_time;
 	if (*cli_given(cli, OPT_LOG_LEVEL))
 		o->log_level = cli->server.log_level;
 	if (cli->no_rpcbind)

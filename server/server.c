@@ -314,6 +314,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 	}
 	un_state_on_error(s->state, log_table_error);
 	un_state_on_notice(s->state, log_notice);
+	un_state_retire_time(s->state, o->cfg.retire_time);
 	rc = -ENOMEM;
 	s->exports = calloc(o->nexports ? o->nexports : 1, sizeof(*s->exports));
 	if (!s->exports) {
@@ -404,6 +405,17 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 	if (!srv_metrics_serves(s, o->metrics))
 		srv_log(SRV_LOG_WARN, "reload: metrics changes only with a restart; "
 				      "the endpoint stays as it is");
+}
+
+/* A reload's retire-time: applied at once, which releases the retired
+ * layers already older than a shorter one (union/retire.c). */
+static void retire_time_reload(struct srv *s, unsigned seconds)
+{
+	if (seconds != s->cfg.retire_time)
+		srv_log(SRV_LOG_INFO, "reload: retire-time %u s (was %u s)", seconds,
+			s->cfg.retire_time);
+	s->cfg.retire_time = seconds;
+	un_state_retire_time(s->state, seconds);
 }
 
 /* What a reload prepares before it swaps: for each new export either an old
@@ -535,6 +547,7 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 	if (!table_check(r.tab, r.n, err, errlen))
 		goto fail;
 	reload_swap(s, &r);
+	retire_time_reload(s, o->cfg.retire_time);
 	for (size_t i = 0; i < r.n; i++) /* r.tab is the old table now */
 		if (r.kept[i])
 			srv_unions_recheck(s, s->exports[i]);

@@ -200,6 +200,9 @@ struct srv_config {
 	 * restart that found client hosts recorded (0: none). */
 	uint16_t nsm_port;
 	unsigned grace_period;
+	/* Seconds a lower layer a reload replaced or removed stays retired,
+	 * serving old handles (union/retire.c); 0: until the next restart. */
+	unsigned retire_time;
 };
 /* Defaults of --nlm-max-locks-per-host and --nlm-max-locks: locks, waiters
  * and share reservations together (lock.c, rule 7). */

@@ -598,8 +598,8 @@ int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o)
 	struct un_creds saved;
 	int err;
 
-	if (!un_export_writable(ex))
-		return -EROFS;
+	if (!un_export_writable(ex) || o->retired)
+		return -EROFS; /* a retired layer's file is read only (retire.c) */
 	if (un_obj_upper(ex, o))
 		return 0;
 	if (o->id == ex->root_id)

@@ -41,6 +41,14 @@
  *     failing state dir, is served by inode numbers, as with
  *     --no-layer-index, and says so once (un_layers_index); its next
  *     open tries again.  A reload is not best effort: it changes nothing.
+ *  8. A reload that takes a path out of the stack (replaced by a new
+ *     version, or removed) retires its layer (retire_gone): the layer's
+ *     directory, opened again by its path and checked against the root
+ *     inode its index recorded, and a reference to its index go to the
+ *     export's retired layers (retire.c), which serve the old handles of
+ *     its objects.  Only a reload retires (un_retire_seen): a restart
+ *     starts with none.  A layer replaced at its own path is not retired:
+ *     its old directory is no longer there to be opened.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -96,10 +104,7 @@ static void stack_free(struct stack *s)
 	s->n = 0;
 }
 
-static void notice(struct un_state *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void notice(struct un_state *st, const char *fmt, ...)
+void un_notice(struct un_state *st, const char *fmt, ...)
 {
 	un_state_notice_fn *fn = atomic_load(&st->on_notice);
 	char line[2 * PATH_MAX + 256];
@@ -235,9 +240,9 @@ static int index_build(struct un_state *st, const struct un_layer *l, const char
 	rc = un_lx_build(fd, from, file, 0, err, errlen);
 	un_sys_close(fd);
 	if (!rc)
-		notice(st, "layer index: built %s for %s in %.2f s (%s%s)", file, path,
-		       now_s() - t0, from ? "inheriting from " : "fresh",
-		       from ? from_file : "");
+		un_notice(st, "layer index: built %s for %s in %.2f s (%s%s)", file, path,
+			  now_s() - t0, from ? "inheriting from " : "fresh",
+			  from ? from_file : "");
 	return rc;
 }
 
@@ -466,7 +471,7 @@ static int stack_of(const struct un_export *ex, struct stack *s, char *err, size
 	return rc;
 }
 
-/* ---- the API ---- */
+/* ---- retiring the layers that left the stack (rule 8) ---- */
 
 static uint64_t lxc_lineage(const struct un_lxc *c)
 {
@@ -476,13 +481,91 @@ static uint64_t lxc_lineage(const struct un_lxc *c)
 	return i.lineage;
 }
 
+/* The index FILE of the directory ROOT, from the cache or opened, with a
+ * reference of the caller's; -ESTALE when it was built on another one. */
+static int retire_index(struct un_state *st, const char *file, const struct stat *root,
+			struct un_lxc **out)
+{
+	struct un_lx *lx = NULL;
+	struct un_lx_info info;
+	int rc = 0;
+
+	pthread_mutex_lock(&st->lx_lock);
+	*out = cache_find(st, file, root->st_ino);
+	if (*out) {
+		(*out)->refs++;
+		goto out;
+	}
+	rc = un_lx_open(file, &lx);
+	if (rc)
+		goto out;
+	un_lx_info(lx, &info);
+	if (info.root_ino != root->st_ino) {
+		un_lx_close(lx);
+		rc = -ESTALE;
+		goto out;
+	}
+	rc = cache_add(st, file, lx, out);
+out:
+	pthread_mutex_unlock(&st->lx_lock);
+	return rc;
+}
+
+/* Retires the layer of E, gone from EX's stack and replaced by BY (NULL:
+ * removed), if its directory is still there with its index's root. */
+static void retire_one(struct un_export *ex, const struct stack_ent *e, const char *by)
+{
+	struct un_lxc *c = NULL;
+	struct stat root;
+	int fd, rc;
+
+	fd = un_sys_openat(AT_FDCWD, e->path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	rc = fd < 0 ? fd : un_sys_fstat(fd, &root);
+	if (!rc)
+		rc = retire_index(ex->st, e->file, &root, &c);
+	if (rc) {
+		un_notice(
+		    ex->st,
+		    "export %s: layer %s left the stack (%s%s) and is not retired: "
+		    "%s; its old handles are stale",
+		    ex->path, e->path, by ? "replaced by " : "removed", by ? by : "",
+		    rc == -ESTALE ? "another directory is there now" : strerror(-rc));
+		if (fd >= 0)
+			un_sys_close(fd);
+		return;
+	}
+	un_retire_add(ex, e->path, fd, &root, c,
+		      UN_KEY_DEV | (lxc_lineage(c) & LINEAGE_BITS), by);
+}
+
+/* Retires every path of OLD that NOW no longer holds, with the path that
+ * replaced it (stack_pair) for the log. */
+static void retire_gone(struct un_export *ex, const struct stack *old,
+			const struct stack *now)
+{
+	const char *by;
+
+	for (size_t g = 0; g < old->n; g++) {
+		if (!old->e[g].file || stack_has(now, old->e[g].path))
+			continue;
+		by = NULL;
+		for (size_t i = 0; i < now->n && !by; i++)
+			if (now->e[i].from && !strcmp(now->e[i].from, old->e[g].file))
+				by = now->e[i].path;
+		retire_one(ex, &old->e[g], by);
+	}
+}
+
+/* ---- the API ---- */
+
 /* Rule 7: EX, whose indexes could not be had (ERR says why), by inode
  * numbers. */
 static int index_forgo(struct un_export *ex, int rc, char *err)
 {
 	un_layers_unindex(ex);
-	notice(ex->st, "%s; export %s served by inode numbers until it is opened again",
-	       err[0] ? err : strerror(-rc), ex->path);
+	un_notice(ex->st,
+		  "%s; export %s served by inode numbers until it is opened again",
+		  err[0] ? err : strerror(-rc), ex->path);
 	err[0] = '\0';
 	return 0;
 }
@@ -522,12 +605,24 @@ int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t er
 	if (!rc && (rc = stack_write(ex, &now)))
 		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
 			 strerror(-rc));
+	if (!rc && un_retire_seen(ex)) /* rule 8: a reload */
+		retire_gone(ex, &old, &now);
 	stack_free(&old);
 	stack_free(&now);
 	if (rc && errlen && !err[0])
 		snprintf(err, errlen, "layer indexes of export %s: %s", ex->path,
 			 strerror(-rc));
 	return rc && best_effort && errlen ? index_forgo(ex, rc, err) : rc;
+}
+
+struct un_lx *un_lxc_lx(const struct un_lxc *c)
+{
+	return c->lx;
+}
+
+void un_lxc_put(struct un_state *st, struct un_lxc *c)
+{
+	cache_put(st, c);
 }
 
 void un_layers_unindex(struct un_export *ex)

@@ -31,6 +31,8 @@
  *     as a rename changes the layer before the table.
  *  5. An object handed out is the caller's to change, unless it is a view
  *     (walk_out): the cache's own object goes out as a copy.
+ *  6. A node that every try found gone or replaced may still be served
+ *     from a retired layer (resolve, retire.c): read only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -465,6 +467,10 @@ static int resolve(struct un_export *ex, un_id id, bool view, struct un_obj **ou
 	err = -ESTALE;
 	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
 		err = resolve_once(&w, id, tries == 0, view, out);
+	/* Gone or replaced: the old object, if a retired layer holds it
+	 * (retire.c rule 3); never a view, which is no loss to its caller. */
+	if (err == -ESTALE)
+		err = un_retire_resolve(ex, id, out);
 	un_sys_creds_revert(&saved);
 	walk_fini(&w);
 	return err;

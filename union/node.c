@@ -100,7 +100,9 @@
  *  3. A replaced object gets a new id: when the object under (P, N) no longer
  *     matches the record names(P, N) points to, a new id is allocated and
  *     names(P, N) is repointed to it; the old record stays, so the old id
- *     resolves to its path and un_resolve finds the mismatch (-ESTALE).
+ *     resolves to its path and un_resolve finds the mismatch (-ESTALE, or
+ *     the old object read only when a retired layer still holds it: its
+ *     record's key names it there, retire.c).
  *  4. Lookups never write when the name is known: the read transaction
  *     decides (node_match); only a miss opens a write transaction, which
  *     decides again under LMDB's single-writer lock, so two threads that miss
@@ -701,6 +703,7 @@ static void hop_fill(struct un_node_hop *h, un_id id, const struct rec_view *r)
 	h->parent = r->parent;
 	h->type = r->type;
 	h->di = r->di;
+	h->fileid = r->fileid;
 	h->namelen = r->namelen;
 	memcpy(h->name, r->name, r->namelen);
 	h->name[r->namelen] = '\0';

@@ -181,6 +181,7 @@ int un_obj_copy(const struct un_obj *o, struct un_obj **out)
 
 	if (!c)
 		return -ENOMEM;
+	c->retired = o->retired;
 	for (size_t j = 0; j < o->ninst && !err; j++)
 		err = obj_add_dup(c, o->inst[j].fd, o->inst[j].layer);
 	if (err) {

@@ -337,6 +337,8 @@ static void state_free(struct un_state *st)
 	if (st->env)
 		mdb_env_close(st->env);
 	pthread_mutex_destroy(&st->wq_lock);
+	un_retire_fini(st);
+	pthread_mutex_destroy(&st->rt_lock);
 	pthread_mutex_destroy(&st->lx_lock);
 	free(st->dir);
 	sodium_memzero(st, sizeof(*st));
@@ -356,6 +358,8 @@ int un_state_open(const char *dir, struct un_state **out)
 		return err;
 	pthread_mutex_init(&st->wq_lock, NULL);
 	pthread_mutex_init(&st->lx_lock, NULL);
+	pthread_mutex_init(&st->rt_lock, NULL);
+	atomic_init(&st->retire_s, 0);
 	atomic_init(&st->on_notice, NULL);
 	st->wq_tail = &st->wq_head;
 	atomic_init(&st->on_error, NULL);

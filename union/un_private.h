@@ -294,6 +294,11 @@ struct un_state {
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
 	struct un_counters counters; /* stats.c */
+	/* retire.c: the retired lower layers of each export opened since
+	 * the start, and how long they are kept (seconds, 0: until exit) */
+	pthread_mutex_t rt_lock;
+	struct un_rt_export *rt_exports;
+	_Atomic int64_t retire_s;
 };
 
 /* Tells the un_state_on_error function that the table failed (ERR < 0). */
@@ -340,6 +345,7 @@ struct un_node_hop {
 	struct un_devino di;
 	uint16_t namelen;
 	char name[UN_NAME_MAX + 1];
+	un_id fileid; /* what getattr reports (node.c's design notes) */
 };
 
 /* Opens (creating) the named databases in TXN, a write transaction. */
@@ -450,6 +456,30 @@ void un_layers_unindex(struct un_export *ex);
  * place of a key: that would take the object for another). */
 int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
 		 struct un_devino *out);
+/* The index an open index entry holds, and the release of a reference
+ * to one (taken by un_layers_index, or for a retired layer). */
+struct un_lx *un_lxc_lx(const struct un_lxc *c);
+void un_lxc_put(struct un_state *st, struct un_lxc *c);
+/* One line for the un_state_on_notice function, if any. */
+void un_notice(struct un_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- retire.c: retired lower layers ---- */
+
+/* Whether export ID was opened before in this process (a reload), noting
+ * that it has been: only a reload retires (retire.c rule 2). */
+bool un_retire_seen(struct un_export *ex);
+/* Layer PATH (O_PATH root ROOTFD, stat ROOT; index C whose keys have dev
+ * KEY_DEV) left the lower stack of export EX, replaced by BY (NULL:
+ * removed): it is retired, taking ROOTFD and the reference to C. */
+void un_retire_add(struct un_export *ex, const char *path, int rootfd,
+		   const struct stat *root, struct un_lxc *c, uint64_t key_dev,
+		   const char *by);
+/* Node ID of EX as its retired layers hold it, when the walk found it
+ * gone or replaced (retire.c rule 3): -ESTALE when none does. */
+int un_retire_resolve(struct un_export *ex, un_id id, struct un_obj **out);
+/* Releases every retired layer of ST (un_state_close). */
+void un_retire_fini(struct un_state *st);
 
 #define UN_LOCK_STRIPES 64 /* per-export lock stripes, keyed by node id */
 
@@ -600,6 +630,10 @@ struct un_obj {
 	struct stat top;
 	size_t nstamps;
 	struct un_rc_stamp *stamps;
+	/* Served from a retired layer (retire.c): read only, never copied
+	 * up; inst[0] is its file there, with the layer of the export's
+	 * bottom-most lower, which no write path takes for the upper. */
+	bool retired;
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 

@@ -141,7 +141,7 @@ int un_setattr_nosync(struct un_export *ex, struct un_change *ch, struct un_obj 
 {
 	int err;
 
-	if (!un_export_writable(ex))
+	if (!un_export_writable(ex) || o->retired)
 		return -EROFS;
 	if (sa->set_size && S_ISDIR(o->type))
 		return -EISDIR;
@@ -168,6 +168,8 @@ int un_open_write(struct un_export *ex, struct un_obj *o)
 {
 	int err;
 
+	if (o->retired)
+		return -EROFS;
 	if (!S_ISREG(o->type) || !un_export_writable(ex) || un_obj_upper(ex, o))
 		return 0;
 	/* On overlayfs the open itself fails then, before any copy-up; an NFS
@@ -202,7 +204,7 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 		return -EISDIR;
 	if (!S_ISREG(o->type))
 		return -EINVAL;
-	if (!un_export_writable(ex))
+	if (!un_export_writable(ex) || o->retired)
 		return -EROFS;
 	if (n > SSIZE_MAX || off > (uint64_t)INT64_MAX - n)
 		return -EFBIG;

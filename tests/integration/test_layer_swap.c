@@ -13,16 +13,27 @@
  *             resolves (GETATTR) with its fileid, and a LOOKUP of every path
  *             gives the same fileid;
  *   reload    B1 replaced by B2, a copy with 5% of its files changed in
- *             size, 5% removed and some added, by SIGHUP with the changed
- *             config: unchanged paths keep handle and fileid, the old
- *             handles of changed and removed files answer NFS3ERR_STALE, a
- *             changed path has a new fileid, an added one a fileid never
- *             seen;
- *   restart   the same from B2 to B3 by a restart;
+ *             size, 5% removed, a symlink changed, one directory removed
+ *             and some files added, by SIGHUP with the changed config:
+ *             unchanged paths keep handle and fileid; B1 is retired
+ *             (union/retire.c), so the old handles of changed and removed
+ *             files and the symlink read B1's bytes (target) with B1's size
+ *             and their old fileid and answer NFS3ERR_ROFS to WRITE and
+ *             SETATTR, while the removed directory's is stale; a reload
+ *             that sets retire-time = 1 releases B1 at once;
+ *             a changed path has a new fileid and the new bytes, an added
+ *             one a fileid never seen; after a restart the old handles are
+ *             stale;
+ *   restart   the same from B2 to B3 by a restart: the old handles of
+ *             changed and removed files are stale (nothing is retired);
  *   same path B3 replaced by a copy at its own path (another root inode):
  *             its index is built again, every handle resolves;
  *   upgrade   a state dir written with --no-layer-index, then served with
- *             the indexes: every handle resolves with its fileid.
+ *             the indexes: every handle resolves with its fileid;
+ *   gone dir  B3 removed before the reload to B4: not retired, its old
+ *             handles are stale and the server goes on;
+ *   retire-time  with --retire-time=2, B4 replaced by B5: the old handles
+ *             read B4 at once, and are stale 3 s after the reload.
  *
  * The server is stopped by pid and the temp dir removed also when a test
  * fails (group teardown; the server has PR_SET_PDEATHSIG).
@@ -78,7 +89,12 @@ static struct {
 	struct fh root;
 	struct obj objs[OBJS_MAX];
 	size_t n;
-	int version; /* of the bottom layer: B<version> */
+	/* the handles of changed files before the last version (saved by
+	 * version_checks, which moves objs[i].fh to the new one) */
+	struct fh old[OBJS_MAX];
+	bool had_old[OBJS_MAX];
+	int version;	      /* of the bottom layer: B<version> */
+	unsigned retire_time; /* in the config's [server] */
 } g;
 
 /* ---- files ---- */
@@ -186,11 +202,10 @@ static void write_config(int version, bool index)
 
 	if (!f)
 		fail_msg("%s: %s", g.conf, strerror(errno));
-	fprintf(
-	    f,
-	    "[server]\nlayer-index = %s\n\n[export]\npath = /\nlowerdir = %s/T:%s/B%d\n"
-	    "upperdir = %s/upper\nworkdir = %s/work\n",
-	    index ? "yes" : "no", g.tmp, g.tmp, version, g.tmp, g.tmp);
+	fprintf(f,
+		"[server]\nlayer-index = %s\nretire-time = %u\n\n[export]\npath = /\n"
+		"lowerdir = %s/T:%s/B%d\nupperdir = %s/upper\nworkdir = %s/work\n",
+		index ? "yes" : "no", g.retire_time, g.tmp, g.tmp, version, g.tmp, g.tmp);
 	fclose(f);
 	g.version = version;
 }
@@ -201,6 +216,7 @@ struct reply {
 	int status;
 	struct fh fh;
 	uint64_t fileid;
+	uint64_t size;
 };
 
 static void keep_lookup(void *data, void *out)
@@ -250,8 +266,10 @@ static void keep_getattr(void *data, void *out)
 	struct reply *o = out;
 
 	o->status = r->status;
-	if (r->status == NFS3_OK)
+	if (r->status == NFS3_OK) {
 		o->fileid = r->GETATTR3res_u.resok.obj_attributes.fileid;
+		o->size = r->GETATTR3res_u.resok.obj_attributes.size;
+	}
 }
 
 static struct reply getattr(const struct fh *fh)
@@ -283,6 +301,129 @@ static int write_text(const struct fh *fh, const char *text)
 			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
 	    0);
 	return st;
+}
+
+static int setattr_mode(const struct fh *fh)
+{
+	SETATTR3args a = {.object = nfs_raw_fh3(fh)};
+	int st = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
+
+	a.new_attributes.mode.set_it = 1;
+	a.new_attributes.mode.set_mode3_u.mode = 0600;
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_setattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return st;
+}
+
+static void keep_access(void *data, void *out)
+{
+	ACCESS3res *r = data;
+	uint32_t *o = out;
+
+	*o = r->status == NFS3_OK ? r->ACCESS3res_u.resok.access : 0x80000000u;
+}
+
+/* The ACCESS bits granted of READ and MODIFY; bit 31 for an error. */
+static uint32_t access_rm(const struct fh *fh)
+{
+	ACCESS3args a = {.object = nfs_raw_fh3(fh),
+			 .access = ACCESS3_READ | ACCESS3_MODIFY};
+	uint32_t got = 0;
+	struct call c = {.keep = keep_access, .out = &got};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_access_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return got;
+}
+
+#define DATA_MAX 4096
+
+struct rd {
+	int status;
+	size_t count;
+	char data[DATA_MAX + 1];
+};
+
+static void keep_read(void *data, void *out)
+{
+	READ3res *r = data;
+	struct rd *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	o->count = r->READ3res_u.resok.data.data_len;
+	if (o->count > DATA_MAX)
+		o->count = DATA_MAX;
+	memcpy(o->data, r->READ3res_u.resok.data.data_val, o->count);
+	o->data[o->count] = '\0';
+}
+
+static struct rd read_fh(const struct fh *fh)
+{
+	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
+	struct rd o = {0};
+	struct call c = {.keep = keep_read, .out = &o};
+
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+static void keep_readlink(void *data, void *out)
+{
+	READLINK3res *r = data;
+	struct rd *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	snprintf(o->data, sizeof(o->data), "%s", r->READLINK3res_u.resok.data);
+	o->count = strlen(o->data);
+}
+
+/* READ of a file's first bytes, or READLINK of a symlink. */
+static struct rd content_fh(const struct fh *fh, enum kind kind)
+{
+	READLINK3args a = {.symlink = nfs_raw_fh3(fh)};
+	struct rd o = {0};
+	struct call c = {.keep = keep_readlink, .out = &o};
+
+	if (kind != K_LINK)
+		return read_fh(fh);
+	assert_int_equal(
+	    nfs_raw_finish(g.nfs, &c,
+			   rpc_nfs3_readlink_async(g.nfs, nfs_raw_on_reply, &a, &c)),
+	    0);
+	return o;
+}
+
+/* The bytes of PATH (a file of the test's layers, or a symlink's target),
+ * and its size. */
+static size_t slurp(const char *path, char *buf)
+{
+	ssize_t len = readlink(path, buf, DATA_MAX);
+	FILE *f;
+	size_t n;
+
+	if (len >= 0) {
+		buf[len] = '\0';
+		return (size_t)len;
+	}
+	f = fopen(path, "r");
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	n = fread(buf, 1, DATA_MAX, f);
+	fclose(f);
+	buf[n] = '\0';
+	return n;
 }
 
 /* ---- the server ---- */
@@ -393,8 +534,42 @@ static void new_version(int from, int to, bool *changed, size_t *nadded)
 		put(at("B%d/d%02d/new%d", to, d, to), "new\n");
 }
 
-/* After the switch to B<to>: the checks of the reload and restart tests. */
-static void version_checks(const char *event, const bool *changed)
+/* The old handle of O (its file in B<FROM>, gone or changed since) is
+ * served from the retired layer: the old bytes, size and fileid, read
+ * only. */
+static void retired_ok(const char *event, const struct obj *o, int from,
+		       const struct reply *a)
+{
+	char want[DATA_MAX + 1];
+	size_t n = slurp(at("B%d/%s", from, o->path), want);
+	struct rd r = content_fh(&o->fh, o->kind);
+
+	if (a->status != NFS3_OK || a->fileid != o->fileid || a->size != n)
+		fail_msg("%s: old handle of %s: GETATTR %d fileid %ju size %ju, want "
+			 "fileid %ju size %zu",
+			 event, o->path, a->status, (uintmax_t)a->fileid,
+			 (uintmax_t)a->size, (uintmax_t)o->fileid, n);
+	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
+		fail_msg("%s: old handle of %s: READ %d '%s', want '%s'", event, o->path,
+			 r.status, r.data, want);
+}
+
+/* The current handle of O reads the file of the current version. */
+static void new_bytes(const char *event, const struct obj *o)
+{
+	char want[DATA_MAX + 1];
+	size_t n = slurp(at("B%d/%s", g.version, o->path), want);
+	struct rd r = content_fh(&o->fh, o->kind);
+
+	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
+		fail_msg("%s: new handle of %s: READ %d '%s', want '%s'", event, o->path,
+			 r.status, r.data, want);
+}
+
+/* After the switch to B<to>: the checks of the reload and restart tests.
+ * RETIRED_FROM: the version a reload retired (old handles of changed and
+ * removed files read it), or -1: those handles are stale. */
+static void version_checks(const char *event, const bool *changed, int retired_from)
 {
 	size_t kept = 0, nchanged = 0, ngone = 0, added = 0;
 	char rel[64];
@@ -402,26 +577,36 @@ static void version_checks(const char *event, const bool *changed)
 	for (size_t i = 0; i < g.n; i++) {
 		struct obj *o = &g.objs[i];
 		struct reply a = getattr(&o->fh), l = walk(o->path);
+		bool old_served = retired_from >= 0 && o->kind != K_DIR;
 
 		if (o->gone) {
-			if (a.status != NFS3ERR_STALE || l.status != NFS3ERR_NOENT)
+			if (old_served && l.status == NFS3ERR_NOENT)
+				retired_ok(event, o, retired_from, &a);
+			else if (a.status != NFS3ERR_STALE || l.status != NFS3ERR_NOENT)
 				fail_msg("%s: removed %s: GETATTR %d, LOOKUP %d", event,
 					 o->path, a.status, l.status);
 			ngone++;
 		} else if (changed[i]) {
-			if (a.status != NFS3ERR_STALE || l.status != NFS3_OK ||
-			    seen_fileid(l.fileid))
+			if (old_served)
+				retired_ok(event, o, retired_from, &a);
+			else if (a.status != NFS3ERR_STALE)
+				fail_msg("%s: changed %s: old handle: GETATTR %d", event,
+					 o->path, a.status);
+			if (l.status != NFS3_OK || seen_fileid(l.fileid))
 				fail_msg(
 				    "%s: changed %s: GETATTR %d, LOOKUP %d fileid %ju "
 				    "(was %ju)",
 				    event, o->path, a.status, l.status,
 				    (uintmax_t)l.fileid, (uintmax_t)o->fileid);
+			g.old[i] = o->fh;
+			g.had_old[i] = true;
 			o->fh = l.fh;
 			o->fileid = l.fileid;
 			a = getattr(&o->fh);
 			if (a.status != NFS3_OK || a.fileid != o->fileid)
 				fail_msg("%s: changed %s: its new handle: GETATTR %d",
 					 event, o->path, a.status);
+			new_bytes(event, o);
 			nchanged++;
 		} else {
 			if (a.status != NFS3_OK || a.fileid != o->fileid ||
@@ -446,6 +631,142 @@ static void version_checks(const char *event, const bool *changed)
 	printf("%s: %zu kept, %zu changed, %zu removed, %zu added\n", event, kept,
 	       nchanged, ngone, added);
 	assert_true(nchanged > 0 && ngone > 0 && kept > g.n / 2);
+}
+
+/* Points symlink REL of B<version> at TARGET, and marks it changed. */
+static void relink(const char *rel, const char *target, int version, bool *changed)
+{
+	assert_int_equal(unlink(at("B%d/%s", version, rel)), 0);
+	assert_int_equal(symlink(target, at("B%d/%s", version, rel)), 0);
+	for (size_t i = 0; i < g.n; i++)
+		if (!strcmp(g.objs[i].path, rel))
+			changed[i] = true;
+}
+
+/* Removes directory REL from B<version> and marks it and what it held. */
+static void remove_dir(const char *rel, int version)
+{
+	size_t len = strlen(rel);
+
+	run("rm -rf %s", at("B%d/%s", version, rel));
+	for (size_t i = 0; i < g.n; i++)
+		if (!strncmp(g.objs[i].path, rel, len) &&
+		    (g.objs[i].path[len] == '\0' || g.objs[i].path[len] == '/'))
+			g.objs[i].gone = true;
+}
+
+/* The old handles that read a retired layer answer NFS3ERR_ROFS to WRITE
+ * and SETATTR, and stay unchanged; a removed directory's is stale. */
+static void old_read_only(const char *event)
+{
+	size_t files = 0, dirs = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		const struct obj *o = &g.objs[i];
+		const struct fh *fh = g.had_old[i] ? &g.old[i] : o->gone ? &o->fh : NULL;
+		int w, sa;
+
+		if (!fh)
+			continue;
+		if (o->kind == K_DIR) {
+			if (getattr(fh).status != NFS3ERR_STALE)
+				fail_msg("%s: removed dir %s: not stale", event, o->path);
+			dirs++;
+			continue;
+		}
+		if (o->kind != K_FILE || files >= 4)
+			continue;
+		if (access_rm(fh) != ACCESS3_READ)
+			fail_msg("%s: old handle of %s: ACCESS %#x, want READ alone",
+				 event, o->path, access_rm(fh));
+		w = write_text(fh, "new bytes\n");
+		sa = setattr_mode(fh);
+		if (w != NFS3ERR_ROFS || sa != NFS3ERR_ROFS)
+			fail_msg("%s: old handle of %s: WRITE %d SETATTR %d, want ROFS",
+				 event, o->path, w, sa);
+		files++;
+	}
+	printf("%s: %zu old handles read only, %zu removed dirs stale\n", event, files,
+	       dirs);
+	assert_true(files > 0 && dirs > 0);
+}
+
+/* Every old handle of a changed or removed object is stale. */
+static void old_stale(const char *event)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < g.n; i++) {
+		const struct fh *fh = g.had_old[i]     ? &g.old[i]
+				      : g.objs[i].gone ? &g.objs[i].fh
+						       : NULL;
+		struct reply a;
+
+		if (!fh)
+			continue;
+		a = getattr(fh);
+		if (a.status != NFS3ERR_STALE)
+			fail_msg("%s: old handle of %s: GETATTR %d, want STALE", event,
+				 g.objs[i].path, a.status);
+		n++;
+	}
+	printf("%s: %zu old handles stale\n", event, n);
+	assert_true(n > 0);
+}
+
+/* A reload that shortens retire-time below the age of the retired layer
+ * DIR releases it at once, with no handle used. */
+static void shorter_retire_time(const char *dir)
+{
+	double t0;
+
+	if (!test_server_holds(&g.srv, dir))
+		fail_msg("retired %s: not held by the server", dir);
+	it_sleep_ms(1100);
+	g.retire_time = 1;
+	write_config(g.version, true);
+	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
+	for (t0 = it_now_s(); test_server_holds(&g.srv, dir); it_sleep_ms(20))
+		if (it_now_s() - t0 > RELOAD_S)
+			fail_msg("retire-time 1: %s still held", dir);
+	g.retire_time = 0;
+	write_config(g.version, true);
+}
+
+/* Forgets the objects the last version removed, and the old handles. */
+static void compact(void)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g.n; i++)
+		if (!g.objs[i].gone)
+			g.objs[k++] = g.objs[i];
+	g.n = k;
+	memset(g.had_old, 0, sizeof(g.had_old));
+}
+
+/* The switch from B<from> to B<to> by SIGHUP, once the server shows it. */
+static void reload_to(int to)
+{
+	char rel[64];
+	double t0;
+
+	write_config(to, true);
+	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
+	snprintf(rel, sizeof(rel), "d00/new%d", to);
+	for (t0 = it_now_s(); walk(rel).status != NFS3_OK; it_sleep_ms(20))
+		if (it_now_s() - t0 > RELOAD_S)
+			fail_msg("reload: %s never appeared", rel);
+}
+
+/* Saves the handles of the objects CHANGED marks as old ones. */
+static void save_old(const bool *changed)
+{
+	for (size_t i = 0; i < g.n; i++) {
+		g.had_old[i] = changed[i];
+		if (changed[i])
+			g.old[i] = g.objs[i].fh;
+	}
 }
 
 /* ---- tests ---- */
@@ -477,17 +798,23 @@ static void test_reload(void **state)
 
 	(void)state;
 	new_version(1, 2, changed, &nadded);
+	relink("d10/s", "f01", 2, changed);
+	remove_dir("d11/sub", 2);
+	memset(g.had_old, 0, sizeof(g.had_old));
 	write_config(2, true);
 	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
 	snprintf(rel, sizeof(rel), "d00/new%d", 2);
 	for (t0 = it_now_s(); walk(rel).status != NFS3_OK; it_sleep_ms(50))
 		if (it_now_s() - t0 > RELOAD_S)
 			fail_msg("reload: %s never appeared", rel);
-	version_checks("reload", changed);
-	/* a restart on the same config changes nothing */
+	version_checks("reload", changed, 1);
+	old_read_only("reload");
+	shorter_retire_time(at("B1"));
+	/* a restart on the same config changes nothing, and retires nothing */
 	stop();
 	start(NULL);
 	all_kept("restart after reload");
+	old_stale("restart after reload");
 }
 
 static void test_restart(void **state)
@@ -500,7 +827,7 @@ static void test_restart(void **state)
 	stop();
 	write_config(3, true);
 	start(NULL);
-	version_checks("restart", changed);
+	version_checks("restart", changed, -1);
 }
 
 static void test_same_path(void **state)
@@ -541,6 +868,64 @@ static void test_upgrade(void **state)
 	all_kept("downgrade");
 }
 
+/* A layer whose directory is gone before the reload that replaces it is
+ * not retired: its old handles are stale, and the server goes on. */
+static void test_retire_gone_dir(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded;
+
+	(void)state;
+	stop();
+	write_config(3, true);
+	start(NULL);
+	compact();
+	take_all();
+	new_version(3, 4, changed, &nadded);
+	save_old(changed);
+	run("rm -rf %s", at("B3"));
+	reload_to(4);
+	old_stale("gone dir");
+	assert_int_equal(getattr(&g.root).status, NFS3_OK);
+}
+
+/* With retire-time, a retired layer serves until that time has passed,
+ * then its handles are stale. */
+static void test_retire_time(void **state)
+{
+	bool changed[OBJS_MAX];
+	size_t nadded, served = 0;
+	double t0;
+
+	(void)state;
+	stop();
+	start("--retire-time=2");
+	compact();
+	take_all();
+	new_version(4, 5, changed, &nadded);
+	save_old(changed);
+	t0 = it_now_s();
+	reload_to(5);
+	for (size_t i = 0; i < g.n && it_now_s() - t0 < 1.5; i++) {
+		struct obj o = g.objs[i];
+
+		if (!g.had_old[i] || o.kind != K_FILE)
+			continue;
+		o.fh = g.old[i];
+		{
+			struct reply a = getattr(&o.fh);
+
+			retired_ok("retire-time", &o, 4, &a);
+		}
+		served++;
+	}
+	printf("retire-time: %zu old handles served in %.2f s\n", served,
+	       it_now_s() - t0);
+	assert_true(served > 0);
+	it_sleep_ms((long)((t0 + 3.0 - it_now_s()) * 1000) + 1);
+	old_stale("retire-time");
+}
+
 /* ---- set-up ---- */
 
 static int group_setup(void **state)
@@ -572,9 +957,10 @@ static int group_teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_copy),    cmocka_unit_test(test_reload),
-	    cmocka_unit_test(test_restart), cmocka_unit_test(test_same_path),
-	    cmocka_unit_test(test_upgrade),
+	    cmocka_unit_test(test_copy),	cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_restart),	cmocka_unit_test(test_same_path),
+	    cmocka_unit_test(test_upgrade),	cmocka_unit_test(test_retire_gone_dir),
+	    cmocka_unit_test(test_retire_time),
 	};
 
 	if (argc != 2) {

@@ -1012,6 +1012,87 @@ static void test_export_open_faults(void **state)
 	t_export(fx, "l1:l2", "u", "w");
 }
 
+static void sh(struct fx *fx, const char *fmt, const char *a, const char *b)
+{
+	char cmd[3 * PATH_MAX];
+
+	snprintf(cmd, sizeof(cmd), fmt, t_path(fx, a), b ? t_path(fx, b) : "");
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The object of ID, which must be served from a retired layer, reads
+ * WANT and nothing can change it (retire.c rule 4). */
+static void retired_reads(struct fx *fx, un_id id, const char *want)
+{
+	const struct un_sattr sa = {.set_mode = true, .mode = 0600};
+	enum un_stable how;
+	struct un_obj *o, *root;
+	struct un_attr a;
+	char buf[64];
+	bool eof;
+	ssize_t n;
+
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	assert_true(un_obj_retired(o));
+	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
+	assert_int_equal(a.fileid, id);
+	assert_int_equal(a.size, strlen(want));
+	n = un_read(fx->ex, o, buf, sizeof(buf) - 1, 0, &eof);
+	assert_int_equal(n, (ssize_t)strlen(want));
+	buf[n] = '\0';
+	assert_string_equal(buf, want);
+	assert_int_equal(un_write(fx->ex, o, "x", 1, 0, UN_FILE_SYNC, &how), -EROFS);
+	assert_int_equal(un_setattr(SYNC_CX, fx->ex, o, &sa), -EROFS);
+	assert_int_equal(un_root(fx->ex, &root), 0);
+	assert_int_equal(un_link(SYNC_CX, fx->ex, o, root, "another"), -EROFS);
+	un_obj_put(root);
+	un_obj_put(o);
+}
+
+/* An export opened again over a new version of its layer (a reload)
+ * retires the old one: the old ids of a changed, a removed and a file in
+ * a removed directory read the old bytes, read only; the directory's id
+ * is stale; the new path is a new node; a shorter retire-time releases
+ * the layer (retire.c). */
+static void test_retired_layer(void **state)
+{
+	struct fx *fx = *state;
+	struct un_obj *o;
+	un_id changed, removed, dir, below;
+	char buf[64];
+
+	t_file(fx, "v1/f", "old bytes\n");
+	t_file(fx, "v1/g", "removed\n");
+	t_file(fx, "v1/d/h", "in dir\n");
+	t_symlink(fx, "f", "v1/s");
+	t_mkdir(fx, "u");
+	t_mkdir(fx, "w");
+	t_export(fx, "v1", "u", "w");
+	changed = t_id(fx, "f");
+	removed = t_id(fx, "g");
+	dir = t_id(fx, "d");
+	below = t_id(fx, "d/h");
+	sh(fx, "cp -a '%s' '%s'", "v1", "v2");
+	t_file(fx, "v2/f", "new, longer bytes\n");
+	sh(fx, "rm -r '%s' '%s'", "v2/g", "v2/d");
+	t_export(fx, "v2", "u", "w");
+	retired_reads(fx, changed, "old bytes\n");
+	retired_reads(fx, removed, "removed\n");
+	retired_reads(fx, below, "in dir\n");
+	assert_int_equal(un_resolve_view(fx->ex, dir, &o), -ESTALE);
+	assert_true(t_id(fx, "f") != changed);
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 18);
+	assert_string_equal(buf, "new, longer bytes\n");
+	/* an unchanged symlink is the current one */
+	assert_int_equal(un_resolve(fx->ex, t_id(fx, "s"), &o), 0);
+	assert_false(un_obj_retired(o));
+	un_obj_put(o);
+	usleep(1100 * 1000);
+	un_state_retire_time(fx->st, 1);
+	assert_int_equal(un_resolve(fx->ex, changed, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, below, &o), -ESTALE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1041,6 +1122,7 @@ int main(void)
 	    T_TEST(test_views_follow_changes),
 	    T_TEST(test_injected_failures),
 	    T_TEST(test_export_open_faults),
+	    T_TEST(test_retired_layer),
 	};
 
 	return cmocka_run_group_tests_name("lookup", tests, NULL, NULL);
