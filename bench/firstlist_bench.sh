@@ -3,8 +3,8 @@
 # merged directory, against a fresh state dir.
 #
 # Makes N names (default 1,000,000) in one directory merged from 2 lower
-# layers (the first half plus 5% in the lower, the rest in the upper-most
-# lower), starts union-nfsd on them with an empty state dir (the layer
+# layers (the first half plus 5% in the bottom one, the rest in the top
+# one), starts union-nfsd on them with an empty state dir (the layer
 # indexes are built before it listens, so the listing meets identities fixed
 # ahead of serving), and lists the directory twice with readdir_bench
 # (READDIRPLUS, dircount 16 KiB, maxcount 64 KiB, one call at a time): the
@@ -12,7 +12,9 @@
 # the state dir's size, and with GANESHA=1 NFS-Ganesha's two listings of the
 # same N names in one plain directory (tests/integration/with_ganesha.sh,
 # default settings, as bench/run.sh starts it).  PERF=FILE records the
-# server (perf record -g) during the first pass.  Needs root.
+# server (perf record -g) during the first pass.  Also says how much the
+# server wrote during each listing (/proc/PID/io).  ERRLOG=FILE keeps the
+# server's stderr.  Needs root.
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: firstlist_bench.sh UNION_NFSD [N]}")
 N=${2:-1000000}
@@ -62,17 +64,22 @@ done
 [ -n "$PORTS" ] || { echo "union-nfsd did not start" >&2; cat "$T/err" >&2; exit 1; }
 echo "== union-nfsd, $N names merged from 2 layers, fresh state dir" \
 	"(started in $(echo "$(date +%s.%N) - $t0" | bc) s, layer indexes built)"
+# wrote: MB the server has written (write_bytes of /proc/PID/io) so far
+wrote() { awk '/^write_bytes/ {printf "%.0f", $2 / 1048576}' "/proc/$PID/io"; }
+w0=$(wrote)
 if [ -n "${PERF:-}" ]; then
 	perf record -g -F 999 -o "$PERF" -p "$PID" 2>/dev/null &
 	PERF_PID=$!
 	sleep 0.5
-	"$T/readdir_bench" PLUS $PORTS / 1 "$PID"
+fi
+"$T/readdir_bench" PLUS $PORTS / 1 "$PID" | sed 's/^pass 1/first /'
+if [ -n "$PERF_PID" ]; then
 	kill -INT "$PERF_PID"; wait "$PERF_PID" || true
 	PERF_PID=
-	"$T/readdir_bench" PLUS $PORTS / 1 "$PID"
-else
-	"$T/readdir_bench" PLUS $PORTS / 2 "$PID"
 fi
+w1=$(wrote)
+"$T/readdir_bench" PLUS $PORTS / 1 "$PID" | sed 's/^pass 1/second/'
+echo "server wrote $((w1 - w0)) MB during the first listing, $(($(wrote) - w1)) MB during the second"
 echo "state dir: $(du -sm "$T/state" | cut -f1) MB;" \
 	"$(cd "$T/state" && du -sm -- * | awk '{printf "%s %s MB  ", $2, $1}')"
 kill "$PID"; wait "$PID" || true
