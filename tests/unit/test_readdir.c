@@ -453,6 +453,39 @@ static void test_listing_ahead(void **state)
 	free(again);
 }
 
+/* A first page whose ask for the whole listing fails still gets its own
+ * entries, as a page did before (readdir.c invariant 9); the listing does
+ * not ask again, and later pages ask for their own. */
+static void test_listing_ahead_fails(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	un_id ids[42];
+	char path[64];
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(path, sizeof(path), "l%d/d/f%02d", 1 + i % 2, i);
+		t_file(fx, path, "x");
+	}
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	assert_int_equal(un_listing_count(l), 42);
+	un_sys_inject_reset();
+	un_sys_inject(UN_SYS_MDB, 1, EIO); /* the whole listing's read */
+	assert_int_equal(un_listing_ids(fx->ex, d, l, 0, 10, ids), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_MDB), 4); /* and the page's 3 */
+	assert_int_equal(ids_calls(fx, d, l, 10, 32, ids + 10), 3);
+	assert_int_equal(ids_calls(fx, d, l, 0, 42, ids), 0);
+	for (size_t i = 2; i < 42; i++) {
+		snprintf(path, sizeof(path), "d/%s", un_listing_at(l, i)->name);
+		assert_int_equal(ids[i], t_id(fx, path));
+	}
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
 /* The index of NAME in L. */
 static size_t index_of(const struct un_listing *l, const char *name)
 {
@@ -857,6 +890,7 @@ int main(void)
 	    T_TEST(test_verifier),
 	    T_TEST(test_entry_ids),
 	    T_TEST(test_listing_ahead),
+	    T_TEST(test_listing_ahead_fails),
 	    T_TEST(test_not_a_dir),
 	    T_TEST(test_listing_attr),
 	    T_TEST(test_injected_failures),
