@@ -378,6 +378,114 @@ static void test_entry_ids(void **state)
 	un_obj_put(d);
 }
 
+static void reopen(struct fx *fx, const char *lowers)
+{
+	t_export_close(fx);
+	un_state_close(fx->st);
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+	t_export(fx, lowers, NULL, NULL);
+}
+
+/* Asks for the ids of entries FROM..FROM+N-1 of L into IDS; the number of
+ * node table calls it made (read and write transactions, commits). */
+static unsigned long ids_calls(struct fx *fx, struct un_obj *d, struct un_listing *l,
+			       size_t from, size_t n, un_id *ids)
+{
+	un_sys_inject_reset();
+	assert_int_equal(un_listing_ids(fx->ex, d, l, from, n, ids), 0);
+	return un_sys_calls(UN_SYS_MDB);
+}
+
+/* The first page of a whole listing gives every entry its node in one
+ * write transaction (readdir.c invariant 9): later pages read no table, a
+ * page asked before it only its own entries, the ids are those lookups
+ * give, and they survive a restart, found again with one read. */
+static void test_listing_ahead(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	un_id *ids, *again;
+	char path[64];
+	size_t n;
+
+	for (int i = 0; i < 110; i++) {
+		snprintf(path, sizeof(path), "l%d/d/f%03d", i < 100 ? 1 : 2, i);
+		t_file(fx, path, "x");
+	}
+	for (int i = 90; i < 200; i++) {
+		snprintf(path, sizeof(path), "l2/d/f%03d", i);
+		t_file(fx, path, "y");
+	}
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	n = un_listing_count(l);
+	assert_int_equal(n, 202);
+	ids = calloc(n, sizeof(*ids));
+	again = calloc(n, sizeof(*again));
+	assert_non_null(ids);
+	assert_non_null(again);
+
+	assert_int_equal(ids_calls(fx, d, l, 50, 10, ids + 50), 3); /* its own */
+	assert_int_equal(ids_calls(fx, d, l, 0, 16, ids), 3);	    /* every other */
+	assert_int_equal(ids_calls(fx, d, l, 0, n, again), 0);
+	assert_memory_equal(again, ids, 16 * sizeof(*ids));
+	assert_memory_equal(again + 50, ids + 50, 10 * sizeof(*ids));
+	for (size_t i = 2; i < n; i++) {
+		snprintf(path, sizeof(path), "d/%s", un_listing_at(l, i)->name);
+		assert_int_equal(again[i], t_id(fx, path));
+		for (size_t j = 2; j < i; j++)
+			assert_int_not_equal(again[i], again[j]);
+	}
+	un_listing_put(l);
+	un_obj_put(d);
+
+	reopen(fx, "l1:l2");
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	assert_int_equal(ids_calls(fx, d, l, 0, 16, ids), 1); /* one read */
+	assert_int_equal(ids_calls(fx, d, l, 16, n - 16, ids + 16), 0);
+	assert_memory_equal(ids + 2, again + 2, (n - 2) * sizeof(*ids));
+	un_listing_put(l);
+	un_obj_put(d);
+	free(ids);
+	free(again);
+}
+
+/* A first page whose ask for the whole listing fails still gets its own
+ * entries, as a page did before (readdir.c invariant 9); the listing does
+ * not ask again, and later pages ask for their own. */
+static void test_listing_ahead_fails(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_obj *d;
+	un_id ids[42];
+	char path[64];
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(path, sizeof(path), "l%d/d/f%02d", 1 + i % 2, i);
+		t_file(fx, path, "x");
+	}
+	t_export(fx, "l1:l2", NULL, NULL);
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	assert_int_equal(un_listing_count(l), 42);
+	un_sys_inject_reset();
+	un_sys_inject(UN_SYS_MDB, 1, EIO); /* the whole listing's read */
+	assert_int_equal(un_listing_ids(fx->ex, d, l, 0, 10, ids), 0);
+	assert_int_equal(un_sys_calls(UN_SYS_MDB), 4); /* and the page's 3 */
+	assert_int_equal(ids_calls(fx, d, l, 10, 32, ids + 10), 3);
+	assert_int_equal(ids_calls(fx, d, l, 0, 42, ids), 0);
+	for (size_t i = 2; i < 42; i++) {
+		snprintf(path, sizeof(path), "d/%s", un_listing_at(l, i)->name);
+		assert_int_equal(ids[i], t_id(fx, path));
+	}
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
 /* The index of NAME in L. */
 static size_t index_of(const struct un_listing *l, const char *name)
 {
@@ -781,6 +889,8 @@ int main(void)
 	    T_TEST(test_cache_bound),
 	    T_TEST(test_verifier),
 	    T_TEST(test_entry_ids),
+	    T_TEST(test_listing_ahead),
+	    T_TEST(test_listing_ahead_fails),
 	    T_TEST(test_not_a_dir),
 	    T_TEST(test_listing_attr),
 	    T_TEST(test_injected_failures),
