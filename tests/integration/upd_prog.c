@@ -26,7 +26,7 @@
 
 enum { PAGE = 4096, PAGES = 1024 };
 
-#define P1(i)	 [(i) * PAGE] = VER, [(i) * PAGE + 1] = (unsigned char)(i),
+#define P1(i)	 [(i)*PAGE] = VER, [(i)*PAGE + 1] = (unsigned char)(i),
 #define P4(i)	 P1(i) P1((i) + 1) P1((i) + 2) P1((i) + 3)
 #define P16(i)	 P4(i) P4((i) + 4) P4((i) + 8) P4((i) + 12)
 #define P64(i)	 P16(i) P16((i) + 16) P16((i) + 32) P16((i) + 48)
