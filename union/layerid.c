@@ -419,6 +419,25 @@ out:
 	return rc;
 }
 
+/* Whether the record holds S already: OLD, as read, has the lines
+ * stack_write would write, in order.  Then nothing is written: a reopen of
+ * an unchanged stack (a client union's mount, a reload that kept the
+ * layers) costs no fsyncs. */
+static bool stack_recorded(const struct stack *old, const struct stack *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (!s->e[i].file || strpbrk(s->e[i].path, "\n"))
+			continue;
+		if (k == old->n || strcmp(old->e[k].file, s->e[i].file) ||
+		    strcmp(old->e[k].path, s->e[i].path))
+			return false;
+		k++;
+	}
+	return k == old->n;
+}
+
 static bool stack_has(const struct stack *s, const char *path)
 {
 	for (size_t i = 0; i < s->n; i++)
@@ -602,7 +621,7 @@ int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t er
 			l->key_dev = UN_KEY_DEV | (lxc_lineage(l->lxc) & LINEAGE_BITS);
 	}
 	pthread_mutex_unlock(&ex->st->lx_lock);
-	if (!rc && (rc = stack_write(ex, &now)))
+	if (!rc && !stack_recorded(&old, &now) && (rc = stack_write(ex, &now)))
 		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
 			 strerror(-rc));
 	if (!rc && un_retire_seen(ex)) /* rule 8: a reload */
