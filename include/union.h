@@ -82,6 +82,11 @@ void un_state_test_no_sync(bool on);
  * exit.  Releases at once every retired layer older than that, with a
  * line for the un_state_on_notice function each. */
 void un_state_retire_time(struct un_state *st, unsigned seconds);
+/* Removes the layer indexes (STATE/layers/) that no export's stack record
+ * names and no open export or retired layer holds, with a line for the
+ * un_state_on_notice function each: the indexes of images that left
+ * service.  Called after the exports opened and after each reload. */
+void un_state_sweep_indexes(struct un_state *st);
 
 /* What the engine counted since the process started (stats.c), for the
  * server to show: plain numbers, totals that only grow, but NODES (the
