@@ -455,6 +455,17 @@ static void write_all(int fd, const char *p, size_t n)
 	}
 }
 
+/* Reads what the peer sent past its request, without waiting, so that the
+ * close does not reset the connection under the reply. */
+static void drain(int fd)
+{
+	char buf[4096];
+
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 64 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+		;
+}
+
 /* Sends REPLY, or {"ok": false, "error": ERR} when ERR holds a line. */
 static void ctl_reply(int fd, json_t *reply, const char *err)
 {
@@ -498,16 +509,19 @@ static void ctl_serve(struct srv_ctl *c, int fd)
 	struct timeval tv = {.tv_sec = CTL_TIMEOUT_S};
 	char line[CTL_LINE_MAX + 1], err[CTL_ERR_MAX] = "";
 	json_t *reply = json_object();
+	bool have_line;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (!reply)
 		return;
+	/* read before answering, a refused caller too: a close with bytes
+	 * unread would reset the connection before the reply is read */
+	have_line = read_line(fd, line, sizeof(line)) == 0;
 	if (!peer_is_root(fd))
 		snprintf(err, sizeof(err),
-			 "permission denied: the control socket serves "
-			 "root only");
-	else if (read_line(fd, line, sizeof(line)) < 0)
+			 "permission denied: the control socket serves root only");
+	else if (!have_line)
 		snprintf(err, sizeof(err),
 			 "bad request: want one line 'COMMAND [ARG]' of at most %d bytes",
 			 CTL_LINE_MAX);
@@ -515,6 +529,7 @@ static void ctl_serve(struct srv_ctl *c, int fd)
 		snprintf(err, sizeof(err), "%.64s failed", line);
 	ctl_reply(fd, reply, err);
 	json_decref(reply);
+	drain(fd);
 }
 
 static void *ctl_main(void *arg)
