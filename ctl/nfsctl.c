@@ -470,7 +470,7 @@ static char *ctl_ask(int fd, const char *request)
 {
 	size_t len = strlen(request), have = 0, cap = 0;
 	char *buf = NULL, *nb;
-	ssize_t n;
+	ssize_t n = 1; /* > 0: the buffer could not grow */
 
 	if (write(fd, request, len) != (ssize_t)len) {
 		fail_line("cannot send the request: %s", strerror(errno));
