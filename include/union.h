@@ -87,6 +87,23 @@ void un_state_retire_time(struct un_state *st, unsigned seconds);
  * un_state_on_notice function each: the indexes of images that left
  * service.  Called after the exports opened and after each reload. */
 void un_state_sweep_indexes(struct un_state *st);
+/* One retired layer (union/retire.c), as an admin sees it: the export's
+ * path and id, the layer's old path, and the seconds since it was retired. */
+struct un_retired_info {
+	const char *export_path;
+	uint32_t export_id;
+	const char *layer;
+	uint64_t age_s;
+};
+/* Calls FN(INFO, ARG) for every retired layer, newest of each export first,
+ * under the registry's lock: FN copies what it keeps and calls no engine
+ * function. */
+typedef void un_retired_fn(const struct un_retired_info *info, void *arg);
+void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg);
+/* Releases now every retired layer whose old path is LAYER (NULL: all of
+ * them), as retire-time would, with a line for the un_state_on_notice
+ * function each; returns how many. */
+size_t un_state_retire_release(struct un_state *st, const char *layer);
 
 /* What the engine counted since the process started (stats.c), for the
  * server to show: plain numbers, totals that only grow, but NODES (the

@@ -285,10 +285,10 @@ static void exports_lock_init(pthread_rwlock_t *l)
 	pthread_rwlockattr_destroy(&a);
 }
 
-/* The indexes of layers that left every stack go (union/layerid.c rule 9);
+/* The indexes of layers that left every stack go (layerid.c rule 9);
  * with --no-layer-index no stack is recorded, so all are kept for when
  * it is turned on again. */
-static void sweep_indexes(struct srv *s)
+void srv_sweep_indexes(struct srv *s)
 {
 	if (s->cfg.layer_index)
 		un_state_sweep_indexes(s->state);
@@ -349,7 +349,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 			 strerror(-rc));
 		goto fail;
 	}
-	sweep_indexes(s);
+	srv_sweep_indexes(s);
 	return 0;
 fail:
 	srv_close(s);
@@ -563,7 +563,7 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 			srv_unions_recheck(s, s->exports[i]);
 	reload_free(s, &r, true);
 	srv_unions_limits(s);
-	sweep_indexes(s);
+	srv_sweep_indexes(s);
 	return 0;
 fail:
 	reload_free(s, &r, false);
