@@ -73,7 +73,7 @@ nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file
 bool nfs3_file_writable(const struct nfs3_file *f)
 {
 	return un_export_writable(f->ex->ux) && !f->client_ro &&
-	       !(f->obj && un_obj_retired(f->obj));
+	       !srv_export_gone(f->ex) && !(f->obj && un_obj_retired(f->obj));
 }
 
 void nfs3_file_put(struct nfs3_file *f)
