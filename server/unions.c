@@ -48,6 +48,27 @@
  *     layer, or a dated one that replaces it, leaves the client's handles
  *     valid.  Released unions without an upper are found on disk by their
  *     per-client lowers (template_read_ids).
+ *  9. A reset (srv_unions_reset, `union-nfsctl reset CLIENT`) marks the
+ *     client's instance RENEWING (renew_take: out of the LRU, still listed,
+ *     so callers wait as for OPENING and CLOSING), waits until no call pins
+ *     it, forgets the nodes of the objects the upper made itself
+ *     (un_export_forget_upper: their handles go stale, those of lower
+ *     objects stay), closes the union, moves the upper into the work dir
+ *     and empties that (dirs_empty), makes both dirs again and takes the
+ *     instance out: the next call opens it over the lowers (instance_renew).
+ *     Only dirs that the templates give that client are emptied, reached
+ *     through no symlink below the templates' fixed part and never crossing
+ *     into another filesystem (dir_removable, tree_empty).  A call that
+ *     already pins an instance never waits for its state (pinned_by): the
+ *     reset waits for that call instead.
+ * 10. An upper or work dir removed behind the server's back (rm -rf while
+ *     serving) leaves the union writing into unlinked dirs.  A call's first
+ *     pin of a client union looks at the dirs' link counts
+ *     (un_export_vanished, two fstat calls); a vanished one is logged once
+ *     and renewed as by a reset, without emptying (instance_vanished), and
+ *     the call opens it afresh.  A fixed export's dirs are the
+ *     configuration's: it answers NFS3ERR_ROFS from then on, with one log
+ *     line (srv_export_gone).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
