@@ -1470,12 +1470,15 @@ struct forget_args {
 
 /* Forgets the node of UP when its record is the upper object's own: made
  * in the upper (no origin) and of that very inode.  A copied-up object's
- * record keeps its origin, so it matches the lower object again. */
+ * record keeps its origin, so it matches the lower object again; so does a
+ * merged directory's first seen with its upper part, given its lower part
+ * as its origin here. */
 static int forget_one(struct un_state *st, MDB_txn *txn, const struct un_node_upper *up,
 		      size_t *forgot)
 {
 	static const struct un_devino none;
 	struct un_node_name nm = {up->parent, up->name, up->len};
+	char name[UN_NAME_MAX + 1];
 	struct rec_view r;
 	un_id id;
 	int err = names_get(st, txn, &nm, &id);
@@ -1486,6 +1489,12 @@ static int forget_one(struct un_state *st, MDB_txn *txn, const struct un_node_up
 		return err == -ENOENT || err == -ESTALE ? 0 : err;
 	if (!di_eq(r.origin, none) || !di_eq(r.di, up->raw))
 		return 0;
+	if (!di_eq(up->lower, none)) { /* as if copied up from it */
+		memcpy(name, r.name, r.namelen);
+		r.name = name;
+		r.origin = up->lower;
+		return rec_write(st, txn, id, &r);
+	}
 	err = node_unname(st, txn, id, &nm);
 	*forgot += !err;
 	return err;

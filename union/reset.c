@@ -16,7 +16,11 @@
  *     and never leaving the upper's filesystem; it descends only into
  *     directories the table knows (a name without a node has no node
  *     below it either).
- *  2. All forgetting is one write transaction, after the walk: one commit
+ *  2. A directory of the upper that merges a lower one (not opaque, a
+ *     directory below it) is no object of the upper's own: a node first
+ *     seen with both parts keeps its id, with the lower part as its origin
+ *     (lower_dirs), so that it finds the lower directory after the reset.
+ *     All forgetting is one write transaction, after the walk: one commit
  *     whatever the size of the upper.
  *  3. A vanished upper or work dir (rm -rf while serving) is seen by the
  *     link count of the descriptors the export holds: a removed directory
@@ -39,6 +43,7 @@
 struct upper_walk {
 	struct un_state *st;
 	dev_t dev; /* the upper's filesystem (rule 1) */
+	size_t nlower;
 	struct un_node_upper *up;
 	size_t n, cap;
 };
@@ -51,7 +56,7 @@ static void walk_free(struct upper_walk *w)
 }
 
 static int walk_add(struct upper_walk *w, un_id parent, const char *name,
-		    const struct stat *st)
+		    const struct stat *st, struct un_devino lower)
 {
 	struct un_node_upper *up;
 	size_t cap;
@@ -73,36 +78,83 @@ static int walk_add(struct upper_walk *w, un_id parent, const char *name,
 	    .name = copy,
 	    .len = strlen(name),
 	    .raw = {.dev = st->st_dev, .ino = st->st_ino},
+	    .lower = lower,
 	};
 	return 0;
 }
 
-static int walk_dir(struct upper_walk *w, int dirfd, un_id id, unsigned depth);
+static void fds_close(int *fds, size_t n)
+{
+	for (size_t k = 0; fds && k < n; k++)
+		un_sys_close(fds[k]);
+	free(fds);
+}
 
-/* Records NAME of DIRFD (node ID) and walks it when it is a directory the
- * table knows (rule 1). */
-static int walk_entry(struct upper_walk *w, int dirfd, un_id id, const char *name,
-		      unsigned depth)
+/* The lower dirs that upper dir NAME merges (unless it is OPAQUE): into
+ * *OUT one descriptor per lower layer (-1: none there), the first one's
+ * raw (dev, ino) into *FIRST.  A lower object that is no directory hides
+ * the layers below it (rule 2). */
+static int lower_dirs(const struct upper_walk *w, const int *lower, const char *name,
+		      bool opaque, int **out, struct un_devino *first)
+{
+	struct stat st;
+	bool hidden = opaque;
+	int *fds = malloc(w->nlower * sizeof(*fds) + 1);
+
+	*out = fds;
+	if (!fds)
+		return -ENOMEM;
+	for (size_t k = 0; k < w->nlower; k++) {
+		fds[k] = -1;
+		if (hidden || lower[k] < 0 ||
+		    un_sys_fstatat(lower[k], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		hidden = !S_ISDIR(st.st_mode);
+		if (hidden)
+			continue;
+		if (!first->dev && !first->ino)
+			*first = (struct un_devino){.dev = st.st_dev, .ino = st.st_ino};
+		fds[k] =
+		    un_sys_openat(lower[k], name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+	}
+	return 0;
+}
+
+static int walk_dir(struct upper_walk *w, int dirfd, un_id id, const int *lower,
+		    unsigned depth);
+
+/* Records NAME of DIRFD (node ID; LOWER: the lower dirs it merges) and
+ * walks it when it is a directory the table knows (rule 1). */
+static int walk_entry(struct upper_walk *w, int dirfd, un_id id, const int *lower,
+		      const char *name, unsigned depth)
 {
 	struct un_node_name nm = {id, name, strlen(name)};
+	struct un_devino first = {0, 0};
+	int fd = -1, *sub = NULL, err;
 	struct stat st;
 	un_id child;
-	int fd, err;
 
 	if (un_sys_fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0; /* gone meanwhile: nothing to forget by its inode */
-	err = walk_add(w, id, name, &st);
-	if (err || !S_ISDIR(st.st_mode) || st.st_dev != w->dev ||
-	    depth >= WALK_DEPTH_MAX || un_node_name_id(w->st, &nm, &child) != 0)
-		return err;
-	fd = un_sys_openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-	if (fd < 0)
-		return 0; /* unreadable: its nodes go stale by path */
-	return walk_dir(w, fd, child, depth + 1);
+	if (S_ISDIR(st.st_mode) && st.st_dev == w->dev && depth < WALK_DEPTH_MAX)
+		fd = un_sys_openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	err = fd < 0 ? 0
+		     : lower_dirs(w, lower, name, un_dir_opaque_own(fd, false) == 1, &sub,
+				  &first);
+	if (!err)
+		err = walk_add(w, id, name, &st, first);
+	if (!err && fd >= 0 && un_node_name_id(w->st, &nm, &child) == 0) {
+		err = walk_dir(w, fd, child, sub, depth + 1);
+		fd = -1; /* the walk's */
+	}
+	un_sys_close(fd);
+	fds_close(sub, w->nlower);
+	return err;
 }
 
 /* Walks directory FD (node ID; the walk owns FD). */
-static int walk_dir(struct upper_walk *w, int fd, un_id id, unsigned depth)
+static int walk_dir(struct upper_walk *w, int fd, un_id id, const int *lower,
+		    unsigned depth)
 {
 	DIR *d = fdopendir(fd);
 	struct dirent *de;
@@ -114,7 +166,7 @@ static int walk_dir(struct upper_walk *w, int fd, un_id id, unsigned depth)
 	}
 	while (!err && (de = readdir(d)) != NULL)
 		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			err = walk_entry(w, dirfd(d), id, de->d_name, depth);
+			err = walk_entry(w, dirfd(d), id, lower, de->d_name, depth);
 	closedir(d);
 	return err;
 }
@@ -122,25 +174,31 @@ static int walk_dir(struct upper_walk *w, int fd, un_id id, unsigned depth)
 int un_export_forget_upper(struct un_export *ex, size_t *forgot)
 {
 	struct upper_walk w = {.st = ex->st};
+	int *lower = NULL, fd, err;
 	struct stat st;
-	int fd, err;
 
 	*forgot = 0;
 	if (ex->workfd < 0)
 		return 0; /* read-only: nothing of its own */
+	w.nlower = ex->nlayers - 1;
+	lower = malloc(w.nlower * sizeof(*lower) + 1);
+	if (!lower)
+		return -ENOMEM;
+	for (size_t k = 0; k < w.nlower; k++)
+		lower[k] = ex->layers[k + 1].fd;
 	fd = un_sys_openat(ex->layers[0].fd, ".", O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0)
-		return fd;
-	err = un_sys_fstat(fd, &st);
+	err = fd < 0 ? fd : un_sys_fstat(fd, &st);
 	if (err) {
 		un_sys_close(fd);
+		free(lower);
 		return err;
 	}
 	w.dev = st.st_dev;
-	err = walk_dir(&w, fd, ex->root_id, 0);
+	err = walk_dir(&w, fd, ex->root_id, lower, 0);
 	if (!err)
 		err = un_node_forget_upper(ex->st, w.up, w.n, forgot);
 	walk_free(&w);
+	free(lower);
 	return err;
 }
 
