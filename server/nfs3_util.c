@@ -270,7 +270,10 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 
 nfsstat3 nfs3_writable(const struct nfs3_file *f)
 {
-	return nfs3_file_writable(f) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
+	/* (only a change asks whether the upper vanished: two fstat calls) */
+	return nfs3_file_writable(f) && !srv_export_gone(f->ex)
+		   ? NFS3_OK
+		   : nfs3_status_from_errno(-EROFS);
 }
 
 nfsstat3 nfs3_data_check(const struct nfs3_file *f)

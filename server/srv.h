@@ -324,8 +324,8 @@ int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen
 /* True when EX's upper or work dir vanished behind the server's back
  * (un_export_vanished): EX takes no changes.  A fixed export's loss is
  * logged once; a client union is made again by its next call's pin
- * (unions.c, rule 10).  Two fstat(2) calls, for the calls that ask whether
- * they may write. */
+ * (unions.c, rule 10).  Two fstat(2) calls, for the calls that are about
+ * to change something (nfs3_writable). */
 bool srv_export_gone(struct srv_export *ex);
 
 /* ---- rpc.c: call header, authentication, dispatch: the request and the

@@ -62,9 +62,11 @@
  *     already pins an instance never waits for its state (pinned_by): the
  *     reset waits for that call instead.
  * 10. An upper or work dir removed behind the server's back (rm -rf while
- *     serving) leaves the union writing into unlinked dirs.  A call's first
- *     pin of a client union looks at the dirs' link counts
- *     (un_export_vanished, two fstat calls); a vanished one is logged once
+ *     serving) leaves the union writing into unlinked dirs.  The first pin
+ *     of a client union by a call that may write (call_writes: MNT, and
+ *     the NFS procedures that change something) looks at the dirs' link
+ *     counts (un_export_vanished, two fstat calls; reads pay nothing: a
+ *     vanished upper holds no name to read); a vanished one is logged once
  *     and renewed as by a reset, without emptying (instance_vanished), and
  *     the call opens it afresh.  A fixed export's dirs are the
  *     configuration's: it answers NFS3ERR_ROFS from then on, with one log
@@ -1384,6 +1386,25 @@ static void unpin_one(struct srv_req *req, struct srv_export *i)
 		pthread_cond_broadcast(&req->srv->unions.changed);
 }
 
+/* True when REQ's call may write to the union (rule 10): a MNT (a client
+ * that boots), or an NFS procedure that changes a name, data or
+ * attributes.  Reads need no check: a vanished upper holds no name. */
+static bool call_writes(const struct srv_req *req)
+{
+	static const bool nfs[NFSPROC3_COMMIT + 1] = {
+	    [NFSPROC3_SETATTR] = true, [NFSPROC3_WRITE] = true,
+	    [NFSPROC3_CREATE] = true,  [NFSPROC3_MKDIR] = true,
+	    [NFSPROC3_SYMLINK] = true, [NFSPROC3_MKNOD] = true,
+	    [NFSPROC3_REMOVE] = true,  [NFSPROC3_RMDIR] = true,
+	    [NFSPROC3_RENAME] = true,  [NFSPROC3_LINK] = true,
+	    [NFSPROC3_COMMIT] = true,
+	};
+
+	if (req->prog == MOUNT_PROGRAM)
+		return req->proc == MOUNTPROC3_MNT;
+	return req->prog == NFS_PROGRAM && req->proc <= NFSPROC3_COMMIT && nfs[req->proc];
+}
+
 static bool instance_vanished(struct srv_req *req, struct srv_export *i)
 {
 	struct srv_unions *u = &req->srv->unions;
@@ -1391,7 +1412,7 @@ static bool instance_vanished(struct srv_req *req, struct srv_export *i)
 	struct client_dirs d;
 	bool renew;
 
-	if (!i->ux || !un_export_vanished(i->ux))
+	if (!i->ux || !call_writes(req) || !un_export_vanished(i->ux))
 		return false;
 	pthread_mutex_lock(&u->lock);
 	unpin_one(req, i);
