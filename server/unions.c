@@ -1340,8 +1340,9 @@ static int dirs_empty(const struct srv_export *t, const struct client_dirs *d, c
 }
 
 /* Closes I (RENEWING, no pins), empties its dirs when EMPTY (a reset),
- * makes them again as its client's first MNT does, and takes I out of the
- * registry: its client's next call opens it afresh (rule 9). */
+ * makes them again as its client's first MNT does (when D names them), and
+ * takes I out of the registry: its client's next call opens it afresh
+ * (rule 9). */
 static int instance_renew(struct srv *s, struct srv_export *i,
 			  const struct client_dirs *d, bool empty, char *why, size_t len)
 {
@@ -1353,7 +1354,7 @@ static int instance_renew(struct srv *s, struct srv_export *i,
 	i->ux = NULL;
 	if (empty)
 		rc = dirs_empty(t, d, why, len);
-	if (rc == 0 && (rc = client_stack(t, d, &cs)) == 0) {
+	if (rc == 0 && d->work[0] && (rc = client_stack(t, d, &cs)) == 0) {
 		rc = cs.n ? client_dirs_make(cs.dirs[0], i, d->upper, d->work) : -ENOENT;
 		client_stack_free(&cs);
 		if (rc)
