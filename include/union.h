@@ -164,6 +164,20 @@ uint32_t un_export_id_of(const char *path);
 const char *un_export_path(const struct un_export *ex);
 bool un_export_writable(const struct un_export *ex);
 
+/* ---- the upper layer discarded or vanished (reset.c) ---- */
+
+/* Forgets the nodes of every object only EX's upper layer holds (created
+ * there, never copied up from a lower), before the caller empties that
+ * layer: their handles answer -ESTALE from then on, while the nodes of
+ * lower objects, copied up or not, stay and find the lower objects again.
+ * EX must have no other user meanwhile.  *FORGOT gets how many nodes. */
+int un_export_forget_upper(struct un_export *ex, size_t *forgot);
+/* True when EX's upper root or work dir has been removed from under it
+ * (its descriptor's directory has no link left): nothing written could
+ * reach a name again.  From then on EX takes no changes
+ * (un_export_writable is false).  Two fstat(2) calls. */
+bool un_export_vanished(struct un_export *ex);
+
 /* ---- objects (object.c; un_resolve and un_lookup: lookup.c) ---- */
 
 /* Resolves the export root.  Caller owns *out (un_obj_put). */

@@ -121,7 +121,9 @@ struct srv_clients {
 enum srv_union_state {
 	SRV_UNION_OPENING, /* in its template's list, its union being opened */
 	SRV_UNION_OPEN,
-	SRV_UNION_CLOSING, /* being released: out of the LRU, still listed */
+	SRV_UNION_CLOSING,  /* being released: out of the LRU, still listed */
+	SRV_UNION_RENEWING, /* its dirs being emptied or made again (a reset,
+			     * a vanished upper): out of the LRU, listed */
 };
 struct srv_export {
 	char *path;		      /* as clients mount it */
@@ -142,6 +144,7 @@ struct srv_export {
 	struct srv_export *next;    /* in parent->instances */
 	struct srv_export *id_next; /* in srv->unions.by_id */
 	struct srv_export *lru_prev, *lru_next; /* in srv->unions, OPEN ones */
+	atomic_bool gone_logged; /* a fixed export: its upper's loss was logged */
 	/* its calls and bytes, per thread (metrics.c), made on the first */
 	struct srv_xcount *_Atomic mcount;
 	/* a template: */
@@ -313,6 +316,19 @@ void srv_unions_drop_template(struct srv *s, struct srv_export *t);
  * uses when it has per-client lowers, so that each reopens over the layers
  * there are now. */
 void srv_unions_recheck(struct srv *s, struct srv_export *t);
+/* reset CLIENT: empties the upper and work dirs of CLIENT's unions (every
+ * export with a per-client upper), after waiting out the calls that use
+ * them; the next call reopens each over the lowers.  CLIENT is an address
+ * as %a expands it, a host name as %h does, or an upper dir itself (the
+ * union's key).  Returns how many unions were reset, or -errno; MSG gets
+ * one line saying what was done or why not. */
+int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen);
+/* True when EX's upper or work dir vanished behind the server's back
+ * (un_export_vanished): EX takes no changes.  A fixed export's loss is
+ * logged once; a client union is made again by its next call's pin
+ * (unions.c, rule 10).  Two fstat(2) calls, for the calls that are about
+ * to change something (nfs3_writable). */
+bool srv_export_gone(struct srv_export *ex);
 
 /* ---- rpc.c: call header, authentication, dispatch: the request and the
  * procedure tables ---- */
