@@ -375,6 +375,23 @@ static int cmd_release(struct srv_ctl *c, const char *arg, json_t *out, char *er
 	return 0;
 }
 
+/* ---- reset CLIENT ---- */
+
+static int cmd_reset(struct srv_ctl *c, const char *arg, json_t *out, char *err,
+		     size_t errlen)
+{
+	char msg[512];
+	int n = srv_unions_reset(c->srv, arg, msg, sizeof(msg));
+
+	if (n < 0) {
+		snprintf(err, errlen, "%s", msg);
+		return -1;
+	}
+	json_object_set_new(out, "message", json_string(msg));
+	json_object_set_new(out, "reset", json_integer(n));
+	return 0;
+}
+
 /* ---- the table (note 4) ---- */
 
 enum ctl_arg { CTL_ARG_NONE, CTL_ARG_OPTIONAL, CTL_ARG_REQUIRED };
@@ -389,7 +406,7 @@ struct ctl_cmd {
 static const struct ctl_cmd ctl_cmds[] = {
     {"status", CTL_ARG_NONE, cmd_status},	{"clients", CTL_ARG_NONE, cmd_clients},
     {"reload", CTL_ARG_NONE, cmd_reload},	{"stats", CTL_ARG_NONE, cmd_stats},
-    {"release", CTL_ARG_OPTIONAL, cmd_release},
+    {"release", CTL_ARG_OPTIONAL, cmd_release}, {"reset", CTL_ARG_REQUIRED, cmd_reset},
 };
 
 /* Runs request LINE into OUT; 0, or -1 with ERR. */

@@ -10,6 +10,10 @@
 #  - reload: a new lower layer in the config file is served after it, and
 #    the replaced one is retired; a broken config file fails the reload
 #    with one line and exit 1, the exports staying;
+#  - reset: a client that holds handles of a file it made and of a lower
+#    file; after `reset 127.0.0.1` the first answers stale, the second
+#    still serves, its upper is empty and its made file gone; an unknown
+#    client is an error;
 #  - release: the retired layer, by name; a layer that is not retired is an
 #    error;
 #  - errors: an unknown command, a missing or extra argument, a socket
@@ -140,6 +144,37 @@ refused reload_broken 1 "${CTL[@]}" reload
 grep -q "reload failed.*no-such-key" "$T/err" || fail "reload_broken: said $(cat "$T/err")"
 ok status_after_broken "${CTL[@]}" --json status
 [ "$(jget 'len(r["exports"])')" = 2 ] || fail "broken reload changed the exports"
+
+# ---- reset: while a client holds handles ----
+# hold PATH NAME: nfs_poke holding PATH open on /pc, its stdin the fifo
+# $T/NAME.in (kept open on fd 9 or 8 by the caller), output in $T/NAME.out
+hold() {
+	mkfifo "$T/$2.in"
+	"$NFS_POKE" "$(nfs_url /pc)" hold "$1" <"$T/$2.in" >"$T/$2.out" 2>&1 &
+	echo $! >"$T/$2.pid"
+}
+hold /made held_made
+exec 9>"$T/held_made.in"
+hold /b held_lower
+exec 8>"$T/held_lower.in"
+for _ in $(seq 100); do
+	grep -q holding "$T/held_made.out" && grep -q holding "$T/held_lower.out" && break
+	sleep 0.1
+done
+ok reset "${CTL[@]}" reset 127.0.0.1
+grep -q "^reset 127.0.0.1: 1 union reset" "$T/out" || fail "reset: said $(cat "$T/out")"
+echo go >&9
+echo go >&8
+exec 9>&- 8>&-
+wait "$(cat "$T/held_made.pid")" "$(cat "$T/held_lower.pid")" || true
+grep -qi "^after: .*stale" "$T/held_made.out" ||
+	fail "reset: the held handle of /made: $(cat "$T/held_made.out")"
+grep -q "^after: ok" "$T/held_lower.out" ||
+	fail "reset: the held handle of lower /b: $(cat "$T/held_lower.out")"
+[ -z "$(ls -A "$T/pc/127.0.0.1/upper")" ] ||
+	fail "reset: upper not empty: $(ls -A "$T/pc/127.0.0.1/upper")"
+"$NFS_POKE" "$(nfs_url /pc)" fileid /made >/dev/null 2>&1 && fail "reset: /made still served"
+refused reset_unknown 1 "${CTL[@]}" reset 192.0.2.9
 
 # ---- release ----
 refused release_unknown 1 "${CTL[@]}" release "$T/nowhere"
