@@ -4,7 +4,8 @@
 #   contents  dpkg-deb -c lists exactly the package's files (binary in
 #             /usr/sbin, the unit, man pages, example, copyright, changelog;
 #             nothing in /etc or /usr/local, no conffile); -I has Depends on
-#             each library the binary links (dpkg-shlibdeps), the maintainer
+#             each library the binary links (dpkg-shlibdeps) and on procps
+#             (the unit's /bin/kill), the maintainer
 #             scripts, executable and valid sh; the unit runs /usr/sbin's
 #             binary and only once /etc/union-nfsd.conf exists
 #   lintian   lintian reports no error and no warning
@@ -67,6 +68,8 @@ contents() {
 	[ "$nlibs" -ge 5 ] || fail "only $nlibs libraries traced to their packages"
 	[[ "$dep" == *libtirpc3* && "$dep" == *liblmdb0* && "$dep" == *libc6* ]] ||
 		fail "Depends: $dep"
+	# the unit's ExecReload=/bin/kill: procps, not essential
+	[[ ", $dep" == *", procps"* ]] || fail "Depends lacks procps (/bin/kill): $dep"
 	dpkg-deb -I "$DEB" | grep -q conffiles && fail "a conffile: the config is the admin's"
 	mkdir "$T/control"
 	dpkg-deb -e "$DEB" "$T/control"

@@ -176,7 +176,7 @@ qrc=0
 wait $QPID || qrc=$?
 echo "guest ran $((SECONDS - t1)) s (qemu exit $qrc)"
 tr -d '\r' <"$T/g.out" >"$T/out.txt"
-grep -E '^(PASS|FAIL|system |test unit|Type=)' "$T/out.txt" || true
+grep -E '^(PASS|FAIL|system |test unit|Type=|root )' "$T/out.txt" || true
 rc=$(sed -n 's/.*@@VM_RC=\([0-9]*\)@@.*/\1/p' "$T/out.txt" | tail -1)
 bad=0
 if [ -z "$rc" ]; then
