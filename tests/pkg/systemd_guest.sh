@@ -7,7 +7,7 @@
 # bad file, stop.  Each check prints "PASS: ..." or "FAIL: ..." (stdout is
 # the guest's second serial port); the last line is "@@VM_RC=N@@" (N: the
 # number of failures), then the guest powers off.
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C SYSTEMD_PAGER= SYSTEMD_COLORS=0
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C SYSTEMD_PAGER='' SYSTEMD_COLORS=0
 UNIT=union-nfsd.service
 CONF=/etc/union-nfsd.conf
 L=/srv/layers
