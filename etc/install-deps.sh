@@ -63,7 +63,8 @@ TESTS=(
 	nfs-ganesha nfs-ganesha-vfs rpcbind netbase
 	# the packaging tests (tests/pkg/): the man pages checked by mandoc and
 	# rendered by man (man-db), the .deb checked by lintian and its unit by
-	# systemd-analyze (systemd)
+	# systemd-analyze (systemd); pkg/systemd_vm boots the .deb in a Debian
+	# root made by debootstrap, on an image made by mkfs.ext4 (both above)
 	mandoc man-db lintian systemd
 	# integration/metrics: promtool (prometheus) checks the metrics page
 	prometheus

@@ -4,7 +4,8 @@
 #   contents  dpkg-deb -c lists exactly the package's files (binaries in
 #             /usr/sbin, the unit, man pages, example, copyright, changelog;
 #             nothing in /etc or /usr/local, no conffile); -I has Depends on
-#             each library the binaries link (dpkg-shlibdeps), the maintainer
+#             each library the binaries link (dpkg-shlibdeps) and on procps
+#             (the unit's /bin/kill), the maintainer
 #             scripts, executable and valid sh; the unit runs /usr/sbin's
 #             binary and only once /etc/union-nfsd.conf exists
 #   lintian   lintian reports no error and no warning
@@ -70,6 +71,8 @@ contents() {
 	[[ "$dep" == *libtirpc3* && "$dep" == *liblmdb0* && "$dep" == *libc6* &&
 		"$dep" == *libjansson4* ]] ||
 		fail "Depends: $dep"
+	# the unit's ExecReload=/bin/kill: procps, not essential
+	[[ ", $dep" == *", procps"* ]] || fail "Depends lacks procps (/bin/kill): $dep"
 	dpkg-deb -I "$DEB" | grep -q conffiles && fail "a conffile: the config is the admin's"
 	mkdir "$T/control"
 	dpkg-deb -e "$DEB" "$T/control"
