@@ -26,23 +26,27 @@ OVL_OPTS=redirect_dir=off,index=off,metacopy=off,xino=off
 
 # The overlayfs oracle for one state of the stack (called by the driver).
 oracle() {
-	local nfs_tree=$1 url=$2 dir=$3 lowers=$4 upper=$5 rc=0
+	local nfs_tree=$1 url=$2 dir=$3 lowers=$4 upper=$5 rc=0 lrc=0 t0=$SECONDS pid
 	rm -rf "$dir"
 	mkdir -p "$dir/work" "$dir/mnt"
 	cp -a "$upper" "$dir/upper"
 	mount -t overlay overlay \
 		-o "lowerdir=$lowers,upperdir=$dir/upper,workdir=$dir/work,$OVL_OPTS" "$dir/mnt"
-	"$nfs_tree" --local "$dir/mnt" >"$dir/expected" 2>"$dir/expected.err" || rc=$?
+	# both listings at once: each is one client's sequence of calls, and
+	# the machine has a CPU for each
+	"$nfs_tree" --local "$dir/mnt" >"$dir/expected" 2>"$dir/expected.err" &
+	pid=$!
+	"$nfs_tree" --nfs "$url" >"$dir/actual" 2>"$dir/actual.err" || rc=$?
+	wait "$pid" || lrc=$?
 	umount "$dir/mnt"
-	if [ "$rc" != 0 ]; then
+	if [ "$lrc" != 0 ]; then
 		echo "oracle: nfs_tree --local failed on the overlay mount:" >&2
 		head -20 "$dir/expected.err" >&2
 		return 1
 	fi
-	if ! "$nfs_tree" --nfs "$url" >"$dir/actual" 2>"$dir/actual.err"; then
+	if [ "$rc" != 0 ]; then
 		echo "oracle: nfs_tree --nfs failed (first 20 complaints):" >&2
 		head -20 "$dir/actual.err" >&2
-		rc=1
 	fi
 	if ! diff -u --label overlayfs --label union-nfsd "$dir/expected" "$dir/actual" \
 		>"$dir/diff"; then
@@ -51,7 +55,8 @@ oracle() {
 		head -60 "$dir/diff" >&2
 		rc=1
 	fi
-	[ "$rc" = 0 ] && echo "oracle: $(wc -l <"$dir/expected") objects equal to kernel overlayfs"
+	[ "$rc" = 0 ] && echo "oracle: $(wc -l <"$dir/expected") objects equal to kernel" \
+		"overlayfs ($((SECONDS - t0)) s)"
 	return "$rc"
 }
 
@@ -72,7 +77,7 @@ grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	grep -qw overlay /proc/filesystems || skip "no overlayfs in this kernel"
 it_private_mounts "$@"
 it_init randupd
-it_watchdog 540 # ctest TIMEOUT is 600
+it_watchdog 480 # ctest TIMEOUT is 540
 
 # one tmpfs for every layer, the upper and the oracle's copies: overlayfs
 # then sees one filesystem (inode numbers unique without xino)
