@@ -882,24 +882,15 @@ static void check_update(const char *name, bool stale_ok)
 
 /* ---- the updates ---- */
 
-static void update_top(void)
+/* The paths update 1 added (make_top's, but for those over lower ones):
+ * found, with new fileids, and kept from now on. */
+static void check_top_added(void)
 {
 	static const char *added[40];
 	static char bufs[40][32];
 	struct tally t = {0};
-	size_t n = 0;
+	size_t n = 0, top;
 
-	make_top();
-	for (size_t i = 0; i < g.n; i++)
-		if ((!strncmp(g.e[i].path, "d050/f00", 8) ||
-		     !strcmp(g.e[i].path, "d061/l1")) &&
-		    !g.e[i].gone) {
-			g.e[i].fate = F_COVERED;
-			g.e[i].new_layer = TOP1;
-		}
-	set_lowers(TOP1 ":" APP0 ":" BASE0);
-	reload();
-	check_update("1 top", true);
 	for (int d = 0; d < 10; d++, n++) {
 		snprintf(bufs[n], sizeof(bufs[n]), "d%03d/t%03d", d, d);
 		added[n] = bufs[n];
@@ -913,13 +904,30 @@ static void update_top(void)
 		added[n] = bufs[n];
 	}
 	/* "top" is a directory new to the union: its entry first */
-	add_ent("top", 0);
-	if (observe(g.n - 1) != NFS3_OK)
-		die("LOOKUP top failed");
+	top = add_ent("top", 0);
+	if (observe(top) != NFS3_OK || ids_has(&g.ids, g.e[top].fileid))
+		die("1 top: LOOKUP of the new dir top failed, or an old fileid");
+	ids_add(&g.ids, g.e[top].fileid);
 	check_added(TOP1, added, n, &t);
 	printf("1 top: %zu added paths with new fileids\n", t.added);
 	if (t.bad)
 		die("1 top: added paths");
+}
+
+static void update_top(void)
+{
+	make_top();
+	for (size_t i = 0; i < g.n; i++)
+		if ((!strncmp(g.e[i].path, "d050/f00", 8) ||
+		     !strcmp(g.e[i].path, "d061/l1")) &&
+		    !g.e[i].gone) {
+			g.e[i].fate = F_COVERED;
+			g.e[i].new_layer = TOP1;
+		}
+	set_lowers(TOP1 ":" APP0 ":" BASE0);
+	reload();
+	check_update("1 top", true);
+	check_top_added();
 }
 
 static void update_copy(void)
@@ -976,16 +984,14 @@ static void change_hidden(void)
 	}
 }
 
-static void update_version(void)
+/* In BASE1, a copy of BASE0: 5% of the files and symlinks the union shows
+ * from base changed, 5% removed, chosen by the seed; marks their fates. */
+static void mutate_base(void)
 {
 	size_t *cand = malloc(g.n * sizeof(*cand)), k = 0, nch, nrm;
-	static const char *added[10];
-	static char bufs[10][32];
-	struct tally t = {0};
 
 	if (!cand)
 		die("out of memory");
-	run("cp -a '%s/%s' '%s/%s'", g.dir, BASE0, g.dir, BASE1);
 	for (size_t i = 0; i < g.n; i++)
 		if (!g.e[i].gone && g.e[i].owner == 'B')
 			cand[k++] = i;
@@ -1007,16 +1013,26 @@ static void update_version(void)
 			e->fate = F_REMOVED;
 		}
 	}
+	printf("3 version: of %zu files and symlinks base shows, %zu changed and %zu "
+	       "removed\n",
+	       k, nch, nrm);
+	free(cand);
+}
+
+static void update_version(void)
+{
+	static const char *added[10];
+	static char bufs[10][32];
+	struct tally t = {0};
+
+	run("cp -a '%s/%s' '%s/%s'", g.dir, BASE0, g.dir, BASE1);
+	mutate_base();
 	change_hidden();
 	for (int d = 0; d < 10; d++) {
 		snprintf(bufs[d], sizeof(bufs[d]), "d%03d/s1/n%02d", 70 + d, d);
 		put_file(BASE1, 'B', bufs[d]);
 		added[d] = bufs[d];
 	}
-	printf("3 version: of %zu files and symlinks base shows, %zu changed and %zu "
-	       "removed\n",
-	       k, nch, nrm);
-	free(cand);
 	set_lowers(TOP1 ":" APP1 ":" BASE1);
 	reload();
 	check_update("3 version", false);
