@@ -27,11 +27,12 @@ set -euo pipefail
 # server tells systemd when it is ready (sd_notify, the unit's Type=notify);
 # file and dpkg-dev (dpkg-shlibdeps; build-essential brings it) let
 # `cpack -G DEB` compute the package's Depends.  libmicrohttpd-dev: the
-# --metrics endpoint's HTTP server (server/metrics.c).
+# --metrics endpoint's HTTP server (server/metrics.c).  libjansson-dev: the
+# control socket's JSON replies (server/ctl.c) and union-nfsctl (ctl/).
 BUILD=(
 	build-essential cmake pkg-config rpcsvc-proto
 	libtirpc-dev liblmdb-dev libsodium-dev libinih-dev libnfs-dev libcmocka-dev
-	libsystemd-dev file dpkg-dev libmicrohttpd-dev
+	libsystemd-dev file dpkg-dev libmicrohttpd-dev libjansson-dev
 	iproute2 libnfs-utils nfs-common
 )
 # tests: tests/integration/*.sh and tests/run.sh.

@@ -82,6 +82,28 @@ void un_state_test_no_sync(bool on);
  * exit.  Releases at once every retired layer older than that, with a
  * line for the un_state_on_notice function each. */
 void un_state_retire_time(struct un_state *st, unsigned seconds);
+/* Removes the layer indexes (STATE/layers/) that no export's stack record
+ * names and no open export or retired layer holds, with a line for the
+ * un_state_on_notice function each: the indexes of images that left
+ * service.  Called after the exports opened and after each reload. */
+void un_state_sweep_indexes(struct un_state *st);
+/* One retired layer (union/retire.c), as an admin sees it: the export's
+ * path and id, the layer's old path, and the seconds since it was retired. */
+struct un_retired_info {
+	const char *export_path;
+	uint32_t export_id;
+	const char *layer;
+	uint64_t age_s;
+};
+/* Calls FN(INFO, ARG) for every retired layer, newest of each export first,
+ * under the registry's lock: FN copies what it keeps and calls no engine
+ * function. */
+typedef void un_retired_fn(const struct un_retired_info *info, void *arg);
+void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg);
+/* Releases now every retired layer whose old path is LAYER (NULL: all of
+ * them), as retire-time would, with a line for the un_state_on_notice
+ * function each; returns how many. */
+size_t un_state_retire_release(struct un_state *st, const char *layer);
 
 /* What the engine counted since the process started (stats.c), for the
  * server to show: plain numbers, totals that only grow, but NODES (the
@@ -141,6 +163,20 @@ uint32_t un_export_id(const struct un_export *ex);
 uint32_t un_export_id_of(const char *path);
 const char *un_export_path(const struct un_export *ex);
 bool un_export_writable(const struct un_export *ex);
+
+/* ---- the upper layer discarded or vanished (reset.c) ---- */
+
+/* Forgets the nodes of every object only EX's upper layer holds (created
+ * there, never copied up from a lower), before the caller empties that
+ * layer: their handles answer -ESTALE from then on, while the nodes of
+ * lower objects, copied up or not, stay and find the lower objects again.
+ * EX must have no other user meanwhile.  *FORGOT gets how many nodes. */
+int un_export_forget_upper(struct un_export *ex, size_t *forgot);
+/* True when EX's upper root or work dir has been removed from under it
+ * (its descriptor's directory has no link left): nothing written could
+ * reach a name again.  From then on EX takes no changes
+ * (un_export_writable is false).  Two fstat(2) calls. */
+bool un_export_vanished(struct un_export *ex);
 
 /* ---- objects (object.c; un_resolve and un_lookup: lookup.c) ---- */
 

@@ -23,7 +23,6 @@
 
 #include "srv.h"
 
-#define UNION_NFSD_VERSION "0.1"
 #define DEFAULT_NFS_PORT   2049
 #define DEFAULT_MOUNT_PORT 20048
 #define DEFAULT_STATE_DIR  "/var/lib/union-nfsd"
@@ -295,6 +294,7 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->bind_addr);
 	free(o->state_dir);
 	free(o->metrics);
+	free(o->control_socket);
 	free(o->config_path);
 	memset(o, 0, sizeof(*o));
 }
@@ -377,6 +377,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = value[0] != '\0' && set_str(&o->state_dir, value);
 	else if (strcmp(key, "metrics") == 0)
 		ok = srv_metrics_addr_parse(value, NULL) && set_str(&o->metrics, value);
+	else if (strcmp(key, "control-socket") == 0)
+		ok = value[0] != '\0' && set_str(&o->control_socket, value);
 	else {
 		snprintf(err, errlen, "unknown key '%s' in [server]", key);
 		return false;
@@ -678,6 +680,7 @@ enum {
 	OPT_GRACE_PERIOD,
 	OPT_METRICS,
 	OPT_RETIRE_TIME,
+	OPT_CONTROL_SOCKET,
 	OPT_LOG_LEVEL,
 	OPT_FOREGROUND,
 	OPT_NO_RPCBIND,
@@ -711,6 +714,7 @@ static const struct option long_opts[] = {
     {"grace-period", required_argument, NULL, OPT_GRACE_PERIOD},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"retire-time", required_argument, NULL, OPT_RETIRE_TIME},
+    {"control-socket", required_argument, NULL, OPT_CONTROL_SOCKET},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"no-rpcbind", no_argument, NULL, OPT_NO_RPCBIND},
@@ -735,7 +739,7 @@ static void print_usage(void)
 	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
 	       "                  [--grace-period=SECONDS] [--metrics=ADDR:PORT]\n"
-	       "                  [--retire-time=SECONDS]\n"
+	       "                  [--retire-time=SECONDS] [--control-socket=PATH|off]\n"
 	       "                  [--log-level=err|warn|info|debug] [--foreground]\n"
 	       "                  [--no-rpcbind] [--no-portmapper] [--no-layer-index]\n"
 	       "                  [--config=FILE]\n"
@@ -779,6 +783,8 @@ static void print_usage(void)
 	       "  --retire-time  seconds a lower layer a reload replaced or removed\n"
 	       "                keeps serving the old handles of its files\n"
 	       "                (default 0: until the next restart)\n"
+	       "  --control-socket  where union-nfsctl(8) reaches the server, root\n"
+	       "                only (default STATE_DIR/ctl.sock; off: none)\n"
 	       "  --no-rpcbind  do not register with the host's rpcbind\n"
 	       "  --no-portmapper  do not answer the portmapper protocol on port\n"
 	       "                111 (default: answer it when 111 is free)\n"
@@ -840,6 +846,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_GRACE_PERIOD - OPT_LOWERDIR] = "grace-period",
 	    [OPT_METRICS - OPT_LOWERDIR] = "metrics",
 	    [OPT_RETIRE_TIME - OPT_LOWERDIR] = "retire-time",
+	    [OPT_CONTROL_SOCKET - OPT_LOWERDIR] = "control-socket",
 	    [OPT_LOG_LEVEL - OPT_LOWERDIR] = "log-level",
 	    [OPT_LOWERDIR - OPT_LOWERDIR] = "lowerdir",
 	    [OPT_UPPERDIR - OPT_LOWERDIR] = "upperdir",
@@ -973,6 +980,11 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->metrics = cli->server.metrics;
 		cli->server.metrics = NULL;
 	}
+	if (cli->server.control_socket) {
+		free(o->control_socket);
+		o->control_socket = cli->server.control_socket;
+		cli->server.control_socket = NULL;
+	}
 	if (!cli->any_export_flag)
 		return true;
 	if (!cli->ex.lowerdirs) {
@@ -1014,9 +1026,25 @@ static bool make_absolute(char **p)
 	return true;
 }
 
+/* The control socket's path: STATE_DIR/ctl.sock unless one was given,
+ * none for "off". */
+static bool control_socket_path(struct srv_opts *o)
+{
+	if (o->control_socket && strcmp(o->control_socket, "off") == 0) {
+		free(o->control_socket);
+		o->control_socket = NULL;
+		return true;
+	}
+	if (o->control_socket)
+		return make_absolute(&o->control_socket);
+	o->control_socket_default = true;
+	return asprintf(&o->control_socket, "%s/ctl.sock", o->state_dir) >= 0 ||
+	       (o->control_socket = NULL, false);
+}
+
 static bool make_paths_absolute(struct srv_opts *o)
 {
-	bool ok = make_absolute(&o->state_dir);
+	bool ok = make_absolute(&o->state_dir) && control_socket_path(o);
 
 	for (size_t i = 0; ok && i < o->nexports; i++) {
 		struct srv_export_opts *e = &o->exports[i];
@@ -1061,5 +1089,6 @@ out:
 	free(cli.server.bind_addr);
 	free(cli.server.state_dir);
 	free(cli.server.metrics);
+	free(cli.server.control_socket);
 	return res;
 }

@@ -20,6 +20,10 @@
  * of a detached server would, RELOADING=1 and READY=1 around a reload, and
  * STOPPING=1 when a stop signal ends the loop.
  *
+ * The control socket (ctl.c, union-nfsctl) starts once the ports are
+ * published and stops first; its `reload` runs the reload that SIGHUP
+ * runs, one at a time (reloader.lock), and hears its one-line outcome.
+ *
  * Exit status: 0 after SIGINT/SIGTERM, 2 for bad arguments or exports, 1 for
  * other failures (ports, threads).
  */
@@ -77,7 +81,8 @@ struct reloader {
 	struct srv *srv;
 	int argc;
 	char **argv;
-	atomic_bool stop; /* set before the thread is woken to end */
+	atomic_bool stop;     /* set before the thread is woken to end */
+	pthread_mutex_t lock; /* one reload at a time: SIGHUP's, the socket's */
 	bool started;
 	bool detached;		  /* the daemon lives in "/" */
 	char start_cwd[PATH_MAX]; /* relative flags and --config mean this */
@@ -117,49 +122,61 @@ static void reload_settings(const struct reloader *r, const struct srv_opts *o)
 }
 
 /* Parses the command line again, config file included, and swaps in its
- * exports; anything wrong keeps the running ones. */
-static void reload(struct reloader *r)
+ * exports; anything wrong keeps the running ones.  0 with MSG saying what
+ * was loaded, or -1 with MSG naming the problem.  WHO: what asked. */
+static int reload(struct reloader *r, const char *who, char *msg, size_t msglen)
 {
 	struct srv_opts o;
 	char err[1024];
 	const char *status = "serving (the last reload failed: see the log)";
+	int ret = -1;
 
+	pthread_mutex_lock(&r->lock);
 	srv_notify_reloading();
-	srv_log(SRV_LOG_INFO, "SIGHUP: reloading");
+	srv_log(SRV_LOG_INFO, "%s: reloading", who);
 	/* Only while parsing (args.c makes every path absolute): no call uses
 	 * the working directory. */
 	if (chdir(r->start_cwd) < 0)
 		srv_log(SRV_LOG_WARN, "reload: cannot enter %s: %s", r->start_cwd,
 			strerror(errno));
-	if (srv_args_parse(r->argc, r->argv, &o, err, sizeof(err)) != SRV_ARGS_RUN) {
+	if (srv_args_parse(r->argc, r->argv, &o, err, sizeof(err)) != SRV_ARGS_RUN ||
+	    srv_reload(r->srv, &o, err, sizeof(err)) < 0) {
 		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
-		goto out;
-	}
-	if (srv_reload(r->srv, &o, err, sizeof(err)) < 0) {
-		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
+		snprintf(msg, msglen, "%s", err);
 		goto out;
 	}
 	reload_settings(r, &o);
-	srv_log(SRV_LOG_INFO, "reloaded: %zu export%s", o.nexports,
-		o.nexports == 1 ? "" : "s");
+	snprintf(msg, msglen, "reloaded: %zu export%s", o.nexports,
+		 o.nexports == 1 ? "" : "s");
+	srv_log(SRV_LOG_INFO, "%s", msg);
 	status = "serving (reloaded)";
+	ret = 0;
 out:
 	if (r->detached && chdir("/") < 0)
 		srv_log(SRV_LOG_WARN, "chdir /: %s", strerror(errno));
 	srv_opts_free(&o);
 	srv_notify_ready(status); /* serving either way */
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+/* The control socket's reload (struct srv_ctl_hooks). */
+static int reload_by_ctl(void *arg, char *msg, size_t msglen)
+{
+	return reload(arg, "control socket", msg, msglen);
 }
 
 static void *reloader_main(void *arg)
 {
 	struct reloader *r = arg;
+	char msg[1024];
 	sigset_t set;
 	int sig;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
 	while (sigwait(&set, &sig) == 0 && !atomic_load(&r->stop))
-		reload(r);
+		reload(r, "SIGHUP", msg, sizeof(msg));
 	return NULL;
 }
 
@@ -177,6 +194,26 @@ static void reloader_stop(struct reloader *r)
 	atomic_store(&r->stop, true);
 	pthread_kill(r->thread, SIGHUP);
 	pthread_join(r->thread, NULL);
+}
+
+/* Serves the control socket (ctl.c) unless it is off.  False when it was
+ * asked for by name and cannot be served; the default one only warns. */
+static bool ctl_start(struct srv *s, struct reloader *r, const struct srv_opts *o,
+		      struct srv_ctl **out)
+{
+	struct srv_ctl_hooks hooks = {.reload = reload_by_ctl, .arg = r};
+	char err[1024];
+
+	*out = NULL;
+	if (!o->control_socket ||
+	    srv_ctl_start(s, o->control_socket, &hooks, out, err, sizeof(err)) == 0)
+		return true;
+	if (o->control_socket_default) {
+		srv_log(SRV_LOG_WARN, "%s: union-nfsctl cannot reach this server", err);
+		return true;
+	}
+	srv_log_fail("%s", err);
+	return false;
 }
 
 /* Each connection is an fd: allow as many as the hard limit lets us. */
@@ -274,12 +311,11 @@ static void publish_ports(struct srv *s, struct srv_loop *l, const struct srv_op
 		srv_rpcbind_register(p->nfs, p->mount, p->nlm, p->nsm);
 }
 
-static void announce(struct srv *s, struct srv_loop *l, const struct srv_opts *o)
+static void announce(struct srv_loop *l, const struct srv_opts *o)
 {
 	uint16_t nfs, mount;
 
 	srv_loop_ports(l, &nfs, &mount);
-	publish_ports(s, l, o);
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
@@ -319,8 +355,12 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
 	struct srv s = {0};
 	struct srv_loop *l = NULL;
-	struct reloader r = {
-	    .srv = &s, .argc = argc, .argv = argv, .state_dir = o->state_dir};
+	struct srv_ctl *ctl = NULL;
+	struct reloader r = {.srv = &s,
+			     .argc = argc,
+			     .argv = argv,
+			     .lock = PTHREAD_MUTEX_INITIALIZER,
+			     .state_dir = o->state_dir};
 	char err[1024];
 	int status = EXIT_BAD_ARGS;
 
@@ -333,7 +373,9 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 		goto out;
 	}
 	status = 1;
-	if (o->metrics && srv_metrics_start(&s, o->metrics, err, sizeof(err)) < 0) {
+	/* counting serves the control socket's stats too (metrics.c) */
+	if ((o->metrics || o->control_socket) &&
+	    srv_metrics_start(&s, o->metrics, err, sizeof(err)) < 0) {
 		srv_log_fail("%s", err);
 		goto out_srv;
 	}
@@ -343,7 +385,13 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	}
 	running_loop = l;
 	set_signals();
-	announce(&s, l, o);
+	publish_ports(&s, l, o);
+	if (!ctl_start(&s, &r, o, &ctl)) { /* before "listening": one line */
+		srv_rpcbind_unregister();
+		srv_loop_free(l);
+		goto out_srv;
+	}
+	announce(l, o);
 	srv_nlm_announce(&s);
 	if (ready_fd >= 0)
 		detach(ready_fd);
@@ -352,6 +400,7 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	status = srv_loop_run(l) < 0 ? 1 : 0;
 	block_stop_signals();
 	srv_notify_stopping();
+	srv_ctl_stop(ctl);
 	reloader_stop(&r);
 	running_loop = NULL;
 	srv_log(SRV_LOG_INFO, "shutting down");

@@ -27,6 +27,10 @@
  *     scrape; the engine knows nothing of this format.
  *  5. With --metrics off srv->metrics is NULL and a call costs one test.
  *
+ * Counting is on with --metrics or the control socket (ctl.c, whose
+ * `stats` reads the same page through srv_metrics_text); the HTTP side
+ * runs only with --metrics.
+ *
  * The HTTP side is libmicrohttpd's, on its own thread: GET /metrics gets
  * the text, anything else 404.  The scrape takes the export table's read
  * lock and the client union registry's lock while it walks the exports,
@@ -420,6 +424,29 @@ static void export_line(FILE *f, const char *fam, const struct srv_export *ex, u
 	fprintf(f, "\"} %llu\n", (unsigned long long)v);
 }
 
+/* EX's calls, bytes read and bytes written, summed over the threads. */
+static void export_sums(const struct srv_metrics *m, const struct srv_export *ex,
+			uint64_t v[3])
+{
+	const struct srv_xcount *x = atomic_load(&ex->mcount);
+
+	v[0] = v[1] = v[2] = 0;
+	for (unsigned i = 0; x && i < m->nxslots; i++) {
+		v[0] += rd(&x[i].calls);
+		v[1] += rd(&x[i].bytes_read);
+		v[2] += rd(&x[i].bytes_written);
+	}
+}
+
+bool srv_metrics_export_sums(const struct srv *s, const struct srv_export *ex,
+			     uint64_t v[3])
+{
+	if (!s->metrics)
+		return false;
+	export_sums(s->metrics, ex, v);
+	return true;
+}
+
 /* One export's (or client union's) three sums, into one stream each. */
 static void export_lines(const struct srv_metrics *m, const struct srv_export *ex,
 			 FILE *out[3])
@@ -427,14 +454,9 @@ static void export_lines(const struct srv_metrics *m, const struct srv_export *e
 	static const char *const fam[3] = {"union_nfsd_export_calls_total",
 					   "union_nfsd_export_read_bytes_total",
 					   "union_nfsd_export_written_bytes_total"};
-	const struct srv_xcount *x = atomic_load(&ex->mcount);
-	uint64_t v[3] = {0, 0, 0};
+	uint64_t v[3];
 
-	for (unsigned i = 0; x && i < m->nxslots; i++) {
-		v[0] += rd(&x[i].calls);
-		v[1] += rd(&x[i].bytes_read);
-		v[2] += rd(&x[i].bytes_written);
-	}
+	export_sums(m, ex, v);
 	for (int k = 0; k < 3; k++)
 		export_line(out[k], fam[k], ex, v[k]);
 }
@@ -576,6 +598,11 @@ static char *render(const struct srv_metrics *m, size_t *len)
 	return buf;
 }
 
+char *srv_metrics_text(struct srv *s, size_t *len)
+{
+	return s->metrics ? render(s->metrics, len) : NULL;
+}
+
 /* ---- HTTP (libmicrohttpd) ---- */
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, char *body,
@@ -683,7 +710,7 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 	struct sockaddr_storage ss;
 	struct srv_metrics *m;
 
-	if (!srv_metrics_addr_parse(addr, &ss)) {
+	if (addr && !srv_metrics_addr_parse(addr, &ss)) {
 		snprintf(err, errlen, "bad --metrics '%s' (ADDR:PORT)", addr);
 		return -EINVAL;
 	}
@@ -693,7 +720,7 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	m->srv = s;
-	m->addr = strdup(addr);
+	m->addr = addr ? strdup(addr) : NULL;
 	m->gen = atomic_fetch_add(&starts, 1) + 1; /* 0: no thread's yet */
 	m->progs = srv_rpc_programs(&m->nprogs);
 	m->nxslots = s->cfg.nthreads + 1;
@@ -705,6 +732,8 @@ int srv_metrics_start(struct srv *s, const char *addr, char *err, size_t errlen)
 			goto fail;
 		}
 	s->metrics = m; /* before the workers start: they read it unlocked */
+	if (!addr)
+		return 0; /* counting only: the control socket shows them */
 	m->httpd = httpd_start(m, &ss);
 	if (m->httpd && m->addr)
 		return 0;
@@ -747,7 +776,9 @@ void srv_metrics_free(struct srv *s)
 
 bool srv_metrics_serves(const struct srv *s, const char *addr)
 {
-	if (!s->metrics || !addr)
-		return !s->metrics && !addr;
-	return strcmp(s->metrics->addr, addr) == 0;
+	const char *have = s->metrics ? s->metrics->addr : NULL;
+
+	if (!have || !addr)
+		return !have && !addr;
+	return strcmp(have, addr) == 0;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "srv.h"
 
@@ -51,6 +52,7 @@ static void mount_add(struct srv *s, const char *host, const char *path)
 	m = &s->mounts[s->nmounts++];
 	snprintf(m->host, sizeof(m->host), "%s", host);
 	snprintf(m->path, sizeof(m->path), "%s", path);
+	m->since = time(NULL);
 out:
 	pthread_mutex_unlock(&s->mounts_lock);
 }

@@ -73,7 +73,7 @@ nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file
 bool nfs3_file_writable(const struct nfs3_file *f)
 {
 	return un_export_writable(f->ex->ux) && !f->client_ro &&
-	       !(f->obj && un_obj_retired(f->obj));
+	       !srv_export_gone(f->ex) && !(f->obj && un_obj_retired(f->obj));
 }
 
 void nfs3_file_put(struct nfs3_file *f)
@@ -270,7 +270,10 @@ nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 
 nfsstat3 nfs3_writable(const struct nfs3_file *f)
 {
-	return nfs3_file_writable(f) ? NFS3_OK : nfs3_status_from_errno(-EROFS);
+	/* (only a change asks whether the upper vanished: two fstat calls) */
+	return nfs3_file_writable(f) && !srv_export_gone(f->ex)
+		   ? NFS3_OK
+		   : nfs3_status_from_errno(-EROFS);
 }
 
 nfsstat3 nfs3_data_check(const struct nfs3_file *f)

@@ -285,6 +285,15 @@ static void exports_lock_init(pthread_rwlock_t *l)
 	pthread_rwlockattr_destroy(&a);
 }
 
+/* The indexes of layers that left every stack go (layerid.c rule 9);
+ * with --no-layer-index no stack is recorded, so all are kept for when
+ * it is turned on again. */
+void srv_sweep_indexes(struct srv *s)
+{
+	if (s->cfg.layer_index)
+		un_state_sweep_indexes(s->state);
+}
+
 int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -340,6 +349,7 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 			 strerror(-rc));
 		goto fail;
 	}
+	srv_sweep_indexes(s);
 	return 0;
 fail:
 	srv_close(s);
@@ -553,6 +563,7 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 			srv_unions_recheck(s, s->exports[i]);
 	reload_free(s, &r, true);
 	srv_unions_limits(s);
+	srv_sweep_indexes(s);
 	return 0;
 fail:
 	reload_free(s, &r, false);

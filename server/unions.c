@@ -48,9 +48,35 @@
  *     layer, or a dated one that replaces it, leaves the client's handles
  *     valid.  Released unions without an upper are found on disk by their
  *     per-client lowers (template_read_ids).
+ *  9. A reset (srv_unions_reset, `union-nfsctl reset CLIENT`) marks the
+ *     client's instance RENEWING (renew_take: out of the LRU, still listed,
+ *     so callers wait as for OPENING and CLOSING), waits until no call pins
+ *     it, forgets the nodes of the objects the upper made itself
+ *     (un_export_forget_upper: their handles go stale, those of lower
+ *     objects stay), closes the union, moves the upper into the work dir
+ *     and empties that (dirs_empty), makes both dirs again and takes the
+ *     instance out: the next call opens it over the lowers (instance_renew).
+ *     Only dirs that the templates give that client are emptied, reached
+ *     through no symlink below the templates' fixed part and never crossing
+ *     into another filesystem (dir_removable, tree_empty).  A call that
+ *     already pins an instance never waits for its state (pinned_by): the
+ *     reset waits for that call instead.
+ * 10. An upper or work dir removed behind the server's back (rm -rf while
+ *     serving) leaves the union writing into unlinked dirs.  The first pin
+ *     of a client union by a call that may write (call_writes: MNT, and
+ *     the NFS procedures that change something) looks at the dirs' link
+ *     counts (un_export_vanished, two fstat calls; reads pay nothing: a
+ *     vanished upper holds no name to read); a vanished one is logged once
+ *     and renewed as by a reset, without emptying (instance_vanished), and
+ *     the call opens it afresh.  A fixed export's dirs are the
+ *     configuration's: it answers NFS3ERR_ROFS from then on, with one log
+ *     line (srv_export_gone).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <netdb.h>
@@ -64,9 +90,10 @@
 
 #include "srv.h"
 
-#define UNIONS_MIN	     16 /* default cap, at least */
-#define REAP_PERIOD_MAX_S    15 /* the reaper looks at least this often */
-#define CLIENT_ID_PATH_SLACK 32 /* " (client upper )" around the dir */
+#define UNIONS_MIN	     16	 /* default cap, at least */
+#define REAP_PERIOD_MAX_S    15	 /* the reaper looks at least this often */
+#define CLIENT_ID_PATH_SLACK 32	 /* " (client upper )" around the dir */
+#define RESET_DEPTH_MAX	     512 /* a reset removes no deeper (tree_empty) */
 
 /* ---- what a template gives a client ---- */
 
@@ -433,6 +460,16 @@ static void pin_locked(struct srv_req *req, struct srv_export *i)
 		lru_touch(&req->srv->unions, i);
 }
 
+/* True when REQ's call holds a pin on I already: it waits for no state of
+ * I (it would wait for itself), and I's union cannot change under it. */
+static bool pinned_by(const struct srv_req *req, const struct srv_export *i)
+{
+	for (unsigned k = 0; k < req->npins; k++)
+		if (req->pins[k] == i)
+			return true;
+	return false;
+}
+
 static struct srv_export *find_key(struct srv_export *t, const char *key)
 {
 	struct srv_export *i;
@@ -503,6 +540,9 @@ static void instance_release(struct srv *s, struct srv_export *i)
 			key_phrase(i->parent), i->client_key);
 	instance_free(i);
 }
+
+static bool instance_vanished(struct srv_req *req, struct srv_export *i);
+static bool template_match(const char *t, const char *p, struct client_dirs *d);
 
 /* ---- opening ---- */
 
@@ -619,6 +659,7 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 	struct srv_export *i, *victim = NULL;
 	struct client_dirs d;
 	struct stat st;
+	bool fresh;
 
 	if (!client_dirs(req->srv, t, req->peer, &d)) {
 		SRV_LOG_LIMITED(SRV_LOG_WARN,
@@ -629,12 +670,17 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 	}
 	if (!create && d.upper[0] && stat(d.upper, &st) < 0)
 		return NULL;
+again:
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_key(t, d.key)) != NULL && i->state != SRV_UNION_OPEN)
+	while ((i = find_key(t, d.key)) != NULL && i->state != SRV_UNION_OPEN &&
+	       !pinned_by(req, i))
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i) {
+		fresh = !pinned_by(req, i);
 		pin_locked(req, i);
 		pthread_mutex_unlock(&u->lock);
+		if (fresh && instance_vanished(req, i))
+			goto again; /* rule 10: made again, opened afresh */
 		return i;
 	}
 	i = instance_new(t, d.key);
@@ -673,13 +719,20 @@ static struct srv_export *instance_by_id(struct srv_req *req, uint32_t id)
 {
 	struct srv_unions *u = &req->srv->unions;
 	struct srv_export *i;
+	bool fresh = false;
 
+again:
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_id(u, id)) != NULL && i->state != SRV_UNION_OPEN)
+	while ((i = find_id(u, id)) != NULL && i->state != SRV_UNION_OPEN &&
+	       !pinned_by(req, i))
 		pthread_cond_wait(&u->changed, &u->lock);
-	if (i)
+	if (i) {
+		fresh = !pinned_by(req, i);
 		pin_locked(req, i);
+	}
 	pthread_mutex_unlock(&u->lock);
+	if (i && fresh && instance_vanished(req, i))
+		goto again; /* rule 10: gone now, reopened by the caller */
 	return i;
 }
 
@@ -781,7 +834,9 @@ void srv_unions_unpin(struct srv_req *req)
 		return;
 	pthread_mutex_lock(&u->lock);
 	for (unsigned k = 0; k < req->npins; k++)
-		req->pins[k]->pins--;
+		if (--req->pins[k]->pins == 0 &&
+		    req->pins[k]->state == SRV_UNION_RENEWING)
+			pthread_cond_broadcast(&u->changed); /* rule 9 */
 	if (u->nopen > u->cap)
 		pthread_cond_signal(&u->wake); /* rule 5 */
 	pthread_mutex_unlock(&u->lock);
@@ -1147,4 +1202,359 @@ void srv_unions_drop_template(struct srv *s, struct srv_export *t)
 		next = i->next;
 		instance_free(i);
 	}
+}
+
+/* ---- renewing: a reset, a vanished upper (rules 9, 10) ---- */
+
+/* The dirs of the union of T whose key is KEY (its upper dir), into D: the
+ * names the upper template binds, and the work dir they give.  Never from
+ * a caller's address: any client may present a handle of another's union. */
+static bool key_dirs(const struct srv_export *t, const char *key, struct client_dirs *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!upper_per_client(t) || !template_match(t->conf->upperdir, key, d))
+		return false;
+	d->named = d->host[0] != '\0';
+	return snprintf(d->key, sizeof(d->key), "%s", key) < (int)sizeof(d->key) &&
+	       srv_template_expand(t->conf->upperdir, d->addr, d->named ? d->host : NULL,
+				   d->upper, sizeof(d->upper)) &&
+	       strcmp(d->upper, key) == 0 &&
+	       srv_template_expand(t->conf->workdir, d->addr, d->named ? d->host : NULL,
+				   d->work, sizeof(d->work));
+}
+
+/* The part of dir template T before its first variable's component ("/srv/up"
+ * of "/srv/up/%a"), resolved, into OUT: what an expansion must stay under. */
+static bool template_base(const char *t, char *out)
+{
+	char fixed[PATH_MAX];
+	const char *pct = strchr(t, '%');
+	size_t n = pct ? (size_t)(pct - t) : strlen(t);
+
+	while (n > 0 && t[n - 1] != '/')
+		n--;
+	if (n == 0 || n >= sizeof(fixed))
+		return false;
+	memcpy(fixed, t, n);
+	fixed[n] = '\0';
+	return realpath(fixed, out) != NULL;
+}
+
+/* True when DIR, template T's expansion, is a directory under T's fixed
+ * part reached through no symlink in the part the client's names gave
+ * (so that no name, and no link made in a layer, points a removal
+ * elsewhere), and not "/".  WHY gets the reason when false. */
+static bool dir_removable(const char *t, const char *dir, char *why, size_t len)
+{
+	char base[PATH_MAX], real[PATH_MAX], want[2 * PATH_MAX];
+	const char *pct = strchr(t, '%');
+	size_t fixed = pct ? (size_t)(pct - t) : 0;
+	struct stat st;
+
+	while (fixed > 0 && t[fixed - 1] != '/')
+		fixed--;
+	if (!pct || !template_base(t, base) || !realpath(dir, real) ||
+	    lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "%s: not a directory of its template", dir);
+		return false;
+	}
+	snprintf(want, sizeof(want), "%s%s%s", base, strcmp(base, "/") ? "/" : "",
+		 dir + fixed);
+	if (strcmp(real, want) != 0 || strcmp(real, "/") == 0 ||
+	    strcmp(real, base) == 0) {
+		snprintf(why, len, "%s: resolves to %s, not under %s: refused", dir, real,
+			 base);
+		return false;
+	}
+	return true;
+}
+
+/* Removes everything in directory FD (owned), never following a symlink
+ * nor entering another filesystem than DEV; 0 or the first -errno. */
+static int tree_empty(int fd, dev_t dev, unsigned depth)
+{
+	DIR *dir = fdopendir(fd);
+	struct dirent *de;
+	struct stat st;
+	int rc = 0, sub;
+
+	if (!dir) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		const char *n = de->d_name;
+		int flags = 0;
+
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 ||
+		    fstatat(dirfd(dir), n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			flags = AT_REMOVEDIR;
+			sub =
+			    st.st_dev != dev || depth >= RESET_DEPTH_MAX
+				? -EXDEV
+				: openat(dirfd(dir), n,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			sub = sub < 0 ? (sub == -1 ? -errno : sub)
+				      : tree_empty(sub, dev, depth + 1);
+			rc = rc ? rc : sub;
+		}
+		if (unlinkat(dirfd(dir), n, flags) < 0 && !rc)
+			rc = -errno;
+	}
+	closedir(dir);
+	return rc;
+}
+
+/* Empties client D's work dir, having moved its upper into it first (one
+ * rename: the union never sees half an upper), or the upper in place when
+ * that rename cannot be made. */
+static int dirs_empty(const struct srv_export *t, const struct client_dirs *d, char *why,
+		      size_t len)
+{
+	char aside[PATH_MAX];
+	struct stat st;
+	int rc = 0, fd;
+
+	if (!dir_removable(t->conf->upperdir, d->upper, why, len) ||
+	    !dir_removable(t->conf->workdir, d->work, why, len))
+		return -EPERM;
+	if (snprintf(aside, sizeof(aside), "%s/reset.%ld", d->work, (long)getpid()) >=
+		(int)sizeof(aside) ||
+	    rename(d->upper, aside) < 0)
+		aside[0] = '\0';
+	for (int k = 0; k < 2 && rc == 0; k++) {
+		const char *dir = k == 0 ? d->work : d->upper;
+
+		if (k == 1 && aside[0])
+			break; /* the upper went with the work dir */
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rc = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : 0;
+		if (fd >= 0)
+			rc = rc ? (close(fd), rc) : tree_empty(fd, st.st_dev, 0);
+	}
+	if (rc)
+		snprintf(why, len, "%s: %s", d->work, strerror(-rc));
+	return rc;
+}
+
+/* Closes I (RENEWING, no pins), empties its dirs when EMPTY (a reset),
+ * makes them again as its client's first MNT does (when D names them), and
+ * takes I out of the registry: its client's next call opens it afresh
+ * (rule 9). */
+static int instance_renew(struct srv *s, struct srv_export *i,
+			  const struct client_dirs *d, bool empty, char *why, size_t len)
+{
+	struct srv_export *t = i->parent;
+	struct client_stack cs;
+	int rc = 0;
+
+	un_export_close(i->ux);
+	i->ux = NULL;
+	if (empty)
+		rc = dirs_empty(t, d, why, len);
+	if (rc == 0 && d->work[0] && (rc = client_stack(t, d, &cs)) == 0) {
+		rc = cs.n ? client_dirs_make(cs.dirs[0], i, d->upper, d->work) : -ENOENT;
+		client_stack_free(&cs);
+		if (rc)
+			snprintf(why, len, "%s: %s", d->upper, strerror(-rc));
+	}
+	pthread_mutex_lock(&s->unions.lock);
+	registry_del(&s->unions, i);
+	pthread_cond_broadcast(&s->unions.changed);
+	pthread_mutex_unlock(&s->unions.lock);
+	instance_free(i);
+	return rc;
+}
+
+/* Marks I, found OPEN, RENEWING and waits out the calls that pin it. */
+static void renew_take(struct srv_unions *u, struct srv_export *i)
+{
+	lru_unlink(u, i);
+	i->state = SRV_UNION_RENEWING;
+	while (i->pins)
+		pthread_cond_wait(&u->changed, &u->lock);
+}
+
+/* Drops REQ's pin of I (under the lock). */
+static void unpin_one(struct srv_req *req, struct srv_export *i)
+{
+	for (unsigned k = 0; k < req->npins; k++)
+		if (req->pins[k] == i)
+			req->pins[k] = req->pins[--req->npins];
+	if (--i->pins == 0 && i->state == SRV_UNION_RENEWING)
+		pthread_cond_broadcast(&req->srv->unions.changed);
+}
+
+/* True when REQ's call may write to the union (rule 10): a MNT (a client
+ * that boots), or an NFS procedure that changes a name, data or
+ * attributes.  Reads need no check: a vanished upper holds no name. */
+static bool call_writes(const struct srv_req *req)
+{
+	static const bool nfs[NFSPROC3_COMMIT + 1] = {
+	    [NFSPROC3_SETATTR] = true, [NFSPROC3_WRITE] = true,
+	    [NFSPROC3_CREATE] = true,  [NFSPROC3_MKDIR] = true,
+	    [NFSPROC3_SYMLINK] = true, [NFSPROC3_MKNOD] = true,
+	    [NFSPROC3_REMOVE] = true,  [NFSPROC3_RMDIR] = true,
+	    [NFSPROC3_RENAME] = true,  [NFSPROC3_LINK] = true,
+	    [NFSPROC3_COMMIT] = true,
+	};
+
+	if (req->prog == MOUNT_PROGRAM)
+		return req->proc == MOUNTPROC3_MNT;
+	return req->prog == NFS_PROGRAM && req->proc <= NFSPROC3_COMMIT && nfs[req->proc];
+}
+
+static bool instance_vanished(struct srv_req *req, struct srv_export *i)
+{
+	struct srv_unions *u = &req->srv->unions;
+	char why[PATH_MAX + 64] = "";
+	struct client_dirs d;
+	bool renew;
+
+	if (!i->ux || !call_writes(req) || !un_export_vanished(i->ux))
+		return false;
+	pthread_mutex_lock(&u->lock);
+	unpin_one(req, i);
+	renew = i->state == SRV_UNION_OPEN; /* else another call renews it */
+	if (renew)
+		renew_take(u, i);
+	pthread_mutex_unlock(&u->lock);
+	if (!renew)
+		return true;
+	if (!key_dirs(i->parent, i->client_key, &d)) {
+		snprintf(d.upper, sizeof(d.upper), "%s", i->client_key);
+		d.work[0] = '\0';
+	}
+	srv_log(SRV_LOG_WARN,
+		"export %s: the upper %s or its work dir %s vanished while served: "
+		"made again, the union reopened over the lowers",
+		i->path, d.upper, d.work[0] ? d.work : "-");
+	if (instance_renew(req->srv, i, &d, false, why, sizeof(why)) < 0)
+		SRV_LOG_LIMITED(SRV_LOG_ERR, "export %s: cannot make the dirs again: %s",
+				i->path, why);
+	return true;
+}
+
+bool srv_export_gone(struct srv_export *ex)
+{
+	if (!un_export_vanished(ex->ux))
+		return false;
+	if (!ex->parent && !atomic_exchange(&ex->gone_logged, true))
+		srv_log(SRV_LOG_ERR,
+			"export %s: its upper or work dir vanished while served: "
+			"changes refused (NFS3ERR_ROFS) until the dirs are back and "
+			"the server restarts",
+			ex->path);
+	return true;
+}
+
+/* What template T gives CLIENT (an address as %a expands it, a host name
+ * as %h does, or an upper dir), into D; false when T has no upper of
+ * CLIENT's (no per-client upper, or one that needs a name CLIENT is not). */
+static bool reset_dirs(const struct srv_export *t, const char *client,
+		       struct client_dirs *d)
+{
+	unsigned char bin[sizeof(struct in6_addr)];
+	char addr[INET6_ADDRSTRLEN], key[PATH_MAX];
+	bool v4 = inet_pton(AF_INET, client, bin) == 1;
+	bool v6 = !v4 && inet_pton(AF_INET6, client, bin) == 1;
+
+	if (!upper_per_client(t))
+		return false;
+	if (client[0] == '/')
+		return key_dirs(t, client, d);
+	if ((v4 || v6) && !inet_ntop(v4 ? AF_INET : AF_INET6, bin, addr, sizeof(addr)))
+		return false;
+	return srv_template_expand(t->conf->upperdir, v4 || v6 ? addr : NULL,
+				   v4 || v6 ? NULL : client, key, sizeof(key)) &&
+	       key_dirs(t, key, d);
+}
+
+/* Resets the union of template T over D's dirs, open or not (rule 9):
+ * 1 when done, 0 when the client has no upper here, or -errno (WHY). */
+static int reset_one(struct srv *s, struct srv_export *t, const struct client_dirs *d,
+		     size_t *forgot, char *why, size_t len)
+{
+	struct srv_unions *u = &s->unions;
+	struct srv_export *i;
+	struct stat st;
+	int rc = 0;
+
+	*forgot = 0;
+	if (lstat(d->upper, &st) < 0)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	while ((i = find_key(t, d->key)) != NULL && i->state != SRV_UNION_OPEN)
+		pthread_cond_wait(&u->changed, &u->lock);
+	if (i) {
+		renew_take(u, i);
+	} else if ((i = instance_new(t, d->key)) != NULL) {
+		i->state = SRV_UNION_RENEWING; /* no call opens it meanwhile */
+		registry_add(u, i);
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (!i)
+		return -ENOMEM;
+	/* its nodes are forgotten through the union (rule 9) */
+	if (!i->ux && (rc = instance_open(s, i, d)) < 0)
+		snprintf(why, len, "cannot open the union over %s", d->upper);
+	if (rc == 0 && (rc = un_export_forget_upper(i->ux, forgot)) < 0)
+		snprintf(why, len, "the node table: %s", strerror(-rc));
+	/* a union whose nodes could not be forgotten keeps its upper */
+	rc = rc ? (instance_renew(s, i, d, false, why, len), rc)
+		: instance_renew(s, i, d, true, why, len);
+	return rc < 0 ? rc : 1;
+}
+
+/* True when CLIENT can name a client: an upper dir, or a name with no '/'
+ * that is not "." or ".." (it becomes a path component). */
+static bool client_arg_ok(const char *client)
+{
+	if (client[0] == '/')
+		return true;
+	return *client && !strchr(client, '/') && strcmp(client, ".") != 0 &&
+	       strcmp(client, "..") != 0;
+}
+
+int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen)
+{
+	char why[2 * PATH_MAX + 128] = "";
+	size_t n = 0, forgot, total = 0;
+	struct client_dirs d;
+	int rc = 0, one;
+
+	if (!client_arg_ok(client)) {
+		snprintf(msg, msglen,
+			 "reset %s: not an address, a host name or an upper dir", client);
+		return -EINVAL;
+	}
+	srv_exports_read_begin(s); /* rule 6 */
+	for (size_t k = 0; k < s->nexports; k++) {
+		struct srv_export *t = s->exports[k];
+
+		if (t->ux || !reset_dirs(t, client, &d))
+			continue;
+		one = reset_one(s, t, &d, &forgot, why, sizeof(why));
+		rc = rc ? rc : one < 0 ? one : 0;
+		if (one <= 0)
+			continue;
+		n++;
+		total += forgot;
+		srv_log(SRV_LOG_INFO,
+			"export %s: union over upper %s reset: upper and work dir "
+			"emptied, %zu handles of its own objects made stale",
+			t->path, d.upper, forgot);
+	}
+	srv_exports_read_end(s);
+	if (rc < 0)
+		snprintf(msg, msglen, "reset %s: %s", client, why);
+	else if (!n)
+		snprintf(msg, msglen, "reset %s: no union of that client", client);
+	else
+		snprintf(msg, msglen,
+			 "reset %s: %zu union%s reset, %zu handles made stale", client, n,
+			 n == 1 ? "" : "s", total);
+	return rc < 0 ? rc : n ? (int)n : -ENOENT;
 }

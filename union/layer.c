@@ -364,5 +364,5 @@ const char *un_export_path(const struct un_export *ex)
 
 bool un_export_writable(const struct un_export *ex)
 {
-	return ex->workfd >= 0;
+	return ex->workfd >= 0 && !atomic_load(&ex->gone);
 }

@@ -49,8 +49,13 @@
  *     its objects.  Only a reload retires (un_retire_seen): a restart
  *     starts with none.  A layer replaced at its own path is not retired:
  *     its old directory is no longer there to be opened.
+ *  9. An index that no stack record names and no export holds open (the
+ *     layer left every stack and its retirement is over) is removed by
+ *     un_state_sweep_indexes, after a start and after each reload.  A layer that
+ *     comes back later is indexed again; a copy numbers as before (rule 3).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -353,14 +358,14 @@ static int stack_parse(char *buf, struct stack *s)
 	return rc;
 }
 
-/* The stack EX's export had when it was last opened (empty: none). */
-static int stack_read(const struct un_export *ex, struct stack *s)
+/* The stack recorded in the file NAME (empty: none there). */
+static int stack_load(const char *name, struct stack *s)
 {
-	char *name = stack_name(ex), *buf = un_sys_malloc(STACK_MAX + 1);
+	char *buf = un_sys_malloc(STACK_MAX + 1);
 	ssize_t n = 0;
 	int fd = -ENOMEM, rc = -ENOMEM;
 
-	if (name && buf)
+	if (buf)
 		fd = un_sys_openat(AT_FDCWD, name, O_RDONLY | O_CLOEXEC, 0);
 	if (fd >= 0) {
 		n = un_sys_pread(fd, buf, STACK_MAX, 0);
@@ -374,8 +379,17 @@ static int stack_read(const struct un_export *ex, struct stack *s)
 	} else {
 		rc = fd;
 	}
-	free(name);
 	free(buf);
+	return rc;
+}
+
+/* The stack EX's export had when it was last opened (empty: none). */
+static int stack_read(const struct un_export *ex, struct stack *s)
+{
+	char *name = stack_name(ex);
+	int rc = name ? stack_load(name, s) : -ENOMEM;
+
+	free(name);
 	return rc;
 }
 
@@ -670,4 +684,85 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
 	if (type == (st->st_mode & S_IFMT))
 		*out = (struct un_devino){.dev = l->key_dev, .ino = objnum};
 	return 0;
+}
+
+/* ---- removing the indexes no stack holds (rule 9) ---- */
+
+/* Every index file that a stack record in D (the layers dir DIR) names,
+ * into ALL, one stack: -errno when a record cannot be read, and then
+ * nothing is removed. */
+static int sweep_recorded(DIR *d, const char *dir, struct stack *all)
+{
+	struct dirent *de;
+	int rc = 0;
+
+	while (!rc && (de = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (strncmp(de->d_name, "stack-", 6) || strchr(de->d_name, '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		rc = stack_load(path, all);
+	}
+	return rc;
+}
+
+static bool sweep_named(const struct stack *all, const char *file)
+{
+	for (size_t i = 0; i < all->n; i++)
+		if (!strcmp(all->e[i].file, file))
+			return true;
+	return false;
+}
+
+static bool sweep_open(const struct un_state *st, const char *file)
+{
+	for (const struct un_lxc *c = st->lx_open; c; c = c->next)
+		if (!strcmp(c->file, file))
+			return true;
+	return false;
+}
+
+/* Removes the unnamed, unopened indexes of the layers dir D (DIR), under
+ * lx_lock: no open can start using one while it goes. */
+static void sweep_locked(struct un_state *st, DIR *d, const char *dir)
+{
+	char file[PATH_MAX];
+	struct stack all = {0};
+	struct dirent *de;
+	size_t len;
+
+	if (sweep_recorded(d, dir, &all) == 0) {
+		rewinddir(d);
+		while ((de = readdir(d))) {
+			len = strlen(de->d_name);
+			if (len != INDEX_NAME_SZ - 1 ||
+			    strcmp(de->d_name + len - 3, ".lx"))
+				continue;
+			snprintf(file, sizeof(file), "%s/" LAYERS_DIR "/%s", st->dir,
+				 de->d_name);
+			if (sweep_open(st, file) || sweep_named(&all, file))
+				continue;
+			if (un_sys_unlinkat(dirfd(d), de->d_name, 0) == 0)
+				un_notice(st,
+					  "layer index %s removed: no export's stack "
+					  "holds it",
+					  file);
+		}
+	}
+	stack_free(&all);
+}
+
+void un_state_sweep_indexes(struct un_state *st)
+{
+	char *dir = layers_path(st, ".");
+	DIR *d = dir ? opendir(dir) : NULL;
+
+	if (d) {
+		pthread_mutex_lock(&st->lx_lock);
+		sweep_locked(st, d, dir);
+		pthread_mutex_unlock(&st->lx_lock);
+		closedir(d);
+	}
+	free(dir);
 }

@@ -1448,3 +1448,74 @@ int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node
 
 	return in_write_txn(st, link_txn, &a);
 }
+
+/* ---- a reset of the upper layer ---- */
+
+int un_node_name_id(struct un_state *st, const struct un_node_name *nm, un_id *id)
+{
+	MDB_txn *txn;
+	int err = txn_begin(st, false, &txn);
+
+	if (err)
+		return err;
+	err = names_get(st, txn, nm, id);
+	mdb_txn_abort(txn);
+	return err;
+}
+
+struct forget_args {
+	const struct un_node_upper *up;
+	size_t n, forgot;
+};
+
+/* Forgets the node of UP when its record is the upper object's own: made
+ * in the upper (no origin) and of that very inode.  A copied-up object's
+ * record keeps its origin, so it matches the lower object again; so does a
+ * merged directory's first seen with its upper part, given its lower part
+ * as its origin here. */
+static int forget_one(struct un_state *st, MDB_txn *txn, const struct un_node_upper *up,
+		      size_t *forgot)
+{
+	static const struct un_devino none;
+	struct un_node_name nm = {up->parent, up->name, up->len};
+	char name[UN_NAME_MAX + 1];
+	struct rec_view r;
+	un_id id;
+	int err = names_get(st, txn, &nm, &id);
+
+	if (!err)
+		err = rec_get(st, txn, id, &r);
+	if (err)
+		return err == -ENOENT || err == -ESTALE ? 0 : err;
+	if (!di_eq(r.origin, none) || !di_eq(r.di, up->raw))
+		return 0;
+	if (!di_eq(up->lower, none)) { /* as if copied up from it */
+		memcpy(name, r.name, r.namelen);
+		r.name = name;
+		r.origin = up->lower;
+		return rec_write(st, txn, id, &r);
+	}
+	err = node_unname(st, txn, id, &nm);
+	*forgot += !err;
+	return err;
+}
+
+static int forget_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	struct forget_args *a = (struct forget_args *)arg;
+	int err = 0;
+
+	for (size_t i = 0; !err && i < a->n; i++)
+		err = forget_one(st, txn, &a->up[i], &a->forgot);
+	return err;
+}
+
+int un_node_forget_upper(struct un_state *st, const struct un_node_upper *up, size_t n,
+			 size_t *forgot)
+{
+	struct forget_args a = {.up = up, .n = n};
+	int err = n ? in_write_txn(st, forget_txn, &a) : 0;
+
+	*forgot = err ? 0 : a.forgot;
+	return err;
+}

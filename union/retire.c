@@ -34,7 +34,8 @@
  *     side and never rewritten in place) and while it is younger than
  *     retire-time (un_state_retire_time; 0: until exit).  Each use checks
  *     both; one that fails releases the layer with one log line, as does
- *     un_state_retire_time for every layer past a new, shorter time.
+ *     un_state_retire_time for every layer past a new, shorter time, and
+ *     un_state_retire_release for those an admin releases (union-nfsctl).
  *  6. A layer leaves the registry under rt_lock; its descriptor and index
  *     are released with its last reference (rt_put), outside the lock, so
  *     a resolve that took one before goes on with it.  rt_lock is never
@@ -232,6 +233,57 @@ void un_state_retire_time(struct un_state *st, unsigned seconds)
 		rt_expire(st, e, false, &gone);
 	pthread_mutex_unlock(&st->rt_lock);
 	rt_release(st, gone, "past retire-time");
+}
+
+void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg)
+{
+	int64_t now = now_ns();
+	struct un_retired_info info;
+
+	pthread_mutex_lock(&st->rt_lock);
+	for (const struct un_rt_export *e = st->rt_exports; e; e = e->next)
+		for (const struct un_retired *l = e->layers; l; l = l->next) {
+			info = (struct un_retired_info){
+			    .export_path = e->path ? e->path : "?",
+			    .export_id = e->id,
+			    .layer = l->path,
+			    .age_s = (uint64_t)(now - l->since) / 1000000000u};
+			fn(&info, arg);
+		}
+	pthread_mutex_unlock(&st->rt_lock);
+}
+
+/* Moves E's layers whose path is LAYER (NULL: all) onto *GONE; under
+ * rt_lock.  Returns how many. */
+static size_t rt_take(struct un_rt_export *e, const char *layer, struct un_retired **gone)
+{
+	struct un_retired **p = &e->layers, *l;
+	size_t n = 0;
+
+	while ((l = *p)) {
+		if (layer && strcmp(l->path, layer) != 0) {
+			p = &l->next;
+			continue;
+		}
+		*p = l->next;
+		l->next = *gone;
+		*gone = l;
+		n++;
+	}
+	return n;
+}
+
+size_t un_state_retire_release(struct un_state *st, const char *layer)
+{
+	struct un_retired *gone = NULL;
+	size_t n = 0;
+
+	pthread_mutex_lock(&st->rt_lock);
+	for (struct un_rt_export *e = st->rt_exports; e; e = e->next)
+		n += rt_take(e, layer, &gone);
+	pthread_mutex_unlock(&st->rt_lock);
+	rt_release(st, gone, "by an admin");
+	return n;
 }
 
 void un_retire_fini(struct un_state *st)

@@ -410,6 +410,26 @@ struct un_node_job {
  * are the answer once un_node_job_wait returned 0. */
 void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
 			  struct un_node_job *job);
+/* The node names(NM) maps to, read in a read transaction: 0, -ENOENT, or
+ * -errno. */
+int un_node_name_id(struct un_state *st, const struct un_node_name *nm, un_id *id);
+/* One object of an upper layer that a reset discards (reset.c): its name,
+ * its raw (dev, ino), and for a directory that merges a lower one, that
+ * one's raw (dev, ino) (0 0: none). */
+struct un_node_upper {
+	un_id parent;
+	const char *name;
+	size_t len;
+	struct un_devino raw, lower;
+};
+/* Forgets, in one write transaction, the nodes of those of UP[0..n-1] whose
+ * record is the upper object's own (made there, never copied up): their
+ * handles are stale from then on, whatever a new upper holds later under
+ * their names or inode numbers.  A merged directory's node that was first
+ * seen with its upper part keeps its node, with the lower one as its
+ * origin.  *FORGOT gets how many nodes were forgotten. */
+int un_node_forget_upper(struct un_state *st, const struct un_node_upper *up, size_t n,
+			 size_t *forgot);
 /* un_node_remove of NM (which must stay valid until the wait) as a job. */
 void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
 			  struct un_node_job *job);
@@ -527,6 +547,7 @@ struct un_export {
 	int tmpfd;		  /* O_PATH of WORKDIR/work: temps live here (copyup.c) */
 	bool dirsync_orders;	  /* a dir's fsync carries new inodes (sync.c) */
 	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
+	atomic_bool gone;	  /* its upper or work dir was removed (reset.c) */
 	size_t nlayers;
 	struct un_layer
 	    *layers; /* upper (when writable) first, then lowers top-most first */

@@ -9,6 +9,11 @@
  *   nfs_poke URL create PATH    creates PATH (an empty file; an existing one
  *                               is left as it is).
  *   nfs_poke URL fileid PATH    prints PATH's fileid.
+ *   nfs_poke URL hold PATH      opens PATH and prints "holding FILEID", waits
+ *                               for a line on stdin, then asks GETATTR by the
+ *                               handle it held and prints "after: ok FILEID"
+ *                               or "after: " and the error: a client that
+ *                               keeps a file open across what the server does.
  *
  * URL is the export root, e.g. nfs://192.0.2.1/?nfsport=P&mountport=M&version=3;
  * PATH is relative to it and starts with '/'.  Every call is a fresh mount and a
@@ -30,7 +35,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nfs_poke URL rewrite|create|fileid PATH\n");
+	fprintf(stderr, "usage: nfs_poke URL rewrite|create|fileid|hold PATH\n");
 	return 2;
 }
 
@@ -112,6 +117,30 @@ static int fileid(struct nfs_context *nfs, const char *path)
 	return 0;
 }
 
+static int hold(struct nfs_context *nfs, const char *path)
+{
+	struct nfsfh *fh = NULL;
+	uint64_t id, size;
+	char line[64];
+
+	if (nfs_open(nfs, path, O_RDONLY, &fh))
+		return failed(nfs, "open", path);
+	if (fileid_of(nfs, fh, &id, &size)) {
+		nfs_close(nfs, fh);
+		return failed(nfs, "fstat", path);
+	}
+	printf("holding %" PRIu64 "\n", id);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "nfs_poke: hold %s: stdin closed\n", path);
+	if (fileid_of(nfs, fh, &id, &size))
+		printf("after: %s\n", nfs_get_error(nfs));
+	else
+		printf("after: ok %" PRIu64 "\n", id);
+	nfs_close(nfs, fh);
+	return 0;
+}
+
 static int run(struct nfs_context *nfs, const char *verb, const char *path)
 {
 	if (!strcmp(verb, "rewrite"))
@@ -120,6 +149,8 @@ static int run(struct nfs_context *nfs, const char *verb, const char *path)
 		return create(nfs, path);
 	if (!strcmp(verb, "fileid"))
 		return fileid(nfs, path);
+	if (!strcmp(verb, "hold"))
+		return hold(nfs, path);
 	return usage();
 }
 

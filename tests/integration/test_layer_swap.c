@@ -39,6 +39,7 @@
  * fails (group teardown; the server has PR_SET_PDEATHSIG).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -573,6 +574,28 @@ static void shorter_retire_time(const char *dir)
 	write_config(g.version, true);
 }
 
+/* The layer indexes in the state dir: one a lower of the stack once
+ * those of the layers that left it are swept (layerid.c rule 9). */
+static void indexes_are_the_stacks(const char *event)
+{
+	char dir[sizeof(g.state) + 16];
+	struct dirent *de;
+	size_t n = 0, len;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/layers", g.state);
+	d = opendir(dir);
+	if (!d)
+		fail_msg("%s: %s: %s", event, dir, strerror(errno));
+	while ((de = readdir(d)))
+		n += (len = strlen(de->d_name)) > 3 &&
+		     !strcmp(de->d_name + len - 3, ".lx");
+	closedir(d);
+	if (n != 2)
+		fail_msg("%s: %zu layer indexes in %s, want the stack's 2", event, n,
+			 dir);
+}
+
 /* Forgets the objects the last version removed, and the old handles. */
 static void compact(void)
 {
@@ -650,11 +673,13 @@ static void test_reload(void **state)
 	version_checks("reload", changed, 1);
 	old_read_only("reload");
 	shorter_retire_time(at("B1"));
+	indexes_are_the_stacks("retired layer released");
 	/* a restart on the same config changes nothing, and retires nothing */
 	stop();
 	start(NULL);
 	all_kept("restart after reload");
 	old_stale("restart after reload");
+	indexes_are_the_stacks("restart after reload");
 }
 
 static void test_restart(void **state)

@@ -1,10 +1,10 @@
 #!/bin/bash
 # deb.sh CHECK BUILD_DIR - the .deb that `cpack -G DEB` makes from the build
 # tree (into a temp dir), by CHECK:
-#   contents  dpkg-deb -c lists exactly the package's files (binary in
+#   contents  dpkg-deb -c lists exactly the package's files (binaries in
 #             /usr/sbin, the unit, man pages, example, copyright, changelog;
 #             nothing in /etc or /usr/local, no conffile); -I has Depends on
-#             each library the binary links (dpkg-shlibdeps), the maintainer
+#             each library the binaries link (dpkg-shlibdeps), the maintainer
 #             scripts, executable and valid sh; the unit runs /usr/sbin's
 #             binary and only once /etc/union-nfsd.conf exists
 #   lintian   lintian reports no error and no warning
@@ -46,6 +46,7 @@ UNIT=$T/root$UNITDIR/union-nfsd.service
 contents() {
 	local want got dep lib nlibs=0
 	want=$(printf '%s\n' /usr/sbin/union-nfsd "$UNITDIR/union-nfsd.service" \
+		/usr/sbin/union-nfsctl /usr/share/man/man8/union-nfsctl.8.gz \
 		/usr/share/man/man8/union-nfsd.8.gz /usr/share/man/man5/union-nfsd.conf.5.gz \
 		/usr/share/doc/union-nfsd/examples/union-nfsd.conf \
 		/usr/share/doc/union-nfsd/copyright /usr/share/doc/union-nfsd/changelog.gz | sort)
@@ -58,14 +59,16 @@ contents() {
 		fail "Architecture field"
 	dep=$(dpkg-deb -f "$DEB" Depends)
 	# Each library the binary needs, by its package (dpkg-shlibdeps' work).
-	for lib in $(objdump -p "$T/root/usr/sbin/union-nfsd" | awk '/NEEDED/ {print $2}'); do
+	for lib in $(objdump -p "$T/root/usr/sbin/union-nfsd" "$T/root/usr/sbin/union-nfsctl" |
+		awk '/NEEDED/ {print $2}' | sort -u); do
 		pkg=$(dpkg -S "*/$lib" 2>/dev/null | head -1 | cut -d: -f1)
 		[ -n "$pkg" ] || continue
 		[[ ", $dep" == *", $pkg"* ]] || fail "Depends lacks $pkg (for $lib): $dep"
 		nlibs=$((nlibs + 1))
 	done
 	[ "$nlibs" -ge 5 ] || fail "only $nlibs libraries traced to their packages"
-	[[ "$dep" == *libtirpc3* && "$dep" == *liblmdb0* && "$dep" == *libc6* ]] ||
+	[[ "$dep" == *libtirpc3* && "$dep" == *liblmdb0* && "$dep" == *libc6* &&
+		"$dep" == *libjansson4* ]] ||
 		fail "Depends: $dep"
 	dpkg-deb -I "$DEB" | grep -q conffiles && fail "a conffile: the config is the admin's"
 	mkdir "$T/control"

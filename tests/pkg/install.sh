@@ -1,8 +1,9 @@
 #!/bin/bash
 # install.sh BUILD_DIR - `cmake --install` into a DESTDIR puts exactly the
 # files README's Layout names, and nothing else (no state dir, no /etc):
-#   PREFIX/sbin/union-nfsd (runs), UNITDIR/union-nfsd.service (its ExecStart
-#   the installed binary), PREFIX/share/man/man8/union-nfsd.8.gz,
+#   PREFIX/sbin/union-nfsd and PREFIX/sbin/union-nfsctl (both run),
+#   UNITDIR/union-nfsd.service (its ExecStart the installed binary),
+#   PREFIX/share/man/man8/union-nfsd.8.gz and union-nfsctl.8.gz,
 #   PREFIX/share/man/man5/union-nfsd.conf.5.gz (both mdoc that man reads),
 #   PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf.
 # Exit: 0 passed, 1 failed.
@@ -20,6 +21,7 @@ DESTDIR=$T/root cmake --install "$BUILD" >"$T/log" 2>&1 || {
 }
 
 want=$(printf '%s\n' "$PREFIX/sbin/union-nfsd" "$UNITDIR/union-nfsd.service" \
+	"$PREFIX/sbin/union-nfsctl" "$PREFIX/share/man/man8/union-nfsctl.8.gz" \
 	"$PREFIX/share/man/man8/union-nfsd.8.gz" \
 	"$PREFIX/share/man/man5/union-nfsd.conf.5.gz" \
 	"$PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf" | sort)
@@ -33,6 +35,8 @@ R=$T/root
 if [ -x "$R$PREFIX/sbin/union-nfsd" ]; then
 	"$R$PREFIX/sbin/union-nfsd" --version | grep -q '^union-nfsd ' ||
 		fail "the installed binary does not run"
+	"$R$PREFIX/sbin/union-nfsctl" --version | grep -q '^union-nfsctl ' ||
+		fail "the installed union-nfsctl does not run"
 fi
 unit=$R$UNITDIR/union-nfsd.service
 if [ -f "$unit" ]; then

@@ -1,10 +1,12 @@
 #!/bin/bash
-# man.sh CHECK SRCDIR [UNION_NFSD] - the man pages (man/), by CHECK:
+# man.sh CHECK SRCDIR [UNION_NFSD UNION_NFSCTL] - the man pages (man/), by CHECK:
 #   lint     mandoc -T lint -W warning reports nothing for each page
 #   render   man -l renders each page with no message on stderr
 #   options  every long option of `union-nfsd --help` is a .Fl entry of
 #            union-nfsd.8, and every config key that server/args.c reads is
-#            a .Cm entry of union-nfsd.conf.5: the pages cannot fall behind
+#            a .Cm entry of union-nfsd.conf.5; every long option of
+#            `union-nfsctl --help` is a .Fl entry of union-nfsctl.8 and
+#            every command it lists a .Cm entry: the pages cannot fall behind
 # Exit: 0 passed, 1 failed, 77 skipped (the tool is not installed).
 set -euo pipefail
 CHECK=${1:?usage: man.sh lint|render|options SRCDIR [UNION_NFSD]}
@@ -43,6 +45,20 @@ options)
 	for k in $keys; do
 		grep -q -- "^\.It Cm $k\( \|$\)" "$SRCDIR/man/union-nfsd.conf.5" ||
 			fail "union-nfsd.conf.5 has no '.It Cm $k' entry"
+	done
+	CTL=${4:?options needs UNION_NFSCTL}
+	page=$SRCDIR/man/union-nfsctl.8
+	opts=$("$CTL" --help | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	[ "$(echo "$opts" | wc -l)" -ge 4 ] || fail "too few options in nfsctl --help: $opts"
+	for o in $opts; do
+		grep -q -- "^\.It .*Fl -${o#--}\( \|$\)" "$page" ||
+			fail "union-nfsctl.8 has no '.It ... Fl $o' entry"
+	done
+	cmds=$("$CTL" --help | sed -n '/Commands:$/,/^Options:/p' | sed -n 's/^  \([a-z][a-z]*\).*/\1/p')
+	[ "$(echo "$cmds" | wc -l)" -ge 6 ] || fail "too few commands in nfsctl --help: $cmds"
+	for c in $cmds; do
+		grep -q -- "^\.It Cm $c\( \|$\)" "$page" ||
+			fail "union-nfsctl.8 has no '.It Cm $c' entry"
 	done
 	;;
 *)

@@ -483,6 +483,51 @@ static void test_writer_batch(void **state)
 	mdb_txn_abort(txn);
 }
 
+/* A reset of the upper (reset.c) forgets the nodes of the objects the
+ * upper made, below and in a directory of its own, so that their handles
+ * are stale even when the same name and inode number come back; the nodes
+ * of lower objects stay. */
+static void test_forget_upper(void **state)
+{
+	struct fx *fx = *state;
+	un_id own, od, in, low, d, id;
+	struct un_devino di;
+	struct un_node_obs obs;
+	struct un_obj *o;
+	struct stat st;
+	size_t n;
+
+	t_mkdir(fx, "w");
+	t_file(fx, "l1/low", "1");
+	t_file(fx, "l1/d/g", "1");
+	t_file(fx, "u/own", "x");
+	t_file(fx, "u/od/in", "x");
+	t_mkdir(fx, "u/d"); /* a merged dir */
+	t_export(fx, "l1", "u", "w");
+	own = t_id(fx, "own");
+	od = t_id(fx, "od");
+	in = t_id(fx, "od/in");
+	low = t_id(fx, "low");
+	d = t_id(fx, "d"); /* first seen with its upper part */
+	assert_int_equal(un_export_forget_upper(fx->ex, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(un_resolve(fx->ex, own, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, od, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, in, &o), -ESTALE);
+	assert_int_equal(un_resolve(fx->ex, low, &o), 0);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, "low"), low);
+	t_rm(fx, "u/d"); /* the upper emptied: the lower part alone */
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	un_obj_put(o);
+	/* the same name over the same inode number: a new node */
+	assert_int_equal(stat(t_path(fx, "u/own"), &st), 0);
+	di = (struct un_devino){.dev = st.st_dev, .ino = st.st_ino};
+	obs = file_obs(fx, "own", &di);
+	assert_int_equal(un_node_get_or_create(fx->st, &obs, &id), 0);
+	assert_int_not_equal(id, own);
+}
+
 /* Threads that create and remove names side by side through the queue:
  * every id handed out is committed (a lookup reads it back), and none is
  * handed out twice. */
@@ -563,6 +608,7 @@ int main(void)
 	    T_TEST(test_state_open_faults),
 	    T_TEST(test_writer_batch),
 	    T_TEST(test_writer_threads),
+	    T_TEST(test_forget_upper),
 	    T_TEST(test_concurrent_first_lookups),
 	};
 
