@@ -176,3 +176,213 @@ int nfs_raw_create_or_remove(struct rpc_context *rpc, const struct fh *dir,
 		return -1;
 	return status;
 }
+
+void nfs_raw_keep_attrs(struct nfs_raw_obj *o, const post_op_attr *a)
+{
+	const fattr3 *f = &a->post_op_attr_u.attributes;
+
+	o->attrs = a->attributes_follow;
+	if (!o->attrs)
+		return;
+	o->type = f->type;
+	o->mode = f->mode;
+	o->nlink = f->nlink;
+	o->fileid = f->fileid;
+	o->fsid = f->fsid;
+	o->size = f->size;
+	o->mtime_s = f->mtime.seconds;
+	o->mtime_ns = f->mtime.nseconds;
+}
+
+static void keep_getattr(void *data, void *out)
+{
+	GETATTR3res *r = data;
+	struct nfs_raw_obj *o = out;
+	post_op_attr a = {.attributes_follow = 1};
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	a.post_op_attr_u.attributes = r->GETATTR3res_u.resok.obj_attributes;
+	nfs_raw_keep_attrs(o, &a);
+}
+
+struct nfs_raw_obj nfs_raw_getattr(struct rpc_context *rpc, const struct fh *fh)
+{
+	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
+	struct nfs_raw_obj o = {.status = -1, .fh = *fh};
+	struct call c = {.keep = keep_getattr, .out = &o};
+
+	if (nfs_raw_finish(rpc, &c,
+			   rpc_nfs3_getattr_async(rpc, nfs_raw_on_reply, &a, &c)))
+		o.status = -1;
+	return o;
+}
+
+static void keep_lookup(void *data, void *out)
+{
+	LOOKUP3res *r = data;
+	struct nfs_raw_obj *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
+	nfs_raw_keep_attrs(o, &r->LOOKUP3res_u.resok.obj_attributes);
+}
+
+struct nfs_raw_obj nfs_raw_lookup(struct rpc_context *rpc, const struct fh *dir,
+				  const char *name)
+{
+	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
+	struct nfs_raw_obj o = {.status = -1};
+	struct call c = {.keep = keep_lookup, .out = &o};
+
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_lookup_async(rpc, nfs_raw_on_reply, &a, &c)))
+		o.status = -1;
+	return o;
+}
+
+struct nfs_raw_obj nfs_raw_walk(struct rpc_context *rpc, const struct fh *dir,
+				const char *path)
+{
+	char buf[4096], *save = NULL;
+	struct nfs_raw_obj o = {.status = NFS3_OK, .fh = *dir};
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *t = strtok_r(buf, "/", &save); t && o.status == NFS3_OK;
+	     t = strtok_r(NULL, "/", &save)) {
+		struct fh d = o.fh;
+
+		o = nfs_raw_lookup(rpc, &d, t);
+	}
+	return o;
+}
+
+/* What nfs_raw_read keeps of a READ reply. */
+struct read_out {
+	int status;
+	void *buf;
+	uint32_t max, got;
+	bool eof;
+};
+
+static void keep_read(void *data, void *out)
+{
+	READ3res *r = data;
+	struct read_out *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	o->got = r->READ3res_u.resok.data.data_len;
+	if (o->got > o->max) /* more than asked: keep what fits, the test sees it */
+		o->got = o->max;
+	memcpy(o->buf, r->READ3res_u.resok.data.data_val, o->got);
+	o->eof = r->READ3res_u.resok.eof;
+}
+
+int nfs_raw_read(struct rpc_context *rpc, const struct fh *fh, uint64_t offset,
+		 uint32_t count, void *buf, uint32_t *got, bool *eof)
+{
+	READ3args a = {.file = nfs_raw_fh3(fh), .offset = offset, .count = count};
+	struct read_out o = {.status = -1, .buf = buf, .max = count};
+	struct call c = {.keep = keep_read, .out = &o};
+
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_read_async(rpc, nfs_raw_on_reply, &a, &c)))
+		o.status = -1;
+	*got = o.got;
+	*eof = o.eof;
+	return o.status;
+}
+
+struct nfs_raw_text nfs_raw_read_text(struct rpc_context *rpc, const struct fh *fh)
+{
+	struct nfs_raw_text t;
+
+	t.status = nfs_raw_read(rpc, fh, 0, NFS_RAW_TEXT_MAX, t.data, &t.count, &t.eof);
+	t.data[t.count] = '\0';
+	return t;
+}
+
+static void keep_readlink(void *data, void *out)
+{
+	READLINK3res *r = data;
+	struct nfs_raw_text *t = out;
+
+	t->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	snprintf(t->data, sizeof(t->data), "%s", r->READLINK3res_u.resok.data);
+	t->count = (uint32_t)strlen(t->data);
+}
+
+struct nfs_raw_text nfs_raw_readlink(struct rpc_context *rpc, const struct fh *fh)
+{
+	READLINK3args a = {.symlink = nfs_raw_fh3(fh)};
+	struct nfs_raw_text t = {.status = -1};
+	struct call c = {.keep = keep_readlink, .out = &t};
+
+	if (nfs_raw_finish(rpc, &c,
+			   rpc_nfs3_readlink_async(rpc, nfs_raw_on_reply, &a, &c)))
+		t.status = -1;
+	return t;
+}
+
+int nfs_raw_write(struct rpc_context *rpc, const struct fh *fh, uint64_t offset,
+		  const void *data, uint32_t len)
+{
+	WRITE3args a = {
+	    .file = nfs_raw_fh3(fh), .offset = offset, .count = len, .stable = FILE_SYNC};
+	int status = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+
+	a.data.data_len = len;
+	a.data.data_val = (char *)data;
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_write_async(rpc, nfs_raw_on_reply, &a, &c)))
+		return -1;
+	return status;
+}
+
+int nfs_raw_setattr_mode(struct rpc_context *rpc, const struct fh *fh, uint32_t mode)
+{
+	SETATTR3args a = {.object = nfs_raw_fh3(fh)};
+	int status = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+
+	a.new_attributes.mode.set_it = 1;
+	a.new_attributes.mode.set_mode3_u.mode = mode;
+	if (nfs_raw_finish(rpc, &c,
+			   rpc_nfs3_setattr_async(rpc, nfs_raw_on_reply, &a, &c)))
+		return -1;
+	return status;
+}
+
+/* What nfs_raw_access keeps of an ACCESS reply. */
+struct access_out {
+	int status;
+	uint32_t granted;
+};
+
+static void keep_access(void *data, void *out)
+{
+	ACCESS3res *r = data;
+	struct access_out *o = out;
+
+	o->status = r->status;
+	if (r->status == NFS3_OK)
+		o->granted = r->ACCESS3res_u.resok.access;
+}
+
+int nfs_raw_access(struct rpc_context *rpc, const struct fh *fh, uint32_t want,
+		   uint32_t *granted)
+{
+	ACCESS3args a = {.object = nfs_raw_fh3(fh), .access = want};
+	struct access_out o = {.status = -1};
+	struct call c = {.keep = keep_access, .out = &o};
+
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_access_async(rpc, nfs_raw_on_reply, &a, &c)))
+		o.status = -1;
+	*granted = o.granted;
+	return o.status;
+}

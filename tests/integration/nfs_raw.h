@@ -1,7 +1,8 @@
 /* nfs_raw.h - libnfs' raw NFSv3 and MOUNT calls made synchronous, for the
  * integration tests that speak to union-nfsd handle by handle (test_protocol,
- * test_stable, test_handles, test_readdir_big, crash_client) and the clients
- * in bench/ (readdir_bench, and nfs_bench's set-up calls).
+ * test_stable, test_handles, test_layer_swap, test_readdir_big, random_update,
+ * crash_client) and the clients in bench/ (readdir_bench, and nfs_bench's
+ * set-up calls).
  *
  * A test queues a call with an rpc_*_async function, passing nfs_raw_on_reply
  * and a struct call, and hands the queue's answer to nfs_raw_finish, which
@@ -90,5 +91,55 @@ void nfs_raw_keep_status(void *data, void *out);
  * The nfsstat3 of the reply, or -1 if there was no accepted reply. */
 int nfs_raw_create_or_remove(struct rpc_context *rpc, const struct fh *dir,
 			     const char *name, bool create);
+
+/* ---- one call, waited for: the calls the tests make handle by handle ----
+ * Each returns the reply's nfsstat3, or -1 when there was no accepted reply
+ * (a line on stderr says why; the connection may be of no further use). */
+
+/* What a reply said of one object. */
+struct nfs_raw_obj {
+	int status;
+	struct fh fh; /* LOOKUP's handle; GETATTR's: the one asked about */
+	bool attrs;   /* the attributes below came with the reply */
+	uint32_t type, mode, nlink;
+	uint64_t fileid, fsid, size;
+	uint32_t mtime_s, mtime_ns;
+};
+
+/* Fills O's attributes from A (O->attrs false when none followed). */
+void nfs_raw_keep_attrs(struct nfs_raw_obj *o, const post_op_attr *a);
+struct nfs_raw_obj nfs_raw_getattr(struct rpc_context *rpc, const struct fh *fh);
+struct nfs_raw_obj nfs_raw_lookup(struct rpc_context *rpc, const struct fh *dir,
+				  const char *name);
+/* LOOKUP of each component of PATH ('/'-separated, relative) from DIR; the
+ * reply of the last one, or of the first that failed. */
+struct nfs_raw_obj nfs_raw_walk(struct rpc_context *rpc, const struct fh *dir,
+				const char *path);
+
+/* READ of COUNT bytes at OFFSET through FH into BUF; *GOT and *EOF as the
+ * reply said (0 and false when it failed). */
+int nfs_raw_read(struct rpc_context *rpc, const struct fh *fh, uint64_t offset,
+		 uint32_t count, void *buf, uint32_t *got, bool *eof);
+
+/* The first bytes of a file (READ) or a symlink's target (READLINK), NUL
+ * terminated; NFS_RAW_TEXT_MAX bytes at most. */
+#define NFS_RAW_TEXT_MAX 4096
+struct nfs_raw_text {
+	int status;
+	uint32_t count;
+	bool eof;
+	char data[NFS_RAW_TEXT_MAX + 1];
+};
+struct nfs_raw_text nfs_raw_read_text(struct rpc_context *rpc, const struct fh *fh);
+struct nfs_raw_text nfs_raw_readlink(struct rpc_context *rpc, const struct fh *fh);
+
+/* WRITE (FILE_SYNC) of LEN bytes of DATA at OFFSET through FH. */
+int nfs_raw_write(struct rpc_context *rpc, const struct fh *fh, uint64_t offset,
+		  const void *data, uint32_t len);
+/* SETATTR of the mode alone. */
+int nfs_raw_setattr_mode(struct rpc_context *rpc, const struct fh *fh, uint32_t mode);
+/* ACCESS asking for WANT (ACCESS3_* bits): the bits granted in *GRANTED. */
+int nfs_raw_access(struct rpc_context *rpc, const struct fh *fh, uint32_t want,
+		   uint32_t *granted);
 
 #endif

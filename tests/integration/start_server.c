@@ -35,6 +35,8 @@ struct spawn_how {
 	 * STATE_DIR/stderr; else --no-portmapper: the tests run in parallel in
 	 * one network namespace, and none may take port 111 there. */
 	bool portmapper;
+	/* stderr (the log) to STATE_DIR/stderr, with or without the portmapper */
+	bool log_file;
 };
 
 /* In the child: stdout to OUT_PATH, and stderr to STATE_DIR/stderr when HOW
@@ -47,7 +49,7 @@ static bool redirect(const char *out_path, const char *state_dir,
 	if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
 		return false;
 	close(fd);
-	if (!how->portmapper)
+	if (!how->portmapper && !how->log_file)
 		return true;
 	snprintf(err_path, sizeof(err_path), "%s/stderr", state_dir);
 	fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -185,6 +187,13 @@ int test_server_start_portmapper(const char *bin, const char *state_dir,
 				 const char *const *args, struct test_server *s)
 {
 	const struct spawn_how how = {.test_clients = true, .portmapper = true};
+	return start(bin, state_dir, args, &how, s);
+}
+
+int test_server_start_logged(const char *bin, const char *state_dir,
+			     const char *const *args, struct test_server *s)
+{
+	const struct spawn_how how = {.test_clients = true, .log_file = true};
 	return start(bin, state_dir, args, &how, s);
 }
 

@@ -50,6 +50,10 @@ int test_server_start_nofile(const char *bin, const char *state_dir,
  * its stderr in STATE_DIR/stderr; for a private network namespace only. */
 int test_server_start_portmapper(const char *bin, const char *state_dir,
 				 const char *const *args, struct test_server *s);
+/* test_server_start with the server's stderr (its log) in STATE_DIR/stderr,
+ * for a test that waits for a line of it. */
+int test_server_start_logged(const char *bin, const char *state_dir,
+			     const char *const *args, struct test_server *s);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);

@@ -73,17 +73,7 @@
 #include "nfs_raw.h"
 #include "start_server.h"
 
-#define DATA_MAX 4096
-#define RDP_MAX	 64 /* entries kept from one READDIRPLUS */
-
-/* What a reply said about one object: status, handle, attributes. */
-struct obj {
-	int status;
-	struct fh fh;
-	bool attrs;
-	uint64_t fileid, fsid, size;
-	uint32_t nlink, type;
-};
+#define RDP_MAX 64 /* entries kept from one READDIRPLUS */
 
 /* One object the tests keep: where it is, its handle and fileid. */
 struct saved {
@@ -107,19 +97,6 @@ static struct {
 
 /* ---- calls (nfs_raw.h makes them synchronous) ---- */
 
-static void keep_attrs(struct obj *o, const post_op_attr *a)
-{
-	const fattr3 *f = &a->post_op_attr_u.attributes;
-	o->attrs = a->attributes_follow;
-	if (!o->attrs)
-		return;
-	o->fileid = f->fileid;
-	o->fsid = f->fsid;
-	o->size = f->size;
-	o->nlink = f->nlink;
-	o->type = f->type;
-}
-
 /* The root handle of export PATH. */
 static struct fh mnt(const char *path)
 {
@@ -130,172 +107,68 @@ static struct fh mnt(const char *path)
 	return root;
 }
 
-static void keep_getattr(void *data, void *out)
+static struct nfs_raw_obj getattr(const struct fh *fh)
 {
-	GETATTR3res *r = data;
-	struct obj *o = out;
-	post_op_attr a = {.attributes_follow = 1};
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	a.post_op_attr_u.attributes = r->GETATTR3res_u.resok.obj_attributes;
-	keep_attrs(o, &a);
-}
-
-/* GETATTR through FH on RPC; the reply's status and attributes. */
-static struct obj getattr_on(struct rpc_context *rpc, const struct fh *fh)
-{
-	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
-	struct obj o = {0};
-	struct call c = {.keep = keep_getattr, .out = &o};
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c,
-			   rpc_nfs3_getattr_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	o.fh = *fh;
-	return o;
-}
-
-static struct obj getattr(const struct fh *fh)
-{
-	return getattr_on(g.nfs, fh);
-}
-
-static void keep_lookup(void *data, void *out)
-{
-	LOOKUP3res *r = data;
-	struct obj *o = out;
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
-	keep_attrs(o, &r->LOOKUP3res_u.resok.obj_attributes);
-}
-
-static struct obj lookup_on(struct rpc_context *rpc, const struct fh *dir,
-			    const char *name)
-{
-	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
-	struct obj o = {0};
-	struct call c = {.keep = keep_lookup, .out = &o};
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c, rpc_nfs3_lookup_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
+	return nfs_raw_getattr(g.nfs, fh);
 }
 
 /* LOOKUP of NAME in DIR, which must succeed with attributes. */
-static struct obj lookup_ok(const struct fh *dir, const char *name)
+static struct nfs_raw_obj lookup_ok(const struct fh *dir, const char *name)
 {
-	struct obj o = lookup_on(g.nfs, dir, name);
+	struct nfs_raw_obj o = nfs_raw_lookup(g.nfs, dir, name);
 	if (o.status != NFS3_OK || !o.attrs)
 		fail_msg("LOOKUP %s: status %d", name, o.status);
 	return o;
 }
 
-/* LOOKUP of every component of PATH from DIR. */
-static struct obj walk_on(struct rpc_context *rpc, const struct fh *dir, const char *path)
+/* LOOKUP of every component of PATH from DIR, which must succeed. */
+static struct nfs_raw_obj walk_on(struct rpc_context *rpc, const struct fh *dir,
+				  const char *path)
 {
-	char buf[PATH_MAX], *save = NULL;
-	struct obj o = {.status = NFS3_OK, .fh = *dir};
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-		struct fh d = o.fh;
-		o = lookup_on(rpc, &d, t);
-		if (o.status != NFS3_OK)
-			fail_msg("LOOKUP %s (of %s): status %d", t, path, o.status);
-	}
+	struct nfs_raw_obj o = nfs_raw_walk(rpc, dir, path);
+	if (o.status != NFS3_OK)
+		fail_msg("LOOKUP of %s: status %d", path, o.status);
 	return o;
 }
 
-static struct obj walk(const char *path)
+static struct nfs_raw_obj walk(const char *path)
 {
 	return walk_on(g.nfs, &g.root, path);
 }
 
-struct rd {
-	int status;
-	uint32_t count;
-	bool eof;
-	char data[DATA_MAX + 1];
-};
-
-static void keep_read(void *data, void *out)
+/* WRITE of TEXT at offset 0 through FH on RPC (FILE_SYNC); the status. */
+static int write_on(struct rpc_context *rpc, const struct fh *fh, const char *text)
 {
-	READ3res *r = data;
-	struct rd *o = out;
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	o->count = r->READ3res_u.resok.data.data_len;
-	o->eof = r->READ3res_u.resok.eof;
-	if (o->count > DATA_MAX)
-		o->count = DATA_MAX;
-	memcpy(o->data, r->READ3res_u.resok.data.data_val, o->count);
-	o->data[o->count] = '\0';
-}
-
-/* READ of the first DATA_MAX bytes through FH on RPC. */
-static struct rd read_on(struct rpc_context *rpc, const struct fh *fh)
-{
-	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
-	struct rd o = {0};
-	struct call c = {.keep = keep_read, .out = &o};
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c, rpc_nfs3_read_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
+	return nfs_raw_write(rpc, fh, 0, text, (uint32_t)strlen(text));
 }
 
 /* The bytes behind FH, which must be WANT. */
 static void read_is(const struct fh *fh, const char *want, const char *what)
 {
-	struct rd r = read_on(g.nfs, fh);
+	struct nfs_raw_text r = nfs_raw_read_text(g.nfs, fh);
 	if (r.status != NFS3_OK)
 		fail_msg("READ %s: status %d", what, r.status);
 	if (r.count != strlen(want) || memcmp(r.data, want, r.count) || !r.eof)
 		fail_msg("READ %s: '%s', want '%s'", what, r.data, want);
 }
 
-static void keep_status(void *data, void *out)
-{
-	/* every NFSv3 result starts with its nfsstat3 */
-	*(int *)out = *(const int *)data;
-}
-
-/* WRITE of TEXT at offset 0 through FH on RPC (FILE_SYNC); the status. */
-static int write_on(struct rpc_context *rpc, const struct fh *fh, const char *text)
-{
-	WRITE3args a = {.file = nfs_raw_fh3(fh),
-			.offset = 0,
-			.count = (count3)strlen(text),
-			.stable = FILE_SYNC};
-	int st = -1;
-	struct call c = {.keep = keep_status, .out = &st};
-	a.data.data_len = (u_int)strlen(text);
-	a.data.data_val = (char *)text;
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c, rpc_nfs3_write_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return st;
-}
-
 static void keep_create(void *data, void *out)
 {
 	CREATE3res *r = data;
-	struct obj *o = out;
+	struct nfs_raw_obj *o = out;
 	o->status = r->status;
 	if (r->status != NFS3_OK || !r->CREATE3res_u.resok.obj.handle_follows)
 		return;
 	nfs_raw_copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
-	keep_attrs(o, &r->CREATE3res_u.resok.obj_attributes);
+	nfs_raw_keep_attrs(o, &r->CREATE3res_u.resok.obj_attributes);
 }
 
 /* CREATE (GUARDED, 0644) of DIR/NAME with TEXT written into it. */
-static struct obj create_ok(const struct fh *dir, const char *name, const char *text)
+static struct nfs_raw_obj create_ok(const struct fh *dir, const char *name,
+				    const char *text)
 {
 	CREATE3args a;
-	struct obj o = {0};
+	struct nfs_raw_obj o = {0};
 	struct call c = {.keep = keep_create, .out = &o};
 	memset(&a, 0, sizeof(a));
 	a.where.dir = nfs_raw_fh3(dir);
@@ -317,18 +190,18 @@ static struct obj create_ok(const struct fh *dir, const char *name, const char *
 static void keep_mkdir(void *data, void *out)
 {
 	MKDIR3res *r = data;
-	struct obj *o = out;
+	struct nfs_raw_obj *o = out;
 	o->status = r->status;
 	if (r->status != NFS3_OK || !r->MKDIR3res_u.resok.obj.handle_follows)
 		return;
 	nfs_raw_copy_fh(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
-	keep_attrs(o, &r->MKDIR3res_u.resok.obj_attributes);
+	nfs_raw_keep_attrs(o, &r->MKDIR3res_u.resok.obj_attributes);
 }
 
-static struct obj mkdir_ok(const struct fh *dir, const char *name)
+static struct nfs_raw_obj mkdir_ok(const struct fh *dir, const char *name)
 {
 	MKDIR3args a;
-	struct obj o = {0};
+	struct nfs_raw_obj o = {0};
 	struct call c = {.keep = keep_mkdir, .out = &o};
 	memset(&a, 0, sizeof(a));
 	a.where.dir = nfs_raw_fh3(dir);
@@ -350,7 +223,7 @@ static int rename_st(const struct fh *fdir, const char *fname, const struct fh *
 	RENAME3args a = {.from = {.dir = nfs_raw_fh3(fdir), .name = (char *)fname},
 			 .to = {.dir = nfs_raw_fh3(tdir), .name = (char *)tname}};
 	int st = -1;
-	struct call c = {.keep = keep_status, .out = &st};
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
 	assert_int_equal(
 	    nfs_raw_finish(g.nfs, &c,
 			   rpc_nfs3_rename_async(g.nfs, nfs_raw_on_reply, &a, &c)),
@@ -362,7 +235,7 @@ static int remove_st(const struct fh *dir, const char *name)
 {
 	REMOVE3args a = {.object = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	int st = -1;
-	struct call c = {.keep = keep_status, .out = &st};
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
 	assert_int_equal(
 	    nfs_raw_finish(g.nfs, &c,
 			   rpc_nfs3_remove_async(g.nfs, nfs_raw_on_reply, &a, &c)),
@@ -375,7 +248,7 @@ static int link_st(const struct fh *file, const struct fh *dir, const char *name
 	LINK3args a = {.file = nfs_raw_fh3(file),
 		       .link = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
 	int st = -1;
-	struct call c = {.keep = keep_status, .out = &st};
+	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
 	assert_int_equal(
 	    nfs_raw_finish(g.nfs, &c,
 			   rpc_nfs3_link_async(g.nfs, nfs_raw_on_reply, &a, &c)),
@@ -387,7 +260,7 @@ static int link_st(const struct fh *file, const struct fh *dir, const char *name
 struct rdp_ent {
 	char name[64];
 	uint64_t fileid;
-	struct obj obj; /* name_attributes and name_handle */
+	struct nfs_raw_obj obj; /* name_attributes and name_handle */
 };
 
 struct rdp {
@@ -417,7 +290,7 @@ static void keep_rdp(void *data, void *out)
 		snprintf(x->name, sizeof(x->name), "%s", e->name);
 		x->fileid = e->fileid;
 		memset(&x->obj, 0, sizeof(x->obj));
-		keep_attrs(&x->obj, &e->name_attributes);
+		nfs_raw_keep_attrs(&x->obj, &e->name_attributes);
 		if (e->name_handle.handle_follows)
 			nfs_raw_copy_fh(&x->obj.fh, &e->name_handle.post_op_fh3_u.handle);
 		o->n++;
@@ -457,7 +330,8 @@ static const struct rdp_ent *rdp_find(const struct rdp *r, const char *name)
 
 /* ---- checks of saved objects ---- */
 
-static void save(struct saved *s, const char *what, const struct obj *o, const char *data)
+static void save(struct saved *s, const char *what, const struct nfs_raw_obj *o,
+		 const char *data)
 {
 	s->what = what;
 	s->fh = o->fh;
@@ -469,7 +343,7 @@ static void save(struct saved *s, const char *what, const struct obj *o, const c
  * (a directory: READDIRPLUS answers). */
 static void check_saved(const struct saved *s, const char *event)
 {
-	struct obj a = getattr(&s->fh);
+	struct nfs_raw_obj a = getattr(&s->fh);
 	if (a.status != NFS3_OK)
 		fail_msg("%s after %s: GETATTR status %d", s->what, event, a.status);
 	if (a.fileid != s->fileid)
@@ -490,8 +364,8 @@ static void check_saved(const struct saved *s, const char *event)
 /* FH answers STALE (or BADHANDLE where ALSO_BAD) to GETATTR and READ. */
 static void check_gone(const struct fh *fh, const char *what, bool also_bad)
 {
-	struct obj a = getattr(fh);
-	struct rd r = read_on(g.nfs, fh);
+	struct nfs_raw_obj a = getattr(fh);
+	struct nfs_raw_text r = nfs_raw_read_text(g.nfs, fh);
 	bool ok_a =
 	    a.status == NFS3ERR_STALE || (also_bad && a.status == NFS3ERR_BADHANDLE);
 	bool ok_r =
@@ -676,7 +550,7 @@ static void check_all_saved(const char *event)
 /* A LOOKUP reply's handle survives a SIGKILL right after it. */
 static void test_durable_lookup(void **state)
 {
-	struct obj o, root = getattr(&g.root);
+	struct nfs_raw_obj o, root = getattr(&g.root);
 	(void)state;
 	assert_int_equal(root.status, NFS3_OK);
 	save(&g.rootdir, "the root", &root, NULL);
@@ -690,7 +564,7 @@ static void test_durable_lookup(void **state)
 /* (a) SIGKILL + restart: every kind of object keeps handle and fileid. */
 static void test_restart(void **state)
 {
-	struct obj o;
+	struct nfs_raw_obj o;
 	(void)state;
 	o = lookup_ok(&g.root, "lower.txt");
 	save(&g.lowerf, "lower.txt", &o, "a lower file\n");
@@ -712,7 +586,7 @@ static void test_restart(void **state)
 static void test_copyup(void **state)
 {
 	struct rpc_context *other;
-	struct obj cu = lookup_ok(&g.root, "cu"), o, viaother;
+	struct nfs_raw_obj cu = lookup_ok(&g.root, "cu"), o, viaother;
 	struct rdp *r = readdirplus(&cu.fh);
 	const struct rdp_ent *e;
 	struct fh other_root;
@@ -747,7 +621,7 @@ static void test_copyup(void **state)
 /* (c) renames of a file and of a directory with a subtree. */
 static void test_rename(void **state)
 {
-	struct obj mv = lookup_ok(&g.root, "mv"), d, sub, subsub, f, g1, o;
+	struct nfs_raw_obj mv = lookup_ok(&g.root, "mv"), d, sub, subsub, f, g1, o;
 	struct saved file, sd[4];
 	(void)state;
 	/* a lower file: copied up and moved, first within its directory, then
@@ -759,7 +633,7 @@ static void test_rename(void **state)
 	assert_int_equal(rename_st(&mv.fh, "renamed.txt", &g.root, "moved.txt"), NFS3_OK);
 	check_saved(&file, "a rename into another directory");
 	assert_int_equal(lookup_ok(&g.root, "moved.txt").fileid, file.fileid);
-	assert_int_equal(lookup_on(g.nfs, &mv.fh, "file.txt").status, NFS3ERR_NOENT);
+	assert_int_equal(nfs_raw_lookup(g.nfs, &mv.fh, "file.txt").status, NFS3ERR_NOENT);
 
 	/* a pure-upper directory with a subtree */
 	d = mkdir_ok(&g.root, "ren");
@@ -793,7 +667,7 @@ static void test_rename(void **state)
  * restart. */
 static void test_remove(void **state)
 {
-	struct obj rmd = lookup_ok(&g.root, "rm"), lo, up, again;
+	struct nfs_raw_obj rmd = lookup_ok(&g.root, "rm"), lo, up, again;
 	(void)state;
 	lo = lookup_ok(&rmd.fh, "lower.txt");
 	up = create_ok(&rmd.fh, "upper.txt", "removed upper\n");
@@ -801,7 +675,8 @@ static void test_remove(void **state)
 	assert_int_equal(remove_st(&rmd.fh, "upper.txt"), NFS3_OK);
 	check_gone(&lo.fh, "a removed lower file", false);
 	check_gone(&up.fh, "a removed upper file", false);
-	assert_int_equal(lookup_on(g.nfs, &rmd.fh, "lower.txt").status, NFS3ERR_NOENT);
+	assert_int_equal(nfs_raw_lookup(g.nfs, &rmd.fh, "lower.txt").status,
+			 NFS3ERR_NOENT);
 
 	again = create_ok(&rmd.fh, "lower.txt", "a new file under the old name\n");
 	assert_int_not_equal(again.fileid, lo.fileid);
@@ -822,7 +697,7 @@ static void test_remove(void **state)
 static void check_pair(const struct fh *dir, const char *n1, const char *n2,
 		       uint32_t nlink)
 {
-	struct obj a = lookup_ok(dir, n1), b = lookup_ok(dir, n2);
+	struct nfs_raw_obj a = lookup_ok(dir, n1), b = lookup_ok(dir, n2);
 	struct rdp *r = readdirplus(dir);
 	const struct rdp_ent *e1, *e2;
 	if (a.fileid != b.fileid || a.nlink != nlink || b.nlink != nlink)
@@ -846,8 +721,8 @@ static void check_pair(const struct fh *dir, const char *n1, const char *n2,
  * WRITE through one name of the lower pair parts it. */
 static void test_hardlinks(void **state)
 {
-	struct obj hl = lookup_ok(&g.root, "hl"), uh = lookup_ok(&g.root, "uh");
-	struct obj p1, p2, r1, p1new;
+	struct nfs_raw_obj hl = lookup_ok(&g.root, "hl"), uh = lookup_ok(&g.root, "uh");
+	struct nfs_raw_obj p1, p2, r1, p1new;
 	struct rdp *r;
 	(void)state;
 	check_pair(&hl.fh, "p1", "p2", 2);
@@ -896,12 +771,13 @@ static void test_hardlinks(void **state)
 /* (h) an administrator changes lower layers while the server runs. */
 static void test_lower_change(void **state)
 {
-	struct obj merged = lookup_ok(&g.root, "merged"), gone, shadow, o;
+	struct nfs_raw_obj merged = lookup_ok(&g.root, "merged"), gone, shadow, o;
 	struct rdp *r;
 	(void)state;
 	gone = lookup_ok(&merged.fh, "gone.txt");
 	shadow = lookup_ok(&merged.fh, "shadow.txt");
-	assert_int_equal(lookup_on(g.nfs, &merged.fh, "added.txt").status, NFS3ERR_NOENT);
+	assert_int_equal(nfs_raw_lookup(g.nfs, &merged.fh, "added.txt").status,
+			 NFS3ERR_NOENT);
 	r = readdirplus(&merged.fh); /* a listing built before the changes */
 	free(r);
 
@@ -911,7 +787,8 @@ static void test_lower_change(void **state)
 
 	o = lookup_ok(&merged.fh, "added.txt");
 	read_is(&o.fh, "added by the administrator\n", "a file added to a lower layer");
-	assert_int_equal(lookup_on(g.nfs, &merged.fh, "gone.txt").status, NFS3ERR_NOENT);
+	assert_int_equal(nfs_raw_lookup(g.nfs, &merged.fh, "gone.txt").status,
+			 NFS3ERR_NOENT);
 	check_gone(&gone.fh, "a file removed from a lower layer", false);
 	o = lookup_ok(&merged.fh, "shadow.txt");
 	read_is(&o.fh, "the new top shadow.txt\n", "a file shadowed in a higher layer");
@@ -932,7 +809,7 @@ static void test_lower_change(void **state)
  * status must be BADHANDLE or STALE. */
 static void expect_refused(const struct fh *fh, const char *what, size_t pos)
 {
-	struct obj a = getattr(fh);
+	struct nfs_raw_obj a = getattr(fh);
 	if (a.status != NFS3ERR_BADHANDLE && a.status != NFS3ERR_STALE)
 		fail_msg("%s (byte %zu): GETATTR status %d, fileid %" PRIu64
 			 ", want BADHANDLE or STALE",
@@ -982,7 +859,7 @@ static void test_flipped_handles(void **state)
  * unit-tested in test_lookup/test_node, since a client cannot forge a MAC). */
 static void test_cross_export(void **state)
 {
-	struct obj rootb, fb, roota = getattr(&g.root), a;
+	struct nfs_raw_obj rootb, fb, roota = getattr(&g.root), a;
 	struct fh h;
 	(void)state;
 	g.root_b = mnt("/b");
@@ -992,7 +869,8 @@ static void test_cross_export(void **state)
 	assert_int_not_equal(rootb.fileid, roota.fileid);
 	fb = lookup_ok(&g.root_b, "only-b.txt");
 	assert_int_equal(fb.fsid, rootb.fsid);
-	assert_int_equal(lookup_on(g.nfs, &g.root, "only-b.txt").status, NFS3ERR_NOENT);
+	assert_int_equal(nfs_raw_lookup(g.nfs, &g.root, "only-b.txt").status,
+			 NFS3ERR_NOENT);
 
 	/* B's handle on the connection that mounted A: B's object */
 	a = getattr(&fb.fh);
@@ -1023,7 +901,7 @@ static void test_wiped_state(void **state)
 	int st;
 	const struct saved *objs[] = {&g.rootdir, &g.lowerf, &g.upperf,
 				      &g.merged,  &g.deep,   &g.fresh};
-	struct obj o;
+	struct nfs_raw_obj o;
 	(void)state;
 	disconnect();
 	st = test_server_stop(&g.srv);

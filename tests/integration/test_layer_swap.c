@@ -211,206 +211,46 @@ static void write_config(int version, bool index)
 	g.version = version;
 }
 
-/* ---- calls ---- */
-
-struct reply {
-	int status;
-	struct fh fh;
-	uint64_t fileid;
-	uint64_t size;
-};
-
-static void keep_lookup(void *data, void *out)
-{
-	LOOKUP3res *r = data;
-	struct reply *o = out;
-
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
-	o->fileid = r->LOOKUP3res_u.resok.obj_attributes.post_op_attr_u.attributes.fileid;
-}
-
-static struct reply lookup(const struct fh *dir, const char *name)
-{
-	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
-	struct reply o = {0};
-	struct call c = {.keep = keep_lookup, .out = &o};
-
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
-}
+/* ---- calls (nfs_raw.h makes them synchronous; a missing reply is status -1) ---- */
 
 /* LOOKUP of every component of PATH from the root. */
-static struct reply walk(const char *path)
+static struct nfs_raw_obj walk(const char *path)
 {
-	char buf[PATH_MAX], *save = NULL;
-	struct reply o = {.status = NFS3_OK, .fh = g.root};
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *t = strtok_r(buf, "/", &save); t && o.status == NFS3_OK;
-	     t = strtok_r(NULL, "/", &save)) {
-		struct fh d = o.fh;
-
-		o = lookup(&d, t);
-	}
-	return o;
+	return nfs_raw_walk(g.nfs, &g.root, path);
 }
 
-static void keep_getattr(void *data, void *out)
+static struct nfs_raw_obj getattr(const struct fh *fh)
 {
-	GETATTR3res *r = data;
-	struct reply *o = out;
-
-	o->status = r->status;
-	if (r->status == NFS3_OK) {
-		o->fileid = r->GETATTR3res_u.resok.obj_attributes.fileid;
-		o->size = r->GETATTR3res_u.resok.obj_attributes.size;
-	}
-}
-
-static struct reply getattr(const struct fh *fh)
-{
-	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
-	struct reply o = {0};
-	struct call c = {.keep = keep_getattr, .out = &o};
-
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_getattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
+	return nfs_raw_getattr(g.nfs, fh);
 }
 
 static int write_text(const struct fh *fh, const char *text)
 {
-	WRITE3args a = {.file = nfs_raw_fh3(fh),
-			.offset = 0,
-			.count = (count3)strlen(text),
-			.stable = FILE_SYNC};
-	int st = -1;
-	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
-
-	a.data.data_len = (u_int)strlen(text);
-	a.data.data_val = (char *)text;
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return st;
-}
-
-static int setattr_mode(const struct fh *fh)
-{
-	SETATTR3args a = {.object = nfs_raw_fh3(fh)};
-	int st = -1;
-	struct call c = {.keep = nfs_raw_keep_status, .out = &st};
-
-	a.new_attributes.mode.set_it = 1;
-	a.new_attributes.mode.set_mode3_u.mode = 0600;
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_setattr_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return st;
-}
-
-static void keep_access(void *data, void *out)
-{
-	ACCESS3res *r = data;
-	uint32_t *o = out;
-
-	*o = r->status == NFS3_OK ? r->ACCESS3res_u.resok.access : 0x80000000u;
+	return nfs_raw_write(g.nfs, fh, 0, text, (uint32_t)strlen(text));
 }
 
 /* The ACCESS bits granted of READ and MODIFY; bit 31 for an error. */
 static uint32_t access_rm(const struct fh *fh)
 {
-	ACCESS3args a = {.object = nfs_raw_fh3(fh),
-			 .access = ACCESS3_READ | ACCESS3_MODIFY};
-	uint32_t got = 0;
-	struct call c = {.keep = keep_access, .out = &got};
+	uint32_t got;
 
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_access_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
+	if (nfs_raw_access(g.nfs, fh, ACCESS3_READ | ACCESS3_MODIFY, &got) != NFS3_OK)
+		return 0x80000000u;
 	return got;
 }
 
-#define DATA_MAX 4096
-
-struct rd {
-	int status;
-	size_t count;
-	char data[DATA_MAX + 1];
-};
-
-static void keep_read(void *data, void *out)
-{
-	READ3res *r = data;
-	struct rd *o = out;
-
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	o->count = r->READ3res_u.resok.data.data_len;
-	if (o->count > DATA_MAX)
-		o->count = DATA_MAX;
-	memcpy(o->data, r->READ3res_u.resok.data.data_val, o->count);
-	o->data[o->count] = '\0';
-}
-
-static struct rd read_fh(const struct fh *fh)
-{
-	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
-	struct rd o = {0};
-	struct call c = {.keep = keep_read, .out = &o};
-
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_read_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
-}
-
-static void keep_readlink(void *data, void *out)
-{
-	READLINK3res *r = data;
-	struct rd *o = out;
-
-	o->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	snprintf(o->data, sizeof(o->data), "%s", r->READLINK3res_u.resok.data);
-	o->count = strlen(o->data);
-}
-
 /* READ of a file's first bytes, or READLINK of a symlink. */
-static struct rd content_fh(const struct fh *fh, enum kind kind)
+static struct nfs_raw_text content_fh(const struct fh *fh, enum kind kind)
 {
-	READLINK3args a = {.symlink = nfs_raw_fh3(fh)};
-	struct rd o = {0};
-	struct call c = {.keep = keep_readlink, .out = &o};
-
-	if (kind != K_LINK)
-		return read_fh(fh);
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_readlink_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
+	return kind == K_LINK ? nfs_raw_readlink(g.nfs, fh)
+			      : nfs_raw_read_text(g.nfs, fh);
 }
 
 /* The bytes of PATH (a file of the test's layers, or a symlink's target),
  * and its size. */
 static size_t slurp(const char *path, char *buf)
 {
-	ssize_t len = readlink(path, buf, DATA_MAX);
+	ssize_t len = readlink(path, buf, NFS_RAW_TEXT_MAX);
 	FILE *f;
 	size_t n;
 
@@ -421,7 +261,7 @@ static size_t slurp(const char *path, char *buf)
 	f = fopen(path, "r");
 	if (!f)
 		fail_msg("%s: %s", path, strerror(errno));
-	n = fread(buf, 1, DATA_MAX, f);
+	n = fread(buf, 1, NFS_RAW_TEXT_MAX, f);
 	fclose(f);
 	buf[n] = '\0';
 	return n;
@@ -455,7 +295,7 @@ static void take_all(void)
 {
 	for (size_t i = 0; i < g.n; i++) {
 		struct obj *o = &g.objs[i];
-		struct reply r = walk(o->path);
+		struct nfs_raw_obj r = walk(o->path);
 
 		if (r.status != NFS3_OK)
 			fail_msg("LOOKUP %s: status %d", o->path, r.status);
@@ -472,7 +312,7 @@ static void all_kept(const char *event)
 	size_t stale = 0, moved = 0;
 
 	for (size_t i = 0; i < g.n; i++) {
-		struct reply a, l;
+		struct nfs_raw_obj a, l;
 
 		if (g.objs[i].gone)
 			continue;
@@ -539,11 +379,11 @@ static void new_version(int from, int to, bool *changed, size_t *nadded)
  * served from the retired layer: the old bytes, size and fileid, read
  * only. */
 static void retired_ok(const char *event, const struct obj *o, int from,
-		       const struct reply *a)
+		       const struct nfs_raw_obj *a)
 {
-	char want[DATA_MAX + 1];
+	char want[NFS_RAW_TEXT_MAX + 1];
 	size_t n = slurp(at("B%d/%s", from, o->path), want);
-	struct rd r = content_fh(&o->fh, o->kind);
+	struct nfs_raw_text r = content_fh(&o->fh, o->kind);
 
 	if (a->status != NFS3_OK || a->fileid != o->fileid || a->size != n)
 		fail_msg("%s: old handle of %s: GETATTR %d fileid %ju size %ju, want "
@@ -558,9 +398,9 @@ static void retired_ok(const char *event, const struct obj *o, int from,
 /* The current handle of O reads the file of the current version. */
 static void new_bytes(const char *event, const struct obj *o)
 {
-	char want[DATA_MAX + 1];
+	char want[NFS_RAW_TEXT_MAX + 1];
 	size_t n = slurp(at("B%d/%s", g.version, o->path), want);
-	struct rd r = content_fh(&o->fh, o->kind);
+	struct nfs_raw_text r = content_fh(&o->fh, o->kind);
 
 	if (r.status != NFS3_OK || r.count != n || memcmp(r.data, want, n))
 		fail_msg("%s: new handle of %s: READ %d '%s', want '%s'", event, o->path,
@@ -577,7 +417,7 @@ static void version_checks(const char *event, const bool *changed, int retired_f
 
 	for (size_t i = 0; i < g.n; i++) {
 		struct obj *o = &g.objs[i];
-		struct reply a = getattr(&o->fh), l = walk(o->path);
+		struct nfs_raw_obj a = getattr(&o->fh), l = walk(o->path);
 		bool old_served = retired_from >= 0 && o->kind != K_DIR;
 
 		if (o->gone) {
@@ -621,7 +461,7 @@ static void version_checks(const char *event, const bool *changed, int retired_f
 		}
 	}
 	for (int d = 0; d < NDIRS; d++, added++) {
-		struct reply r;
+		struct nfs_raw_obj r;
 
 		snprintf(rel, sizeof(rel), "d%02d/new%d", d, g.version);
 		r = walk(rel);
@@ -681,7 +521,7 @@ static void old_read_only(const char *event)
 			fail_msg("%s: old handle of %s: ACCESS %#x, want READ alone",
 				 event, o->path, access_rm(fh));
 		w = write_text(fh, "new bytes\n");
-		sa = setattr_mode(fh);
+		sa = nfs_raw_setattr_mode(g.nfs, fh, 0600);
 		if (w != NFS3ERR_ROFS || sa != NFS3ERR_ROFS)
 			fail_msg("%s: old handle of %s: WRITE %d SETATTR %d, want ROFS",
 				 event, o->path, w, sa);
@@ -701,7 +541,7 @@ static void old_stale(const char *event)
 		const struct fh *fh = g.had_old[i]     ? &g.old[i]
 				      : g.objs[i].gone ? &g.objs[i].fh
 						       : NULL;
-		struct reply a;
+		struct nfs_raw_obj a;
 
 		if (!fh)
 			continue;
@@ -796,7 +636,7 @@ static void save_old(const bool *changed)
 
 static void test_copy(void **state)
 {
-	struct reply r;
+	struct nfs_raw_obj r;
 
 	(void)state;
 	/* a copy-up through the server, before any handle is taken */
@@ -938,7 +778,7 @@ static void test_retire_time(void **state)
 			continue;
 		o.fh = g.old[i];
 		{
-			struct reply a = getattr(&o.fh);
+			struct nfs_raw_obj a = getattr(&o.fh);
 
 			retired_ok("retire-time", &o, 4, &a);
 		}

@@ -59,132 +59,36 @@ static struct {
 
 /* ---- calls ---- */
 
-struct obj {
-	int status;
-	struct fh fh;
-	uint64_t fileid;
-};
-
-static void keep_status(void *data, void *out)
+static struct nfs_raw_obj lookup(const struct fh *dir, const char *name)
 {
-	*(int *)out = *(int *)data;
-}
-
-static void keep_lookup(void *data, void *out)
-{
-	LOOKUP3res *r = data;
-	struct obj *o = out;
-
-	o->status = r->status;
-	if (r->status == NFS3_OK)
-		nfs_raw_copy_fh(&o->fh, &r->LOOKUP3res_u.resok.object);
-}
-
-static struct obj lookup(const struct fh *dir, const char *name)
-{
-	LOOKUP3args a = {.what = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
-	struct obj o = {0};
-	struct call c = {.keep = keep_lookup, .out = &o};
-
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_lookup_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
-}
-
-static void keep_getattr(void *data, void *out)
-{
-	GETATTR3res *r = data;
-	struct obj *o = out;
-
-	o->status = r->status;
-	if (r->status == NFS3_OK)
-		o->fileid = r->GETATTR3res_u.resok.obj_attributes.fileid;
-}
-
-static struct obj getattr_on(struct rpc_context *rpc, const struct fh *fh)
-{
-	GETATTR3args a = {.object = nfs_raw_fh3(fh)};
-	struct obj o = {0};
-	struct call c = {.keep = keep_getattr, .out = &o};
-
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c,
-			   rpc_nfs3_getattr_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return o;
+	return nfs_raw_lookup(g.nfs, dir, name);
 }
 
 static int getattr_st(const struct fh *fh)
 {
-	return getattr_on(g.nfs, fh).status;
-}
-
-struct rd {
-	int status;
-	char data[DATA_MAX + 1];
-};
-
-static void keep_read(void *data, void *out)
-{
-	READ3res *r = data;
-	struct rd *d = out;
-	size_t n;
-
-	d->status = r->status;
-	if (r->status != NFS3_OK)
-		return;
-	n = r->READ3res_u.resok.data.data_len;
-	n = n > DATA_MAX ? DATA_MAX : n;
-	memcpy(d->data, r->READ3res_u.resok.data.data_val, n);
-	d->data[n] = '\0';
-}
-
-static struct rd read_on(struct rpc_context *rpc, const struct fh *fh)
-{
-	READ3args a = {.file = nfs_raw_fh3(fh), .offset = 0, .count = DATA_MAX};
-	struct rd d = {0};
-	struct call c = {.keep = keep_read, .out = &d};
-
-	assert_int_equal(
-	    nfs_raw_finish(rpc, &c, rpc_nfs3_read_async(rpc, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return d;
+	return nfs_raw_getattr(g.nfs, fh).status;
 }
 
 static int write_st(const struct fh *fh, const char *text)
 {
-	WRITE3args a = {
-	    .file = nfs_raw_fh3(fh),
-	    .count = (count3)strlen(text),
-	    .stable = FILE_SYNC,
-	    .data = {.data_len = (u_int)strlen(text), .data_val = (char *)text}};
-	int st = -1;
-	struct call c = {.keep = keep_status, .out = &st};
-
-	assert_int_equal(
-	    nfs_raw_finish(g.nfs, &c,
-			   rpc_nfs3_write_async(g.nfs, nfs_raw_on_reply, &a, &c)),
-	    0);
-	return st;
+	return nfs_raw_write(g.nfs, fh, 0, text, (uint32_t)strlen(text));
 }
 
 static void keep_create(void *data, void *out)
 {
 	CREATE3res *r = data;
-	struct obj *o = out;
+	struct nfs_raw_obj *o = out;
 
 	o->status = r->status;
 	if (r->status == NFS3_OK && r->CREATE3res_u.resok.obj.handle_follows)
 		nfs_raw_copy_fh(&o->fh, &r->CREATE3res_u.resok.obj.post_op_fh3_u.handle);
 }
 
-static struct obj create(const struct fh *dir, const char *name)
+static struct nfs_raw_obj create(const struct fh *dir, const char *name)
 {
 	CREATE3args a = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name},
 			 .how = {.mode = UNCHECKED}};
-	struct obj o = {0};
+	struct nfs_raw_obj o = {0};
 	struct call c = {.keep = keep_create, .out = &o};
 
 	a.how.createhow3_u.obj_attributes.mode.set_it = 1;
@@ -197,9 +101,10 @@ static struct obj create(const struct fh *dir, const char *name)
 }
 
 /* CREATE of NAME with TEXT, which must succeed. */
-static struct obj create_ok(const struct fh *dir, const char *name, const char *text)
+static struct nfs_raw_obj create_ok(const struct fh *dir, const char *name,
+				    const char *text)
 {
-	struct obj o = create(dir, name);
+	struct nfs_raw_obj o = create(dir, name);
 
 	if (o.status != NFS3_OK || !o.fh.len)
 		fail_msg("CREATE %s: status %d", name, o.status);
@@ -210,17 +115,17 @@ static struct obj create_ok(const struct fh *dir, const char *name, const char *
 static void keep_mkdir(void *data, void *out)
 {
 	MKDIR3res *r = data;
-	struct obj *o = out;
+	struct nfs_raw_obj *o = out;
 
 	o->status = r->status;
 	if (r->status == NFS3_OK && r->MKDIR3res_u.resok.obj.handle_follows)
 		nfs_raw_copy_fh(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
 }
 
-static struct obj mkdir_ok(const struct fh *dir, const char *name)
+static struct nfs_raw_obj mkdir_ok(const struct fh *dir, const char *name)
 {
 	MKDIR3args a = {.where = {.dir = nfs_raw_fh3(dir), .name = (char *)name}};
-	struct obj o = {0};
+	struct nfs_raw_obj o = {0};
 	struct call c = {.keep = keep_mkdir, .out = &o};
 
 	a.attributes.mode.set_it = 1;
@@ -303,7 +208,7 @@ static void test_reset(void **state)
 {
 	char msg[512];
 	struct fh root = mnt("/");
-	struct obj lf, ld, lg, mine, mdir, x, again;
+	struct nfs_raw_obj lf, ld, lg, mine, mdir, x, again;
 
 	(void)state;
 	lf = lookup(&root, "f");
@@ -330,14 +235,14 @@ static void test_reset(void **state)
 	assert_int_equal(getattr_st(&root), NFS3_OK);
 	assert_int_equal(getattr_st(&ld.fh), NFS3_OK);
 	assert_int_equal(getattr_st(&lg.fh), NFS3_OK);
-	assert_string_equal(read_on(g.nfs, &lf.fh).data, "lower f");
+	assert_string_equal(nfs_raw_read_text(g.nfs, &lf.fh).data, "lower f");
 	assert_int_equal(lookup(&root, "mine").status, NFS3ERR_NOENT);
 	assert_false(on_disk("c/" ME "/upper/mine"));
 
 	/* a new file under the old name is another object, and reaches disk */
 	again = create_ok(&root, "mine", "new bytes");
 	assert_int_equal(getattr_st(&mine.fh), NFS3ERR_STALE);
-	assert_string_equal(read_on(g.nfs, &again.fh).data, "new bytes");
+	assert_string_equal(nfs_raw_read_text(g.nfs, &again.fh).data, "new bytes");
 	assert_string_equal(disk("c/" ME "/upper/mine"), "new bytes");
 	assert_int_equal(reset_srv_reset("10.9.9.9", msg, sizeof(msg)), -ENOENT);
 	assert_int_equal(reset_srv_reset("../../etc", msg, sizeof(msg)), -EINVAL);
@@ -347,7 +252,7 @@ static void test_vanished(void **state)
 {
 	char dir[128];
 	struct fh root = mnt("/"), sroot = mnt("/static");
-	struct obj b, s;
+	struct nfs_raw_obj b, s;
 
 	(void)state;
 	create_ok(&root, "a", "before");
@@ -357,7 +262,7 @@ static void test_vanished(void **state)
 
 	b = create_ok(&root, "b", "after");
 	assert_string_equal(disk("c/" ME "/upper/b"), "after");
-	assert_string_equal(read_on(g.nfs, &b.fh).data, "after");
+	assert_string_equal(nfs_raw_read_text(g.nfs, &b.fh).data, "after");
 	create_ok(&root, "b2", "more");
 	assert_string_equal(disk("c/" ME "/upper/b2"), "more");
 	assert_int_equal(log_lines("vanished while served: made again"), 1);
@@ -393,7 +298,8 @@ static void *hammer_main(void *arg)
 		return NULL;
 	}
 	while (!atomic_load(h->stop)) {
-		struct rd l = read_on(rpc, &h->lower), o = read_on(rpc, &h->own);
+		struct nfs_raw_text l = nfs_raw_read_text(rpc, &h->lower),
+				    o = nfs_raw_read_text(rpc, &h->own);
 
 		h->reads += 2;
 		h->bad += l.status != NFS3_OK || strcmp(l.data, "lower f") != 0;
