@@ -3,7 +3,7 @@
 # systemd as PID 1 and the .deb installed) by unfsd-vmtest.service, once the
 # boot is done.  It acts as an admin would: the installed service is off
 # until /etc/union-nfsd.conf exists; then enable --now, a mount from this
-# guest's own kernel NFS client, a reload that adds a layer, a reload with a
+# guest's own kernel NFS client, union-nfsctl, a reload that adds a layer, a reload with a
 # bad file, stop.  Each check prints "PASS: ..." or "FAIL: ..." (stdout is
 # the guest's second serial port); the last line is "@@VM_RC=N@@" (N: the
 # number of failures), then the guest powers off.
@@ -109,6 +109,12 @@ if mountpoint -q /mnt; then
 else
 	fail "mount -t nfs -o $OPTS 127.0.0.1:/ /mnt: $err"
 fi
+
+# ---- union-nfsctl, installed beside it, over the service's control socket ----
+check "union-nfsctl status: the export and its lowers" \
+	sh -c "union-nfsctl status | grep -q '^export /' && union-nfsctl status | grep -q 'lower .*$L/base'"
+check "union-nfsctl clients: this host's mount" \
+	sh -c "union-nfsctl clients | grep -q '^127.0.0.1 .* / '"
 
 # ---- systemctl reload: a layer more, the same process, seen by the mount ----
 write_conf "$L/new:$L/site:$L/base"
