@@ -156,6 +156,17 @@ struct un_export_cfg {
  * problem into ERR (errlen bytes) and returns -errno. */
 int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 		   struct un_export **out, char *err, size_t errlen);
+/* A union over the lower stack CFG gives (the same path, and an upper dir
+ * when FROM has one) that takes over FROM's upper and work dirs as they
+ * are: their descriptors, the copies and white-outs in the upper, and the
+ * temps of copy-ups FROM may still be running (the work dir is not
+ * emptied).  Layer indexes inherit and old layers retire as for any open
+ * over a changed stack.  The caller stops using FROM before it serves a
+ * call through *OUT, then closes FROM: the two share no cache, so no call
+ * through *OUT sees a result of FROM's stack.  CFG's upperdir and workdir
+ * only name the dirs in messages.  ERR as un_export_open. */
+int un_export_restack(struct un_export *from, const struct un_export_cfg *cfg,
+		      struct un_export **out, char *err, size_t errlen);
 void un_export_close(struct un_export *ex);
 /* A stable 32-bit id derived from the export path; also the export's fsid. */
 uint32_t un_export_id(const struct un_export *ex);

@@ -381,14 +381,25 @@ static bool same_str(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* True when OLD can go on serving as NEW says: same path, layers and dirs. */
+/* True when OLD is export EO (path NORM) with the same upper and work dirs:
+ * a new lower stack is then put under it in place (reload_restack). */
+static bool same_dirs(const struct srv_export *old, const struct srv_export_opts *eo,
+		      const char *norm)
+{
+	const struct srv_export_opts *c = old->conf;
+
+	return strcmp(old->path, norm) == 0 && same_str(c->upperdir, eo->upperdir) &&
+	       same_str(c->workdir, eo->workdir) &&
+	       srv_export_per_client(c) == srv_export_per_client(eo);
+}
+
+/* True when OLD can go on serving as EO says: same path, layers and dirs. */
 static bool same_union(const struct srv_export *old, const struct srv_export_opts *eo,
 		       const char *norm)
 {
 	const struct srv_export_opts *c = old->conf;
 
-	if (strcmp(old->path, norm) != 0 || !same_str(c->upperdir, eo->upperdir) ||
-	    !same_str(c->workdir, eo->workdir) || c->nlower != eo->nlower)
+	if (!same_dirs(old, eo, norm) || c->nlower != eo->nlower)
 		return false;
 	for (size_t i = 0; i < c->nlower; i++)
 		if (strcmp(c->lowerdirs[i], eo->lowerdirs[i]) != 0)
@@ -428,30 +439,85 @@ static void retire_time_reload(struct srv *s, unsigned seconds)
 	un_state_retire_time(s->state, seconds);
 }
 
-/* What a reload prepares before it swaps: for each new export either an old
- * one kept (with its new rules and conf) or a new one. */
+/* What a reload prepares before it swaps, for each new export: an old one
+ * kept (with its new rules and conf, and when only its lowers changed their
+ * successor unions), or a new one. */
+struct reload_entry {
+	bool kept;		      /* tab[i] is an old export */
+	struct srv_clients clients;   /* kept: its new rules */
+	struct srv_export_opts *conf; /* kept: its new conf */
+	bool restacked;		      /* kept over a new lower stack */
+	struct un_export *ux;	      /* restacked: the successor union, and
+				       * after the swap the old one */
+	struct srv_restack *insts;    /* restacked template: its client unions */
+};
 struct reload {
-	struct srv_export **tab;       /* the new table */
-	bool *kept;		       /* tab[i] is an old export */
-	struct srv_clients *clients;   /* kept: its new rules */
-	struct srv_export_opts **conf; /* kept: its new conf */
+	struct srv_export **tab; /* the new table */
+	struct reload_entry *e;
 	size_t n;
 };
 
 static void reload_free(struct srv *s, struct reload *r, bool swapped)
 {
 	for (size_t i = 0; i < r->n; i++) {
-		if (!r->kept[i] && !swapped)
+		struct reload_entry *e = &r->e[i];
+
+		if (!e->kept && !swapped)
 			export_free(s, r->tab[i]);
-		srv_clients_free(&r->clients[i]);
-		if (r->conf[i])
-			srv_export_opts_free(r->conf[i]);
-		free(r->conf[i]);
+		srv_clients_free(&e->clients);
+		if (e->conf)
+			srv_export_opts_free(e->conf);
+		free(e->conf);
+		if (e->ux)
+			un_export_close(e->ux);
+		srv_unions_restack_end(s, e->insts);
 	}
 	free(r->tab);
-	free(r->kept);
-	free(r->clients);
-	free(r->conf);
+	free(r->e);
+}
+
+/* Prepares E, an old export kept, with the rules and conf of EO. */
+static int reload_keep(struct reload_entry *e, const struct srv_export_opts *eo,
+		       char *err, size_t errlen)
+{
+	int rc;
+
+	e->conf = calloc(1, sizeof(*e->conf));
+	rc = e->conf ? srv_export_opts_copy(e->conf, eo) : -ENOMEM;
+	if (rc < 0) {
+		free(e->conf);
+		e->conf = NULL;
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	return export_clients(eo, &e->clients, err, errlen);
+}
+
+/* Prepares E to serve OLD over the lowers of EO: the successor of its union,
+ * or of each client union of a template (invariant 3). */
+static int reload_restack(struct srv *s, struct reload_entry *e, struct srv_export *old,
+			  const struct srv_export_opts *eo, char *err, size_t errlen)
+{
+	char msg[PATH_MAX + 256];
+	struct un_export_cfg cfg = {
+	    .path = old->path,
+	    .upperdir = eo->upperdir,
+	    .workdir = eo->workdir,
+	    .lowerdirs = (const char *const *)eo->lowerdirs,
+	    .nlower = eo->nlower,
+	    .no_layer_index = !s->cfg.layer_index,
+	};
+	int rc;
+
+	e->restacked = true;
+	if (!old->ux) {
+		rc = template_check(eo, err, errlen);
+		return rc ? rc : srv_unions_restack(s, old, eo, &e->insts, err, errlen);
+	}
+	rc = un_export_restack(old->ux, &cfg, &e->ux, msg, sizeof(msg));
+	if (rc < 0)
+		snprintf(err, errlen, "export %s: %s", old->path, msg);
+	return rc;
 }
 
 /* Prepares export EO of the new configuration as R's entry N. */
@@ -459,7 +525,7 @@ static int reload_one(struct srv *s, struct reload *r, const struct srv_export_o
 		      char *err, size_t errlen)
 {
 	char norm[MNTPATHLEN + 1];
-	size_t n = r->n;
+	struct reload_entry *e = &r->e[r->n];
 	int rc;
 
 	if (!normalise_path(eo->path, norm, sizeof(norm))) {
@@ -467,28 +533,62 @@ static int reload_one(struct srv *s, struct reload *r, const struct srv_export_o
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < s->nexports; i++) {
-		if (!same_union(s->exports[i], eo, norm))
+		struct srv_export *old = s->exports[i];
+
+		if (!same_dirs(old, eo, norm))
 			continue;
-		r->conf[n] = calloc(1, sizeof(*r->conf[n]));
-		rc = r->conf[n] ? srv_export_opts_copy(r->conf[n], eo) : -ENOMEM;
-		if (rc < 0) {
-			free(r->conf[n]);
-			r->conf[n] = NULL;
-			snprintf(err, errlen, "out of memory");
-			return rc;
-		}
-		rc = export_clients(eo, &r->clients[n], err, errlen);
-		if (rc < 0)
-			return rc;
-		r->tab[n] = s->exports[i];
-		r->kept[n] = true;
-		r->n++;
-		return 0;
+		r->tab[r->n++] = old;
+		e->kept = true; /* before a failure: reload_free must not free it */
+		rc = reload_keep(e, eo, err, errlen);
+		if (rc == 0 && !same_union(old, eo, norm))
+			rc = reload_restack(s, e, old, eo, err, errlen);
+		return rc;
 	}
-	rc = export_open(s, eo, true, &r->tab[n], err, errlen);
+	rc = export_open(s, eo, true, &r->tab[r->n], err, errlen);
 	if (rc == 0)
 		r->n++;
 	return rc;
+}
+
+/* Puts E's new rules, conf and unions in place in EX (the write lock held);
+ * E gets the old ones. */
+static void reload_entry_swap(struct srv *s, struct srv_export *ex,
+			      struct reload_entry *e)
+{
+	struct srv_clients c = ex->clients;
+	struct srv_export_opts *conf = ex->conf;
+	struct un_export *ux = ex->ux;
+
+	ex->clients = e->clients;
+	e->clients = c;
+	ex->conf = e->conf;
+	e->conf = conf;
+	if (e->ux) {
+		ex->ux = e->ux;
+		e->ux = ux;
+	}
+	if (e->insts)
+		srv_unions_restack_swap(s, e->insts);
+}
+
+/* One line for export EX that R's entry E restacked (E->conf: the old conf). */
+static void restack_log(struct srv *s, struct srv_export *ex, struct reload_entry *e)
+{
+	size_t n;
+
+	if (!e->insts) {
+		srv_log(
+		    SRV_LOG_INFO,
+		    "reload: export %s lower layers updated in place (%zu -> %zu layers)",
+		    ex->path, e->conf->nlower, ex->conf->nlower);
+		return;
+	}
+	n = srv_unions_restack_end(s, e->insts);
+	e->insts = NULL;
+	srv_log(SRV_LOG_INFO,
+		"reload: export %s lower layers updated in place (%zu -> %zu layers, "
+		"%zu client union%s)",
+		ex->path, e->conf->nlower, ex->conf->nlower, n, n == 1 ? "" : "s");
 }
 
 /* Swaps R into S under the write lock; the old table goes back into R. */
@@ -498,22 +598,15 @@ static void reload_swap(struct srv *s, struct reload *r)
 	size_t nold = s->nexports;
 
 	pthread_rwlock_wrlock(&s->exports_lock);
-	for (size_t i = 0; i < r->n; i++) {
-		struct srv_clients c;
-		struct srv_export_opts *conf;
-
-		if (!r->kept[i])
-			continue;
-		c = r->tab[i]->clients;
-		r->tab[i]->clients = r->clients[i];
-		r->clients[i] = c;
-		conf = r->tab[i]->conf;
-		r->tab[i]->conf = r->conf[i];
-		r->conf[i] = conf;
-	}
+	for (size_t i = 0; i < r->n; i++)
+		if (r->e[i].kept)
+			reload_entry_swap(s, r->tab[i], &r->e[i]);
 	s->exports = r->tab;
 	s->nexports = r->n;
 	pthread_rwlock_unlock(&s->exports_lock);
+	for (size_t i = 0; i < r->n; i++)
+		if (r->e[i].restacked)
+			restack_log(s, r->tab[i], &r->e[i]);
 	/* Out of the lock: the exports no longer in the table, and the old
 	 * table itself.  No call can hold them: each took the lock. */
 	for (size_t i = 0; i < nold; i++) {
@@ -525,7 +618,8 @@ static void reload_swap(struct srv *s, struct reload *r)
 		}
 		if (!still) {
 			srv_log(SRV_LOG_INFO, "reload: export %s %s", old[i]->path,
-				replaced ? "replaced (layers or dirs changed)"
+				replaced ? "reopened (its upper or work dir, or "
+					   "whether it is per client, changed)"
 					 : "removed");
 			export_free(s, old[i]);
 		}
@@ -541,10 +635,8 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 
 	warn_restart_settings(s, o);
 	r.tab = calloc(cap, sizeof(*r.tab));
-	r.kept = calloc(cap, sizeof(*r.kept));
-	r.clients = calloc(cap, sizeof(*r.clients));
-	r.conf = calloc(cap, sizeof(*r.conf));
-	if (!r.tab || !r.kept || !r.clients || !r.conf) {
+	r.e = calloc(cap, sizeof(*r.e));
+	if (!r.tab || !r.e) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -559,7 +651,7 @@ int srv_reload(struct srv *s, const struct srv_opts *o, char *err, size_t errlen
 	reload_swap(s, &r);
 	retire_time_reload(s, o->cfg.retire_time);
 	for (size_t i = 0; i < r.n; i++) /* r.tab is the old table now */
-		if (r.kept[i])
+		if (r.e[i].kept && !r.e[i].restacked)
 			srv_unions_recheck(s, s->exports[i]);
 	reload_free(s, &r, true);
 	srv_unions_limits(s);

@@ -74,6 +74,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -223,11 +224,9 @@ static bool client_lower(const char *tl, const struct client_dirs *d, char *out)
 	       stat(out, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int client_stack(const struct srv_export *t, const struct client_dirs *d,
+static int client_stack(const struct srv_export_opts *c, const struct client_dirs *d,
 			struct client_stack *cs)
 {
-	const struct srv_export_opts *c = t->conf;
-
 	memset(cs, 0, sizeof(*cs));
 	cs->dirs = calloc(c->nlower, sizeof(*cs->dirs));
 	cs->buf = malloc(c->nlower * (size_t)PATH_MAX);
@@ -521,6 +520,8 @@ static void instance_free(struct srv_export *i)
 	free(i->made_upper);
 	free(i->made_work);
 	free(i->client_key);
+	free(i->client_addr);
+	free(i->client_host);
 	free(i->path);
 	srv_metrics_export_free(i);
 	free(i);
@@ -546,8 +547,8 @@ static bool template_match(const char *t, const char *p, struct client_dirs *d);
 
 /* ---- opening ---- */
 
-/* A new OPENING instance of T for the client of KEY, or NULL. */
-static struct srv_export *instance_new(struct srv_export *t, const char *key)
+/* A new OPENING instance of T for the client D names, or NULL. */
+static struct srv_export *instance_new(struct srv_export *t, const struct client_dirs *d)
 {
 	struct srv_export *i = calloc(1, sizeof(*i));
 
@@ -555,10 +556,13 @@ static struct srv_export *instance_new(struct srv_export *t, const char *key)
 		return NULL;
 	i->parent = t;
 	i->state = SRV_UNION_OPENING;
-	i->id = client_id(t, key);
+	i->id = client_id(t, d->key);
 	i->path = strdup(t->path);
-	i->client_key = strdup(key);
-	if (!i->path || !i->client_key) {
+	i->client_key = strdup(d->key);
+	i->client_addr = strdup(d->addr);
+	i->client_host = d->named ? strdup(d->host) : NULL;
+	if (!i->path || !i->client_key || !i->client_addr ||
+	    (d->named && !i->client_host)) {
 		instance_free(i);
 		return NULL;
 	}
@@ -595,7 +599,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 	int rc;
 
 	client_id_path(t, i->client_key, id_path, sizeof(id_path));
-	rc = client_stack(t, d, &cs);
+	rc = client_stack(t->conf, d, &cs);
 	if (rc < 0)
 		snprintf(err, sizeof(err), "%s", strerror(-rc));
 	else if (cfg.upperdir &&
@@ -683,7 +687,7 @@ again:
 			goto again; /* rule 10: made again, opened afresh */
 		return i;
 	}
-	i = instance_new(t, d.key);
+	i = instance_new(t, &d);
 	if (i && id_taken(req->srv, i)) {
 		SRV_LOG_LIMITED(SRV_LOG_ERR,
 				"export %s: the union %s %s: its export id collides "
@@ -1354,7 +1358,7 @@ static int instance_renew(struct srv *s, struct srv_export *i,
 	i->ux = NULL;
 	if (empty)
 		rc = dirs_empty(t, d, why, len);
-	if (rc == 0 && d->work[0] && (rc = client_stack(t, d, &cs)) == 0) {
+	if (rc == 0 && d->work[0] && (rc = client_stack(t->conf, d, &cs)) == 0) {
 		rc = cs.n ? client_dirs_make(cs.dirs[0], i, d->upper, d->work) : -ENOENT;
 		client_stack_free(&cs);
 		if (rc)
@@ -1490,7 +1494,7 @@ static int reset_one(struct srv *s, struct srv_export *t, const struct client_di
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i) {
 		renew_take(u, i);
-	} else if ((i = instance_new(t, d->key)) != NULL) {
+	} else if ((i = instance_new(t, d)) != NULL) {
 		i->state = SRV_UNION_RENEWING; /* no call opens it meanwhile */
 		registry_add(u, i);
 	}
@@ -1557,4 +1561,181 @@ int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen
 			 "reset %s: %zu union%s reset, %zu handles made stale", client, n,
 			 n == 1 ? "" : "s", total);
 	return rc < 0 ? rc : n ? (int)n : -ENOENT;
+}
+
+/* ---- a new lower stack (srv_reload) ---- */
+
+struct srv_restack {
+	struct srv_export *t;
+	size_t n;
+	struct restack_one {
+		struct srv_export *i; /* pinned by the reload */
+		struct un_export *ux; /* its successor; after the swap, its old union */
+	} * v;
+	struct srv_export *dropped; /* opened over the old stack meanwhile */
+	bool swapped;
+};
+
+/* What T gave the client of instance I when it opened, into D. */
+static bool instance_dirs(const struct srv_export *t, const struct srv_export *i,
+			  struct client_dirs *d)
+{
+	const char *host = i->client_host;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->addr, sizeof(d->addr), "%s", i->client_addr);
+	d->named = host != NULL;
+	if (host)
+		snprintf(d->host, sizeof(d->host), "%s", host);
+	snprintf(d->key, sizeof(d->key), "%s", i->client_key);
+	if (!upper_per_client(t))
+		return true;
+	return srv_template_expand(t->conf->upperdir, d->addr, host, d->upper,
+				   sizeof(d->upper)) &&
+	       srv_template_expand(t->conf->workdir, d->addr, host, d->work,
+				   sizeof(d->work));
+}
+
+/* Opens the successor of R's entry ONE over the stack CONF gives its client
+ * (rule 8: its per-client lowers expanded and looked at again). */
+static int restack_one(struct srv *s, const struct srv_restack *r,
+		       struct restack_one *one, const struct srv_export_opts *conf,
+		       char *err, size_t errlen)
+{
+	char id_path[MNTPATHLEN + PATH_MAX + CLIENT_ID_PATH_SLACK], msg[PATH_MAX + 256];
+	struct client_dirs d;
+	struct client_stack cs;
+	struct un_export_cfg cfg = {
+	    .path = id_path,
+	    .no_layer_index = !s->cfg.layer_index,
+	};
+	int rc;
+
+	if (!instance_dirs(r->t, one->i, &d)) {
+		snprintf(err, errlen, "export %s: union %s %s: a path too long",
+			 r->t->path, key_phrase(r->t), one->i->client_key);
+		return -ENAMETOOLONG;
+	}
+	cfg.upperdir = d.upper[0] ? d.upper : NULL;
+	cfg.workdir = d.work[0] ? d.work : NULL;
+	client_id_path(r->t, one->i->client_key, id_path, sizeof(id_path));
+	rc = client_stack(conf, &d, &cs);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	cfg.lowerdirs = cs.dirs;
+	cfg.nlower = cs.n;
+	stack_log(r->t, &d, &cs);
+	rc = un_export_restack(one->i->ux, &cfg, &one->ux, msg, sizeof(msg));
+	client_stack_free(&cs);
+	if (rc < 0)
+		snprintf(err, errlen, "export %s: union %s %s: %s", r->t->path,
+			 key_phrase(r->t), one->i->client_key, msg);
+	return rc;
+}
+
+/* Pins every open instance of R->t into R->v (rule 2: none is released
+ * while the reload works on it). */
+static int restack_pin(struct srv_unions *u, struct srv_restack *r)
+{
+	size_t n = 0;
+	struct srv_export *i;
+
+	pthread_mutex_lock(&u->lock);
+	for (i = r->t->instances; i; i = i->next)
+		n += i->state == SRV_UNION_OPEN;
+	r->v = calloc(n ? n : 1, sizeof(*r->v));
+	for (i = r->t->instances; i && r->v; i = i->next) {
+		if (i->state != SRV_UNION_OPEN)
+			continue;
+		i->pins++;
+		r->v[r->n++].i = i;
+	}
+	pthread_mutex_unlock(&u->lock);
+	return r->v ? 0 : -ENOMEM;
+}
+
+int srv_unions_restack(struct srv *s, struct srv_export *t,
+		       const struct srv_export_opts *conf, struct srv_restack **out,
+		       char *err, size_t errlen)
+{
+	struct srv_restack *r = calloc(1, sizeof(*r));
+	int rc = -ENOMEM;
+
+	*out = r;
+	if (!r || (r->t = t, restack_pin(&s->unions, r)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	for (size_t k = 0; k < r->n; k++) {
+		rc = restack_one(s, r, &r->v[k], conf, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static bool restack_has(const struct srv_restack *r, const struct srv_export *i)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->v[k].i == i)
+			return true;
+	return false;
+}
+
+void srv_unions_restack_swap(struct srv *s, struct srv_restack *r)
+{
+	struct srv_unions *u = &s->unions;
+	struct srv_export *i, *next;
+
+	pthread_mutex_lock(&u->lock);
+	for (size_t k = 0; k < r->n; k++) {
+		struct un_export *ux = r->v[k].i->ux;
+
+		r->v[k].i->ux = r->v[k].ux;
+		r->v[k].ux = ux;
+	}
+	/* No call runs (the write lock): every instance is OPEN, and one
+	 * not pinned above opened over the old stack after restack_pin. */
+	for (i = r->t->instances; i; i = next) {
+		next = i->next;
+		if (restack_has(r, i))
+			continue;
+		assert(i->state == SRV_UNION_OPEN && !i->pins);
+		registry_del(u, i);
+		i->next = r->dropped;
+		r->dropped = i;
+	}
+	pthread_mutex_unlock(&u->lock);
+	r->swapped = true;
+}
+
+size_t srv_unions_restack_end(struct srv *s, struct srv_restack *r)
+{
+	struct srv_unions *u = &s->unions;
+	struct srv_export *i;
+	size_t n;
+
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	for (size_t k = 0; k < r->n; k++)
+		r->v[k].i->pins--;
+	pthread_cond_broadcast(&u->changed);
+	pthread_mutex_unlock(&u->lock);
+	for (size_t k = 0; k < r->n; k++)
+		un_export_close(r->v[k].ux);
+	while ((i = r->dropped) != NULL) {
+		r->dropped = i->next;
+		SRV_LOG_LIMITED(SRV_LOG_INFO,
+				"export %s: union %s %s released (opened over the old "
+				"layers during a reload)",
+				i->path, key_phrase(i->parent), i->client_key);
+		instance_free(i);
+	}
+	n = r->swapped ? r->n : 0;
+	free(r->v);
+	free(r);
+	return n;
 }

@@ -15,6 +15,15 @@
  *  3. No layer is inside another, and the work dir shares the upper's
  *     filesystem without nesting with it (upper_check, no_nesting); an
  *     export that breaks this is refused with one line saying why.
+ *  4. A reload that changes only the lowers of a union opens a successor
+ *     (un_export_restack): new lower roots and indexes, the same id, and
+ *     the upper and work dirs taken over by descriptor, never reopened by
+ *     path nor emptied, so a copy-up of the old union still under way
+ *     finds its temp.  The successor starts with no resolve cache and no
+ *     root object of its own (rcache.c): nothing it serves was read
+ *     through the old stack.  Merged listings, cached per state, are found
+ *     by a version over every layer's part of a directory (readdir.c), so
+ *     a stack with a layer more, less or other is another version.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -161,23 +170,45 @@ static int cfg_check(const struct un_export_cfg *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-/* Opens every layer root of CFG into EX->layers. */
-static int layers_open(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
-		       size_t errlen)
+/* Opens the upper root of CFG into EX->layers[0], or takes another
+ * descriptor of FROM's (un_export_restack): the same directory, whatever
+ * its path names now. */
+static int upper_open(struct un_export *ex, const struct un_export_cfg *cfg,
+		      const struct un_export *from, char *err, size_t errlen)
+{
+	struct un_layer *l = &ex->layers[0];
+	struct stat st;
+	int rc;
+
+	l->dir = un_sys_strdup(cfg->upperdir);
+	if (!l->dir)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	if (!from) {
+		rc = root_open("upperdir", cfg->upperdir, &l->fd, &st, err, errlen);
+		if (rc == 0)
+			l->di = devino(&st);
+		return rc;
+	}
+	rc = l->fd = un_sys_dup(from->layers[0].fd);
+	if (rc < 0)
+		return fail(err, errlen, rc, "upperdir %s: %s", cfg->upperdir,
+			    strerror(-rc));
+	l->di = from->layers[0].di;
+	return 0;
+}
+
+/* Opens every layer root of CFG into EX->layers (the upper as upper_open). */
+static int layers_open(struct un_export *ex, const struct un_export_cfg *cfg,
+		       const struct un_export *from, char *err, size_t errlen)
 {
 	struct stat st;
 	size_t i = 0;
 	int rc;
 
 	if (cfg->upperdir) {
-		ex->layers[0].dir = un_sys_strdup(cfg->upperdir);
-		if (!ex->layers[0].dir)
-			return fail(err, errlen, -ENOMEM, "out of memory");
-		rc = root_open("upperdir", cfg->upperdir, &ex->layers[0].fd, &st, err,
-			       errlen);
+		rc = upper_open(ex, cfg, from, err, errlen);
 		if (rc)
 			return rc;
-		ex->layers[0].di = devino(&st);
 		i = 1;
 	}
 	for (size_t l = 0; l < cfg->nlower; l++, i++) {
@@ -194,6 +225,20 @@ static int layers_open(struct un_export *ex, const struct un_export_cfg *cfg, ch
 	return 0;
 }
 
+/* The upper against every lower. */
+static int lowers_check(struct un_export *ex, char *err, size_t errlen)
+{
+	struct side up = side_of("upperdir", &ex->layers[0]);
+	int rc;
+
+	for (size_t i = 1; i < ex->nlayers; i++) {
+		rc = no_nesting(up, side_of("lowerdir", &ex->layers[i]), err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* The upper and the workdir against each other and against every lower. */
 static int upper_check(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
 		       size_t errlen)
@@ -202,11 +247,9 @@ static int upper_check(struct un_export *ex, const struct un_export_cfg *cfg, ch
 	struct stat st;
 	int rc;
 
-	for (size_t i = 1; i < ex->nlayers; i++) {
-		rc = no_nesting(up, side_of("lowerdir", &ex->layers[i]), err, errlen);
-		if (rc)
-			return rc;
-	}
+	rc = lowers_check(ex, err, errlen);
+	if (rc)
+		return rc;
 	rc = root_open("workdir", cfg->workdir, &ex->workfd, &st, err, errlen);
 	if (rc)
 		return rc;
@@ -286,8 +329,44 @@ static struct un_export *export_alloc(struct un_state *st,
 	return ex;
 }
 
-int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
-		   struct un_export **out, char *err, size_t errlen)
+/* The work dir of EX's upper, taken over from FROM: its temps are those of
+ * copy-ups FROM may still be running, so it is not emptied (un_work_open). */
+static int work_take(struct un_export *ex, const struct un_export *from, char *err,
+		     size_t errlen)
+{
+	int rc;
+
+	rc = ex->workfd = un_sys_dup(from->workfd);
+	if (rc >= 0)
+		rc = ex->tmpfd = un_sys_dup(from->tmpfd);
+	if (rc < 0)
+		return fail(err, errlen, rc, "workdir: %s", strerror(-rc));
+	ex->dirsync_orders = from->dirsync_orders;
+	atomic_store(&ex->wh_xattr, atomic_load(&from->wh_xattr));
+	return 0;
+}
+
+/* Opens the layers of CFG into the new EX: FROM NULL as un_export_open,
+ * else as un_export_restack. */
+static int stack_open(struct un_export *ex, const struct un_export_cfg *cfg,
+		      const struct un_export *from, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = layers_open(ex, cfg, from, err, errlen);
+	if (rc || !cfg->upperdir)
+		return rc;
+	if (from) {
+		rc = lowers_check(ex, err, errlen);
+		return rc ? rc : work_take(ex, from, err, errlen);
+	}
+	rc = upper_check(ex, cfg, err, errlen);
+	return rc ? rc : un_work_open(ex, cfg->workdir, err, errlen);
+}
+
+static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
+		       const struct un_export *from, struct un_export **out, char *err,
+		       size_t errlen)
 {
 	struct un_export *ex;
 	int rc;
@@ -298,11 +377,7 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	ex = export_alloc(st, cfg);
 	if (!ex)
 		return fail(err, errlen, -ENOMEM, "out of memory");
-	rc = layers_open(ex, cfg, err, errlen);
-	if (!rc && cfg->upperdir)
-		rc = upper_check(ex, cfg, err, errlen);
-	if (!rc && cfg->upperdir)
-		rc = un_work_open(ex, cfg->workdir, err, errlen);
+	rc = stack_open(ex, cfg, from, err, errlen);
 	if (rc)
 		goto fail;
 	ex->id = export_id_of(cfg->path);
@@ -322,6 +397,22 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 fail:
 	un_export_close(ex);
 	return rc;
+}
+
+int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
+		   struct un_export **out, char *err, size_t errlen)
+{
+	return export_open(st, cfg, NULL, out, err, errlen);
+}
+
+int un_export_restack(struct un_export *from, const struct un_export_cfg *cfg,
+		      struct un_export **out, char *err, size_t errlen)
+{
+	if (strcmp(cfg->path, from->path) != 0 ||
+	    (cfg->upperdir != NULL) != un_export_writable(from))
+		return fail(err, errlen, -EINVAL,
+			    "a new lower stack keeps the path and the upper dir");
+	return export_open(from->st, cfg, from, out, err, errlen);
 }
 
 void un_export_close(struct un_export *ex)
