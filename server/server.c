@@ -21,8 +21,18 @@
  *     (srv_reload, reload_free): the old table keeps serving.
  *  3. An export whose path, layers and dirs did not change is kept as it is
  *     (same union, same handles, same client unions); only its rules are
- *     replaced (reload_one).  A changed one is a new union under the same
- *     path, so the same export id, and its clients' handles stay valid.
+ *     replaced (reload_one).  One whose lower stack alone changed (same
+ *     path, upper and work dirs or templates) is kept too, with its
+ *     counters and its client unions: its union, or each open client
+ *     union of a template (its per-client lowers expanded again), gets a
+ *     successor over the new lowers that takes over the upper and work
+ *     dirs (un_export_restack), opened before the write lock and swapped
+ *     under it (reload_restack, reload_entry_swap), so each call sees the
+ *     old stack or the new one; a client union opened meanwhile over the
+ *     old stack is released at the swap (srv_unions_restack_swap).  One
+ *     whose upper or work dir changed is a new union under the same path
+ *     (logged "reopened"), so the same export id, and its clients' handles
+ *     stay valid.
  *  4. A client's union of a per-client export is named by the export path
  *     and the upper dir the template gives that client, or without one by
  *     the client's names its per-client lowers use (unions.c): its

@@ -71,6 +71,16 @@
  *     the call opens it afresh.  A fixed export's dirs are the
  *     configuration's: it answers NFS3ERR_ROFS from then on, with one log
  *     line (srv_export_gone).
+ * 11. A reload that changes only a template's lowers keeps its open client
+ *     unions (srv_unions_restack): each is pinned while its successor opens
+ *     over its upper and work dirs (so no release or renewal closes it
+ *     meanwhile), and unpinned before the exports write lock is asked for
+ *     (a reset waits for pins while it holds the read lock).  Under the
+ *     write lock no call runs and every instance is OPEN: one whose union
+ *     is still the one its successor was made from (by its open serial,
+ *     ux_serial) gets it; any other (opened, renewed or reset meanwhile,
+ *     over the old stack) is taken out then and freed after the lock, and
+ *     reopens at its next call.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

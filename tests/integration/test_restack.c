@@ -20,7 +20,8 @@
  *            old handles answer with their fileids; /pc shows L2's new
  *            file, the client's per-client lower, its copy of h (not L2's)
  *            and no g (its white-out hides L2's g too);
- *   fail     a reload over a lower that does not exist changes nothing;
+ *   fail     a reload over a lower that does not exist, and one that
+ *            prepared the new stacks but exports "/" twice, change nothing;
  *   remove   L2 taken out again by SIGHUP: "new" is gone, the rest stands.
  *
  * The server is stopped by pid and the temp dir removed also when a test
@@ -92,8 +93,9 @@ static void mkdirs(const char *rel)
 }
 
 /* The config: both exports over LOWERS (':'-separated names below the temp
- * dir), /pc with the per-client lower on top. */
-static void write_config(const char *lowers)
+ * dir), /pc with the per-client lower on top; TWICE: "/" exported twice,
+ * which fails a reload after it prepared the others. */
+static void write_config(const char *lowers, bool twice)
 {
 	char low[2 * PATH_MAX], *p = low;
 	const char *l = lowers;
@@ -116,6 +118,8 @@ static void write_config(const char *lowers)
 		"upperdir = %s/c/%%a/upper\nworkdir = %s/c/%%a/work\nclients = " CLIENTS
 		"\n",
 		g.mport, low, g.tmp, g.tmp, g.tmp, low, g.tmp, g.tmp);
+	if (twice)
+		fprintf(f, "\n[export]\npath = /\nlowerdir = %s/L1\n", g.tmp);
 	fclose(f);
 }
 
@@ -382,7 +386,7 @@ static int setup(void **state)
 	g.mport = free_port();
 	if (g.mport < 0)
 		return -1;
-	write_config("L1");
+	write_config("L1", false);
 	return start();
 }
 
@@ -453,9 +457,9 @@ static void kept(const char *when)
 	assert_int_equal(lookup(&g.pc_root, "mine").status, NFS3_OK);
 }
 
-static void sighup(const char *lowers)
+static void sighup(const char *lowers, bool twice)
 {
-	write_config(lowers);
+	write_config(lowers, twice);
 	assert_int_equal(kill(g.srv.pid, SIGHUP), 0);
 }
 
@@ -471,7 +475,7 @@ static void test_add(void **state)
 	root0 = metric(ROOT_SERIES);
 	pc0 = metric(client_series());
 	assert_true(root0 > 0 && pc0 > 0);
-	sighup("L2:L1");
+	sighup("L2:L1", false);
 	wait_log("reload: export / lower layers updated in place (1 -> 2 layers)", 1);
 	wait_log("reload: export /pc lower layers updated in place (2 -> 3 layers, 1 "
 		 "client union)",
@@ -512,8 +516,12 @@ static void test_add(void **state)
 static void test_fail(void **state)
 {
 	(void)state;
-	sighup("L2:gone:L1");
+	sighup("L2:gone:L1", false);
 	wait_log("reload failed", 1);
+	/* each export's new stack prepared, the client union's too, then
+	 * the table refused */
+	sighup("L1", true);
+	wait_log("reload failed", 2);
 	kept("after a failed reload");
 	assert_int_equal(lookup(&g.root, "new").status, NFS3_OK);
 	assert_int_equal(lookup(&g.pc_root, "new").status, NFS3_OK);
@@ -522,7 +530,7 @@ static void test_fail(void **state)
 static void test_remove(void **state)
 {
 	(void)state;
-	sighup("L1");
+	sighup("L1", false);
 	wait_log("reload: export / lower layers updated in place (2 -> 1 layers)", 1);
 	wait_log("reload: export /pc lower layers updated in place (3 -> 2 layers, 1 "
 		 "client union)",
