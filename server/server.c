@@ -391,8 +391,28 @@ static bool same_str(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* True when OLD is export EO (path NORM) with the same upper and work dirs:
- * a new lower stack is then put under it in place (reload_restack). */
+/* Which of a client's names (%a: 1, %h: 2) DIR (NULL: none) uses. */
+static unsigned dir_names(const char *dir)
+{
+	return (srv_template_uses(dir, 'a') ? 1u : 0u) |
+	       (srv_template_uses(dir, 'h') ? 2u : 0u);
+}
+
+/* Which of a client's names the dirs of C use: they make the key, and so
+ * the export id, of a client union without a per-client upper (unions.c,
+ * rule 8), and the names a client union keeps for a new stack. */
+static unsigned client_names(const struct srv_export_opts *c)
+{
+	unsigned m = dir_names(c->upperdir);
+
+	for (size_t i = 0; i < c->nlower; i++)
+		m |= dir_names(c->lowerdirs[i]);
+	return m;
+}
+
+/* True when OLD is export EO (path NORM) with the same upper and work dirs,
+ * and its client unions the same keys: a new lower stack is then put under
+ * it in place (reload_restack). */
 static bool same_dirs(const struct srv_export *old, const struct srv_export_opts *eo,
 		      const char *norm)
 {
@@ -400,7 +420,8 @@ static bool same_dirs(const struct srv_export *old, const struct srv_export_opts
 
 	return strcmp(old->path, norm) == 0 && same_str(c->upperdir, eo->upperdir) &&
 	       same_str(c->workdir, eo->workdir) &&
-	       srv_export_per_client(c) == srv_export_per_client(eo);
+	       srv_export_per_client(c) == srv_export_per_client(eo) &&
+	       client_names(c) == client_names(eo);
 }
 
 /* True when OLD can go on serving as EO says: same path, layers and dirs. */
@@ -584,21 +605,21 @@ static void reload_entry_swap(struct srv *s, struct srv_export *ex,
 /* One line for export EX that R's entry E restacked (E->conf: the old conf). */
 static void restack_log(struct srv *s, struct srv_export *ex, struct reload_entry *e)
 {
-	size_t n;
+	size_t was = e->conf->nlower, now = ex->conf->nlower, n;
+	const char *layers = now == 1 ? "layer" : "layers";
 
 	if (!e->insts) {
-		srv_log(
-		    SRV_LOG_INFO,
-		    "reload: export %s lower layers updated in place (%zu -> %zu layers)",
-		    ex->path, e->conf->nlower, ex->conf->nlower);
+		srv_log(SRV_LOG_INFO,
+			"reload: export %s lower layers updated in place (%zu -> %zu %s)",
+			ex->path, was, now, layers);
 		return;
 	}
 	n = srv_unions_restack_end(s, e->insts);
 	e->insts = NULL;
 	srv_log(SRV_LOG_INFO,
-		"reload: export %s lower layers updated in place (%zu -> %zu layers, "
-		"%zu client union%s)",
-		ex->path, e->conf->nlower, ex->conf->nlower, n, n == 1 ? "" : "s");
+		"reload: export %s lower layers updated in place (%zu -> %zu %s, %zu "
+		"client union%s)",
+		ex->path, was, now, layers, n, n == 1 ? "" : "s");
 }
 
 /* Swaps R into S under the write lock; the old table goes back into R. */

@@ -22,7 +22,8 @@
 #   - gone.txt, removed by the update, reads its old bytes through the
 #     descriptor held open, and its path is gone;
 #   - no kernel message or output line says "Stale file handle" or
-#     "Input/output error"; union-nfsd exits 0 on SIGTERM.
+#     "Input/output error"; the log says the export was updated in place
+#     (not reopened); union-nfsd exits 0 on SIGTERM.
 # Env: KVMU_KEEP=1 (keep the temp dir).
 # Exit: 0 passed, 1 failed, 77 skipped (no root, /dev/net/tun, qemu, static libc).
 set -euo pipefail
@@ -119,7 +120,9 @@ grep -qx 'after: once v=2 ok' "$out" || fail "a program started at the end did n
 if grep -qiE 'stale file handle|input/output error' "$out" "$VM_WORK/g1.console"; then
 	fail "ESTALE or EIO: $(grep -iE 'stale file handle|input/output error' "$out" "$VM_WORK/g1.console" | head -3)"
 fi
-grep -iE 'retir' "$VM_WORK/server.log" | sed 's/^/server: /' || true
+grep -iE 'retir|in place' "$VM_WORK/server.log" | sed 's/^/server: /' || true
+grep -q 'reload: export / lower layers updated in place' "$VM_WORK/server.log" ||
+	fail "the export was not updated in place (reopened?)"
 vm_server_stop
 [ "$VM_SERVER_STATUS" = 0 ] || fail "union-nfsd exited $VM_SERVER_STATUS on SIGTERM (want 0)"
 echo "PASS: the image updated under a running client; total $((SECONDS - t0)) s"

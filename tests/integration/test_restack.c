@@ -532,7 +532,7 @@ static void test_remove(void **state)
 {
 	(void)state;
 	sighup("L1", false);
-	wait_log("reload: export / lower layers updated in place (2 -> 1 layers)", 1);
+	wait_log("reload: export / lower layers updated in place (2 -> 1 layer)", 1);
 	wait_log("reload: export /pc lower layers updated in place (3 -> 2 layers, 1 "
 		 "client union)",
 		 1);
