@@ -449,6 +449,59 @@ static void test_crash_leftovers_cleaned(void **state)
 	assert_int_equal(w_count(fx, "w/work"), 0);
 }
 
+/* A union over a new lower stack (un_export_restack; here l3 put on top
+ * of w_export's lowers) takes the upper and work dirs over as they are: a
+ * copy-up's temp of the old union stays (an open would empty it, as
+ * above), the copied-up file still hides the new lower's, and a name the
+ * old union resolved is resolved again over the new stack. */
+static void test_restack_keeps_work(void **state)
+{
+	struct fx *fx = *state;
+	const char *lowers[3];
+	char l3[PATH_MAX], l1[PATH_MAX], l2[PATH_MAX], up[PATH_MAX], wk[PATH_MAX],
+	    err[256], buf[64];
+	struct un_export_cfg cfg = {.path = "/", .lowerdirs = lowers, .nlower = 3};
+	struct un_export *nx = NULL, *old;
+	const struct un_sattr grow = {.set_size = true, .size = 2};
+	struct un_obj *o = NULL;
+
+	t_file(fx, "l1/f", "x");
+	t_file(fx, "l1/g", "old g");
+	t_file(fx, "l3/f", "f of l3");
+	t_file(fx, "l3/g", "g of l3");
+	t_file(fx, "l3/n", "new");
+	w_export(fx);
+	assert_int_equal(t_walk(fx, "f", &o), 0);
+	assert_int_equal(un_setattr(SYNC_CX, fx->ex, o, &grow), 0); /* copied up */
+	un_obj_put(o);
+	assert_int_equal(t_read(fx, "g", buf, sizeof(buf)), 5);
+	assert_int_equal(t_lookup_rc(fx, "n"), -ENOENT);
+	t_file(fx, "w/work/#un-0123456789abcdef", "a copy-up under way");
+	snprintf(l3, sizeof(l3), "%s", t_path(fx, "l3"));
+	snprintf(l1, sizeof(l1), "%s", t_path(fx, "l1"));
+	snprintf(l2, sizeof(l2), "%s", t_path(fx, "l2"));
+	snprintf(up, sizeof(up), "%s", t_path(fx, "u"));
+	snprintf(wk, sizeof(wk), "%s", t_path(fx, "w"));
+	lowers[0] = l3;
+	lowers[1] = l1;
+	lowers[2] = l2;
+	cfg.upperdir = up;
+	cfg.workdir = wk;
+	assert_int_equal(un_export_restack(fx->ex, &cfg, &nx, err, sizeof(err)), 0);
+	assert_int_equal(w_count(fx, "w/work"), 1);
+	assert_int_equal(un_export_id(nx), un_export_id(fx->ex));
+	old = fx->ex;
+	fx->ex = nx;
+	un_export_close(old);
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 2); /* the upper's */
+	assert_int_equal(t_read(fx, "g", buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, "g of l3", 7);
+	assert_int_equal(t_lookup_rc(fx, "n"), 0);
+	/* the upper is kept, never given or taken away */
+	cfg.upperdir = cfg.workdir = NULL;
+	assert_int_equal(un_export_restack(fx->ex, &cfg, &nx, err, sizeof(err)), -EINVAL);
+}
+
 /* ---- concurrent first writes ---- */
 
 #define WRITERS 8
@@ -528,6 +581,7 @@ int main(void)
 	    W_TEST(test_lower_hardlinks),
 	    W_TEST(test_crash_points),
 	    W_TEST(test_crash_leftovers_cleaned),
+	    W_TEST(test_restack_keeps_work),
 	    W_TEST(test_concurrent_first_writes),
 	};
 
