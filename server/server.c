@@ -501,7 +501,7 @@ static void reload_free(struct srv *s, struct reload *r, bool swapped)
 		free(e->conf);
 		if (e->ux)
 			un_export_close(e->ux);
-		srv_unions_restack_end(s, e->insts);
+		srv_unions_restack_end(e->insts);
 	}
 	free(r->tab);
 	free(r->e);
@@ -602,8 +602,9 @@ static void reload_entry_swap(struct srv *s, struct srv_export *ex,
 		srv_unions_restack_swap(s, e->insts);
 }
 
-/* One line for export EX that R's entry E restacked (E->conf: the old conf). */
-static void restack_log(struct srv *s, struct srv_export *ex, struct reload_entry *e)
+/* One line for export EX that reload entry E restacked (E->conf: the old
+ * conf, after the swap). */
+static void restack_log(struct srv_export *ex, struct reload_entry *e)
 {
 	size_t was = e->conf->nlower, now = ex->conf->nlower, n;
 	const char *layers = now == 1 ? "layer" : "layers";
@@ -614,7 +615,7 @@ static void restack_log(struct srv *s, struct srv_export *ex, struct reload_entr
 			ex->path, was, now, layers);
 		return;
 	}
-	n = srv_unions_restack_end(s, e->insts);
+	n = srv_unions_restack_end(e->insts);
 	e->insts = NULL;
 	srv_log(SRV_LOG_INFO,
 		"reload: export %s lower layers updated in place (%zu -> %zu %s, %zu "
@@ -637,7 +638,7 @@ static void reload_swap(struct srv *s, struct reload *r)
 	pthread_rwlock_unlock(&s->exports_lock);
 	for (size_t i = 0; i < r->n; i++)
 		if (r->e[i].restacked)
-			restack_log(s, r->tab[i], &r->e[i]);
+			restack_log(r->tab[i], &r->e[i]);
 	/* Out of the lock: the exports no longer in the table, and the old
 	 * table itself.  No call can hold them: each took the lock. */
 	for (size_t i = 0; i < nold; i++) {

@@ -136,6 +136,7 @@ struct srv_export {
 				    * without one its names ("a=ADDR h=NAME") */
 	char *client_addr;	   /* the client's address and confirmed name */
 	char *client_host;	   /* (NULL: none), for a new stack (restack_one) */
+	uint64_t ux_serial;	   /* which open of it ux is (unions.c, rule 11) */
 	uint32_t id;		   /* its export id, known before it opens */
 	enum srv_union_state state;
 	unsigned pins;		    /* calls using it (unions.c, rule 2) */
@@ -332,19 +333,21 @@ int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen
  * to change something (nfs3_writable). */
 bool srv_export_gone(struct srv_export *ex);
 /* A reload gives template T the lowers of CONF (same path, upper and work
- * dirs): srv_unions_restack pins each open client union of T and opens its
- * successor over the stack CONF gives its client (un_export_restack), into
- * *OUT; srv_unions_restack_swap, under exports_lock held for writing, puts
- * each successor in place, and takes out of the registry the unions opened
- * meanwhile over the old stack; srv_unions_restack_end, after the lock,
- * closes what is left over (the old unions, or without a swap the
- * successors) and unpins.  It returns the number of unions restacked. */
+ * dirs; unions.c, rule 11): srv_unions_restack opens, for each open client
+ * union of T, its successor over the stack CONF gives its client
+ * (un_export_restack), into *OUT (also on failure, for the end);
+ * srv_unions_restack_swap, under exports_lock held for writing, puts each
+ * successor in place, and takes out of the registry the unions opened or
+ * renewed meanwhile over the old stack; srv_unions_restack_end, after the
+ * lock, closes what is left over (the old unions, or without a swap the
+ * successors) and frees those taken out.  It returns the number of unions
+ * that got their successor. */
 struct srv_restack;
 int srv_unions_restack(struct srv *s, struct srv_export *t,
 		       const struct srv_export_opts *conf, struct srv_restack **out,
 		       char *err, size_t errlen);
 void srv_unions_restack_swap(struct srv *s, struct srv_restack *r);
-size_t srv_unions_restack_end(struct srv *s, struct srv_restack *r);
+size_t srv_unions_restack_end(struct srv_restack *r);
 
 /* ---- rpc.c: call header, authentication, dispatch: the request and the
  * procedure tables ---- */

@@ -106,6 +106,9 @@
 #define CLIENT_ID_PATH_SLACK 32	 /* " (client upper )" around the dir */
 #define RESET_DEPTH_MAX	     512 /* a reset removes no deeper (tree_empty) */
 
+/* Numbers each open of a client union, never twice (rule 11). */
+static _Atomic uint64_t ux_serials;
+
 /* ---- what a template gives a client ---- */
 
 /* A client as a template sees it: its names, the key of its union (its upper
@@ -620,6 +623,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 		cfg.nlower = cs.n;
 		stack_log(t, d, &cs);
 		rc = un_export_open(s->state, &cfg, &i->ux, err, sizeof(err));
+		i->ux_serial = atomic_fetch_add(&ux_serials, 1) + 1; /* rule 11 */
 	}
 	client_stack_free(&cs);
 	if (rc < 0) {
@@ -1577,13 +1581,13 @@ int srv_unions_reset(struct srv *s, const char *client, char *msg, size_t msglen
 
 struct srv_restack {
 	struct srv_export *t;
-	size_t n;
+	size_t n, nswapped;
 	struct restack_one {
-		struct srv_export *i; /* pinned by the reload */
-		struct un_export *ux; /* its successor; after the swap, its old union */
+		struct srv_export *i; /* pinned while its successor opens */
+		uint64_t serial;      /* i->ux_serial then */
+		struct un_export *ux; /* its successor; once swapped, its old union */
 	} * v;
 	struct srv_export *dropped; /* opened over the old stack meanwhile */
-	bool swapped;
 };
 
 /* What T gave the client of instance I when it opened, into D. */
@@ -1646,7 +1650,7 @@ static int restack_one(struct srv *s, const struct srv_restack *r,
 }
 
 /* Pins every open instance of R->t into R->v (rule 2: none is released
- * while the reload works on it). */
+ * or renewed while the reload opens its successor). */
 static int restack_pin(struct srv_unions *u, struct srv_restack *r)
 {
 	size_t n = 0;
@@ -1660,10 +1664,22 @@ static int restack_pin(struct srv_unions *u, struct srv_restack *r)
 		if (i->state != SRV_UNION_OPEN)
 			continue;
 		i->pins++;
-		r->v[r->n++].i = i;
+		r->v[r->n].i = i;
+		r->v[r->n++].serial = i->ux_serial;
 	}
 	pthread_mutex_unlock(&u->lock);
 	return r->v ? 0 : -ENOMEM;
+}
+
+/* Drops restack_pin's pins, before the write lock (rule 11): R->v's
+ * instances may go from now on, and are only compared, never used. */
+static void restack_unpin(struct srv_unions *u, struct srv_restack *r)
+{
+	pthread_mutex_lock(&u->lock);
+	for (size_t k = 0; k < r->n; k++)
+		r->v[k].i->pins--;
+	pthread_cond_broadcast(&u->changed); /* a renewal waits for pins */
+	pthread_mutex_unlock(&u->lock);
 }
 
 int srv_unions_restack(struct srv *s, struct srv_export *t,
@@ -1678,62 +1694,56 @@ int srv_unions_restack(struct srv *s, struct srv_export *t,
 		snprintf(err, errlen, "out of memory");
 		return rc;
 	}
-	for (size_t k = 0; k < r->n; k++) {
+	rc = 0;
+	for (size_t k = 0; k < r->n && rc == 0; k++)
 		rc = restack_one(s, r, &r->v[k], conf, err, errlen);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	restack_unpin(&s->unions, r);
+	return rc;
 }
 
-static bool restack_has(const struct srv_restack *r, const struct srv_export *i)
+/* The entry of R whose successor was made from I's union as it is now. */
+static struct restack_one *restack_find(struct srv_restack *r, const struct srv_export *i)
 {
 	for (size_t k = 0; k < r->n; k++)
-		if (r->v[k].i == i)
-			return true;
-	return false;
+		if (r->v[k].i == i && r->v[k].serial == i->ux_serial)
+			return &r->v[k];
+	return NULL;
 }
 
 void srv_unions_restack_swap(struct srv *s, struct srv_restack *r)
 {
 	struct srv_unions *u = &s->unions;
 	struct srv_export *i, *next;
+	struct restack_one *one;
 
 	pthread_mutex_lock(&u->lock);
-	for (size_t k = 0; k < r->n; k++) {
-		struct un_export *ux = r->v[k].i->ux;
-
-		r->v[k].i->ux = r->v[k].ux;
-		r->v[k].ux = ux;
-	}
-	/* No call runs (the write lock): every instance is OPEN, and one
-	 * not pinned above opened over the old stack after restack_pin. */
+	/* No call runs (the write lock): every instance is OPEN. */
 	for (i = r->t->instances; i; i = next) {
+		struct un_export *ux = i->ux;
+
 		next = i->next;
-		if (restack_has(r, i))
-			continue;
 		assert(i->state == SRV_UNION_OPEN && !i->pins);
+		one = restack_find(r, i);
+		if (one) {
+			i->ux = one->ux;
+			one->ux = ux;
+			r->nswapped++;
+			continue;
+		}
 		registry_del(u, i);
 		i->next = r->dropped;
 		r->dropped = i;
 	}
 	pthread_mutex_unlock(&u->lock);
-	r->swapped = true;
 }
 
-size_t srv_unions_restack_end(struct srv *s, struct srv_restack *r)
+size_t srv_unions_restack_end(struct srv_restack *r)
 {
-	struct srv_unions *u = &s->unions;
 	struct srv_export *i;
 	size_t n;
 
 	if (!r)
 		return 0;
-	pthread_mutex_lock(&u->lock);
-	for (size_t k = 0; k < r->n; k++)
-		r->v[k].i->pins--;
-	pthread_cond_broadcast(&u->changed);
-	pthread_mutex_unlock(&u->lock);
 	for (size_t k = 0; k < r->n; k++)
 		un_export_close(r->v[k].ux);
 	while ((i = r->dropped) != NULL) {
@@ -1744,7 +1754,7 @@ size_t srv_unions_restack_end(struct srv *s, struct srv_restack *r)
 				i->path, key_phrase(i->parent), i->client_key);
 		instance_free(i);
 	}
-	n = r->swapped ? r->n : 0;
+	n = r->nswapped;
 	free(r->v);
 	free(r);
 	return n;
