@@ -148,6 +148,10 @@ struct un_export_cfg {
 	 * which have no old stack to keep serving.  A reload leaves it false,
 	 * so that it changes nothing. */
 	bool index_best_effort;
+	/* The export's stack record is not written, nor the layers that
+	 * left its stack retired, before un_stack_commit: a reload opens
+	 * its new unions first and commits them only once they serve. */
+	bool defer_commit;
 };
 
 /* Opens every layer root and checks the stack: each layer exists and is a
@@ -160,14 +164,27 @@ int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
  * when FROM has one) that takes over FROM's upper and work dirs as they
  * are: their descriptors, the copies and white-outs in the upper, and the
  * temps of copy-ups FROM may still be running (the work dir is not
- * emptied).  Layer indexes inherit and old layers retire as for any open
- * over a changed stack.  The caller stops using FROM before it serves a
- * call through *OUT, then closes FROM: the two share no cache, so no call
+ * emptied).  Layer indexes inherit as for any open over a changed stack;
+ * the stack record and the retiring of the old layers wait for
+ * un_stack_commit (always deferred, as defer_commit).  The caller stops using FROM before
+ * it serves a call through *OUT, then closes FROM: the two share no cache, so no call
  * through *OUT sees a result of FROM's stack.  CFG's upperdir and workdir
  * only name the dirs in messages.  ERR as un_export_open. */
 int un_export_restack(struct un_export *from, const struct un_export_cfg *cfg,
 		      struct un_export **out, char *err, size_t errlen);
 void un_export_close(struct un_export *ex);
+/* What a union opened with defer_commit, or by un_export_restack, left to
+ * do: its lower stack recorded (the record the next open pairs layers
+ * with) and the layers that left the stack retired.  Taken out of EX
+ * (NULL when nothing is left), it may be committed after EX is closed.
+ * un_stack_commit does it and frees C: 0, or -errno with one line in ERR
+ * when the record cannot be written (nothing is retired then);
+ * un_stack_commit_drop frees C undone: a reload that fails changes
+ * neither the record nor the retired layers. */
+struct un_stack_commit;
+struct un_stack_commit *un_export_commit_take(struct un_export *ex);
+int un_stack_commit(struct un_stack_commit *c, char *err, size_t errlen);
+void un_stack_commit_drop(struct un_stack_commit *c);
 /* A stable 32-bit id derived from the export path; also the export's fsid. */
 uint32_t un_export_id(const struct un_export *ex);
 /* The export id un_export_open gives a union whose cfg.path is PATH. */

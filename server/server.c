@@ -18,7 +18,10 @@
  *     half-built table.  The lock prefers writers, so a steady stream of calls
  *     cannot keep a reload out.
  *  2. A reload that fails anywhere before the swap changes nothing
- *     (srv_reload, reload_free): the old table keeps serving.
+ *     (srv_reload, reload_free): the old table keeps serving, and no
+ *     stack record is written nor layer retired (union/layerid.c rule 5):
+ *     the unions it opened defer both (defer_commit, un_export_restack)
+ *     to reload_commit, right after the swap.
  *  3. An export whose path, layers and dirs did not change is kept as it is
  *     (same union, same handles, same client unions); only its rules are
  *     replaced (reload_one).  One whose lower stack alone changed (same
@@ -203,6 +206,7 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo, bool rel
 	    .nlower = eo->nlower,
 	    .no_layer_index = !s->cfg.layer_index,
 	    .index_best_effort = !reload,
+	    .defer_commit = reload, /* reload_commit, once it serves */
 	};
 	int rc = -ENOMEM;
 
@@ -474,13 +478,15 @@ static void retire_time_reload(struct srv *s, unsigned seconds)
  * kept (with its new rules and conf, and when only its lowers changed their
  * successor unions), or a new one. */
 struct reload_entry {
-	bool kept;		      /* tab[i] is an old export */
-	struct srv_clients clients;   /* kept: its new rules */
-	struct srv_export_opts *conf; /* kept: its new conf */
-	bool restacked;		      /* kept over a new lower stack */
-	struct un_export *ux;	      /* restacked: the successor union, and
-				       * after the swap the old one */
-	struct srv_restack *insts;    /* restacked template: its client unions */
+	bool kept;			/* tab[i] is an old export */
+	struct srv_clients clients;	/* kept: its new rules */
+	struct srv_export_opts *conf;	/* kept: its new conf */
+	bool restacked;			/* kept over a new lower stack */
+	struct un_export *ux;		/* restacked: the successor union, and
+					 * after the swap the old one */
+	struct srv_restack *insts;	/* restacked template: its client unions */
+	struct un_stack_commit *commit; /* restacked: its successor's, once
+					 * swapped (reload_commit) */
 };
 struct reload {
 	struct srv_export **tab; /* the new table */
@@ -501,6 +507,7 @@ static void reload_free(struct srv *s, struct reload *r, bool swapped)
 		free(e->conf);
 		if (e->ux)
 			un_export_close(e->ux);
+		un_stack_commit_drop(e->commit);
 		srv_unions_restack_end(e->insts);
 	}
 	free(r->tab);
@@ -597,6 +604,7 @@ static void reload_entry_swap(struct srv *s, struct srv_export *ex,
 	if (e->ux) {
 		ex->ux = e->ux;
 		e->ux = ux;
+		e->commit = un_export_commit_take(ex->ux);
 	}
 	if (e->insts)
 		srv_unions_restack_swap(s, e->insts);
@@ -623,6 +631,35 @@ static void restack_log(struct srv_export *ex, struct reload_entry *e)
 		ex->path, was, now, layers, n, n == 1 ? "" : "s");
 }
 
+/* Logs a commit that failed: the new stack serves, but its record is not
+ * written, and the layers it left are not retired. */
+static void commit_log(const char *path, struct un_stack_commit *c)
+{
+	char msg[PATH_MAX + 256];
+
+	if (un_stack_commit(c, msg, sizeof(msg)) < 0)
+		srv_log(SRV_LOG_ERR,
+			"reload: export %s: %s; the layers it left are not retired", path,
+			msg);
+}
+
+/* Records the new stacks of R's exports and retires the layers they left
+ * (un_stack_commit), once they serve: a reload that fails before the swap
+ * has changed neither (invariant 2). */
+static void reload_commit(struct reload *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct reload_entry *e = &r->e[i];
+
+		if (!e->kept && r->tab[i]->ux)
+			commit_log(r->tab[i]->path, un_export_commit_take(r->tab[i]->ux));
+		commit_log(r->tab[i]->path, e->commit);
+		e->commit = NULL;
+		if (e->insts)
+			srv_unions_restack_commit(e->insts);
+	}
+}
+
 /* Swaps R into S under the write lock; the old table goes back into R. */
 static void reload_swap(struct srv *s, struct reload *r)
 {
@@ -636,6 +673,7 @@ static void reload_swap(struct srv *s, struct reload *r)
 	s->exports = r->tab;
 	s->nexports = r->n;
 	pthread_rwlock_unlock(&s->exports_lock);
+	reload_commit(r);
 	for (size_t i = 0; i < r->n; i++)
 		if (r->e[i].restacked)
 			restack_log(r->tab[i], &r->e[i]);

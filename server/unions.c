@@ -1586,6 +1586,7 @@ struct srv_restack {
 		struct srv_export *i; /* pinned while its successor opens */
 		uint64_t serial;      /* i->ux_serial then */
 		struct un_export *ux; /* its successor; once swapped, its old union */
+		struct un_stack_commit *commit; /* once swapped, its successor's */
 	} * v;
 	struct srv_export *dropped; /* opened over the old stack meanwhile */
 };
@@ -1727,6 +1728,8 @@ void srv_unions_restack_swap(struct srv *s, struct srv_restack *r)
 		if (one) {
 			i->ux = one->ux;
 			one->ux = ux;
+			/* the union may be released once the lock is let go */
+			one->commit = un_export_commit_take(i->ux);
 			r->nswapped++;
 			continue;
 		}
@@ -1737,6 +1740,21 @@ void srv_unions_restack_swap(struct srv *s, struct srv_restack *r)
 	pthread_mutex_unlock(&u->lock);
 }
 
+void srv_unions_restack_commit(struct srv_restack *r)
+{
+	char msg[PATH_MAX + 256];
+
+	for (size_t k = 0; k < r->n; k++) {
+		if (r->v[k].commit &&
+		    un_stack_commit(r->v[k].commit, msg, sizeof(msg)) < 0)
+			SRV_LOG_LIMITED(SRV_LOG_ERR,
+					"reload: export %s: %s; the layers it left are "
+					"not retired",
+					r->t->path, msg);
+		r->v[k].commit = NULL;
+	}
+}
+
 size_t srv_unions_restack_end(struct srv_restack *r)
 {
 	struct srv_export *i;
@@ -1744,8 +1762,10 @@ size_t srv_unions_restack_end(struct srv_restack *r)
 
 	if (!r)
 		return 0;
-	for (size_t k = 0; k < r->n; k++)
+	for (size_t k = 0; k < r->n; k++) {
 		un_export_close(r->v[k].ux);
+		un_stack_commit_drop(r->v[k].commit);
+	}
 	while ((i = r->dropped) != NULL) {
 		r->dropped = i->next;
 		SRV_LOG_LIMITED(SRV_LOG_INFO,

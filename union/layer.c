@@ -382,7 +382,8 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 		goto fail;
 	ex->id = export_id_of(cfg->path);
 	if (!cfg->no_layer_index &&
-	    (rc = un_layers_index(ex, cfg->index_best_effort, err, errlen)))
+	    (rc = un_layers_index(ex, cfg->index_best_effort,
+				  cfg->defer_commit || from != NULL, err, errlen)))
 		goto fail;
 	/* Our own markers go where overlayfs would put them when mounted by
 	 * the same user: trusted.* needs CAP_SYS_ADMIN. */

@@ -383,20 +383,11 @@ static int stack_load(const char *name, struct stack *s)
 	return rc;
 }
 
-/* The stack EX's export had when it was last opened (empty: none). */
-static int stack_read(const struct un_export *ex, struct stack *s)
+/* Writes S as the record NAME of state ST: a temp file synced, renamed,
+ * the dir synced. */
+static int stack_write(struct un_state *st, const char *name, const struct stack *s)
 {
-	char *name = stack_name(ex);
-	int rc = name ? stack_load(name, s) : -ENOMEM;
-
-	free(name);
-	return rc;
-}
-
-/* Writes S as EX's record: a temp file synced, renamed, the dir synced. */
-static int stack_write(const struct un_export *ex, const struct stack *s)
-{
-	char *name = stack_name(ex), *tmp = NULL, *dir = layers_path(ex->st, ".");
+	char *tmp = NULL, *dir = layers_path(st, ".");
 	size_t len;
 	int fd = -ENOMEM, rc = -ENOMEM;
 	FILE *f;
@@ -427,7 +418,6 @@ out:
 		un_sys_unlinkat(AT_FDCWD, tmp, 0);
 	if (fd >= 0)
 		un_sys_close(fd);
-	free(name);
 	free(tmp);
 	free(dir);
 	return rc;
@@ -544,38 +534,51 @@ out:
 	return rc;
 }
 
-/* Retires the layer of E, gone from EX's stack and replaced by BY (NULL:
+/* What un_layers_index leaves to un_stack_commit (rule 5): the export's
+ * recorded stack as it was read and the one it opened.  It names the
+ * export by state, id and path, not by its union, so a commit may run
+ * after that union was closed (a client union released meanwhile). */
+struct un_stack_commit {
+	struct un_state *st;
+	uint32_t id;
+	char *path;
+	char *record; /* the record's file name */
+	struct stack old, now;
+};
+
+/* Retires the layer of E, gone from C's stack and replaced by BY (NULL:
  * removed), if its directory is still there with its index's root. */
-static void retire_one(struct un_export *ex, const struct stack_ent *e, const char *by)
+static void retire_one(const struct un_stack_commit *c, const struct stack_ent *e,
+		       const char *by)
 {
-	struct un_lxc *c = NULL;
+	struct un_lxc *lxc = NULL;
 	struct stat root;
 	int fd, rc;
 
 	fd = un_sys_openat(AT_FDCWD, e->path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	rc = fd < 0 ? fd : un_sys_fstat(fd, &root);
 	if (!rc)
-		rc = retire_index(ex->st, e->file, &root, &c);
+		rc = retire_index(c->st, e->file, &root, &lxc);
 	if (rc) {
-		un_notice(
-		    ex->st,
-		    "export %s: layer %s left the stack (%s%s) and is not retired: "
-		    "%s; its old handles are stale",
-		    ex->path, e->path, by ? "replaced by " : "removed", by ? by : "",
-		    rc == -ESTALE ? "another directory is there now" : strerror(-rc));
+		un_notice(c->st,
+			  "export %s: layer %s left the stack (%s%s) and is not retired: "
+			  "%s; its old handles are stale",
+			  c->path, e->path, by ? "replaced by " : "removed", by ? by : "",
+			  rc == -ESTALE ? "another directory is there now"
+					: strerror(-rc));
 		if (fd >= 0)
 			un_sys_close(fd);
 		return;
 	}
-	un_retire_add(ex, e->path, fd, &root, c,
-		      UN_KEY_DEV | (lxc_lineage(c) & LINEAGE_BITS), by);
+	un_retire_add(c->st, c->id, c->path, e->path, fd, &root, lxc,
+		      UN_KEY_DEV | (lxc_lineage(lxc) & LINEAGE_BITS), by);
 }
 
-/* Retires every path of OLD that NOW no longer holds, with the path that
- * replaced it (stack_pair) for the log. */
-static void retire_gone(struct un_export *ex, const struct stack *old,
-			const struct stack *now)
+/* Retires every path of C's old stack that its new one no longer holds,
+ * with the path that replaced it (stack_pair) for the log. */
+static void retire_gone(const struct un_stack_commit *c)
 {
+	const struct stack *old = &c->old, *now = &c->now;
 	const char *by;
 
 	for (size_t g = 0; g < old->n; g++) {
@@ -585,8 +588,19 @@ static void retire_gone(struct un_export *ex, const struct stack *old,
 		for (size_t i = 0; i < now->n && !by; i++)
 			if (now->e[i].from && !strcmp(now->e[i].from, old->e[g].file))
 				by = now->e[i].path;
-		retire_one(ex, &old->e[g], by);
+		retire_one(c, &old->e[g], by);
 	}
+}
+
+static void commit_free(struct un_stack_commit *c)
+{
+	if (!c)
+		return;
+	stack_free(&c->old);
+	stack_free(&c->now);
+	free(c->path);
+	free(c->record);
+	free(c);
 }
 
 /* ---- the API ---- */
@@ -603,11 +617,45 @@ static int index_forgo(struct un_export *ex, int rc, char *err)
 	return 0;
 }
 
-int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t errlen)
+/* Opens the index of every lower of EX, and leaves in EX->pending what
+ * the commit writes and retires. */
+static int layers_prepare(struct un_export *ex, char *err, size_t errlen)
 {
-	struct stack old = {0}, now = {0};
+	struct un_stack_commit *c = un_sys_calloc(1, sizeof(*c));
 	struct un_layer *l;
 	size_t k = 0;
+	int rc = -ENOMEM;
+
+	if (!c || !(c->path = un_sys_strdup(ex->path)) || !(c->record = stack_name(ex))) {
+		commit_free(c);
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	c->st = ex->st;
+	c->id = ex->id;
+	ex->pending = c; /* freed with the indexes (un_layers_unindex) */
+	rc = stack_of(ex, &c->now, err, errlen);
+	if (!rc && (rc = stack_load(c->record, &c->old)))
+		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
+			 strerror(-rc));
+	if (!rc && (rc = stack_pair(&c->old, &c->now)))
+		snprintf(err, errlen, "out of memory");
+	pthread_mutex_lock(&ex->st->lx_lock);
+	for (size_t i = ex->nlayers; !rc && i-- > 0;) {
+		l = &ex->layers[i];
+		if (!l->lower)
+			continue;
+		rc = index_get_locked(ex->st, l, &c->now.e[k++], &l->lxc, err, errlen);
+		if (!rc)
+			l->key_dev = UN_KEY_DEV | (lxc_lineage(l->lxc) & LINEAGE_BITS);
+	}
+	pthread_mutex_unlock(&ex->st->lx_lock);
+	return rc;
+}
+
+int un_layers_index(struct un_export *ex, bool best_effort, bool defer, char *err,
+		    size_t errlen)
+{
 	char *dir = layers_path(ex->st, "");
 	int rc = dir ? un_sys_mkdirat(AT_FDCWD, dir, 0700) : -ENOMEM;
 
@@ -619,33 +667,42 @@ int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t er
 			 strerror(-rc));
 		return rc;
 	}
-	rc = stack_of(ex, &now, err, errlen);
-	if (!rc && (rc = stack_read(ex, &old)))
-		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
-			 strerror(-rc));
-	if (!rc && (rc = stack_pair(&old, &now)))
-		snprintf(err, errlen, "out of memory");
-	pthread_mutex_lock(&ex->st->lx_lock);
-	for (size_t i = ex->nlayers; !rc && i-- > 0;) {
-		l = &ex->layers[i];
-		if (!l->lower)
-			continue;
-		rc = index_get_locked(ex->st, l, &now.e[k++], &l->lxc, err, errlen);
-		if (!rc)
-			l->key_dev = UN_KEY_DEV | (lxc_lineage(l->lxc) & LINEAGE_BITS);
-	}
-	pthread_mutex_unlock(&ex->st->lx_lock);
-	if (!rc && !stack_recorded(&old, &now) && (rc = stack_write(ex, &now)))
-		snprintf(err, errlen, "stack record of export %s: %s", ex->path,
-			 strerror(-rc));
-	if (!rc && un_retire_seen(ex)) /* rule 8: a reload */
-		retire_gone(ex, &old, &now);
-	stack_free(&old);
-	stack_free(&now);
+	rc = layers_prepare(ex, err, errlen);
+	if (!rc && !defer)
+		rc = un_stack_commit(un_export_commit_take(ex), err, errlen);
 	if (rc && errlen && !err[0])
 		snprintf(err, errlen, "layer indexes of export %s: %s", ex->path,
 			 strerror(-rc));
 	return rc && best_effort && errlen ? index_forgo(ex, rc, err) : rc;
+}
+
+struct un_stack_commit *un_export_commit_take(struct un_export *ex)
+{
+	struct un_stack_commit *c = ex->pending;
+
+	ex->pending = NULL;
+	return c;
+}
+
+int un_stack_commit(struct un_stack_commit *c, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	if (!c)
+		return 0;
+	if (!stack_recorded(&c->old, &c->now) &&
+	    (rc = stack_write(c->st, c->record, &c->now)))
+		snprintf(err, errlen, "stack record of export %s: %s", c->path,
+			 strerror(-rc));
+	if (!rc && un_retire_seen(c->st, c->id, c->path)) /* rule 8: a reload */
+		retire_gone(c);
+	commit_free(c);
+	return rc;
+}
+
+void un_stack_commit_drop(struct un_stack_commit *c)
+{
+	commit_free(c);
 }
 
 struct un_lx *un_lxc_lx(const struct un_lxc *c)
@@ -660,6 +717,7 @@ void un_lxc_put(struct un_state *st, struct un_lxc *c)
 
 void un_layers_unindex(struct un_export *ex)
 {
+	commit_free(un_export_commit_take(ex));
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		if (ex->layers[i].lxc)
 			cache_put(ex->st, ex->layers[i].lxc);

@@ -100,17 +100,16 @@ static struct un_rt_export *rt_find(struct un_state *st, uint32_t id)
 	return NULL;
 }
 
-bool un_retire_seen(struct un_export *ex)
+bool un_retire_seen(struct un_state *st, uint32_t id, const char *path)
 {
-	struct un_state *st = ex->st;
 	struct un_rt_export *e;
 	bool seen;
 
 	pthread_mutex_lock(&st->rt_lock);
-	seen = rt_find(st, ex->id) != NULL;
+	seen = rt_find(st, id) != NULL;
 	if (!seen && (e = un_sys_calloc(1, sizeof(*e)))) {
-		e->id = ex->id;
-		e->path = un_sys_strdup(ex->path);
+		e->id = id;
+		e->path = un_sys_strdup(path);
 		e->next = st->rt_exports;
 		st->rt_exports = e;
 	}
@@ -172,16 +171,15 @@ static struct un_retired *rt_new(struct un_state *st, const char *path, int root
 	return l;
 }
 
-void un_retire_add(struct un_export *ex, const char *path, int rootfd,
-		   const struct stat *root, struct un_lxc *c, uint64_t key_dev,
-		   const char *by)
+void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const char *path,
+		   int rootfd, const struct stat *root, struct un_lxc *c,
+		   uint64_t key_dev, const char *by)
 {
-	struct un_retired *l = rt_new(ex->st, path, rootfd, c), *gone = NULL;
-	struct un_state *st = ex->st;
+	struct un_retired *l = rt_new(st, path, rootfd, c), *gone = NULL;
 	struct un_rt_export *e;
 
 	if (!l) {
-		un_notice(st, "export %s: layer %s not retired: out of memory", ex->path,
+		un_notice(st, "export %s: layer %s not retired: out of memory", expath,
 			  path);
 		return;
 	}
@@ -193,7 +191,7 @@ void un_retire_add(struct un_export *ex, const char *path, int rootfd,
 				 .key_dev = key_dev,
 				 .since = now_ns()};
 	pthread_mutex_lock(&st->rt_lock);
-	e = rt_find(st, ex->id);
+	e = rt_find(st, id);
 	if (e) {
 		/* the same directory retired again (a version served twice):
 		 * the newer entry replaces the older one */
@@ -220,7 +218,7 @@ void un_retire_add(struct un_export *ex, const char *path, int rootfd,
 	}
 	un_notice(
 	    st, "export %s: layer %s retired (%s%s): old handles of its files read it",
-	    ex->path, path, by ? "replaced by " : "removed from the stack", by ? by : "");
+	    expath, path, by ? "replaced by " : "removed from the stack", by ? by : "");
 }
 
 void un_state_retire_time(struct un_state *st, unsigned seconds)

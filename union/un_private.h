@@ -466,9 +466,12 @@ struct un_layer {
 /* Finds or builds the index of every lower layer of EX (layerid.c's
  * rules), unless the export was opened without; ERR as un_export_open.
  * BEST_EFFORT (rule 7): an index that cannot be had leaves EX known by
- * inode numbers, said through the notice callback, and returns 0. */
-int un_layers_index(struct un_export *ex, bool best_effort, char *err, size_t errlen);
-/* Releases EX's indexes. */
+ * inode numbers, said through the notice callback, and returns 0.
+ * DEFER: the stack record and the retiring are left in EX->pending for
+ * un_stack_commit (rule 5), else done before it returns. */
+int un_layers_index(struct un_export *ex, bool best_effort, bool defer, char *err,
+		    size_t errlen);
+/* Releases EX's indexes (and a commit still pending). */
 void un_layers_unindex(struct un_export *ex);
 /* The identity of the instance ST of layer LAYER of EX in the node table
  * into *OUT: its index key, or the raw (st_dev, st_ino) (layerid.c rule
@@ -488,13 +491,14 @@ void un_notice(struct un_state *st, const char *fmt, ...)
 
 /* Whether export ID was opened before in this process (a reload), noting
  * that it has been: only a reload retires (retire.c rule 2). */
-bool un_retire_seen(struct un_export *ex);
+bool un_retire_seen(struct un_state *st, uint32_t id, const char *path);
 /* Layer PATH (O_PATH root ROOTFD, stat ROOT; index C whose keys have dev
- * KEY_DEV) left the lower stack of export EX, replaced by BY (NULL:
- * removed): it is retired, taking ROOTFD and the reference to C. */
-void un_retire_add(struct un_export *ex, const char *path, int rootfd,
-		   const struct stat *root, struct un_lxc *c, uint64_t key_dev,
-		   const char *by);
+ * KEY_DEV) left the lower stack of export ID (path EXPATH, for the log),
+ * replaced by BY (NULL: removed): it is retired, taking ROOTFD and the
+ * reference to C. */
+void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const char *path,
+		   int rootfd, const struct stat *root, struct un_lxc *c,
+		   uint64_t key_dev, const char *by);
 /* Node ID of EX as its retired layers hold it, when the walk found it
  * gone or replaced (retire.c rule 3): -ESTALE when none does. */
 int un_retire_resolve(struct un_export *ex, un_id id, struct un_obj **out);
@@ -548,6 +552,9 @@ struct un_export {
 	bool dirsync_orders;	  /* a dir's fsync carries new inodes (sync.c) */
 	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
 	atomic_bool gone;	  /* its upper or work dir was removed (reset.c) */
+	/* What opening its indexes leaves to do: its stack record and the
+	 * retiring of the layers that left it (layerid.c rule 5), or NULL. */
+	struct un_stack_commit *pending;
 	size_t nlayers;
 	struct un_layer
 	    *layers; /* upper (when writable) first, then lowers top-most first */
