@@ -11,9 +11,11 @@
  *   nfs_poke URL fileid PATH    prints PATH's fileid.
  *   nfs_poke URL hold PATH      opens PATH and prints "holding FILEID", waits
  *                               for a line on stdin, then asks GETATTR by the
- *                               handle it held and prints "after: ok FILEID"
- *                               or "after: " and the error: a client that
- *                               keeps a file open across what the server does.
+ *                               handle it held and READs its first bytes by
+ *                               it, and prints "after: ok FILEID BYTES" (up to
+ *                               a newline) or "after: " and the error: a
+ *                               client that keeps a file open across what the
+ *                               server does.
  *
  * URL is the export root, e.g. nfs://192.0.2.1/?nfsport=P&mountport=M&version=3;
  * PATH is relative to it and starts with '/'.  Every call is a fresh mount and a
@@ -121,7 +123,8 @@ static int hold(struct nfs_context *nfs, const char *path)
 {
 	struct nfsfh *fh = NULL;
 	uint64_t id, size;
-	char line[64];
+	char line[64], data[64] = "";
+	int n;
 
 	if (nfs_open(nfs, path, O_RDONLY, &fh))
 		return failed(nfs, "open", path);
@@ -133,10 +136,13 @@ static int hold(struct nfs_context *nfs, const char *path)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		fprintf(stderr, "nfs_poke: hold %s: stdin closed\n", path);
-	if (fileid_of(nfs, fh, &id, &size))
+	if (fileid_of(nfs, fh, &id, &size) ||
+	    (n = nfs_pread(nfs, fh, 0, sizeof(data) - 1, data)) < 0) {
 		printf("after: %s\n", nfs_get_error(nfs));
-	else
-		printf("after: ok %" PRIu64 "\n", id);
+	} else {
+		data[strcspn(data, "\n")] = '\0';
+		printf("after: ok %" PRIu64 " %s\n", id, data);
+	}
 	nfs_close(nfs, fh);
 	return 0;
 }

@@ -44,6 +44,8 @@ fail() {
 mkdir -p "$T/v1" "$T/v2" "$T/base" "$T/up" "$T/work" "$T/pc"
 echo one >"$T/v1/f"
 echo two >"$T/v2/f"
+echo "old bytes" >"$T/v1/changed" # another size: another object (layerid.c)
+echo "new, longer bytes" >"$T/v2/changed"
 echo base >"$T/base/b"
 write_config() { # LOWER_OF_/ [BROKEN]
 	cat >"$T/conf" <<-EOF
@@ -130,6 +132,30 @@ ok stats_json "${CTL[@]}" --json stats
 [ "$(jget 'sum(s["value"] for s in r["samples"] if s["name"] == "union_nfsd_rpc_calls_total" and s["labels"]["procedure"] == "MNT")')" -ge 2 ] ||
 	fail "stats --json: MNT calls"
 
+# ---- a reload that fails after it prepared the new stacks ----
+# / over v2 (prepared: its index built) and /pc exported twice, which the
+# table check refuses: the stack records stay as they were, nothing is
+# retired (server.c invariant 2), and v1 is retired by the next reload
+mkfifo "$T/held_f.in"
+"$NFS_POKE" "$(nfs_url /)" hold /changed <"$T/held_f.in" >"$T/held_f.out" 2>&1 &
+echo $! >"$T/held_f.pid"
+exec 7>"$T/held_f.in"
+for _ in $(seq 100); do grep -q holding "$T/held_f.out" && break; sleep 0.1; done
+mkdir "$T/records"
+cp "$IT_TMP"/state/layers/stack-* "$T/records/"
+write_config "$T/v2" "$(printf '[export]\npath = /pc\nlowerdir = %s' "$T/base")"
+refused reload_twice 1 "${CTL[@]}" reload
+grep -q "reload failed.*exported twice" "$T/err" || fail "reload_twice: said $(cat "$T/err")"
+[ "$(cd "$IT_TMP/state/layers" && ls stack-*)" = "$(cd "$T/records" && ls)" ] ||
+	fail "failed reload: stack records $(ls "$IT_TMP/state/layers")"
+for r in "$T"/records/stack-*; do
+	cmp -s "$r" "$IT_TMP/state/layers/${r##*/}" ||
+		fail "failed reload: ${r##*/} changed: $(cat "$IT_TMP/state/layers/${r##*/}")"
+done
+ok status_failed "${CTL[@]}" --json status
+[ "$(jget 'r["retired"]')" = "[]" ] || fail "failed reload: retired $(jget 'r["retired"]')"
+[ "$(jget 'r["exports"][0]["lowers"][0]')" = "$T/v1" ] || fail "failed reload: lowers changed"
+
 # ---- reload: v1 replaced by v2 (retired), then a broken config ----
 write_config "$T/v2"
 ok reload "${CTL[@]}" reload
@@ -139,6 +165,11 @@ ok status_retired "${CTL[@]}" --json status
 [ "$(jget 'r["exports"][0]["lowers"][0]')" = "$T/v2" ] || fail "reload: lowers not v2"
 [ "$(jget '[l["layer"] for l in r["retired"]]')" = "['$T/v1']" ] ||
 	fail "reload: retired $(jget 'r["retired"]')"
+echo go >&7
+exec 7>&-
+wait "$(cat "$T/held_f.pid")" || true
+grep -q "^after: ok [0-9]* old bytes$" "$T/held_f.out" ||
+	fail "reload: the held handle of /changed does not read v1: $(cat "$T/held_f.out")"
 write_config "$T/v2" "no-such-key = 1"
 refused reload_broken 1 "${CTL[@]}" reload
 grep -q "reload failed.*no-such-key" "$T/err" || fail "reload_broken: said $(cat "$T/err")"
