@@ -174,15 +174,19 @@ int un_export_restack(struct un_export *from, const struct un_export_cfg *cfg,
 		      struct un_export **out, char *err, size_t errlen);
 void un_export_close(struct un_export *ex);
 /* What a union opened with defer_commit, or by un_export_restack, left to
- * do: its lower stack recorded (the record the next open pairs layers
- * with) and the layers that left the stack retired.  Taken out of EX
- * (NULL when nothing is left), it may be committed after EX is closed.
- * un_stack_commit does it and frees C: 0, or -errno with one line in ERR
- * when the record cannot be written (nothing is retired then);
+ * do: the layers that left its stack retired and the stack recorded (the
+ * record the next open pairs layers with).  Taken out of EX (NULL when
+ * nothing is left), it may be done after EX is closed.
+ * un_stack_retire retires them, once: a reload calls it as it swaps the
+ * union in, under the lock that keeps calls out, so that no call finds an
+ * old handle's layer neither served nor retired.  un_stack_commit writes
+ * the record, then retires if that was not done and the record is
+ * written, and frees C: 0, or -errno with one line in ERR.
  * un_stack_commit_drop frees C undone: a reload that fails changes
  * neither the record nor the retired layers. */
 struct un_stack_commit;
 struct un_stack_commit *un_export_commit_take(struct un_export *ex);
+void un_stack_retire(struct un_stack_commit *c);
 int un_stack_commit(struct un_stack_commit *c, char *err, size_t errlen);
 void un_stack_commit_drop(struct un_stack_commit *c);
 /* A stable 32-bit id derived from the export path; also the export's fsid. */

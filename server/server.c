@@ -21,7 +21,9 @@
  *     (srv_reload, reload_free): the old table keeps serving, and no
  *     stack record is written nor layer retired (union/layerid.c rule 5):
  *     the unions it opened defer both (defer_commit, un_export_restack)
- *     to reload_commit, right after the swap.
+ *     to the swap, which retires the layers they left under the write
+ *     lock (un_stack_retire: an old handle finds its layer served or
+ *     retired), and reload_commit, which then writes the records.
  *  3. An export whose path, layers and dirs did not change is kept as it is
  *     (same union, same handles, same client unions); only its rules are
  *     replaced (reload_one).  One whose lower stack alone changed (same
@@ -485,8 +487,8 @@ struct reload_entry {
 	struct un_export *ux;		/* restacked: the successor union, and
 					 * after the swap the old one */
 	struct srv_restack *insts;	/* restacked template: its client unions */
-	struct un_stack_commit *commit; /* restacked: its successor's, once
-					 * swapped (reload_commit) */
+	struct un_stack_commit *commit; /* its new union's, once swapped in
+					 * (reload_commit) */
 };
 struct reload {
 	struct srv_export **tab; /* the new table */
@@ -605,6 +607,7 @@ static void reload_entry_swap(struct srv *s, struct srv_export *ex,
 		ex->ux = e->ux;
 		e->ux = ux;
 		e->commit = un_export_commit_take(ex->ux);
+		un_stack_retire(e->commit); /* before any call uses it */
 	}
 	if (e->insts)
 		srv_unions_restack_swap(s, e->insts);
@@ -643,16 +646,16 @@ static void commit_log(const char *path, struct un_stack_commit *c)
 			msg);
 }
 
-/* Records the new stacks of R's exports and retires the layers they left
- * (un_stack_commit), once they serve: a reload that fails before the swap
- * has changed neither (invariant 2). */
+/* Records the new stacks of R's exports (un_stack_commit), once they
+ * serve; the layers they left were retired under the write lock
+ * (reload_swap), so that no call finds an old handle's layer neither
+ * served nor retired.  A reload that fails before the swap has changed
+ * neither (invariant 2). */
 static void reload_commit(struct reload *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		struct reload_entry *e = &r->e[i];
 
-		if (!e->kept && r->tab[i]->ux)
-			commit_log(r->tab[i]->path, un_export_commit_take(r->tab[i]->ux));
 		commit_log(r->tab[i]->path, e->commit);
 		e->commit = NULL;
 		if (e->insts)
@@ -667,9 +670,14 @@ static void reload_swap(struct srv *s, struct reload *r)
 	size_t nold = s->nexports;
 
 	pthread_rwlock_wrlock(&s->exports_lock);
-	for (size_t i = 0; i < r->n; i++)
-		if (r->e[i].kept)
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->e[i].kept) {
 			reload_entry_swap(s, r->tab[i], &r->e[i]);
+		} else if (r->tab[i]->ux) { /* new, or reopened: retire as it serves */
+			r->e[i].commit = un_export_commit_take(r->tab[i]->ux);
+			un_stack_retire(r->e[i].commit);
+		}
+	}
 	s->exports = r->tab;
 	s->nexports = r->n;
 	pthread_rwlock_unlock(&s->exports_lock);

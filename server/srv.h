@@ -348,7 +348,7 @@ int srv_unions_restack(struct srv *s, struct srv_export *t,
 		       char *err, size_t errlen);
 void srv_unions_restack_swap(struct srv *s, struct srv_restack *r);
 /* After the swap and the write lock: records the stacks of the client
- * unions swapped and retires the layers they left (un_stack_commit). */
+ * unions swapped (un_stack_commit; the swap retired the layers they left). */
 void srv_unions_restack_commit(struct srv_restack *r);
 size_t srv_unions_restack_end(struct srv_restack *r);
 

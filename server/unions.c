@@ -1730,6 +1730,7 @@ void srv_unions_restack_swap(struct srv *s, struct srv_restack *r)
 			one->ux = ux;
 			/* the union may be released once the lock is let go */
 			one->commit = un_export_commit_take(i->ux);
+			un_stack_retire(one->commit); /* before a call uses it */
 			r->nswapped++;
 			continue;
 		}
@@ -1748,8 +1749,8 @@ void srv_unions_restack_commit(struct srv_restack *r)
 		if (r->v[k].commit &&
 		    un_stack_commit(r->v[k].commit, msg, sizeof(msg)) < 0)
 			SRV_LOG_LIMITED(SRV_LOG_ERR,
-					"reload: export %s: %s; the layers it left are "
-					"not retired",
+					"reload: export %s: %s; the next reload pairs "
+					"its layers with the older record",
 					r->t->path, msg);
 		r->v[k].commit = NULL;
 	}

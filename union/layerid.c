@@ -544,6 +544,7 @@ struct un_stack_commit {
 	char *path;
 	char *record; /* the record's file name */
 	struct stack old, now;
+	bool retired; /* un_stack_retire ran */
 };
 
 /* Retires the layer of E, gone from C's stack and replaced by BY (NULL:
@@ -684,6 +685,15 @@ struct un_stack_commit *un_export_commit_take(struct un_export *ex)
 	return c;
 }
 
+void un_stack_retire(struct un_stack_commit *c)
+{
+	if (!c || c->retired)
+		return;
+	c->retired = true;
+	if (un_retire_seen(c->st, c->id, c->path)) /* rule 8: a reload */
+		retire_gone(c);
+}
+
 int un_stack_commit(struct un_stack_commit *c, char *err, size_t errlen)
 {
 	int rc = 0;
@@ -694,8 +704,8 @@ int un_stack_commit(struct un_stack_commit *c, char *err, size_t errlen)
 	    (rc = stack_write(c->st, c->record, &c->now)))
 		snprintf(err, errlen, "stack record of export %s: %s", c->path,
 			 strerror(-rc));
-	if (!rc && un_retire_seen(c->st, c->id, c->path)) /* rule 8: a reload */
-		retire_gone(c);
+	if (!rc)
+		un_stack_retire(c);
 	commit_free(c);
 	return rc;
 }
