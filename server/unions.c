@@ -80,7 +80,12 @@
  *     is still the one its successor was made from (by its open serial,
  *     ux_serial) gets it; any other (opened, renewed or reset meanwhile,
  *     over the old stack) is taken out then and freed after the lock, and
- *     reopens at its next call.
+ *     reopens at its next call.  A union that gets its successor has the
+ *     layers it left retired there, under the lock (un_stack_retire), and
+ *     its stack record written after it (srv_unions_restack_commit): the
+ *     commit is taken out of the union, which may be released by then.
+ *     The successor of one taken out is closed with its commit undone;
+ *     its reopen over the new stack records and retires as any open.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

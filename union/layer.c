@@ -23,7 +23,10 @@
  *     root object of its own (rcache.c): nothing it serves was read
  *     through the old stack.  Merged listings, cached per state, are found
  *     by a version over every layer's part of a directory (readdir.c), so
- *     a stack with a layer more, less or other is another version.
+ *     a stack with a layer more, less or other is another version.  Its
+ *     stack record and the retiring of the layers it leaves wait for the
+ *     caller's un_stack_retire and un_stack_commit (layerid.c rule 5), as
+ *     for an un_export_open with defer_commit.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -30,6 +30,13 @@
  *     so two exports that need one index build it once.
  *  5. The stack record is written only once every index of the export is
  *     open, so an open that fails changes nothing the next one reads.
+ *     Opening the indexes (layers_prepare) leaves the record's write and
+ *     the retiring (rule 8) in a struct un_stack_commit: a start or a
+ *     client's mount does both at once (un_stack_commit); a reload
+ *     (defer_commit, un_export_restack) retires as it swaps the new union
+ *     in (un_stack_retire) and writes the record after, so a reload that
+ *     fails after preparing its unions (its table refused) leaves both as
+ *     they were: the unions it drops drop their commit undone.
  *  6. A key (un_layer_key) is {UN_KEY_DEV | 48 bits of the lineage, objnum
  *     of the link leader} for an instance the layer's index knows by its
  *     inode number, with the same type; anything else keeps its raw
@@ -46,7 +53,8 @@
  *     directory, opened again by its path and checked against the root
  *     inode its index recorded, and a reference to its index go to the
  *     export's retired layers (retire.c), which serve the old handles of
- *     its objects.  Only a reload retires (un_retire_seen): a restart
+ *     its objects; the old stack is the record as the open read it (rule
+ *     5).  Only a reload retires (un_retire_seen): a restart
  *     starts with none.  A layer replaced at its own path is not retired:
  *     its old directory is no longer there to be opened.
  *  9. An index that no stack record names and no export holds open (the

@@ -9,7 +9,9 @@
  *     O_PATH descriptor of its root, a reference to its index (layerid.c)
  *     and the time it was retired.  A restart forgets them all.
  *  2. Only a reload retires: un_retire_seen tells layerid.c whether the
- *     export was opened before in this process (layerid.c rule 8).
+ *     export was opened before in this process (layerid.c rule 8).  A
+ *     reload retires only once it switches to the new stack (layerid.c
+ *     rule 5): one that fails leaves the registry as it was.
  *  3. A retired layer serves only a node whose walk found it gone or
  *     replaced (un_resolve, after its tries), whose record holds an index
  *     key (layerid.c rule 6) of the layer's lineage, for a regular file or
