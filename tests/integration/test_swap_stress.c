@@ -50,8 +50,8 @@
 #define TMP_PREFIX "/tmp/union-nfsd-swapstress."
 #define WORKERS	   4
 #define FLIPS	   50
-#define WAIT_S	   60
-#define WATCHDOG_S 200 /* ctest TIMEOUT is 600 */
+#define WAIT_S	   15
+#define WATCHDOG_S 30 /* ctest TIMEOUT is 40 */
 #define LIST_MAX   16
 #define IDS_MAX	   4096
 #define V1	   "v1\n"
