@@ -465,11 +465,11 @@ static void test_reload(void **state)
 	}
 	new = list_all(false);
 	check_full(new, true);
+	check_parts("READDIR", p1[0], p2[0], resume[0], old, new);
+	check_parts("READDIRPLUS", p1[1], p2[1], resume[1], old, new);
 	for (int i = 0; i < NIDX; i++)
 		if (in_old(i) && in_new(i))
 			assert_int_equal(check_place(new, i, old, new), 0);
-	check_parts("READDIR", p1[0], p2[0], resume[0], old, new);
-	check_parts("READDIRPLUS", p1[1], p2[1], resume[1], old, new);
 	for (int k = 0; k < 2; k++) {
 		free(p1[k]);
 		free(p2[k]);
