@@ -23,6 +23,9 @@
  * metrics`, and a path other than /metrics gets 404.  The scrapes are a plain HTTP/1.0
  * GET on a socket (a test client; the server side is libmicrohttpd's).
  *
+ * Then addresses 127.0.4.0 and on, a GETATTR each, up to the cap of client
+ * records an export and N_OTHER beyond: those count under client="other".
+ *
  * A second server, with a per-client export (upper TMP/c/%a/upper), must show
  * its client union's calls under the labels export and client, and no series
  * of the template's own; its client's calls by address are the template's.
@@ -62,8 +65,10 @@
 #define WRITE_LEN  512
 #define N_NLM_NULL 3
 #define N_NLM_TEST 2
-#define N_GARBAGE  1 /* GETATTRs whose arguments do not decode */
-#define N_GETATTR2 6 /* the second client's (127.0.0.2), and one READ */
+#define N_GARBAGE  1	/* GETATTRs whose arguments do not decode */
+#define N_GETATTR2 6	/* the second client's (127.0.0.2), and one READ */
+#define CLIENT_CAP 1024 /* client records an export (metrics.c, SRV_M_CLIENTS) */
+#define N_OTHER	   3	/* addresses beyond them */
 #define NLM_PROG   100021
 #define DATA_SIZE  10000
 #define UP_SIZE	   5000
@@ -551,6 +556,54 @@ static void test_counts(void **state)
 	free(after);
 }
 
+/* The client series of export / in PAGE that name an address. */
+static int client_series(const char *page)
+{
+	static const char prefix[] =
+	    "\nunion_nfsd_client_calls_total{export=\"/\",client=\"";
+	int n = 0;
+
+	for (const char *p = strstr(page, prefix); p; p = strstr(p + 1, prefix))
+		n += strncmp(p + strlen(prefix), "other\"", 6) != 0;
+	return n;
+}
+
+/* One GETATTR of the root from address 127.0.X.Y (I's). */
+static void getattr_from(int i)
+{
+	char addr[32];
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.%d.%d", 4 + i / 256, i % 256);
+	fd = raw_connect_from(addr, g.srv.nfs_port);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_getattr(fd, RAW_TCP, g.root.d, g.root.len, NULL), 0);
+	close(fd);
+}
+
+/* Addresses beyond the cap of records an export (SRV_M_CLIENTS) count
+ * under client="other"; those with records go on counting their own. */
+static void test_client_cap(void **state)
+{
+	char *before = scrape(g.mport), *after;
+	int have = client_series(before), fill = CLIENT_CAP - have;
+
+	(void)state;
+	assert_true(fill >= 0);
+	for (int i = 0; i < fill + N_OTHER; i++)
+		getattr_from(i);
+	getattr_from(0); /* has a record: its own again */
+	after = scrape(g.mport);
+	if (client_series(after) != CLIENT_CAP)
+		fail_msg("%d client series, want %d", client_series(after), CLIENT_CAP);
+	expect_delta(before, after, CLIENT("calls", "other"), N_OTHER);
+	expect_delta(before, after, CLIENT("calls", "127.0.4.0"), 2);
+	expect_delta(before, after, "union_nfsd_export_calls_total{export=\"/\"}",
+		     fill + N_OTHER + 1);
+	free(before);
+	free(after);
+}
+
 static void test_not_found(void **state)
 {
 	char *page = http_get(g.mport, "/other");
@@ -618,6 +671,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts),
+	    cmocka_unit_test(test_client_cap),
 	    cmocka_unit_test(test_not_found),
 	    cmocka_unit_test(test_client_label),
 	};
