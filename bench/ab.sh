@@ -15,8 +15,8 @@
 # mgetattr, mreaddirplus: GETATTR of 10,000 merged directories and whole
 # listings of a directory of 10,000 merged ones, each made in the lower
 # layer and in every build's upper); TMPDIR (default /var/tmp) for the
-# data: 10,000 files, 100,000 names and a 1 GiB file.  Root not needed;
-# loopback ports 31000 and up.
+# data: 10,000 files, 100,000 names and a 1 GiB file; PORT (default 31000):
+# the first of the loopback ports taken, 10 a build.  Root not needed.
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: ab.sh NFS_BENCH NAME=UNION_NFSD NAME=UNION_NFSD..." >&2; exit 2; }
 NB=$1
@@ -62,7 +62,7 @@ PY
 }
 [[ " $ROWS " == *" m"* ]] && merged_dirs "$D/lower"
 
-port=31000
+port=${PORT:-31000}
 for s in "${NAMES[@]}"; do
 	mkdir -p "$D/$s/up" "$D/$s/work" "$D/$s/state"
 	[[ " $ROWS " == *" m"* ]] && merged_dirs "$D/$s/up"
