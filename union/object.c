@@ -24,20 +24,22 @@
  *     its own (un_obj_copy).
  *  5. A merged directory reports one link (un_getattr): the link counts of
  *     its instances are no count of its subdirectories.
- *  6. A merged directory reports as mtime the latest of its instances'
- *     mtimes and as ctime the latest of their ctimes, each with its
- *     nanoseconds moved by a hash of every instance's (dev, ino, mtime,
- *     ctime) in stack order (un_dir_times_add, un_dir_times_put).  A
- *     client (the Linux one) trusts its cached listing and the names it
- *     found absent while the directory's mtime and ctime stay the same: a
- *     name added to any part changes that part's times, and a part added,
- *     removed or swapped for another (a reload) changes the hash, even when
- *     the times are equal.  The same parts give the same times (no key, no
- *     counter), so a restart changes nothing and a rollback gives back the
- *     old times, which differ from those of the version rolled back from.
- *     The seconds are the latest part's own.  readdir.c (attr_of) gives the
- *     same for an entry, and a view gives it from its stamps (rcache.c
- *     rule 10), without a stat.
+ *  6. A merged directory reports as ctime the latest of its instances'
+ *     ctimes, its nanoseconds moved by a hash of every instance's (dev,
+ *     ino, mtime, ctime) in stack order (un_dir_times_add,
+ *     un_dir_times_put).  The Linux NFSv3 client takes the ctime as the
+ *     change attribute: it trusts its cached listing and the names it
+ *     found absent while the ctime stays the same.  A name added to any
+ *     part moves that part's ctime, and a part added, removed or swapped
+ *     for another (a reload) changes the hash, even when the times are
+ *     equal.  The same parts give the same ctime (no key, no counter), so
+ *     a restart changes nothing and a rollback gives back the old one,
+ *     which differs from that of the version rolled back from.  Its
+ *     seconds are the latest part's own.  The mtime stays the top
+ *     instance's, as in overlayfs: a time a client sets (SETATTR, which
+ *     cannot set a ctime) reads back as set, whatever the lower parts'
+ *     mtimes are.  readdir.c (attr_of) gives the same for an entry, and a
+ *     view gives it from its stamps (rcache.c rule 10), without a stat.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -221,8 +223,8 @@ static uint64_t times_mix(uint64_t h, uint64_t x)
 void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long long mtime,
 		      long long ctime)
 {
-	if (!t->n || mtime > t->mtime)
-		t->mtime = mtime;
+	if (!t->n)
+		t->mtime = mtime; /* the top part's */
 	if (!t->n || ctime > t->ctime)
 		t->ctime = ctime;
 	t->h = times_mix(t->h, dev);
@@ -251,7 +253,7 @@ void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out)
 	uint64_t h = times_mix(t->h, t->n);
 
 	h ^= h >> 29;
-	out->mtime = times_moved(t->mtime, h);
+	out->mtime = times_moved(t->mtime, 0);
 	out->ctime = times_moved(t->ctime, h);
 }
 

@@ -693,7 +693,8 @@ void un_obj_push_top(struct un_obj *o, int fd);
  * instances in stack order, top-most first: zeroed, then un_dir_times_add
  * for each (times in ns), then un_dir_times_put into the attributes. */
 struct un_dir_times {
-	long long mtime, ctime; /* the latest so far */
+	long long mtime; /* the top part's */
+	long long ctime; /* the latest so far */
 	uint64_t h;
 	size_t n;
 };
