@@ -11,9 +11,12 @@
 # (nfs_bench's RESULT) and then, per row, the median server CPU per
 # operation of each build and its ratio to the first one's.
 #
-# Env: N=8 rounds; ROWS="getattr lookup readdirplus read" (of those four);
-# TMPDIR (default /var/tmp) for the data: 10,000 files, 100,000 names and a
-# 1 GiB file.  Root not needed; loopback ports 31000 and up.
+# Env: N=8 rounds; ROWS="getattr lookup readdirplus read" (of those, and
+# mgetattr, mreaddirplus: GETATTR of 10,000 merged directories and whole
+# listings of a directory of 10,000 merged ones, each made in the lower
+# layer and in every build's upper); TMPDIR (default /var/tmp) for the
+# data: 10,000 files, 100,000 names and a 1 GiB file; PORT (default 31000):
+# the first of the loopback ports taken, 10 a build.  Root not needed.
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: ab.sh NFS_BENCH NAME=UNION_NFSD NAME=UNION_NFSD..." >&2; exit 2; }
 NB=$1
@@ -47,10 +50,22 @@ for i in range(100000):
     open("%s/big/file%07d" % (r, i), "wb").close()
 PY
 [[ " $ROWS " == *" read "* ]] && "$NB" genfile "$D/lower/seq/data" 1073741824
+# merged directories: each name a directory in the lower and in every upper
+merged_dirs() {
+	python3 - "$1" <<'PY'
+import os, sys
+r = sys.argv[1]
+for i in range(10000):
+    os.makedirs("%s/mattr/f%05d" % (r, i))
+    os.makedirs("%s/mbig/file%07d" % (r, i))
+PY
+}
+[[ " $ROWS " == *" m"* ]] && merged_dirs "$D/lower"
 
-port=31000
+port=${PORT:-31000}
 for s in "${NAMES[@]}"; do
 	mkdir -p "$D/$s/up" "$D/$s/work" "$D/$s/state"
+	[[ " $ROWS " == *" m"* ]] && merged_dirs "$D/$s/up"
 	read -ra cmd <<<"${BIN[$s]}" # the binary, then its own options
 	"${cmd[@]}" --lowerdir="$D/lower" --upperdir="$D/$s/up" --workdir="$D/$s/work" \
 		--state-dir="$D/$s/state" --nfs-port=$port --mount-port=$((port + 1)) \
@@ -70,6 +85,8 @@ for i in $(seq "$N"); do
 		case $w in
 		getattr | lookup) args=(--depth=32 --dir=attr --files=10000 --count=400000 "$w") ;;
 		readdirplus) args=(--dir=big --files=100000 --passes=20 readdirplus) ;;
+		mgetattr) args=(--depth=32 --dir=mattr --files=10000 --count=400000 --dirs getattr) ;;
+		mreaddirplus) args=(--dir=mbig --files=10000 --passes=100 readdirplus) ;;
 		read) args=(--depth=16 --dir=seq --name=data --size=1073741824 read) ;;
 		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
 		esac

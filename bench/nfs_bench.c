@@ -19,7 +19,8 @@
  * Workloads (each checks what it got, so that a fast wrong answer fails):
  *   null         NULL calls
  *   getattr      GETATTR of the files DIR/f00000.. (handles looked up first,
- *                untimed); each size must be index % 997
+ *                untimed); each size must be index % 997; with --dirs they
+ *                are directories (of any size), such as merged ones
  *   lookup       LOOKUP in DIR of f%05d (must exist, size index % 997), and of
  *                gone%05d and stale%05d (must be NFS3ERR_NOENT: in the 4-layer
  *                union they are hidden by white-outs and an opaque directory)
@@ -133,6 +134,7 @@ struct bench {
 	char verf[NFS3_WRITEVERFSIZE];
 	bool have_verf;
 	bool collect;  /* lookup: fill handles[] from f%05d */
+	bool dirs;     /* getattr: DIR/f%05d are directories */
 	uint64_t seed; /* pattern seed of the item being read */
 	void *out;     /* where a set-up call's answer goes */
 	char *buf;     /* one chunk of pattern for WRITE */
@@ -641,7 +643,9 @@ static void attr_name(char *buf, size_t len, uint64_t item, uint64_t files, int 
 
 static bool check_attr(struct bench *b, const fattr3 *a, uint64_t i, const char *what)
 {
-	if (a->type != NF3REG || a->size != i % ATTR_MOD) {
+	if (b->dirs && a->type == NF3DIR)
+		return true;
+	if (b->dirs || a->type != NF3REG || a->size != i % ATTR_MOD) {
 		fail(b,
 		     "%s f%05" PRIu64 ": type %d size %" PRIu64
 		     ", want a file of %" PRIu64,
@@ -1803,7 +1807,7 @@ static void usage(void)
 	    "usage: nfs_bench --nfs-port=P --mount-port=M --export=PATH [--host=H]\n"
 	    "         [--depth=N] [--conns=N] [--count=N] [--files=N] [--size=BYTES]\n"
 	    "         [--io=BYTES] [--dir=PATH] [--name=NAME] [--passes=N] [--pid=PID]\n"
-	    "         [--nlm-port=P]\n"
+	    "         [--nlm-port=P] [--dirs]\n"
 	    "         null|getattr|lookup|readdirplus|createremove|smallfiles|write|"
 	    "read|copyup|lockpairs\n"
 	    "       nfs_bench genfile PATH BYTES\n"
@@ -1822,7 +1826,9 @@ static void parse(struct bench *b, int argc, char **argv)
 	    {"size", 1, NULL, 's'},	  {"io", 1, NULL, 'i'},
 	    {"dir", 1, NULL, 'd'},	  {"name", 1, NULL, 'a'},
 	    {"passes", 1, NULL, 'P'},	  {"pid", 1, NULL, 'p'},
-	    {"nlm-port", 1, NULL, 'l'},	  {NULL, 0, NULL, 0}};
+	    {"nlm-port", 1, NULL, 'l'},	  {"dirs", 0, NULL, 'D'},
+	    {NULL, 0, NULL, 0},
+	};
 	int c;
 
 	*b = (struct bench){.host = "127.0.0.1",
@@ -1881,6 +1887,9 @@ static void parse(struct bench *b, int argc, char **argv)
 			break;
 		case 'l':
 			b->nlm_port = atoi(optarg);
+			break;
+		case 'D':
+			b->dirs = true;
 			break;
 		default:
 			usage();

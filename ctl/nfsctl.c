@@ -196,15 +196,18 @@ static void print_status(json_t *r)
 
 static void print_clients(json_t *r)
 {
-	struct table t = {.ncols = 3}, u = {.ncols = 8};
-	char since[64], idle[64], calls[32], size[32], ents[32];
+	struct table t = {.ncols = 6}, u = {.ncols = 8};
+	char since[64], idle[64], calls[32], size[32], ents[32], rd[32], wr[32];
 	json_t *m;
 	size_t i;
 
-	table_row(&t, "HOST", "EXPORT", "MOUNTED SINCE");
+	table_row(&t, "HOST", "EXPORT", "MOUNTED SINCE", "CALLS", "READ", "WRITTEN");
 	json_array_foreach(json_object_get(r, "mounts"), i, m)
 	    table_row(&t, str(m, "host"), str(m, "path"),
-		      time_text(num(m, "since"), since, sizeof(since)));
+		      time_text(num(m, "since"), since, sizeof(since)),
+		      num_or_dash(m, "calls", calls, sizeof(calls)),
+		      bytes_text(m, "read_bytes", rd, sizeof(rd)),
+		      bytes_text(m, "written_bytes", wr, sizeof(wr)));
 	table_print(&t);
 	if (!json_array_size(json_object_get(r, "unions")))
 		return;
@@ -305,23 +308,29 @@ static void print_calls(json_t *samples)
 	table_print(&t);
 }
 
-static void print_exports_stats(json_t *samples)
+/* The calls and bytes of the families FAM_calls_total, FAM_read_bytes_total
+ * and FAM_written_bytes_total, one row a series; HEAD names the client
+ * label's column. */
+static void print_traffic(json_t *samples, const char *fam, const char *head)
 {
 	struct table t = {.ncols = 5};
-	char calls[32], rd[32], wr[32];
+	char name[128], calls[32], rd[32], wr[32];
 	json_t *s, *x;
 	size_t i;
 
-	table_row(&t, "EXPORT", "CLIENT", "CALLS", "READ", "WRITTEN");
+	table_row(&t, "EXPORT", head, "CALLS", "READ", "WRITTEN");
 	json_array_foreach(samples, i, s)
 	{
 		json_t *l = json_object_get(s, "labels");
 
-		if (strcmp(str(s, "name"), "union_nfsd_export_calls_total") != 0)
+		snprintf(name, sizeof(name), "%s_calls_total", fam);
+		if (strcmp(str(s, "name"), name) != 0)
 			continue;
-		x = sample_find(samples, "union_nfsd_export_read_bytes_total", l);
+		snprintf(name, sizeof(name), "%s_read_bytes_total", fam);
+		x = sample_find(samples, name, l);
 		bytes_text(x, "value", rd, sizeof(rd));
-		x = sample_find(samples, "union_nfsd_export_written_bytes_total", l);
+		snprintf(name, sizeof(name), "%s_written_bytes_total", fam);
+		x = sample_find(samples, name, l);
 		bytes_text(x, "value", wr, sizeof(wr));
 		table_row(&t, str(l, "export"), str(l, "client"),
 			  num_or_dash(s, "value", calls, sizeof(calls)), rd, wr);
@@ -364,7 +373,9 @@ static void print_stats(json_t *r)
 
 	print_calls(samples);
 	printf("\n");
-	print_exports_stats(samples);
+	print_traffic(samples, "union_nfsd_export", "CLIENT");
+	printf("\n");
+	print_traffic(samples, "union_nfsd_client", "CLIENT ADDRESS");
 	printf("\n");
 	print_others(samples);
 }
@@ -383,8 +394,8 @@ struct cmd {
 /* Each command the server knows (server/ctl.c, ctl_cmds) has its entry. */
 static const struct cmd cmds[] = {
     {"status", ARG_NONE, "", "version, uptime, ports, exports, layers", print_status},
-    {"clients", ARG_NONE, "", "mounts; client unions, their calls and uppers",
-     print_clients},
+    {"clients", ARG_NONE, "",
+     "mounts and their calls; client unions, their calls and uppers", print_clients},
     {"reload", ARG_NONE, "", "read the configuration again, as SIGHUP does",
      print_message},
     {"stats", ARG_NONE, "", "the server's counters", print_stats},

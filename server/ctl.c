@@ -160,17 +160,36 @@ static void tree_usage(const char *path, json_t *o)
 	json_object_set_new(o, "upper_entries", json_integer((json_int_t)files));
 }
 
+/* Mount M's calls and bytes, by its client's address on the export that
+ * holds its path; nothing when counting is off.  Under the exports' lock. */
+static void mount_sums(struct srv *s, const struct srv_mount_entry *m, json_t *o)
+{
+	char rest[MNTPATHLEN + 1];
+	struct srv_export *ex = srv_export_containing(s, m->path, rest, sizeof(rest));
+	uint64_t v[3];
+
+	if (!ex || !srv_metrics_client_sums(s, ex, m->host, v))
+		return;
+	json_object_set_new(o, "calls", json_integer((json_int_t)v[0]));
+	json_object_set_new(o, "read_bytes", json_integer((json_int_t)v[1]));
+	json_object_set_new(o, "written_bytes", json_integer((json_int_t)v[2]));
+}
+
 static json_t *mounts_json(struct srv *s)
 {
-	json_t *a = json_array();
+	json_t *a = json_array(), *o;
 
+	srv_exports_read_begin(s);
 	pthread_mutex_lock(&s->mounts_lock);
-	for (size_t i = 0; i < s->nmounts; i++)
-		json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "host",
-						   s->mounts[i].host, "path",
-						   s->mounts[i].path, "since",
-						   (json_int_t)s->mounts[i].since));
+	for (size_t i = 0; i < s->nmounts; i++) {
+		o = json_pack("{s:s, s:s, s:I}", "host", s->mounts[i].host, "path",
+			      s->mounts[i].path, "since", (json_int_t)s->mounts[i].since);
+		if (o)
+			mount_sums(s, &s->mounts[i], o);
+		json_array_append_new(a, o);
+	}
 	pthread_mutex_unlock(&s->mounts_lock);
+	srv_exports_read_end(s);
 	return a;
 }
 

@@ -26,6 +26,17 @@
  *  4. The engine's counters (union.h, struct un_stats) are read at the
  *     scrape; the engine knows nothing of this format.
  *  5. With --metrics off srv->metrics is NULL and a call costs one test.
+ *  6. Per client, the counters are kept by (export, client address): a
+ *     record of three counters (a cache line) for each address that made
+ *     an NFS call, on the export's table (a client union's calls count on
+ *     its template's), added to with relaxed atomic adds: a client's calls
+ *     run on any thread.  The table is a hash whose chains only grow and
+ *     are read without a lock (a record is published with a release store
+ *     of its chain's head); its mutex is taken only to add a record, on a
+ *     client's first call.  At most SRV_M_CLIENTS records an export; the
+ *     calls of addresses beyond them count on one record, "other".  The
+ *     records live as long as the export, so a client that comes back
+ *     continues its series, and the memory is bounded by the cap.
  *
  * Counting is on with --metrics or the control socket (ctl.c, whose
  * `stats` reads the same page through srv_metrics_text); the HTTP side
@@ -79,6 +90,23 @@ struct srv_mthread {
 /* One thread's counters of one export: a cache line of its own. */
 struct srv_xcount {
 	_Alignas(64) _Atomic uint64_t calls, bytes_read, bytes_written;
+};
+
+/* One client address's counters on one export (note 6). */
+struct srv_mclient {
+	_Alignas(64) _Atomic uint64_t calls, bytes_read, bytes_written;
+	struct srv_mclient *next; /* in its chain; set before publishing */
+	unsigned char addr[16];	  /* IPv6, an IPv4 address mapped */
+};
+
+#define SRV_M_CLIENTS	     1024 /* records an export (note 6) */
+#define SRV_M_CLIENT_BUCKETS 256
+
+struct srv_mclients {
+	struct srv_mclient other; /* the addresses beyond the cap */
+	pthread_mutex_t lock;	  /* guards adding, and n */
+	unsigned n;		  /* records, other not counted */
+	struct srv_mclient *_Atomic chain[SRV_M_CLIENT_BUCKETS];
 };
 
 struct srv_metrics {
@@ -216,6 +244,159 @@ static void count_export(struct srv_mthread *t, const struct srv_req *req)
 		own_add(&x->bytes_written, req->bytes_written);
 }
 
+/* ---- per client (note 6) ---- */
+
+/* The key of PEER's address: 16 bytes, an IPv4 address mapped; false for
+ * another family. */
+static bool addr_key(const struct sockaddr_storage *peer, unsigned char key[16])
+{
+	if (peer->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)peer;
+
+		memset(key, 0, 10);
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &a->sin_addr, 4);
+		return true;
+	}
+	if (peer->ss_family == AF_INET6) {
+		memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+		return true;
+	}
+	return false;
+}
+
+static unsigned addr_hash(const unsigned char key[16])
+{
+	uint32_t w[4];
+
+	memcpy(w, key, sizeof(w));
+	return ((w[0] ^ w[1] ^ w[2] ^ w[3]) * 2654435761u) >> 24; /* 0..255 */
+}
+
+/* KEY's record in chain HEAD, or NULL; without a lock (note 6). */
+static struct srv_mclient *chain_find(struct srv_mclient *_Atomic *head,
+				      const unsigned char key[16])
+{
+	struct srv_mclient *c = atomic_load_explicit(head, memory_order_acquire);
+
+	while (c && memcmp(c->addr, key, 16) != 0)
+		c = c->next;
+	return c;
+}
+
+/* EX's table of clients, made on its first counted call (one CAS, once). */
+static struct srv_mclients *clients_table(struct srv_export *ex)
+{
+	struct srv_mclients *t =
+	    atomic_load_explicit(&ex->mclients, memory_order_acquire);
+	struct srv_mclients *none = NULL;
+
+	if (t)
+		return t;
+	t = aligned_alloc(64, sizeof(*t));
+	if (!t)
+		return NULL;
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
+	if (atomic_compare_exchange_strong(&ex->mclients, &none, t))
+		return t;
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return none;
+}
+
+/* Adds KEY's record to T, or finds the one another thread added first;
+ * "other" beyond the cap or out of memory. */
+static struct srv_mclient *client_add(struct srv_mclients *t, const unsigned char key[16])
+{
+	struct srv_mclient *_Atomic *head = &t->chain[addr_hash(key)];
+	struct srv_mclient *c;
+
+	pthread_mutex_lock(&t->lock);
+	c = chain_find(head, key);
+	if (c || t->n >= SRV_M_CLIENTS)
+		goto out;
+	c = aligned_alloc(64, sizeof(*c));
+	if (!c)
+		goto out;
+	memset(c, 0, sizeof(*c));
+	memcpy(c->addr, key, 16);
+	c->next = atomic_load_explicit(head, memory_order_relaxed);
+	atomic_store_explicit(head, c, memory_order_release);
+	t->n++;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return c ? c : &t->other;
+}
+
+static void count_client(const struct srv_req *req)
+{
+	struct srv_export *top = req->ex->parent ? req->ex->parent : req->ex;
+	struct srv_mclients *t;
+	struct srv_mclient *c;
+	unsigned char key[16];
+
+	if (!req->peer || !addr_key(req->peer, key) || !(t = clients_table(top)))
+		return;
+	c = chain_find(&t->chain[addr_hash(key)], key);
+	if (!c)
+		c = client_add(t, key);
+	atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+	if (req->bytes_read)
+		atomic_fetch_add_explicit(&c->bytes_read, req->bytes_read,
+					  memory_order_relaxed);
+	if (req->bytes_written)
+		atomic_fetch_add_explicit(&c->bytes_written, req->bytes_written,
+					  memory_order_relaxed);
+}
+
+static void client_sums(const struct srv_mclient *c, uint64_t v[3])
+{
+	v[0] = rd(&c->calls);
+	v[1] = rd(&c->bytes_read);
+	v[2] = rd(&c->bytes_written);
+}
+
+bool srv_metrics_client_sums(const struct srv *s, const struct srv_export *ex,
+			     const char *host, uint64_t v[3])
+{
+	struct srv_mclients *t =
+	    atomic_load_explicit(&ex->mclients, memory_order_acquire);
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	const struct srv_mclient *c = NULL;
+	unsigned char key[16];
+
+	if (!s->metrics)
+		return false;
+	v[0] = v[1] = v[2] = 0;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	if (t && addr_key(&ss, key))
+		c = chain_find(&t->chain[addr_hash(key)], key);
+	if (c)
+		client_sums(c, v);
+	return true;
+}
+
+static void clients_free(struct srv_mclients *t)
+{
+	struct srv_mclient *c, *next;
+
+	if (!t)
+		return;
+	for (size_t b = 0; b < SRV_M_CLIENT_BUCKETS; b++)
+		for (c = atomic_load(&t->chain[b]); c; c = next) {
+			next = c->next;
+			free(c);
+		}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
 void srv_metrics_end(struct srv_mcall *mc, size_t prog_index,
 		     const struct srv_program *prog, const struct srv_proc *p,
 		     const struct srv_req *req, const void *res, uint32_t accept)
@@ -239,8 +420,10 @@ void srv_metrics_end(struct srv_mcall *mc, size_t prog_index,
 	st = status_slot(prog, p, res, accept);
 	if (st >= 0)
 		own_add(&mp->errors[st], 1);
-	if (req->ex)
+	if (req->ex) {
 		count_export(t, req);
+		count_client(req);
+	}
 	own_add(&t->ended, 1);
 }
 
@@ -255,6 +438,7 @@ void srv_metrics_drc_hit(struct srv *s)
 void srv_metrics_export_free(struct srv_export *ex)
 {
 	free(atomic_load(&ex->mcount));
+	clients_free(atomic_load(&ex->mclients));
 }
 
 /* ---- the text format ---- */
@@ -461,8 +645,55 @@ static void export_lines(const struct srv_metrics *m, const struct srv_export *e
 		export_line(out[k], fam[k], ex, v[k]);
 }
 
-/* Every export, and every open client union of a per-client one. */
-static void export_walk(const struct srv_metrics *m, FILE *out[3])
+/* C's address as text: an IPv4 address mapped as IPv4. */
+static void client_text(const struct srv_mclient *c, char *buf, size_t len)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0,	   0,
+						 0, 0, 0, 0, 0xff, 0xff};
+	bool v4 = memcmp(c->addr, mapped, sizeof(mapped)) == 0;
+
+	if (!inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? c->addr + 12 : c->addr, buf,
+		       (socklen_t)len))
+		snprintf(buf, len, "?");
+}
+
+static void client_line(FILE *f, const char *fam, const struct srv_export *ex,
+			const char *client, uint64_t v)
+{
+	fprintf(f, "%s{export=\"", fam);
+	label_value(f, ex->path);
+	fprintf(f, "\",client=\"%s\"} %llu\n", client, (unsigned long long)v);
+}
+
+/* Template or export EX's clients (note 6), into OUT[0..2]; "other" once
+ * it counted a call. */
+static void client_lines(const struct srv_export *ex, FILE *out[3])
+{
+	static const char *const fam[3] = {"union_nfsd_client_calls_total",
+					   "union_nfsd_client_read_bytes_total",
+					   "union_nfsd_client_written_bytes_total"};
+	const struct srv_mclients *t = atomic_load(&ex->mclients);
+	char addr[INET6_ADDRSTRLEN];
+	uint64_t v[3];
+
+	if (!t)
+		return;
+	for (size_t b = 0; b < SRV_M_CLIENT_BUCKETS; b++)
+		for (const struct srv_mclient *c = atomic_load(&t->chain[b]); c;
+		     c = c->next) {
+			client_text(c, addr, sizeof(addr));
+			client_sums(c, v);
+			for (int k = 0; k < 3; k++)
+				client_line(out[k], fam[k], ex, addr, v[k]);
+		}
+	client_sums(&t->other, v);
+	for (int k = 0; v[0] && k < 3; k++)
+		client_line(out[k], fam[k], ex, "other", v[k]);
+}
+
+/* Every export, and every open client union of a per-client one, into
+ * OUT[0..2]; their clients into OUT[3..5]. */
+static void export_walk(const struct srv_metrics *m, FILE *out[6])
 {
 	struct srv *s = m->srv;
 
@@ -476,6 +707,7 @@ static void export_walk(const struct srv_metrics *m, FILE *out[3])
 		for (const struct srv_export *in = t->instances; in; in = in->next)
 			if (in->state == SRV_UNION_OPEN)
 				export_lines(m, in, out);
+		client_lines(t, out + 3);
 	}
 	pthread_mutex_unlock(&s->unions.lock);
 	srv_exports_read_end(s);
@@ -483,23 +715,30 @@ static void export_walk(const struct srv_metrics *m, FILE *out[3])
 
 static void write_exports(FILE *f, const struct srv_metrics *m)
 {
-	static const char *const fam[3][2] = {
+	static const char *const fam[6][2] = {
 	    {"union_nfsd_export_calls_total",
 	     "NFS calls admitted to an export, or to one client's union of it."},
 	    {"union_nfsd_export_read_bytes_total", "File bytes READ returned."},
 	    {"union_nfsd_export_written_bytes_total", "File bytes WRITE took."},
+	    {"union_nfsd_client_calls_total",
+	     "NFS calls admitted to an export (its client unions' included), by "
+	     "client address; \"other\": addresses beyond the cap."},
+	    {"union_nfsd_client_read_bytes_total",
+	     "File bytes READ returned, by export and client address."},
+	    {"union_nfsd_client_written_bytes_total",
+	     "File bytes WRITE took, by export and client address."},
 	};
-	char *buf[3] = {NULL, NULL, NULL};
-	size_t len[3] = {0, 0, 0};
-	FILE *out[3];
+	char *buf[6] = {NULL};
+	size_t len[6] = {0};
+	FILE *out[6];
 	int k;
 
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < 6; k++) {
 		out[k] = open_memstream(&buf[k], &len[k]);
 		if (!out[k])
 			break;
 	}
-	if (k == 3)
+	if (k == 6)
 		export_walk(m, out);
 	for (int j = 0; j < k; j++) {
 		family(f, fam[j][0], "counter", fam[j][1]);

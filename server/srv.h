@@ -150,6 +150,9 @@ struct srv_export {
 	atomic_bool gone_logged; /* a fixed export: its upper's loss was logged */
 	/* its calls and bytes, per thread (metrics.c), made on the first */
 	struct srv_xcount *_Atomic mcount;
+	/* its clients' calls and bytes, by address (metrics.c, note 6): an
+	 * export's own or a template's (its instances count there) */
+	struct srv_mclients *_Atomic mclients;
 	/* a template: */
 	struct srv_export *instances; /* owned list */
 };
@@ -925,6 +928,12 @@ char *srv_metrics_text(struct srv *s, size_t *len);
  * off.  Under the lock that keeps EX alive (exports, unions). */
 bool srv_metrics_export_sums(const struct srv *s, const struct srv_export *ex,
 			     uint64_t v[3]);
+/* The calls, bytes read and bytes written of the client at address HOST
+ * (text, as the mount list has it) on export EX (not an instance) into V,
+ * zeros when it has no record (no NFS call yet, or counted under "other");
+ * false when counting is off.  Under the exports' read lock. */
+bool srv_metrics_client_sums(const struct srv *s, const struct srv_export *ex,
+			     const char *host, uint64_t v[3]);
 /* Frees EX's counters (the export is being freed). */
 void srv_metrics_export_free(struct srv_export *ex);
 

@@ -168,6 +168,19 @@ static bool client_key_of(const struct srv_export *t, const char *addr, const ch
 	return n > 0 && (size_t)n < len;
 }
 
+/* The upper and work dirs template T gives the client of D->addr and HOST
+ * (NULL: unnamed), into D; none without a per-client upper. */
+static bool client_dirs_expand(const struct srv_export *t, const char *host,
+			       struct client_dirs *d)
+{
+	if (!upper_per_client(t))
+		return true;
+	return srv_template_expand(t->conf->upperdir, d->addr, host, d->upper,
+				   sizeof(d->upper)) &&
+	       srv_template_expand(t->conf->workdir, d->addr, host, d->work,
+				   sizeof(d->work));
+}
+
 /* What template T gives PEER, into D. */
 static bool client_dirs(struct srv *s, const struct srv_export *t,
 			const struct sockaddr_storage *peer, struct client_dirs *d)
@@ -181,12 +194,7 @@ static bool client_dirs(struct srv *s, const struct srv_export *t,
 	d->upper[0] = d->work[0] = '\0';
 	if (!client_key_of(t, d->addr, host, d->key, sizeof(d->key)))
 		return false;
-	if (!upper_per_client(t))
-		return true;
-	return srv_template_expand(t->conf->upperdir, d->addr, host, d->upper,
-				   sizeof(d->upper)) &&
-	       srv_template_expand(t->conf->workdir, d->addr, host, d->work,
-				   sizeof(d->work));
+	return client_dirs_expand(t, host, d);
 }
 
 /* What the export id of template T's union of KEY hashes: one id per export
@@ -1608,12 +1616,7 @@ static bool instance_dirs(const struct srv_export *t, const struct srv_export *i
 	if (host)
 		snprintf(d->host, sizeof(d->host), "%s", host);
 	snprintf(d->key, sizeof(d->key), "%s", i->client_key);
-	if (!upper_per_client(t))
-		return true;
-	return srv_template_expand(t->conf->upperdir, d->addr, host, d->upper,
-				   sizeof(d->upper)) &&
-	       srv_template_expand(t->conf->workdir, d->addr, host, d->work,
-				   sizeof(d->work));
+	return client_dirs_expand(t, host, d);
 }
 
 /* Opens the successor of R's entry ONE over the stack CONF gives its client

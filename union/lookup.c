@@ -58,7 +58,7 @@ struct lookup {
 	struct un_inst *found; /* kept instances, descriptors owned */
 	struct un_devino *di;  /* their raw (dev, ino); all four dir->ninst long */
 	struct un_devino *key; /* their identities (un_layer_key) */
-	long long *ct;	       /* their ctimes, ns (the resolve cache's stamps) */
+	long long *ct, *mt;    /* their ctimes and mtimes, ns (stamps) */
 	struct stat top;       /* of found[0] */
 };
 
@@ -72,6 +72,7 @@ static void lookup_keep(struct lookup *lk, int fd, uint16_t layer, const struct 
 	lk->di[n] = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
 	lk->key[n] = key;
 	lk->ct[n] = un_ts_ns(&st->st_ctim);
+	lk->mt[n] = un_ts_ns(&st->st_mtim);
 	lk->opq = -1;
 	if (n == 0)
 		lk->top = *st;
@@ -213,14 +214,15 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 	/* One allocation for LK and its arrays, as long as DIR's stack. */
 	lk = un_sys_malloc(sizeof(*lk) +
 			   dir->ninst * (sizeof(lk->found[0]) + 2 * sizeof(lk->di[0]) +
-					 sizeof(lk->ct[0])));
+					 2 * sizeof(lk->ct[0])));
 	if (!lk)
 		return -ENOMEM;
 	*lk = (struct lookup){.ex = ex, .dir = dir, .name = name, .len = len, .opq = -1};
 	lk->di = (struct un_devino *)(lk + 1);
 	lk->key = lk->di + dir->ninst;
 	lk->ct = (long long *)(lk->key + dir->ninst);
-	lk->found = (struct un_inst *)(lk->ct + dir->ninst);
+	lk->mt = lk->ct + dir->ninst;
+	lk->found = (struct un_inst *)(lk->mt + dir->ninst);
 	lk->private = un_name_private(name, len);
 	clock_gettime(CLOCK_REALTIME, &lk->t0);
 	for (i = 0; i < dir->ninst && !lk->m.stop && !err; i++)
@@ -231,6 +233,7 @@ static int lookup_in(struct un_export *ex, const struct un_obj *dir, const char 
 		rd->stamps[k] = (struct un_rc_stamp){.dev = lk->di[k].dev,
 						     .ino = lk->di[k].ino,
 						     .ctime = lk->ct[k],
+						     .mtime = lk->mt[k],
 						     .layer = lk->found[k].layer};
 	if (!err)
 		err = lookup_obj(lk, out);

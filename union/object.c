@@ -24,6 +24,22 @@
  *     its own (un_obj_copy).
  *  5. A merged directory reports one link (un_getattr): the link counts of
  *     its instances are no count of its subdirectories.
+ *  6. A merged directory reports as ctime the latest of its instances'
+ *     ctimes, its nanoseconds moved by a hash of every instance's (dev,
+ *     ino, mtime, ctime) in stack order (un_dir_times_add,
+ *     un_dir_times_put).  The Linux NFSv3 client takes the ctime as the
+ *     change attribute: it trusts its cached listing and the names it
+ *     found absent while the ctime stays the same.  A name added to any
+ *     part moves that part's ctime, and a part added, removed or swapped
+ *     for another (a reload) changes the hash, even when the times are
+ *     equal.  The same parts give the same ctime (no key, no counter), so
+ *     a restart changes nothing and a rollback gives back the old one,
+ *     which differs from that of the version rolled back from.  Its
+ *     seconds are the latest part's own.  The mtime stays the top
+ *     instance's, as in overlayfs: a time a client sets (SETATTR, which
+ *     cannot set a ctime) reads back as set, whatever the lower parts'
+ *     mtimes are.  readdir.c (attr_of) gives the same for an entry, and a
+ *     view gives it from its stamps (rcache.c rule 10), without a stat.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -33,7 +49,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "un_private.h"
+#include "resolve.h"
 
 struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who)
 {
@@ -197,6 +213,79 @@ static void attr_time(struct timespec *out, const struct timespec *in)
 	*out = *in;
 }
 
+/* Rule 6: a 64-bit mix of each value, in order. */
+static uint64_t times_mix(uint64_t h, uint64_t x)
+{
+	h = (h ^ x) * 0xff51afd7ed558ccdull;
+	return h ^ h >> 33;
+}
+
+void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long long mtime,
+		      long long ctime)
+{
+	if (!t->n)
+		t->mtime = mtime; /* the top part's */
+	if (!t->n || ctime > t->ctime)
+		t->ctime = ctime;
+	t->h = times_mix(t->h, dev);
+	t->h = times_mix(t->h, ino);
+	t->h = times_mix(t->h, (uint64_t)mtime);
+	t->h = times_mix(t->h, (uint64_t)ctime);
+	t->n++;
+}
+
+/* NS (since the epoch) as a timespec whose nanoseconds are moved by H
+ * within their second. */
+static struct timespec times_moved(long long ns, uint64_t h)
+{
+	long long sec = ns / 1000000000ll, nsec = ns % 1000000000ll;
+
+	if (nsec < 0) {
+		nsec += 1000000000ll;
+		sec--;
+	}
+	nsec = (long long)(((uint64_t)nsec + h % 1000000000ull) % 1000000000ull);
+	return (struct timespec){.tv_sec = (time_t)sec, .tv_nsec = (long)nsec};
+}
+
+void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out)
+{
+	uint64_t h = times_mix(t->h, t->n);
+
+	h ^= h >> 29;
+	out->mtime = times_moved(t->mtime, 0);
+	out->ctime = times_moved(t->ctime, h);
+}
+
+/* Rule 6 for merged directory O, whose top instance's stat is TOP: from a
+ * view's stamps when it has them all, else by a stat of each lower one. */
+static int merged_times(const struct un_obj *o, const struct stat *top,
+			struct un_attr *out)
+{
+	struct un_dir_times t = {0};
+	struct stat st;
+	int err;
+
+	if (o->have_top && o->nstamps == o->ninst) {
+		for (size_t i = 0; i < o->ninst; i++)
+			un_dir_times_add(&t, o->stamps[i].dev, o->stamps[i].ino,
+					 o->stamps[i].mtime, o->stamps[i].ctime);
+		un_dir_times_put(&t, out);
+		return 0;
+	}
+	un_dir_times_add(&t, top->st_dev, top->st_ino, un_ts_ns(&top->st_mtim),
+			 un_ts_ns(&top->st_ctim));
+	for (size_t i = 1; i < o->ninst; i++) {
+		err = un_sys_fstat(o->inst[i].fd, &st);
+		if (err)
+			return err;
+		un_dir_times_add(&t, st.st_dev, st.st_ino, un_ts_ns(&st.st_mtim),
+				 un_ts_ns(&st.st_ctim));
+	}
+	un_dir_times_put(&t, out);
+	return 0;
+}
+
 int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out)
 {
 	struct stat st;
@@ -225,6 +314,8 @@ int un_getattr(struct un_export *ex, struct un_obj *o, struct un_attr *out)
 	attr_time(&out->atime, &st.st_atim);
 	attr_time(&out->mtime, &st.st_mtim);
 	attr_time(&out->ctime, &st.st_ctim);
+	if (S_ISDIR(st.st_mode) && o->ninst > 1)
+		return merged_times(o, &st, out); /* rule 6 */
 	return 0;
 }
 

@@ -262,6 +262,7 @@ static struct un_rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
 	return (struct un_rc_stamp){.dev = st->st_dev,
 				    .ino = st->st_ino,
 				    .ctime = un_ts_ns(&st->st_ctim),
+				    .mtime = un_ts_ns(&st->st_mtim),
 				    .layer = layer};
 }
 

@@ -195,6 +195,7 @@ struct un_listing {
 	struct lent *ents;
 	struct un_devino *inst; /* raw (dev, ino) */
 	struct un_devino *keys; /* their identities, as INST (un_layer_key) */
+	uint16_t *ipos;		/* their stack positions, as INST */
 	char *names;
 	/* what the entries' nodes are (invariant 7), guarded by nlock; allocated
 	 * when first asked for */
@@ -263,6 +264,7 @@ static void listing_free(struct un_listing *l)
 	free(l->ents);
 	free(l->inst);
 	free(l->keys);
+	free(l->ipos);
 	free(l->names);
 	free(l->nodes);
 	free(l->fh);
@@ -569,6 +571,7 @@ struct build {
 	size_t *surv;
 	size_t nsurv;
 	struct un_devino *inst, *keys;
+	uint16_t *ipos;
 	uint16_t *ninst;
 	size_t ninst_total;
 };
@@ -735,6 +738,7 @@ static int run_merge(struct build *b, size_t i, size_t j)
 		if (!un_merge_step(&m, seen))
 			continue;
 		b->keys[b->ninst_total] = r->key;
+		b->ipos[b->ninst_total] = r->pos;
 		b->inst[b->ninst_total++] = r->di;
 		if (m.nfound == 1)
 			b->surv[b->nsurv] = k;
@@ -766,7 +770,8 @@ static int merge(struct build *b)
 	b->ninst = un_sys_calloc(b->nrecs + 1, sizeof(*b->ninst));
 	b->inst = un_sys_calloc(b->nrecs + 1, sizeof(*b->inst));
 	b->keys = un_sys_calloc(b->nrecs + 1, sizeof(*b->keys));
-	if (!b->surv || !b->ninst || !b->inst || !b->keys)
+	b->ipos = un_sys_calloc(b->nrecs + 1, sizeof(*b->ipos));
+	if (!b->surv || !b->ninst || !b->inst || !b->keys || !b->ipos)
 		return -ENOMEM;
 	while (i < b->nrecs && !err) {
 		for (j = i + 1; j < b->nrecs && rec_same_name(&b->recs[i], &b->recs[j]);
@@ -800,8 +805,9 @@ static int listing_fill(struct build *b, struct un_listing *l)
 	l->ents = un_sys_calloc(l->count, sizeof(*l->ents));
 	l->inst = un_sys_calloc(b->ninst_total + 1, sizeof(*l->inst));
 	l->keys = un_sys_calloc(b->ninst_total + 1, sizeof(*l->keys));
+	l->ipos = un_sys_calloc(b->ninst_total + 1, sizeof(*l->ipos));
 	l->names = un_sys_malloc(poolsize + 1);
-	if (!l->ents || !l->inst || !l->keys || !l->names)
+	if (!l->ents || !l->inst || !l->keys || !l->ipos || !l->names)
 		return -ENOMEM;
 	l->ents[0].d = (struct un_dirent){COOKIE_DOT, ".", 1, S_IFDIR};
 	l->ents[1].d = (struct un_dirent){COOKIE_DOTDOT, "..", 2, S_IFDIR};
@@ -820,9 +826,10 @@ static int listing_fill(struct build *b, struct un_listing *l)
 	}
 	memcpy(l->inst, b->inst, b->ninst_total * sizeof(*l->inst));
 	memcpy(l->keys, b->keys, b->ninst_total * sizeof(*l->keys));
+	memcpy(l->ipos, b->ipos, b->ninst_total * sizeof(*l->ipos));
 	qsort(l->ents + 2, b->nsurv, sizeof(*l->ents), lent_cmp);
 	l->bytes = sizeof(*l) + l->count * sizeof(*l->ents) +
-		   2 * b->ninst_total * sizeof(*l->inst) + poolsize;
+		   b->ninst_total * (2 * sizeof(*l->inst) + sizeof(*l->ipos)) + poolsize;
 	return 0;
 }
 
@@ -835,6 +842,7 @@ static void build_free(struct build *b)
 	free(b->ninst);
 	free(b->inst);
 	free(b->keys);
+	free(b->ipos);
 }
 
 /* Builds the listing of DIR: read, merge, order (see the notes). */
@@ -1459,22 +1467,45 @@ static void attr_of(const struct un_export *ex, const struct lent *e,
 	};
 }
 
-/* Stats entry I of L in DIR: 0 or -ESTALE when the name is no longer the
- * instance the listing saw. */
+/* Stats instance K (0: the top-most) of entry I of L in DIR: 0 or -ESTALE
+ * when the name is no longer the instance the listing saw. */
 static int attr_stat(const struct un_listing *l, const struct un_obj *dir, size_t i,
-		     struct stat *st)
+		     size_t k, struct stat *st)
 {
 	const struct lent *e = &l->ents[i];
-	const struct un_devino *top = &l->inst[e->inst_off];
+	const struct un_devino *di = &l->inst[e->inst_off + k];
+	uint16_t pos = l->ipos[e->inst_off + k];
 	int err;
 
-	if (e->pos >= dir->ninst)
+	if (pos >= dir->ninst)
 		return -EINVAL;
-	err = un_sys_fstatat(dir->inst[e->pos].fd, e->d.name, st, 0);
+	err = un_sys_fstatat(dir->inst[pos].fd, e->d.name, st, 0);
 	if (err)
 		return err == -ENOENT ? -ESTALE : err;
-	if (st->st_dev != top->dev || st->st_ino != top->ino)
+	if (st->st_dev != di->dev || st->st_ino != di->ino)
 		return -ESTALE; /* the name changed since the build */
+	return 0;
+}
+
+/* The times of merged directory entry I of L, whose top-most instance's
+ * stat is TOP, into OUT, as un_getattr gives them (object.c rule 6). */
+static int attr_merged_times(const struct un_listing *l, const struct un_obj *dir,
+			     size_t i, const struct stat *top, struct un_attr *out)
+{
+	struct un_dir_times t = {0};
+	struct stat st;
+	int err;
+
+	un_dir_times_add(&t, top->st_dev, top->st_ino, ts_ns(&top->st_mtim),
+			 ts_ns(&top->st_ctim));
+	for (size_t k = 1; k < l->ents[i].ninst; k++) {
+		err = attr_stat(l, dir, i, k, &st);
+		if (err)
+			return err;
+		un_dir_times_add(&t, st.st_dev, st.st_ino, ts_ns(&st.st_mtim),
+				 ts_ns(&st.st_ctim));
+	}
+	un_dir_times_put(&t, out);
 	return 0;
 }
 
@@ -1503,10 +1534,15 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 		out->fileid = id;
 		return 0;
 	}
-	err = attr_stat(l, dir, i, &st);
+	err = attr_stat(l, dir, i, 0, &st);
 	if (err)
 		return err;
 	attr_of(ex, &l->ents[i], &st, id, out);
+	if (S_ISDIR(st.st_mode) && l->ents[i].ninst > 1) {
+		err = attr_merged_times(l, dir, i, &st, out);
+		if (err)
+			return err;
+	}
 	if (la && token && attr_keepable(&st))
 		*la = (struct lattr){*out, token, now};
 	return 0;

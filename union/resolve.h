@@ -25,6 +25,7 @@ static inline long long un_ts_ns(const struct timespec *t)
 struct un_rc_stamp {
 	uint64_t dev, ino;
 	long long ctime; /* ns */
+	long long mtime; /* ns: no part of the check, for un_getattr of a view */
 	uint16_t layer;
 };
 

@@ -696,6 +696,19 @@ bool un_obj_upper(const struct un_export *ex, const struct un_obj *o);
  * of its lower ones. */
 void un_obj_push_top(struct un_obj *o, int fd);
 
+/* The times a merged directory reports (object.c rule 6), folded from its
+ * instances in stack order, top-most first: zeroed, then un_dir_times_add
+ * for each (times in ns), then un_dir_times_put into the attributes. */
+struct un_dir_times {
+	long long mtime; /* the top part's */
+	long long ctime; /* the latest so far */
+	uint64_t h;
+	size_t n;
+};
+void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long long mtime,
+		      long long ctime);
+void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out);
+
 /* ---- copyup.c: copy-up and the work dir ---- */
 
 /* Creates (or empties what a crash left in) WORKDIR/work and opens it into

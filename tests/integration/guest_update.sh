@@ -8,7 +8,12 @@
 #     of pages is first read after the update (and a drop of the page
 #     cache), and must still be version 1's;
 #   - holds /etc/gone.txt open: the update removes it, and reading the open
-#     descriptor afterwards must give its old bytes.
+#     descriptor afterwards must give its old bytes;
+#   - writes /etc/local.conf (so /etc has its upper part), looks up
+#     /etc/new.conf (absent: the client keeps a negative entry) and lists
+#     /etc before the update, which adds new.conf to the image's /etc: the
+#     name must show within the attribute cache's time (actimeo), before
+#     anything drops the guest's caches.
 # The host's line "updated" says the server has reloaded.  Every result is a
 # line the host checks; a failed step is "FAIL: ..." and exit 1.
 set -u
@@ -45,6 +50,9 @@ echo "guest up at $(up) s: $(/usr/bin/upd_prog once)"
 /usr/bin/upd_prog serve /tmp/go >/tmp/serve.out 2>&1 &
 serve=$!
 exec 4</etc/gone.txt || fail "cannot open /etc/gone.txt"
+echo local >/etc/local.conf || fail "cannot write /etc/local.conf"
+[ ! -e /etc/new.conf ] || fail "/etc/new.conf is there before the update"
+ls /etc >/dev/null || fail "cannot list /etc"
 loop >/tmp/loop.out 2>&1 &
 lp=$!
 i=0
@@ -58,6 +66,16 @@ echo "before the update: $(grep -c . /tmp/loop.out) loop lines, serve: $(cat /tm
 read -r line <&3
 [ "$line" = updated ] || fail "the host said '$line', want 'updated'"
 echo "update seen at $(up) s"
+# the negative entry and the cached listing of /etc go once its
+# attributes say it changed (the client rechecks them after actimeo)
+i=0
+until [ -e /etc/new.conf ]; do
+	i=$((i + 1))
+	[ $i -le 50 ] || break
+	sleep 0.2
+done
+if [ -e /etc/new.conf ]; then echo "new.conf: seen at $(up) s"; else echo "new.conf: not seen in 10 s"; fi
+if ls /etc | grep -qx new.conf; then echo "new.conf: listed"; else echo "new.conf: not listed"; fi
 # the pages the running program has not touched, and the removed file's,
 # are read from the server again, through the handles of before the update
 sync

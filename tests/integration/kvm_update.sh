@@ -21,6 +21,10 @@
 #     version 1's, through its old handle, from the retired layer;
 #   - gone.txt, removed by the update, reads its old bytes through the
 #     descriptor held open, and its path is gone;
+#   - new.conf, added to /etc by the update, shows within actimeo to the
+#     guest that looked it up (absent) and listed /etc before, /etc having
+#     its upper part (the guest wrote /etc/local.conf): the client keeps
+#     its negative entry and listing while /etc's mtime and ctime stay;
 #   - no kernel message or output line says "Stale file handle" or
 #     "Input/output error"; the log says the export was updated in place
 #     (not reopened); union-nfsd exits 0 on SIGTERM.
@@ -57,6 +61,7 @@ image_v2() {
 	cp "$T/upd2" "$T/img-2/usr/bin/upd_prog"
 	echo version=2 >"$T/img-2/etc/upd.conf"
 	rm "$T/img-2/etc/gone.txt"
+	echo new >"$T/img-2/etc/new.conf"
 }
 image_v1 "$T/img-1"
 mkdir -p "$T/upper" "$T/work"
@@ -112,6 +117,8 @@ grep -qx 'serve: status 0: serve v=1 all ok' "$out" ||
 	fail "the program started before the update did not run on with its own pages"
 grep -qx 'gone: gone v1' "$out" || fail "the removed file did not read its old bytes through its open descriptor"
 grep -qx 'gone path: absent' "$out" || fail "the removed file's path is still there"
+grep -q '^new.conf: seen at' "$out" || fail "the name added to /etc by the update did not show (negative entry kept)"
+grep -qx 'new.conf: listed' "$out" || fail "the name added to /etc by the update is not listed"
 grep -qE '^loop: [0-9]+ runs, 0 failed, 0 saw version 1 after version 2$' "$out" ||
 	fail "the exec loop saw failures or went back to version 1"
 grep -q '^loop: first v=2 at' "$out" || fail "no program started after the update ran version 2"

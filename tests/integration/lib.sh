@@ -15,6 +15,10 @@
 #                             loopback callers on reserved ports (libnfs run as root
 #                             binds one), as themselves; a client run as another
 #                             user needs --clients='127.0.0.1(rw,insecure)'
+#   it_overlay_test NAME SECONDS "$@"
+#                             the start of a test that mounts kernel overlayfs:
+#                             skip without root or overlayfs, then
+#                             it_private_mounts, it_init NAME, it_watchdog SECONDS
 #   it_overlay_ro MNT LOWERS  a read-only kernel overlayfs of LOWERS (':' list, top
 #                             first) on MNT (made here), unmounted at exit
 #   stop_pid PID [SECONDS]    SIGTERM, wait up to SECONDS (default 30), then SIGKILL
@@ -99,6 +103,17 @@ it_watchdog() {
 skip() {
 	echo "SKIP: $*"
 	exit 77
+}
+
+it_overlay_test() {
+	local name=$1 secs=$2
+	shift 2
+	[ "$(id -u)" = 0 ] || skip "needs root (mknod, trusted.* xattrs, mount)"
+	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+		grep -qw overlay /proc/filesystems || skip "no overlayfs in this kernel"
+	it_private_mounts "$@"
+	it_init "$name"
+	it_watchdog "$secs"
 }
 
 # stop_pid PID [SECONDS]: sets STOP_STATUS to the exit status (wait's: 128+N for a

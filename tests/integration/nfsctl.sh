@@ -4,9 +4,11 @@
 #
 #  - status: version, ports, exports and their layers, as a table and as
 #    JSON (--json parsed by python3);
-#  - clients: a client that mounted shows in the mount list, and its union
-#    of the per-client export with its calls and its upper's size;
-#  - stats: the counters, the NFS calls made among them;
+#  - clients: a client that mounted shows in the mount list with its calls
+#    and bytes (those of its address on the export), and its union of the
+#    per-client export with its calls (the same) and its upper's size;
+#  - stats: the counters, the NFS calls made among them, and the calls by
+#    export and client address;
 #  - reload: a new lower layer in the config file is served after it, and
 #    the replaced one is retired; a broken config file fails the reload
 #    with one line and exit 1, the exports staying;
@@ -123,14 +125,25 @@ ok clients_json "${CTL[@]}" --json clients
 	fail "clients --json: union $(jget 'r["unions"]')"
 [ "$(jget 'r["unions"][0]["calls"] > 0 and r["unions"][0]["upper_entries"] >= 2')" = True ] ||
 	fail "clients --json: calls and upper size $(jget 'r["unions"]')"
+# the mount's calls are its address's on /pc: all of them its union's
+[ "$(jget '[(m["calls"], m["read_bytes"], m["written_bytes"]) for m in r["mounts"] if m["path"] == "/pc"] == [(r["unions"][0]["calls"], 0, 0)]')" = True ] ||
+	fail "clients --json: the mount's calls $(jget 'r["mounts"]'), union's $(jget 'r["unions"][0]["calls"]')"
+pc_calls=$(jget 'r["unions"][0]["calls"]')
+ok clients "${CTL[@]}" clients
+grep -Eq "^127.0.0.1 +/pc +[0-9-]+ [0-9:]+ +$pc_calls +0 B +0 B\$" "$T/out" ||
+	fail "clients: no calls of the mount of /pc ($pc_calls): $(cat "$T/out")"
 
 # ---- stats ----
 ok stats "${CTL[@]}" stats
 grep -Eq '^NFS3 +CREATE +[1-9]' "$T/out" || fail "stats: no CREATE calls: $(head -20 "$T/out")"
 grep -Eq '^nodes +[1-9]' "$T/out" || fail "stats: no nodes counter: $(cat "$T/out")"
+grep -Eq "^/pc +127.0.0.1 +$pc_calls +0 B +0 B\$" "$T/out" ||
+	fail "stats: no calls of 127.0.0.1 on /pc ($pc_calls): $(cat "$T/out")"
 ok stats_json "${CTL[@]}" --json stats
 [ "$(jget 'sum(s["value"] for s in r["samples"] if s["name"] == "union_nfsd_rpc_calls_total" and s["labels"]["procedure"] == "MNT")')" -ge 2 ] ||
 	fail "stats --json: MNT calls"
+[ "$(jget '[s["value"] for s in r["samples"] if s["name"] == "union_nfsd_client_calls_total" and s["labels"] == {"export": "/pc", "client": "127.0.0.1"}]')" = "[$pc_calls]" ] ||
+	fail "stats --json: calls of 127.0.0.1 on /pc, want $pc_calls"
 
 # ---- a reload that fails after it prepared the new stacks ----
 # / over v2 (prepared: its index built) and /pc exported twice, which the

@@ -17,12 +17,7 @@ NFS_TREE=${2:?usage: oracle.sh UNION_NFSD NFS_TREE}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (mknod, trusted.* xattrs, mount)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
-	grep -qw overlay /proc/filesystems || skip "no overlayfs in this kernel"
-it_private_mounts "$@"
-it_init oracle
-it_watchdog 660 # ctest TIMEOUT is 720
+it_overlay_test oracle 660 "$@" # ctest TIMEOUT is 720
 T=$IT_TMP
 t0=$SECONDS
 

@@ -72,12 +72,7 @@ DRIVER=${3:?usage: random_update.sh UNION_NFSD NFS_TREE RANDOM_UPDATE}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (mknod, trusted.* xattrs, mount)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
-	grep -qw overlay /proc/filesystems || skip "no overlayfs in this kernel"
-it_private_mounts "$@"
-it_init randupd
-it_watchdog 480 # ctest TIMEOUT is 540
+it_overlay_test randupd 480 "$@" # ctest TIMEOUT is 540
 
 # one tmpfs for every layer, the upper and the oracle's copies: overlayfs
 # then sees one filesystem (inode numbers unique without xino)

@@ -12,19 +12,23 @@
  *   N_WRITE WRITEs of WRITE_LEN bytes to up.txt, a lower file, whose first
  *   copies it up (UP_SIZE bytes).  Then hand-made calls (rawrpc.h) on the
  *   NFS port: N_NLM_NULL NLM4 NULLs, N_NLM_TEST NLM4_TESTs of data.bin, and
- *   N_GARBAGE GETATTRs whose arguments do not decode.
+ *   N_GARBAGE GETATTRs whose arguments do not decode.  Then a second client,
+ *   from 127.0.0.2 (a TCP socket bound to it): N_GETATTR2 GETATTRs and a READ.
  *
  * The differences between the scrapes must be exactly those: calls per
  * procedure, NFS3ERR_NOENT errors of LOOKUP, GARBAGE_ARGS of GETATTR, the
  * NLM4_TESTs' errors by the status they answered (none for NLM4_GRANTED), the export's
- * calls and bytes read and written, one copy-up of UP_SIZE bytes, no new error of any
- * other procedure.  Both pages must pass `promtool check metrics`, and a path other than
- * /metrics gets 404.  The scrapes are a plain HTTP/1.0 GET on a socket (a test client;
- * the server side is libmicrohttpd's).
+ * calls and bytes read and written, each client's (by address), one copy-up of UP_SIZE
+ * bytes, no new error of any other procedure.  Both pages must pass `promtool check
+ * metrics`, and a path other than /metrics gets 404.  The scrapes are a plain HTTP/1.0
+ * GET on a socket (a test client; the server side is libmicrohttpd's).
+ *
+ * Then addresses 127.0.4.0 and on, a GETATTR each, up to the cap of client
+ * records an export and N_OTHER beyond: those count under client="other".
  *
  * A second server, with a per-client export (upper TMP/c/%a/upper), must show
  * its client union's calls under the labels export and client, and no series
- * of the template's own.
+ * of the template's own; its client's calls by address are the template's.
  *
  * Exits 77 (skipped) when promtool is not installed.  The server is
  * stopped by pid and the temp dir removed also when a check fails.
@@ -61,7 +65,10 @@
 #define WRITE_LEN  512
 #define N_NLM_NULL 3
 #define N_NLM_TEST 2
-#define N_GARBAGE  1 /* GETATTRs whose arguments do not decode */
+#define N_GARBAGE  1	/* GETATTRs whose arguments do not decode */
+#define N_GETATTR2 6	/* the second client's (127.0.0.2), and one READ */
+#define CLIENT_CAP 1024 /* client records an export (metrics.c, SRV_M_CLIENTS) */
+#define N_OTHER	   3	/* addresses beyond them */
 #define NLM_PROG   100021
 #define DATA_SIZE  10000
 #define UP_SIZE	   5000
@@ -190,6 +197,8 @@ static void expect_delta(const char *before, const char *after, const char *seri
 	ERRORS "program=\"NFS3\",procedure=\"GETATTR\",status=\"GARBAGE_ARGS\""
 #define NLM_TEST_ERRORS ERRORS "program=\"NLM4\",procedure=\"NLM4_TEST\","
 #define NFS3(proc)	"union_nfsd_rpc_calls_total{program=\"NFS3\",procedure=\"" proc "\"}"
+#define CLIENT(what, addr)                                                               \
+	"union_nfsd_client_" what "_total{export=\"/\",client=\"" addr "\"}"
 
 /* ---- the calls ---- */
 
@@ -376,6 +385,29 @@ static void raw_calls(uint32_t *nlm_st)
 	close(fd);
 }
 
+/* The second client's calls, from 127.0.0.2: N_GETATTR2 GETATTRs of the
+ * root and one READ of READ_LEN bytes of data.bin. */
+static void second_client(void)
+{
+	int fd = raw_connect_from("127.0.0.2", g.srv.nfs_port);
+	unsigned char args[96];
+	struct raw_reply r = {0};
+	size_t n;
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < N_GETATTR2; i++)
+		assert_int_equal(raw_getattr(fd, RAW_TCP, g.root.d, g.root.len, NULL), 0);
+	n = raw_enc_fh(args, g.data.d, g.data.len);
+	n += raw_put32(args + n, 0); /* offset, a hyper */
+	n += raw_put32(args + n, 0);
+	n += raw_put32(args + n, READ_LEN);
+	raw_ok(fd, NFS_PROG, 6, args, n, &r);
+	assert_int_equal(r.accept_stat, RAW_SUCCESS);
+	assert_int_equal(raw_body_status(&r), 0);
+	raw_reply_free(&r);
+	close(fd);
+}
+
 /* ---- set-up ---- */
 
 static int write_file(const char *name, size_t size, char fill)
@@ -453,9 +485,10 @@ static void test_counts(void **state)
 	for (int i = 0; i < N_WRITE; i++)
 		write_ok((uint64_t)i * WRITE_LEN);
 	raw_calls(&nlm_st);
+	second_client();
 	after = scrape(g.mport);
 
-	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR + N_GARBAGE);
+	expect_delta(before, after, NFS3("GETATTR"), N_GETATTR + N_GARBAGE + N_GETATTR2);
 	expect_delta(before, after,
 		     ERRORS
 		     "program=\"NFS3\",procedure=\"GETATTR\",status=\"GARBAGE_ARGS\"}",
@@ -473,7 +506,7 @@ static void test_counts(void **state)
 		 nlm4_names[nlm_st]);
 	expect_delta(before, after, series, nlm_st ? N_NLM_TEST : 0);
 	expect_delta(before, after, NFS3("LOOKUP"), N_LOOKUP);
-	expect_delta(before, after, NFS3("READ"), N_READ);
+	expect_delta(before, after, NFS3("READ"), N_READ + 1);
 	expect_delta(before, after, NFS3("WRITE"), N_WRITE);
 	expect_delta(before, after, NFS3("CREATE"), 0);
 	expect_delta(before, after,
@@ -483,15 +516,27 @@ static void test_counts(void **state)
 	expect_delta(before, after,
 		     "union_nfsd_rpc_duration_seconds_count{program=\"NFS3\","
 		     "procedure=\"GETATTR\"}",
-		     N_GETATTR + N_GARBAGE);
+		     N_GETATTR + N_GARBAGE + N_GETATTR2);
 	expect_delta(before, after,
 		     "union_nfsd_rpc_duration_seconds_bucket{program=\"NFS3\","
 		     "procedure=\"READ\",le=\"+Inf\"}",
-		     N_READ);
+		     N_READ + 1);
 	expect_delta(before, after, "union_nfsd_export_calls_total{export=\"/\"}",
-		     N_GETATTR + N_LOOKUP + N_READ + N_WRITE);
+		     N_GETATTR + N_LOOKUP + N_READ + N_WRITE + N_GETATTR2 + 1);
 	expect_delta(before, after, "union_nfsd_export_read_bytes_total{export=\"/\"}",
-		     N_READ * READ_LEN);
+		     (N_READ + 1) * READ_LEN);
+	expect_delta(before, after, CLIENT("calls", "127.0.0.1"),
+		     N_GETATTR + N_LOOKUP + N_READ + N_WRITE);
+	expect_delta(before, after, CLIENT("read_bytes", "127.0.0.1"), N_READ * READ_LEN);
+	expect_delta(before, after, CLIENT("written_bytes", "127.0.0.1"),
+		     N_WRITE * WRITE_LEN);
+	expect_delta(before, after, CLIENT("calls", "127.0.0.2"), N_GETATTR2 + 1);
+	expect_delta(before, after, CLIENT("read_bytes", "127.0.0.2"), READ_LEN);
+	expect_delta(before, after, CLIENT("written_bytes", "127.0.0.2"), 0);
+	if (!strstr(after, CLIENT("written_bytes", "127.0.0.2") " 0\n"))
+		fail_msg("no series of the second client's bytes written");
+	if (strstr(after, "client=\"other\""))
+		fail_msg("a client counted as other, under the cap");
 	expect_delta(before, after, "union_nfsd_export_written_bytes_total{export=\"/\"}",
 		     N_WRITE * WRITE_LEN);
 	expect_delta(before, after, "union_nfsd_copyups_total", 1);
@@ -507,6 +552,54 @@ static void test_counts(void **state)
 	assert_true(sample(after, "union_nfsd_connections_open") >= 1);
 	assert_true(sample(after, "union_nfsd_worker_threads") >= 1);
 	assert_true(sample(after, "union_nfsd_nodes") >= 3); /* root, data.bin, up.txt */
+	free(before);
+	free(after);
+}
+
+/* The client series of export / in PAGE that name an address. */
+static int client_series(const char *page)
+{
+	static const char prefix[] =
+	    "\nunion_nfsd_client_calls_total{export=\"/\",client=\"";
+	int n = 0;
+
+	for (const char *p = strstr(page, prefix); p; p = strstr(p + 1, prefix))
+		n += strncmp(p + strlen(prefix), "other\"", 6) != 0;
+	return n;
+}
+
+/* One GETATTR of the root from address 127.0.X.Y (I's). */
+static void getattr_from(int i)
+{
+	char addr[32];
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.%d.%d", 4 + i / 256, i % 256);
+	fd = raw_connect_from(addr, g.srv.nfs_port);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_getattr(fd, RAW_TCP, g.root.d, g.root.len, NULL), 0);
+	close(fd);
+}
+
+/* Addresses beyond the cap of records an export (SRV_M_CLIENTS) count
+ * under client="other"; those with records go on counting their own. */
+static void test_client_cap(void **state)
+{
+	char *before = scrape(g.mport), *after;
+	int have = client_series(before), fill = CLIENT_CAP - have;
+
+	(void)state;
+	assert_true(fill >= 0);
+	for (int i = 0; i < fill + N_OTHER; i++)
+		getattr_from(i);
+	getattr_from(0); /* has a record: its own again */
+	after = scrape(g.mport);
+	if (client_series(after) != CLIENT_CAP)
+		fail_msg("%d client series, want %d", client_series(after), CLIENT_CAP);
+	expect_delta(before, after, CLIENT("calls", "other"), N_OTHER);
+	expect_delta(before, after, CLIENT("calls", "127.0.4.0"), 2);
+	expect_delta(before, after, "union_nfsd_export_calls_total{export=\"/\"}",
+		     fill + N_OTHER + 1);
 	free(before);
 	free(after);
 }
@@ -566,6 +659,10 @@ static void test_client_label(void **state)
 		fail_msg("%s: %.0f, want %d", series, sample(page, series), N_GETATTR);
 	if (strstr(page, "union_nfsd_export_calls_total{export=\"/\"}"))
 		fail_msg("the per-client template has series of its own");
+	/* its clients' series are the template's, by address */
+	if (sample(page, CLIENT("calls", "127.0.0.1")) != N_GETATTR)
+		fail_msg("%s: %.0f, want %d", CLIENT("calls", "127.0.0.1"),
+			 sample(page, CLIENT("calls", "127.0.0.1")), N_GETATTR);
 	free(page);
 	test_server_stop(&g.csrv);
 }
@@ -574,6 +671,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts),
+	    cmocka_unit_test(test_client_cap),
 	    cmocka_unit_test(test_not_found),
 	    cmocka_unit_test(test_client_label),
 	};

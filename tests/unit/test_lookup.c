@@ -565,13 +565,30 @@ static void test_resolve_cache_settle_by_ctime(void **state)
 	un_lookup_test_settle_ns(LLONG_MAX);
 }
 
+/* The times un_getattr gives a directory merged from PARTS (layer dirs,
+ * ":"-separated, top-most first), from a stat of each (object.c rule 6). */
+static void merged_times(struct fx *fx, const char *parts, struct un_attr *out)
+{
+	struct un_dir_times t = {0};
+	char list[256], *save = NULL;
+	struct stat st;
+
+	snprintf(list, sizeof(list), "%s", parts);
+	for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+		assert_int_equal(stat(t_path(fx, p), &st), 0);
+		un_dir_times_add(&t, st.st_dev, st.st_ino,
+				 st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec,
+				 st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec);
+	}
+	un_dir_times_put(&t, out);
+}
+
 static void test_resolve_cache_dir_ctime_moves(void **state)
 {
 	struct fx *fx = *state;
 	unsigned long opens, xattrs;
 	struct un_obj *o, *f;
-	struct un_attr a;
-	struct stat st;
+	struct un_attr a, b;
 	un_id d;
 
 	un_lookup_test_settle_ns(SETTLE_TEST_NS);
@@ -623,10 +640,10 @@ static void test_resolve_cache_dir_ctime_moves(void **state)
 	assert_int_equal(un_resolve_view(fx->ex, d, &o), 0);
 	assert_int_equal(un_getattr(fx->ex, o, &a), 0);
 	un_obj_put(o);
-	assert_int_equal(stat(t_path(fx, "u/d"), &st), 0);
-	assert_int_equal(a.ctime.tv_sec, st.st_ctim.tv_sec);
-	assert_int_equal(a.ctime.tv_nsec, st.st_ctim.tv_nsec);
-	assert_int_equal(a.mtime.tv_nsec, st.st_mtim.tv_nsec);
+	merged_times(fx, "u/d:l1/d", &b);
+	assert_int_equal(a.ctime.tv_sec, b.ctime.tv_sec);
+	assert_int_equal(a.ctime.tv_nsec, b.ctime.tv_nsec);
+	assert_int_equal(a.mtime.tv_nsec, b.mtime.tv_nsec);
 	t_list_eq(fx, "d", "x,y");
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
@@ -913,6 +930,101 @@ static void test_views_follow_changes(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* The attributes of directory ID, through a view (from its walk's
+ * stamps) and through an object of its own (a stat of each part): the
+ * same, returned in *OUT. */
+static void dir_attr(struct fx *fx, un_id id, struct un_attr *out)
+{
+	struct un_attr b;
+	struct un_obj *o;
+
+	assert_int_equal(un_resolve_view(fx->ex, id, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, out), 0);
+	un_obj_put(o);
+	assert_int_equal(un_resolve(fx->ex, id, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &b), 0);
+	un_obj_put(o);
+	assert_memory_equal(out, &b, sizeof(b));
+}
+
+static bool times_equal(const struct un_attr *a, const struct un_attr *b)
+{
+	return a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* A merged directory's ctime changes with any of its parts (a client
+ * trusts its cached listing and the names it found absent while it stays):
+ * a name added to the lower part of a directory whose upper part exists,
+ * and a lower part swapped for one with the same times; the same parts
+ * give the same ctime again after the export is opened anew.  Its seconds
+ * are the latest part's; the mtime is the top part's, to the nanosecond
+ * (object.c rule 6). */
+static void test_merged_dir_times(void **state)
+{
+	struct fx *fx = *state;
+	struct timespec future[2] = {{.tv_sec = 4000000000}, {.tv_sec = 4000000000}};
+	struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+	struct un_attr a, b, c;
+	struct stat st;
+	un_id d;
+
+	un_lookup_test_settle_ns(0);
+	t_file(fx, "u/etc/local", "x");
+	t_file(fx, "l1/etc/passwd", "p");
+	t_file(fx, "l2/etc/passwd", "p");
+	t_mkdir(fx, "w");
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "l1/etc"), old, 0), 0);
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "l2/etc"), old, 0), 0);
+	t_export(fx, "l1", "u", "w");
+	d = t_id(fx, "etc");
+	dir_attr(fx, d, &a);
+	assert_int_equal(stat(t_path(fx, "u/etc"), &st), 0);
+	assert_int_equal(a.mtime.tv_sec, st.st_mtim.tv_sec); /* the top part's */
+	assert_int_equal(a.mtime.tv_nsec, st.st_mtim.tv_nsec);
+	assert_int_equal(a.ctime.tv_sec, st.st_ctim.tv_sec); /* the latest */
+	merged_times(fx, "u/etc:l1/etc", &b);
+	assert_true(times_equal(&a, &b));
+	usleep(20000);
+	dir_attr(fx, d, &b); /* from the cache, and unchanged */
+	assert_true(times_equal(&a, &b));
+
+	/* a name added to the lower part */
+	usleep(20000);
+	t_file(fx, "l1/etc/new.conf", "n");
+	dir_attr(fx, d, &b);
+	assert_false(a.ctime.tv_sec == b.ctime.tv_sec &&
+		     a.ctime.tv_nsec == b.ctime.tv_nsec);
+	assert_int_equal(stat(t_path(fx, "l1/etc"), &st), 0);
+	assert_int_equal(b.ctime.tv_sec, st.st_ctim.tv_sec);
+	assert_true(a.mtime.tv_sec == b.mtime.tv_sec &&
+		    a.mtime.tv_nsec == b.mtime.tv_nsec);
+
+	/* the upper part's times the latest: a lower part swapped for another
+	 * whose times equal it (l2/etc is made ctime-older than u/etc) */
+	t_file(fx, "l2/etc/new.conf", "n");
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "l1/etc"), old, 0), 0);
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "l2/etc"), old, 0), 0);
+	usleep(20000);
+	assert_int_equal(utimensat(AT_FDCWD, t_path(fx, "u/etc"), future, 0), 0);
+	t_export(fx, "l1", "u", "w");
+	dir_attr(fx, d, &a);
+	t_export(fx, "l1", "u", "w"); /* opened again: the same times */
+	dir_attr(fx, d, &b);
+	assert_true(times_equal(&a, &b));
+	t_export(fx, "l2", "u", "w");
+	dir_attr(fx, d, &c);
+	assert_int_equal(c.mtime.tv_sec, 4000000000); /* as set on the top part */
+	assert_int_equal(c.mtime.tv_nsec, 0);
+	assert_int_equal(c.ctime.tv_sec, a.ctime.tv_sec);
+	assert_false(times_equal(&a, &c));
+	t_export(fx, "l1", "u", "w"); /* rolled back: the old times */
+	dir_attr(fx, d, &b);
+	assert_true(times_equal(&a, &b));
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* Runs a lookup, a getattr, a read and a readlink of a merged tree. */
 static int exercise(struct fx *fx)
 {
@@ -1119,6 +1231,7 @@ int main(void)
 	    T_TEST(test_resolve_cache_opaque_on_upper),
 	    T_TEST(test_resolve_cache_lower_opaque),
 	    T_TEST(test_resolve_cache_table_changes),
+	    T_TEST(test_merged_dir_times),
 	    T_TEST(test_views_follow_changes),
 	    T_TEST(test_injected_failures),
 	    T_TEST(test_export_open_faults),

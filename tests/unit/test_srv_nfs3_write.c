@@ -931,6 +931,39 @@ static RMDIR3res rmdir_as(uid_t uid, nfs_fh3 dir, const char *nm)
 	return r;
 }
 
+static bool time_eq(nfstime3 a, nfstime3 b)
+{
+	return a.seconds == b.seconds && a.nseconds == b.nseconds;
+}
+
+/* A merged directory's wcc data is what GETATTR gives before and after,
+ * and its times move with a change of any part (object.c rule 6): the
+ * CREATE that copies its upper part up, and a REMOVE in that part. */
+static void test_merged_dir_wcc(void **state)
+{
+	nfs_fh3 dir = lookup_fh(root_fh, "merged");
+	fattr3 before = getattr(dir), after;
+	sattr3 sa = sattr_mode(0644);
+	CREATE3res r;
+	REMOVE3res rr;
+
+	(void)state;
+	usleep(20000); /* past the tick of the layers' making */
+	r = create_as(0, dir, "wcc.txt", GUARDED, &sa, NULL);
+	assert_int_equal(r.status, NFS3_OK);
+	after = getattr(dir);
+	assert_wcc(&r.CREATE3res_u.resok.dir_wcc, &before, &after);
+	assert_false(time_eq(before.mtime, after.mtime));
+	assert_false(time_eq(before.ctime, after.ctime));
+	before = after;
+	usleep(20000);
+	rr = remove_as(0, dir, "wcc.txt");
+	assert_int_equal(rr.status, NFS3_OK);
+	after = getattr(dir);
+	assert_wcc(&rr.REMOVE3res_u.resok.dir_wcc, &before, &after);
+	assert_false(time_eq(before.ctime, after.ctime));
+}
+
 static void test_rmdir(void **state)
 {
 	fattr3 before = getattr(root_fh), after;
@@ -1166,6 +1199,7 @@ int main(void)
 	    T(test_symlink),
 	    T(test_mknod),
 	    T(test_remove),
+	    T(test_merged_dir_wcc),
 	    T(test_rmdir),
 	    T(test_rename),
 	    T(test_link),
