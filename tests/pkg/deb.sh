@@ -62,9 +62,16 @@ contents() {
 	# Each library the binary needs, by its package (dpkg-shlibdeps' work).
 	for lib in $(objdump -p "$T/root/usr/sbin/union-nfsd" "$T/root/usr/sbin/union-nfsctl" |
 		awk '/NEEDED/ {print $2}' | sort -u); do
-		pkg=$(dpkg -S "*/$lib" 2>/dev/null | head -1 | cut -d: -f1)
-		[ -n "$pkg" ] || continue
-		[[ ", $dep" == *", $pkg"* ]] || fail "Depends lacks $pkg (for $lib): $dep"
+		# every package holding a file of that name (libc6 and libc6-i386
+		# both hold a libm.so.6): one of them must be a dependency
+		pkgs=$(dpkg -S "*/$lib" 2>/dev/null | cut -d: -f1 | tr ',' '\n' |
+			sed 's/^ *//' | sort -u)
+		[ -n "$pkgs" ] || continue
+		found=
+		for pkg in $pkgs; do
+			[[ ", $dep" == *", $pkg"* ]] && found=$pkg
+		done
+		[ -n "$found" ] || fail "Depends lacks any of $(echo $pkgs) (for $lib): $dep"
 		nlibs=$((nlibs + 1))
 	done
 	[ "$nlibs" -ge 5 ] || fail "only $nlibs libraries traced to their packages"
