@@ -70,10 +70,12 @@ nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file
 	return nfs3_file_resolve(req, fh, true, f);
 }
 
+/* No look for a vanished upper here: every LOOKUP and ACCESS asks this,
+ * and that look costs two fstat calls; a change asks it (nfs3_writable). */
 bool nfs3_file_writable(const struct nfs3_file *f)
 {
 	return un_export_writable(f->ex->ux) && !f->client_ro &&
-	       !srv_export_gone(f->ex) && !(f->obj && un_obj_retired(f->obj));
+	       !(f->obj && un_obj_retired(f->obj));
 }
 
 void nfs3_file_put(struct nfs3_file *f)
