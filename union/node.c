@@ -104,9 +104,10 @@
  *     the old object read only when a retired layer still holds it: its
  *     record's key names it there, retire.c).
  *  4. Lookups never write when the name is known: the read transaction
- *     decides (node_match); only a miss opens a write transaction, which
- *     decides again under LMDB's single-writer lock, so two threads that miss
- *     the same name get the same id.
+ *     decides (node_match), unless a change is pending (13); only a miss
+ *     opens a write transaction, which decides again under LMDB's
+ *     single-writer lock, so two threads that miss the same name get the
+ *     same id.
  *  5. Every record's parent chain ends at an export root (parent 0): records
  *     are only created for a name in a directory that already has an id.
  *     un_node_path still bounds the walk, as the table is data on disk.
@@ -138,6 +139,16 @@
  * 12. One thread at a time holds the writer's turn (wq_running): the one
  *     that claimed it for a job no batch has taken, or the owner of the
  *     first job queued when a batch ended, to whom it was handed.
+ * 13. A read transaction decides a lookup only while no job that may
+ *     repoint or forget a name (a bumping one, 10) is queued and
+ *     uncommitted (st->node_pending, reads_decide); else the lookup is a
+ *     job of the writer, run after them (11).  A remove is on disk before
+ *     its job commits (dir.c waits after its lock), and a file made again
+ *     at its name may have the inode number of the one removed (ext4 and
+ *     xfs hand a freed inode out again at once): a read in between would
+ *     find the old record matching and answer the old id, which the remove
+ *     then forgets, so the new file's first handle would be stale at once
+ *     and the next lookup would give it another id.
  *
  * Known limits: identity by raw (dev, ino) (the upper; a lower object its
  * index does not know; every record written before the indexes) trusts the
@@ -651,6 +662,7 @@ static int assign_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	for (size_t i = 0; i < a->n && !err; i++) {
 		if (a->f[i].id != UN_ID_NONE)
 			continue;
+		obs_check(&a->obs[i]);
 		err = node_match(st, txn, &a->obs[i], &a->f[i]);
 		if (err == -ENOENT)
 			err = node_create(st, txn, &a->obs[i], &a->f[i]);
@@ -673,17 +685,28 @@ static int batch_write(struct un_state *st, const struct un_node_obs *obs, size_
 	return write_job(st, &j);
 }
 
+/* True when a read transaction may decide a lookup (invariant 13): no
+ * change that may repoint or forget a name is queued and uncommitted.  Read
+ * after the caller observed the layers and before its read transaction
+ * begins: a change whose entry the observation saw was queued before its
+ * name's lock was dropped, so it is counted here or already committed. */
+static bool reads_decide(struct un_state *st)
+{
+	return atomic_load(&st->node_pending) == 0;
+}
+
 int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
 		   un_id *ids, un_id *fileids)
 {
 	struct found *tmp;
-	size_t misses;
-	int err = -ENOMEM;
+	size_t misses = n; /* all to the writer, after the changes queued */
+	int err = 0;
 
 	tmp = un_sys_calloc(n ? n : 1, sizeof(*tmp));
 	if (!tmp)
-		return err;
-	err = batch_read(st, obs, n, tmp, &misses);
+		return -ENOMEM;
+	if (reads_decide(st))
+		err = batch_read(st, obs, n, tmp, &misses);
 	if (!err && misses)
 		err = batch_write(st, obs, n, tmp);
 	for (size_t i = 0; !err && i < n;
@@ -1099,6 +1122,10 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 	 * no later than this change (invariant 10). */
 	if (bump)
 		atomic_fetch_add(&st->node_epoch, 1);
+	/* After the commit: a reader that sees none pending reads it. */
+	for (j = batch; j; j = j->next)
+		if (j->bump)
+			atomic_fetch_sub(&st->node_pending, 1);
 }
 
 /* A job's state.  JOB_SLEEPING is JOB_QUEUED with its owner asleep on the
@@ -1114,6 +1141,8 @@ static void job_queue(struct un_state *st, struct un_node_job *j)
 	j->next = NULL;
 	j->taken = false;
 	atomic_store(&j->state, JOB_QUEUED);
+	if (j->bump) /* before the caller drops the lock of its change */
+		atomic_fetch_add(&st->node_pending, 1);
 	pthread_mutex_lock(&st->wq_lock);
 	*st->wq_tail = j;
 	st->wq_tail = &j->next;

@@ -274,6 +274,11 @@ struct un_state {
 	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
 	 * listing remembers only while it stands still */
 	_Atomic uint64_t node_epoch;
+	/* node.c: the jobs that may change such a name (all but
+	 * un_node_assign's) queued and not yet ended; while there are any, the
+	 * table may still say what the layers no longer do, and a read alone
+	 * does not decide (node.c invariant 13) */
+	_Atomic uint64_t node_pending;
 	/* node.c's writer: the write transactions queued (un_node_job), run
 	 * as one batch a commit by one of the threads waiting for them */
 	pthread_mutex_t wq_lock;
