@@ -82,6 +82,10 @@ a client on this host locks locally; clients on other hosts of a server
 bound to their network mount with locks and no options:
   mount -t nfs -o vers=3 SERVER:/ /mnt)
 
+Ask the server what it serves and who mounted it (as root):
+  $BUILD/union-nfsctl --socket=$D/state/ctl.sock status
+  $BUILD/union-nfsctl --socket=$D/state/ctl.sock clients
+
 Ctrl-C stops the server.
 
 EOT
