@@ -25,7 +25,7 @@ say() { echo "demo: $*" >&2; }
 [ "${DEMO_SKIP_DEPS:-}" = 1 ] || bash etc/install-deps.sh build </dev/null >&2
 say "building (Release) in $BUILD/"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target union-nfsd -j"$(nproc)" >/dev/null
+cmake --build "$BUILD" --target union-nfsd union-nfsctl -j"$(nproc)" >/dev/null
 
 # ---- the demo layers
 rm -rf "$D"
