@@ -234,6 +234,12 @@ void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long l
 	t->n++;
 }
 
+void un_dir_times_add_stat(struct un_dir_times *t, const struct stat *st)
+{
+	un_dir_times_add(t, st->st_dev, st->st_ino, un_ts_ns(&st->st_mtim),
+			 un_ts_ns(&st->st_ctim));
+}
+
 /* NS (since the epoch) as a timespec whose nanoseconds are moved by H
  * within their second. */
 static struct timespec times_moved(long long ns, uint64_t h)
@@ -273,14 +279,12 @@ static int merged_times(const struct un_obj *o, const struct stat *top,
 		un_dir_times_put(&t, out);
 		return 0;
 	}
-	un_dir_times_add(&t, top->st_dev, top->st_ino, un_ts_ns(&top->st_mtim),
-			 un_ts_ns(&top->st_ctim));
+	un_dir_times_add_stat(&t, top);
 	for (size_t i = 1; i < o->ninst; i++) {
 		err = un_sys_fstat(o->inst[i].fd, &st);
 		if (err)
 			return err;
-		un_dir_times_add(&t, st.st_dev, st.st_ino, un_ts_ns(&st.st_mtim),
-				 un_ts_ns(&st.st_ctim));
+		un_dir_times_add_stat(&t, &st);
 	}
 	un_dir_times_put(&t, out);
 	return 0;

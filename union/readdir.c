@@ -1496,14 +1496,12 @@ static int attr_merged_times(const struct un_listing *l, const struct un_obj *di
 	struct stat st;
 	int err;
 
-	un_dir_times_add(&t, top->st_dev, top->st_ino, ts_ns(&top->st_mtim),
-			 ts_ns(&top->st_ctim));
+	un_dir_times_add_stat(&t, top);
 	for (size_t k = 1; k < l->ents[i].ninst; k++) {
 		err = attr_stat(l, dir, i, k, &st);
 		if (err)
 			return err;
-		un_dir_times_add(&t, st.st_dev, st.st_ino, ts_ns(&st.st_mtim),
-				 ts_ns(&st.st_ctim));
+		un_dir_times_add_stat(&t, &st);
 	}
 	un_dir_times_put(&t, out);
 	return 0;

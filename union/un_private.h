@@ -712,6 +712,8 @@ struct un_dir_times {
 };
 void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long long mtime,
 		      long long ctime);
+/* un_dir_times_add of the instance whose stat is ST. */
+void un_dir_times_add_stat(struct un_dir_times *t, const struct stat *st);
 void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out);
 
 /* ---- copyup.c: copy-up and the work dir ---- */
