@@ -195,23 +195,30 @@ static int template_check(const struct srv_export_opts *eo, char *err, size_t er
  * template (instances open on demand).  RELOAD: a layer index that cannot
  * be had fails the open (the reload changes nothing); at start it leaves
  * the export known by inode numbers (un_export_cfg.index_best_effort). */
-static int export_open(struct srv *s, const struct srv_export_opts *eo, bool reload,
-		       struct srv_export **out, char *err, size_t errlen)
+/* The union EO configures, served at PATH (its normalised path). */
+static struct un_export_cfg export_cfg(const struct srv *s,
+				       const struct srv_export_opts *eo, const char *path)
 {
-	struct srv_export *ex = calloc(1, sizeof(*ex));
-	char norm[MNTPATHLEN + 1];
-	struct un_export_cfg cfg = {
-	    .path = norm,
+	return (struct un_export_cfg){
+	    .path = path,
 	    .upperdir = eo->upperdir,
 	    .workdir = eo->workdir,
 	    .lowerdirs = (const char *const *)eo->lowerdirs,
 	    .nlower = eo->nlower,
 	    .no_layer_index = !s->cfg.layer_index,
-	    .index_best_effort = !reload,
-	    .defer_commit = reload, /* reload_commit, once it serves */
 	};
+}
+
+static int export_open(struct srv *s, const struct srv_export_opts *eo, bool reload,
+		       struct srv_export **out, char *err, size_t errlen)
+{
+	struct srv_export *ex = calloc(1, sizeof(*ex));
+	char norm[MNTPATHLEN + 1];
+	struct un_export_cfg cfg = export_cfg(s, eo, norm);
 	int rc = -ENOMEM;
 
+	cfg.index_best_effort = !reload;
+	cfg.defer_commit = reload; /* reload_commit, once it serves */
 	if (!ex)
 		goto fail_msg;
 	ex->conf = calloc(1, sizeof(*ex->conf));
@@ -539,14 +546,7 @@ static int reload_restack(struct srv *s, struct reload_entry *e, struct srv_expo
 			  const struct srv_export_opts *eo, char *err, size_t errlen)
 {
 	char msg[PATH_MAX + 256];
-	struct un_export_cfg cfg = {
-	    .path = old->path,
-	    .upperdir = eo->upperdir,
-	    .workdir = eo->workdir,
-	    .lowerdirs = (const char *const *)eo->lowerdirs,
-	    .nlower = eo->nlower,
-	    .no_layer_index = !s->cfg.layer_index,
-	};
+	struct un_export_cfg cfg = export_cfg(s, eo, old->path);
 	int rc;
 
 	e->restacked = true;
