@@ -1,6 +1,10 @@
 /* it_util.c - small helpers the integration tests share (see it_util.h). */
 #define _GNU_SOURCE
 #include "it_util.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,4 +63,20 @@ int it_tmp_layers(char *tmp, size_t len, const char *template)
 			return -1;
 	}
 	return 0;
+}
+
+int it_free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
 }

@@ -19,5 +19,8 @@ char it_type_char(uint32_t mode);
  * holds LEN bytes) and the empty layer dirs lower, upper and work in it.
  * 0, or -1 with errno set; TMP is "" when even the temp dir failed. */
 int it_tmp_layers(char *tmp, size_t len, const char *template);
+/* A loopback TCP port free now (bound and released: a server started next
+ * binds it), or -1. */
+int it_free_port(void);
 
 #endif

@@ -85,23 +85,6 @@ static struct {
 
 /* ---- the scrape ---- */
 
-/* A loopback port free now (bound and released: the server binds it next). */
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* The whole HTTP response to GET PATH (malloc'd, NUL-terminated), or NULL. */
 static char *http_get(int port, const char *path)
 {
@@ -435,7 +418,7 @@ static int setup(void **state)
 	    write_file("up.txt", UP_SIZE, 'u') < 0)
 		return -1;
 	test_union_init(&g.un, g.tmp, "lower");
-	g.mport = free_port();
+	g.mport = it_free_port();
 	if (g.mport < 0)
 		return -1;
 	snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.mport);
@@ -631,7 +614,7 @@ static void test_client_label(void **state)
 	snprintf(up, sizeof(up), "--upperdir=%s/c/%%a/upper", g.tmp);
 	snprintf(work, sizeof(work), "--workdir=%s/c/%%a/work", g.tmp);
 	snprintf(st, sizeof(st), "%s/cstate", g.tmp);
-	g.cport = free_port();
+	g.cport = it_free_port();
 	assert_true(g.cport > 0);
 	snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.cport);
 	assert_int_equal(test_server_start(g.bin, st, args, &g.csrv), 0);

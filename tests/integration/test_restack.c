@@ -179,22 +179,6 @@ static void log_lacks(const char *what)
 	free(log);
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd < 0)
-		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* The value of the sample SERIES in GET /metrics; -1 when it is absent. */
 static double metric(const char *series)
 {
@@ -384,7 +368,7 @@ static int setup(void **state)
 	put("L2/g", "g of L2\n");
 	put("L2/h", "h of L2\n");
 	put("hosts/127.0.0.1/mine", "the client's own layer\n");
-	g.mport = free_port();
+	g.mport = it_free_port();
 	if (g.mport < 0)
 		return -1;
 	write_config("L1", false);
