@@ -63,7 +63,7 @@ static struct {
 	const char *bin;
 	char tmp[PATH_MAX];
 	char conf[PATH_MAX + 16], config_arg[PATH_MAX + 32], state[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
+	char log[PATH_MAX + 32]; /* STATE/stderr */
 	int mport;
 	struct test_server srv;
 	struct rpc_context *nfs;
@@ -331,15 +331,8 @@ static void write_text(const struct fh *fh, const char *text)
 static int start(void)
 {
 	const char *args[] = {g.config_arg, NULL};
-	int fd = open(g.log, O_WRONLY | O_CREAT | O_APPEND, 0644), saved = dup(2), rc;
+	int rc = test_server_start_logged(g.bin, g.state, args, &g.srv);
 
-	if (fd < 0 || saved < 0)
-		return -1;
-	dup2(fd, 2);
-	rc = test_server_start(g.bin, g.state, args, &g.srv);
-	dup2(saved, 2);
-	close(saved);
-	close(fd);
 	if (rc < 0)
 		return -1;
 	g.nfs = nfs_raw_connect(g.srv.nfs_port, NFS_PROG, 3);
@@ -355,7 +348,7 @@ static int setup(void **state)
 	snprintf(g.conf, sizeof(g.conf), "%s/conf", g.tmp);
 	snprintf(g.config_arg, sizeof(g.config_arg), "--config=%s", g.conf);
 	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
-	snprintf(g.log, sizeof(g.log), "%s/log", g.tmp);
+	snprintf(g.log, sizeof(g.log), "%s/stderr", g.state);
 	mkdirs("L1");
 	mkdirs("L2");
 	mkdirs("upper");

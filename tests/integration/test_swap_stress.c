@@ -70,7 +70,7 @@ static struct {
 	const char *bin;
 	char tmp[PATH_MAX];
 	char conf[PATH_MAX + 16], config_arg[PATH_MAX + 32], state[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
+	char log[PATH_MAX + 32]; /* STATE/stderr */
 	struct test_server srv;
 	struct view v[2]; /* "/" and "/pc" */
 	atomic_bool stop;
@@ -468,18 +468,12 @@ static void view_init(struct view *v, const char *path, bool mine)
 	memcpy(v->dir_names, dir, sizeof(dir));
 }
 
+/* Starts the server with its stderr in g.log. */
 static int start(void)
 {
 	const char *args[] = {g.config_arg, NULL};
-	int fd = open(g.log, O_WRONLY | O_CREAT | O_APPEND, 0644), saved = dup(2), rc;
+	int rc = test_server_start_logged(g.bin, g.state, args, &g.srv);
 
-	if (fd < 0 || saved < 0)
-		return -1;
-	dup2(fd, 2);
-	rc = test_server_start(g.bin, g.state, args, &g.srv);
-	dup2(saved, 2);
-	close(saved);
-	close(fd);
 	srv_pid = g.srv.pid;
 	return rc;
 }
@@ -530,7 +524,7 @@ static int setup(void)
 	snprintf(g.conf, sizeof(g.conf), "%s/conf", g.tmp);
 	snprintf(g.config_arg, sizeof(g.config_arg), "--config=%s", g.conf);
 	snprintf(g.state, sizeof(g.state), "%s/state", g.tmp);
-	snprintf(g.log, sizeof(g.log), "%s/log", g.tmp);
+	snprintf(g.log, sizeof(g.log), "%s/stderr", g.state);
 	view_init(&g.v[0], "/", false);
 	view_init(&g.v[1], "/pc", true);
 	if (layers() || write_config("X") || start())
@@ -604,7 +598,7 @@ int main(int argc, char **argv)
 	if (log_count("Sanitizer") || log_count("runtime error"))
 		bad("the server's log has a sanitizer report");
 	if (g.errors) {
-		char cmd[PATH_MAX + 32];
+		char cmd[sizeof(g.log) + 16];
 
 		snprintf(cmd, sizeof(cmd), "tail -n 30 %s", g.log);
 		if (system(cmd) < 0)
