@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # ab.sh NFS_BENCH NAME=UNION_NFSD [NAME=UNION_NFSD ...] - two or more builds of
 # union-nfsd side by side on one tree, their server CPU per operation compared.
 # A NAME's value may carry options after the binary, for one build run two

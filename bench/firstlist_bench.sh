@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # firstlist_bench.sh UNION_NFSD [N] - the first READDIRPLUS listing of a big
 # merged directory, against a fresh state dir.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lindex_bench.c - the layer identity index (union/lindex.c) over a layer of
  * 100,000 files: what a build costs, fresh and inherited, with and without
  * content digests, how big the index is, and what a lookup costs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs_bench - an NFSv3 load client on libnfs' raw async API.
  *
  *   nfs_bench [OPTIONS] WORKLOAD          against a server

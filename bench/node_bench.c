@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* node_bench.c - the node table under a million nodes, through the engine's
  * private API (un_private.h): no layers, no NFS, only the LMDB table.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* readdir_bench - entries per second of a whole-directory listing over NFSv3.
  *
  *   readdir_bench PLUS|PLAIN NFS_PORT MOUNT_PORT EXPORT [PASSES [SERVER_PID]]

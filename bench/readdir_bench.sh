@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # readdir_bench.sh UNION_NFSD [N] - READDIRPLUS throughput of a merged listing.
 #
 # Lists a directory of N names (default 100,000) with readdir_bench.c over

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # reload_bench.sh UNION_NFSD [N] - how long a reload that replaces a lower
 # layer of N files (default 100,000, in 200 directories) takes: from SIGHUP
 # to the server's "reloaded" line, which comes after the new layer's index

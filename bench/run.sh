@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh [--smoke] UNION_NFSD NFS_BENCH - union-nfsd beside NFS-Ganesha (and unfs3).
 #
 # Sets up identical data, starts every server on loopback at once, and runs each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfsctl.c - union-nfsctl: the admin command of a running union-nfsd.
  *
  * It sends one request line, "COMMAND [ARG]", to the server's control

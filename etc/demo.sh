@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # demo.sh - from a fresh clone to a served union, in one command (Debian 12, root):
 #
 #   bash etc/demo.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # install-deps.sh [GROUP...] - install the Debian 12 packages that union-nfsd's
 # build, tests and benchmark need, by group (as root):
 #

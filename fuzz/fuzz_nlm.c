@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_nlm.c - the NLM and NSM decoders (rpcgen's, from rpc/nlm_prot.x and
  * rpc/nsm_prot.x) on untrusted bytes.
  *

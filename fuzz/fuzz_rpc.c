@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_rpc.c - feeds untrusted bytes to the real decode-and-dispatch path.
  *
  * The first input byte chooses the entry point: even, the rest is one RPC

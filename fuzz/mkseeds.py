@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """mkseeds.py - writes the seed corpus of fuzz_rpc into corpus/rpc/.
 
 Each seed is one well-formed call of every MOUNT and NFSv3 procedure, encoded

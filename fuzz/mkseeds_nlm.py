@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """mkseeds_nlm.py - writes the NLM and NSM seeds: corpus/nlm/ for fuzz_nlm (a
 type byte, then that type's XDR) and corpus/rpc/nlm_*, nsm_* for fuzz_rpc
 (whole NLM calls with handle placeholders, and NSM calls, through the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """mkseeds_pmap.py - writes the portmapper seeds corpus/rpc/pmap_* for
 fuzz_rpc: whole calls of program 100000, versions 2 (struct pmap), 3 and 4
 (struct rpcb), through the dispatcher and libtirpc's decoders to the

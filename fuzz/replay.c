@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay.c - runs a fuzz target once over every file of the corpus dirs named
  * on the command line, without libFuzzer, so the seeds (and every crash ever
  * found, once added to the corpus) run in ctest under any compiler. */

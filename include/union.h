@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* union.h - the union engine's public interface.
  *
  * The engine knows layers, names, attributes and node ids; it knows nothing of

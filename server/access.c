@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* access.c - client rules (exports(5) syntax), host names, squashing, and
  * the rule that admits a caller to an export (srv_access_rule), which MNT
  * and the NFSv3 check before each handler (nfs3_admit) ask.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* arena.c - request-scoped memory.
  *
  * A call's reply data (READ buffers, directory entries, handles) lives exactly

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* args.c - the command line and the --config file.
  *
  * Flags use overlayfs' own option names (--lowerdir, --upperdir, --workdir).

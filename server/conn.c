@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* conn.c - a TCP connection: its read turn on the workers, the calls it
  * carries to them, its out queue and the sending of replies, and its close.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred.c - a request's filesystem identity on its worker thread.
  *
  * Design notes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ctl.c - the control socket: what union-nfsctl(8) asks a running server.
  *
  * Design notes

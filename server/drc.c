@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* drc.c - the duplicate request cache for non-idempotent procedures.
  *
  * A client that gets no reply in time sends the call again with the same xid.

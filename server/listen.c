@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* listen.c - the listeners: the NFS and MOUNT ports bound for TCP and UDP,
  * TCP connections accepted and admitted under the limits, UDP datagrams read
  * into calls.  All of it runs on the loop thread (loop.c dispatches to it).

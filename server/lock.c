@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lock.c - the byte-range lock table: locks, waiters and what an unlock lets
  * through, with the semantics of POSIX locks as Linux fcntl keeps them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lock.h - the byte-range lock table behind NLM: who holds which range of
  * which file, who waits for one, and what an unlock lets through.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.c - one line per event on stderr: UTC timestamp, level, message; and
  * the limits that keep a client from deciding how much the log grows.
  * When stderr is the journal's stream (the service's case), a line starts

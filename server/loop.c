@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loop.c - the event loop: two epoll instances, the loop thread that serves
  * one and the workers that wait in the other, and the loop object's life.
  *

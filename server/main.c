@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - union-nfsd: parse the options, open the exports, serve.
  *
  * Start-up is ordered so that every problem a user can fix (a bad flag, a

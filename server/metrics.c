@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* metrics.c - the server's counters, and the HTTP endpoint that shows them
  * in Prometheus' text format (--metrics=ADDR:PORT).
  *

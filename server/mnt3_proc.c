@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mnt3_proc.c - the MOUNT v3 program (RFC 1813 appendix I).
  *
  * MNT turns an export path into the export's root file handle, for a caller

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_proc.c - the NFSv3 program: its procedure table and handlers.
  *
  * A handler takes decoded arguments and a zeroed result, asks the union engine,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_status.c - the one map from errno to nfsstat3.
  *
  * The union engine speaks negative errno values; the handlers answer with

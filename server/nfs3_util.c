@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_util.c - file handles, attributes, names and permissions for the
  * NFSv3 handlers (see nfs3_util.h for the contracts). */
 #include "nfs3_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_util.h - helpers shared by the NFSv3 handlers (nfs3_util.c).
  *
  * Every helper that can fail returns an nfsstat3: errno values from the union

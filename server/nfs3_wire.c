@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_wire.c - the NFSv3 wire code written by hand, beside what rpcgen
  * makes of rpc/nfs3_prot.x in the build tree: WRITE's decoder, READ's and
  * the directory listings' encoders.  Each writes or reads the same bytes as

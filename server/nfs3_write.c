@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_write.c - the NFSv3 procedures that change the union: SETATTR, WRITE,
  * COMMIT, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK.  Their
  * entries are in the one table of nfs3_proc.c.

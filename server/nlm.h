@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nlm.h - the NLM server's private header: the lock manager's state, and
  * the sender that calls clients' lock managers back (nlm_send.c) for the
  * procedure handlers (nlm_proc.c).

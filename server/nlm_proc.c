@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nlm_proc.c - the NLM program (XNFS chapters 10 and 14): versions 1, 3
  * and 4 over the lock table (lock.c).
  *

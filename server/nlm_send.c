@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nlm_send.c - calls from the lock manager to clients' lock managers: the
  * _RES answers of _MSG calls and GRANTED for waiters the table granted.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* notify.c - what the service manager is told: ready once the server
  * serves, reloading around a SIGHUP, stopping when it shuts down.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nsm.c - the Network Status Monitor (XNFS chapter 11, program 100024) for
  * the lock manager of this process: which client hosts hold locks, this
  * server's state number, SM_NOTIFY to those hosts after a restart and the

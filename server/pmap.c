@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pmap.c - the built-in portmapper: program 100000, version 2 (portmap) and
  * versions 3 and 4 (rpcbind), answered for this server's own programs only,
  * when no rpcbind runs (listen.c binds port 111; main.c fills s->pmap).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool.c - worker threads, and the FIFO of calls they share.
  *
  * Design notes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* record.c - TCP record marking (RFC 5531 section 11): a byte stream cut
  * into call records by a pure state machine, fed from a socket (conn.c) or
  * from a test's buffer.  A record is one or more fragments, each behind a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rpc.c - one call record in, one reply record out (RFC 5531).
  *
  * Design notes

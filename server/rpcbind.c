@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rpcbind.c - registration of NFS v3, MOUNT v3, NLM v1, v3 and v4 and NSM
  * v1 with the local rpcbind.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server.c - the server object: state dir, exports, write verifier, mounts.
  *
  * Design notes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* srv.h - the server's private header: a map of server/, grouped by file.
  *
  * Layering: transport (record.c, conn.c, listen.c, loop.c, pool.c) carries

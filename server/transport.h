@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transport.h - what the transport's files share: the loop object, a
  * connection, a listener, and the functions one of them calls in another.
  *

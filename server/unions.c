@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* unions.c - client unions: opened on demand, pinned by the calls that use
  * them, released when idle or over the cap.
  *

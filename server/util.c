@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.c - the leaf helpers of server/: byte buffers and peer addresses as
  * text.  They call nothing of server/ but arena.c's payload free list, so
  * any file may use them without an arrow back up. */

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh - install, build and run every test (Debian 12, as root):
 #
 #   bash tests/run.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* copyup.c - copy-up: the first change to an object that lives only in a
  * lower layer copies it into the upper layer; and the work dir.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dir.c - changing names: create, mkdir, symlink, mknod, remove, rmdir,
  * rename and link, and the markers they leave (white-outs, opaque dirs).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* handle.c - file handles: the bytes a client holds to name an object.
  *
  * A handle is a versioned packed struct of UN_FH_LEN bytes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer.c - an export: its layer stack, opened once and checked, its id
  * and its root node.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layerid.c - the identity of lower objects: each lower layer's index
  * (lindex.c), found or built when an export opens, shared by the exports
  * of a state, and the key a lower instance is known by in the node table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lindex.c - the layer identity index: a read-only layer's paths numbered
  * once, deterministically, in one LMDB file (lindex.h has the interface).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lindex.h - the layer identity index (lindex.c): every path of a read-only
  * layer numbered once, in a file of its own, so that the identity of an
  * object belongs to the layer and not to one server's state dir.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lookup.c - looking names up: one name across the layers of its parent
  * (lookup_in), and the walks that resolve a node id (un_resolve) or a name
  * in a directory (un_lookup) hop by hop, through the resolve cache

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* node.c - the node table: one persistent id for every object a client has
  * been shown.
  *

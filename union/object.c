@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* object.c - objects: what a lookup found under one name, their lifetime,
  * and what reading one gives (attributes, a symlink's text, the export's
  * statfs).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* opaque.c - the opaque memo: whether a directory instance is opaque by
  * what it carries itself (its overlay.opaque xattrs, in a lower layer the
  * ".wh..wh..opq" inside it), remembered per (dev, ino, lower) for the ctime

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rcache.c - the resolve cache: per export, the objects that walks found,
  * by node id (ex->rc) and by (parent, name) (ex->rn, which also holds names
  * found absent), so that a walk (lookup.c) can take a hop from an entry

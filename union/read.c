@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* read.c - READ's data: copied into a buffer (un_read) or spliced into a
  * pipe (un_read_pipe).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* readdir.c - merged directory listings, their cookies, verifiers and cache.
  *
  * Design notes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reset.c - an upper layer discarded while the union is served, and one
  * that vanished behind the engine's back.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* resolve.h - what the files that resolve names and node ids share, and no
  * other file of union/ needs: a walk (lookup.c), the resolve cache it goes
  * through (rcache.c) and the settle rule of the opaque memo (opaque.c).

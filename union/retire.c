@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* retire.c - retired lower layers: the old version of a layer a reload
  * replaced or removed, kept open so that the handles of its objects that
  * the new stack no longer shows read the old bytes, as a local filesystem

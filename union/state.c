@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* state.c - the state dir: the LMDB environment of the node table, the secret
  * key, and the thread that makes the table durable.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stats.c - what the engine counts, for whoever serves it (struct un_stats).
  *
  * Design notes

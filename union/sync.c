@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sync.c - changes made durable before their replies, with the syncs shared
  * by the changes that run at the same time (group commit).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sys.c - the syscall seam of the union engine.
  *
  * Every kernel call and allocation of union/ goes through one of these

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* un_private.h - the union engine's private header: a map of union/, grouped
  * by file.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* whiteout.c - the on-disk markers of a union and the one rule that merges a
  * name across layers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* write.c - changing attributes and data: SETATTR, WRITE, COMMIT, and the
  * copy-up an open for writing makes.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # access.cmake: tests of one area, included from CMakeLists.txt.
 
 # ---- issue 6: exports and client rules (test_access.c), through MNT and NFS

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # cli.sh UNION_NFSD NFS_TREE SRCDIR NFS_POKE - the command line, the example
 # config, start/stop, and full filesystems, from outside the process.
 #

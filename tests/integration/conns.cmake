@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # conns.cmake: tests of one area, included from CMakeLists.txt.
 
 # ---- issue 17: connection limits (test_conns.c).  The server's limit on open

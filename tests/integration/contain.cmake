@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # contain.cmake: tests of one area, included from CMakeLists.txt.
 
 # ---- issue 6: containment and identities (test_contain.c): symlinks out of the

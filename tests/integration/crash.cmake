@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # crash.cmake: tests of one area, included from CMakeLists.txt.
 
 # ---- issue 4: durability against an OS crash (kvm_crash.sh, guest_crash.sh,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crash_client - the NFS client inside the VM of kvm_crash.sh: it checks what
  * the previous boot saved, does the next phase's work through libnfs' raw
  * NFSv3 calls to the guest's own union-nfsd on loopback, saves what it was

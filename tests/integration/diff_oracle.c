@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* diff_oracle - the differential test of writable unions against kernel overlayfs.
  *
  *   diff_oracle gen --seed N [--hardlinks] DIR

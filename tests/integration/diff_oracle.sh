@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # diff_oracle.sh UNION_NFSD DIFF_ORACLE [SEEDS [COUNT]] - the differential test of
 # writable unions against kernel overlayfs (issue 3).
 #

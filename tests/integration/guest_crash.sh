@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # guest_crash.sh - /init of the VM of kvm_crash.sh (busybox sh, from the base
 # initramfs of tests/vm, whose modules it loads).
 #

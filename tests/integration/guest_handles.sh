@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # guest_handles.sh - the guest side of kvm_handles.sh (busybox sh in the VM, cwd /mnt).
 #
 # Keeps a lower file open (fd 3) and its working directory in a deep merged

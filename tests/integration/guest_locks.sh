@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # guest_locks.sh - run by both guests of kvm_locks.sh at once (busybox sh).
 #
 #   1. unpacks $VM_FILES/tools.tar (rpcbind, rpcinfo, rpc.statd, sm-notify

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* guest_prog.c - the small C program of the kernel client test (kvm_write.sh).
  *
  *   guest_prog TREE OUTDIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # guest_readdir.sh - run by the guest of kvm_readdir.sh (busybox sh, cwd = the
 # mount), and by the host on the overlay mount for the expected counts.
 # Prints "ls N", "ls_a N", "find N"; the guest also runs readdir_walk.

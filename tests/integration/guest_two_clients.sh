@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # guest_two_clients.sh - run by both guests of kvm_two_clients.sh at once
 # (busybox sh, cwd = the mount of an export with per-client uppers).
 #

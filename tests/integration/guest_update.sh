@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # guest_update.sh - run by kvm_update.sh's guest, whose root is the union
 # (busybox sh of the image's own busybox).  While the host replaces the
 # image's layer by a new version, this guest:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # guest_write.sh - the guest side of kvm_write.sh.
 #
 # Runs in a qemu guest whose root file system is union-nfsd's export (NFSv3): a

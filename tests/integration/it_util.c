@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_util.c - small helpers the integration tests share (see it_util.h). */
 #define _GNU_SOURCE
 #include "it_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_util.h - small helpers the integration tests and their tools share
  * (time, file types, a test's temp dir of layers).  Library it_util; it
  * needs nothing beyond libc, so the libnfs tools link it too.

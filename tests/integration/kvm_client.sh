@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_client.sh UNION_NFSD - the Linux kernel client test.
 #
 # A Debian kernel in qemu (tests/vm) mounts union-nfsd's export of the oracle

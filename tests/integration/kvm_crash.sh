@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_crash.sh UNION_NFSD CRASH_CLIENT - issue 4's durability promise
 # against an OS crash: handles (and COMMITted / FILE_SYNC data, and the results
 # of namespace operations) survive a kernel crash that syncs nothing.

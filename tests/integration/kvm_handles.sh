@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_handles.sh UNION_NFSD NFS_POKE - the kernel client test of issue 4
 # (handles and fileids that clients can trust).
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_locks.sh UNION_NFSD - the kernel client lock tests of issue 19: two
 # Linux guests at once lock files on one export of union-nfsd, mounted
 # WITHOUT nolock, so every lock goes to union-nfsd's NLM.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_readdir.sh UNION_NFSD - the kernel client test of merged READDIR.
 #
 # Three read-only layers whose directory big/ merges to 20,000 names (shadowed

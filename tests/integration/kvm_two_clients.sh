@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_two_clients.sh UNION_NFSD - two Linux kernel clients at once on an export
 # with per-client upper layers (upperdir and workdir with %a).
 #

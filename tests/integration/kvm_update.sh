@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_update.sh UNION_NFSD - issue 20's kernel client test: an image updated
 # under a running client.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # kvm_write.sh UNION_NFSD - the kernel client test of issue 3 (writes).
 #
 # A Debian kernel in qemu (tests/vm) boots with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - shared helpers of the integration test scripts (source it; bash only).
 #
 #   it_private_mounts "$@"    first thing in a script that mounts: run the script

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # list_tree.sh DIR... - one line per fact about every object under each DIR, sorted.
 #
 # kvm_write.sh runs it twice with the same Debian userland (the debootstrap root

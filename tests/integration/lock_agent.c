@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* lock_agent.c - the lock steps of kvm_locks.sh in a guest of tests/vm (built
  * static by that test).  It reads one command a line on stdin (the host's
  * lines, through the guest's serial port) and answers each with one line on

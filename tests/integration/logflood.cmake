@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ---- issue 17: a log that a peer cannot flood (test_log_flood.c).  10,000
 # oversized record marks, each on a new TCP connection, then MNT and UMNT
 # refusals and UDP junk from one peer: each kind of line stays within the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # mklayers.sh DIR - generate the overlayfs-oracle layers.
 #
 # Writes three lower layers, top-most first, twice:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs_poke - small NFSv3 client actions for kvm_handles.sh, through libnfs.
  *
  *   nfs_poke URL rewrite PATH   opens PATH read-write, reads its first byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs_raw.c - libnfs' raw calls made synchronous; see nfs_raw.h. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs_raw.h - libnfs' raw NFSv3 and MOUNT calls made synchronous, for the
  * integration tests that speak to union-nfsd handle by handle (test_protocol,
  * test_stable, test_handles, test_layer_swap, test_readdir_big, random_update,

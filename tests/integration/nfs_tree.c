@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nfs_tree - print a directory tree as sorted lines, read over NFS or locally.
  *
  *   nfs_tree --nfs 'nfs://127.0.0.1/EXPORT?nfsport=P&mountport=M&version=3'

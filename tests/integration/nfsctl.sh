@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # nfsctl.sh UNION_NFSD UNION_NFSCTL NFS_POKE - union-nfsctl against a running
 # server (its control socket, server/ctl.c):
 #

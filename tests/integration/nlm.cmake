@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # nlm.cmake: tests of one area, included from CMakeLists.txt.
 
 # ---- issue 19: the NLM server (test_nlm.c), under with_rpcbind.sh: a private

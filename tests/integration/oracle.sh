@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # oracle.sh UNION_NFSD NFS_TREE - the overlayfs oracle test.
 #
 # Generates layers (mklayers.sh), mounts their kernel copy with overlayfs (lowerdir

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* random_update - handles and fileids across seeded random updates of the
  * lower layers (issue 20), through libnfs' raw NFSv3 calls.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # random_update.sh UNION_NFSD NFS_TREE RANDOM_UPDATE - issue 20's check of
 # handles and fileids across seeded random updates of the lower layers.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rawrpc.c - hand-built ONC RPC calls (see rawrpc.h). */
 #define _GNU_SOURCE
 #include "rawrpc.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rawrpc.h - hand-built ONC RPC calls over TCP and UDP, for the protocol tests.
  *
  * libnfs always sends well-formed calls; the cases an NFS server must survive

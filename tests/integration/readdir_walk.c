@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* readdir_walk - the guest side of kvm_readdir.sh (built static on the host).
  *
  *   readdir_walk DIR

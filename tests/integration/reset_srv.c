@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reset_srv.c - the server in the test process (reset_srv.h). */
 #define _GNU_SOURCE
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reset_srv.h - union-nfsd's server run inside the test process, so that a
  * test can call srv_unions_reset directly (the function union-nfsctl's
  * `reset CLIENT` runs).  Kept apart from the test: the server's RPC types

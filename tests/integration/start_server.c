@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* start_server.c - run union-nfsd for a test (see start_server.h). */
 #define _GNU_SOURCE
 #include "start_server.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* start_server.h - run union-nfsd for a test, on ports it picks itself.
  *
  * test_server_start() starts BIN --nfs-port=0 --mount-port=0 --bind=127.0.0.1

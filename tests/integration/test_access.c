@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_access.c - exports and client rules through the real server (issue 6):
  *
  *  - the default without --clients: loopback callers on reserved ports only,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_client_unions.c - per-client unions are released, and reopen with the
  * same handles (issue 17, part 1).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_conns.c - connection limits under a flood (issue 17, part 2).
  *
  * The server runs with its limit on open files at 1,024 (soft and hard), an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_contain - containment and identity (issue 6).
  *
  *   test_contain UNION_NFSD

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_drc - the duplicate request cache against the real server (issue 6).
  *
  *   test_drc UNION_NFSD

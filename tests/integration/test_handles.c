@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_handles - the handle and fileid promises of issue 4, through libnfs' raw
  * NFSv3 calls, keeping raw handles across events.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_layer_swap - handles and fileids across a lower layer replaced by a
  * copy or a new version (union/layerid.c), through libnfs' raw NFSv3 calls.
  *

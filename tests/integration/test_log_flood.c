@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_log_flood - what a peer sends must not decide how much the log grows
  * (issue 17, part 3).
  *

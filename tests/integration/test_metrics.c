@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_metrics - the metrics endpoint of issue 21 counts what clients did.
  *
  *   test_metrics UNION_NFSD

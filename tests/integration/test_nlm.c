@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nlm.c - the NLM server against a libtirpc client (issue 19, NLM).
  *
  * Runs under with_rpcbind.sh: a private network namespace with an rpcbind

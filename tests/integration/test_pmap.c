@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_pmap.c - the built-in portmapper (server/pmap.c), asked with
  * libtirpc's client calls in a private network namespace with no rpcbind
  * (with_rpcbind.sh --none): a server started with its defaults takes port

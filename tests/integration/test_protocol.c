@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_protocol - protocol edge cases against a running server.
  *
  *   test_protocol UNION_NFSD        build a two-layer union in a temp dir, start

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_readdir_big - the large merged READDIR test of issue 5.
  *
  *   test_readdir_big UNION_NFSD

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_readdir_churn - READDIR and READDIRPLUS of a directory whose names
  * change while it is listed (issue 17).
  *

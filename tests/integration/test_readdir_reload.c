@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_readdir_reload - READDIR cookies keep their places across a layer
  * update by SIGHUP (issue 20; README "READDIR cookies"), through libnfs' raw
  * READDIR and READDIRPLUS.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_reset.c - `reset CLIENT` and a client's upper removed while served
  * (issue 21).
  *

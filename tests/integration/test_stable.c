@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_stable - the stable-storage test of issue 3.
  *
  *   test_stable UNION_NFSD

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tree_busybox.sh - list and checksum the tree under the current directory with
 # busybox alone (find, stat, sha256sum, sort), one line per fact, sorted.
 #

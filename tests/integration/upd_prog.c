@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* upd_prog.c - the program kvm_update.sh's guest runs from the union's lower
  * layer while the layer is replaced by a new version (built static twice, with
  * VER 1 and 2, so the two files differ only in their version bytes).

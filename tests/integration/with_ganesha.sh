@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # with_ganesha.sh DIR CMD [ARGS...] - run CMD while nfs-ganesha exports DIR (NFSv3).
 #
 # A reference server for the integration tools: whatever nfs_tree or test_protocol

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # with_rpcbind.sh [--none] CMD [ARGS...] - run CMD with an rpcbind of its own,
 # or with --none in the same private namespaces with no rpcbind at all (port
 # 111 free: for the server's built-in portmapper).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # deb.sh CHECK BUILD_DIR - the .deb that `cpack -G DEB` makes from the build
 # tree (into a temp dir), by CHECK:
 #   contents  dpkg-deb -c lists exactly the package's files (binaries in

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # install.sh BUILD_DIR - `cmake --install` into a DESTDIR puts exactly the
 # files README's Layout names, and nothing else (no state dir, no /etc):
 #   PREFIX/sbin/union-nfsd and PREFIX/sbin/union-nfsctl (both run),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - what the package tests share (sourced by deb.sh, install.sh,
 # man.sh): failures are counted, not fatal, so one run lists them all.
 #

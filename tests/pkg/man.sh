@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # man.sh CHECK SRCDIR [UNION_NFSD UNION_NFSCTL] - the man pages (man/), by CHECK:
 #   lint     mandoc -T lint -W warning reports nothing for each page
 #   render   man -l renders each page with no message on stderr

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """notify.py UNION_NFSD WITH_SYSTEMD - what the service manager hears, and
 the log as the journal reads it (server/notify.c, server/log.c).
 

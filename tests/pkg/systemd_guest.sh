@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # systemd_guest.sh - run inside systemd_vm.sh's guest (a Debian 12 root with
 # systemd as PID 1 and the .deb installed) by unfsd-vmtest.service, once the
 # boot is done.  It acts as an admin would: the installed service is off

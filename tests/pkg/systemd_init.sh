@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # systemd_init.sh - /init of systemd_vm.sh's guest (busybox sh, in tests/vm's
 # base initramfs).  Debian's kernel has virtio, ext4 and NFS as modules and
 # the Debian root on the disk holds none of them: this loads them from the

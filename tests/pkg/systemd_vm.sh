@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # systemd_vm.sh BUILD_DIR - the .deb in a Debian 12 guest booted with systemd
 # as init (issue 21).
 #

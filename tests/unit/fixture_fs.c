@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fixture_fs.c - file-system helpers of the unit tests (test_fs.h). */
 #define _GNU_SOURCE
 #include "test_fs.h"

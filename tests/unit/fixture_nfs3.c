@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fixture_nfs3.c - the NFSv3 handler tests' fixture (test_nfs3.h). */
 #include "test_nfs3.h"
 

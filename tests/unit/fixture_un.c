@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fixture_un.c - the union engine's test fixture (test_un.h). */
 #include "test_un.h"
 

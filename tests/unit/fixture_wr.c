@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fixture_wr.c - the write-side fixture and the overlayfs oracle (test_wr.h). */
 #include "test_wr.h"
 

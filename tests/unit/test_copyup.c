@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_copyup.c - copy-up: data (FICLONE or copy_file_range), holes, xattrs
  * (not the union's markers), owner/mode/times, the parent chain, every
  * object type, node ids kept, a failure at every step (crash points), and

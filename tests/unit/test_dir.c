@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_dir.c - changing names: white-outs (both forms) and opaque
  * directories, rmdir emptiness across layers, rename (files, directories,
  * over names and white-outs, EXDEV and the POSIX errors), link, create

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_fs.h - file-system helpers every unit test may use, whatever it
  * links (library test_fixtures_fs, fixture_fs.c): nothing of the engine's or
  * the server's.

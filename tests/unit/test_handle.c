@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_handle.c - file handles: round trip, every flipped byte rejected,
  * wrong sizes, versions and reserved bytes, another state's handles, and
  * handles surviving a restart. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_lindex.c - the layer identity index: a fresh build read back, the
  * same numbering for the same tree (a rebuild, a copy), a new version that
  * inherits the numbers of unchanged paths, damaged files, failed builds,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_lookup.c - lookup across layers, objects and their attributes, data
  * and links, export checks, and failures injected through the sys seam. */
 #include "test_un.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nfs3.h - the fixture of the NFSv3 handler tests (test_srv_nfs3.c,
  * test_srv_nfs3_write.c): a server with one export "/" over two lower layers
  * (and, if writable, an upper layer and its work dir) in a temp dir, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_node.c - the node table: ids stable across restarts, stale ids after
  * removal or replacement, ids unique across exports, hard links, the state
  * dir, injected table failures, concurrent first lookups, and the writer's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_readdir.c - merged listings: merge rules, "." and "..", cookie order,
  * seek and paging, forced cookie collisions, the cache and its bound,
  * verifiers, node ids of entries, and injected failures. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_access.c - client rules (server/access.c): parsing, exports(5)
  * precedence, squashing, per-client dir templates, and how the config file
  * and --clients report their errors (server/args.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_args.c - the command line and the config file (args.c), including
  * the example etc/union-nfsd.conf.
  */

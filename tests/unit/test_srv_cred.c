@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_cred.c - the caller's identity on a worker thread (server/cred.c).
  *
  * Needs root (it switches to other ids); skipped otherwise.  Checks that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_lock.c - the lock table (server/lock.c): every overlap case of
  * split and merge, upgrade and downgrade, owner identity, ranges to the end
  * of the file and past 2^64, caps, freeing a host, waiters granted and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_log.c - the log's limit on repeated lines, and its lines into
  * the journal (server/log.c).
  *

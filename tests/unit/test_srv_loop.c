@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_loop.c - the transport: the record-marking state machine fed from
  * buffers, the worker pool with a stand-in wait, then a live loop on loopback
  * (ephemeral ports) driven over TCP and UDP: fragments, pipelining past the

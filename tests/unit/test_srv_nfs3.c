@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_nfs3.c - the NFSv3 handlers, called through nfs3_program's table
  * on a server with one export: a read-only union of two lower layers in temp
  * dirs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_nfs3_write.c - the modifying NFSv3 procedures, called through
  * nfs3_program's table on a server with one writable export: an upper layer
  * and its work dir over two lower layers, in temp dirs.

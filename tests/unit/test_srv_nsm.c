@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_nsm.c - the status monitor's record (server/nsm.c, rules 1-4):
  * the state number is odd and grows at each open, hosts recorded survive a
  * reopen (hex-encoded: any bytes of a caller_name), grace runs only when a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_srv_rpc.c - srv_rpc_handle driven with hand-built call records: the RPC
  * errors of RFC 5531 (version, auth, program, procedure, arguments) and the
  * MOUNT v3 program over a read-only union in temp dirs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_un.h - fixtures for the union engine's unit tests: layers built in a
  * temp dir, a state dir beside them, and small path helpers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_whiteout.c - white-outs (0:0 device, xattr forms, OCI), opaque
  * directories (trusted./user. "y", "x" not opaque, OCI marker) and
  * layer-private names, seen through lookup and readdir alike. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_wr.h - fixtures for the tests of the engine's write side
  * (test_copyup.c, test_dir.c, test_write.c): a writable export, tree dumps
  * of the engine's merged view and of a real directory, and kernel overlayfs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_write.c - attributes and data: SETATTR (mode, owner, times with
  * UTIME_NOW, size) copying up first, WRITE at each stability level with an
  * honest `committed`, COMMIT, the errors, a failure at every step of a

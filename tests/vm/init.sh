@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # init.sh - /init of a guest of tests/vm (busybox sh, from the base initramfs).
 #
 # The kernel command line gives the network: vm.ip=ADDR/PREFIX (this guest's

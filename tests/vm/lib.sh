@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - the VM harness of the kernel client tests (bash, as root).  Source
 # it alone: it brings tests/integration/lib.sh; call vm_test_init (or it_init)
 # before the vm_* functions.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # prepare.sh - the guest kernel and base initramfs of the VM tests (tests/vm),
 # made once per machine and cached (as root).
 #

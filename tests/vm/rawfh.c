@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rawfh.c - raw NFSv3 file handles in a guest of tests/vm (built static by
  * the test that uses it, since the guest has no C library).
  *
