@@ -2,7 +2,7 @@
 /* fuzz_rpc.c - feeds untrusted bytes to the real decode-and-dispatch path.
  *
  * The first input byte chooses the entry point: even, the rest is one RPC
- * call record handed to srv_rpc_handle (call header, credentials, argument
+ * call record handed to rpc_process (call header, credentials, argument
  * decoding, every NFSv3, MOUNT, NLM, NSM and portmapper handler); odd, the rest is a TCP
  * byte stream fed to the record-marking reader, in chunks whose sizes come from the
  * stream itself.  The server serves one writable union over temp dirs, made once per
@@ -144,7 +144,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(700);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	srv_log_level = SRV_LOG_ERR; /* every rejected call logs at info */
+	rpc_log_level = RPC_LOG_ERR; /* every rejected call logs at info */
 	mint_handles();
 	atexit(fuzz_cleanup);
 	return 0;
@@ -171,7 +171,7 @@ static void fill_handles(uint8_t *buf, size_t len)
 
 static void fuzz_call(const uint8_t *data, size_t size)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	/* An exact-size copy, so reads past the input still trip ASan. */
 	uint8_t *call = malloc(size ? size : 1);
 
@@ -180,9 +180,9 @@ static void fuzz_call(const uint8_t *data, size_t size)
 	if (size)
 		memcpy(call, data, size);
 	fill_handles(call, size);
-	srv_rpc_handle(&fuzz_srv, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
+	rpc_process(&fuzz_srv, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
 		       IPPROTO_TCP, &reply);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 	free(call);
 }
 
@@ -190,28 +190,28 @@ static void fuzz_call(const uint8_t *data, size_t size)
  * complete record to the dispatcher as the transport does. */
 static void fuzz_stream(const uint8_t *data, size_t size)
 {
-	struct srv_rm rm;
-	struct srv_buf rec = {0};
-	enum srv_rm_status st;
+	struct rpc_rm rm;
+	struct rpc_buf rec = {0};
+	enum rpc_rm_status st;
 	size_t pos = 0;
 
-	srv_rm_init(&rm, 64 * 1024);
+	rpc_rm_init(&rm, 64 * 1024);
 	while (pos < size) {
 		size_t chunk = 1 + data[pos] % 256, used;
 
 		if (chunk > size - pos)
 			chunk = size - pos;
-		used = srv_rm_feed(&rm, data + pos, chunk, &st);
+		used = rpc_rm_feed(&rm, data + pos, chunk, &st);
 		pos += used ? used : chunk;
-		if (st == SRV_RM_TOOBIG)
+		if (st == RPC_RM_TOOBIG)
 			break;
-		if (st == SRV_RM_RECORD) {
-			srv_rm_take(&rm, &rec);
+		if (st == RPC_RM_RECORD) {
+			rpc_rm_take(&rm, &rec);
 			fuzz_call(rec.data, rec.len);
-			srv_buf_free(&rec);
+			rpc_buf_free(&rec);
 		}
 	}
-	srv_rm_free(&rm);
+	rpc_rm_free(&rm);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

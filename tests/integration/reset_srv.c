@@ -10,14 +10,14 @@
 #include "srv.h"
 
 static struct srv srv;
-static struct srv_loop *loop;
+static struct rpc_loop *loop;
 static pthread_t loop_thread;
 static bool running;
 
 static void *run_loop(void *arg)
 {
 	(void)arg;
-	srv_loop_run(loop);
+	rpc_loop_run(loop);
 	return NULL;
 }
 
@@ -56,11 +56,11 @@ int reset_srv_start(const char *tmp, uint16_t *nfs_port, uint16_t *mount_port)
 	o.cfg.layer_index = true;
 	o.cfg.client_union_idle = 60;
 	if (srv_open(&srv, &o, err, sizeof(err)) < 0 ||
-	    srv_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
+	    rpc_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "reset_srv_start: %s\n", err);
 		return -1;
 	}
-	srv_loop_ports(loop, nfs_port, mount_port);
+	rpc_loop_ports(loop, nfs_port, mount_port);
 	if (pthread_create(&loop_thread, NULL, run_loop, NULL) != 0)
 		return -1;
 	running = true;
@@ -76,9 +76,9 @@ void reset_srv_stop(void)
 {
 	if (!running)
 		return;
-	srv_loop_stop(loop);
+	rpc_loop_stop(loop);
 	pthread_join(loop_thread, NULL);
-	srv_loop_free(loop);
+	rpc_loop_free(loop);
 	srv_close(&srv);
 	running = false;
 }

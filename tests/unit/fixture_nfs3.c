@@ -4,7 +4,7 @@
 
 char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
 struct srv srv;
-struct srv_arena *arena;
+struct rpc_arena *arena;
 nfs_fh3 root_fh;
 uint8_t root_fh_bytes[UN_FH_MAX];
 
@@ -78,14 +78,14 @@ int group_teardown(void **state)
 int test_setup(void **state)
 {
 	(void)state;
-	arena = srv_arena_new();
+	arena = rpc_arena_new();
 	return arena ? 0 : -1;
 }
 
 int test_teardown(void **state)
 {
 	(void)state;
-	srv_arena_free(arena);
+	rpc_arena_free(arena);
 	arena = NULL;
 	return 0;
 }

@@ -33,7 +33,7 @@
  * the fixture is writable. */
 extern char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
 extern struct srv srv;
-extern struct srv_arena *arena; /* the running test's (test_setup) */
+extern struct rpc_arena *arena; /* the running test's (test_setup) */
 extern uint8_t root_fh_bytes[UN_FH_MAX];
 extern nfs_fh3 root_fh; /* the export's root, over root_fh_bytes */
 

@@ -98,7 +98,7 @@ static void test_all_flags(void **state)
 	assert_int_equal(o.cfg.max_conns, 300);
 	assert_int_equal(o.cfg.max_conns_per_addr, 7);
 	assert_int_equal(o.cfg.idle_timeout, 0);
-	assert_int_equal(o.log_level, SRV_LOG_DEBUG);
+	assert_int_equal(o.log_level, RPC_LOG_DEBUG);
 	assert_true(o.foreground);
 	assert_false(o.cfg.register_rpcbind);
 	assert_false(o.cfg.portmapper);
@@ -268,7 +268,7 @@ static void test_config(void **state)
 	assert_int_equal(o.cfg.nthreads, 5);
 	assert_string_equal(o.cfg.bind_addr, "::1");
 	assert_string_equal(o.state_dir, "/tmp/s");
-	assert_int_equal(o.log_level, SRV_LOG_WARN);
+	assert_int_equal(o.log_level, RPC_LOG_WARN);
 	assert_false(o.cfg.portmapper);
 	assert_int_equal(o.nexports, 2);
 	assert_string_equal(o.exports[0].path, "/");

@@ -50,7 +50,7 @@ static struct ids ids_now(void)
 	return i;
 }
 
-static const struct srv_cred user = {
+static const struct rpc_cred user = {
     .flavor = 1, .uid = 1000, .gid = 1001, .ngroups = 2, .groups = {2000, 2001}};
 
 static int setup(void **state)
@@ -182,8 +182,8 @@ static void record_handler(struct srv_req *req, void *args, void *res)
 
 static void test_call_handler(void **state)
 {
-	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
-	struct srv_program prog = {.name = "t", .procs = &proc, .nprocs = 1};
+	const struct rpc_proc proc = {.name = "REC", .handler = record_handler};
+	struct rpc_program prog = {.name = "t", .procs = &proc, .nprocs = 1};
 	struct srv_req req = {.cred = user};
 	uid_t before = ids_now().fsuid;
 
@@ -203,8 +203,8 @@ static void test_call_handler(void **state)
  * rule when there is one. */
 static void test_invalid_ids(void **state)
 {
-	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
-	const struct srv_program prog = {
+	const struct rpc_proc proc = {.name = "REC", .handler = record_handler};
+	const struct rpc_program prog = {
 	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
 	const struct srv_client_opts rule = {.anonuid = 4321, .anongid = 4321};
 	struct srv_req req = {.cred = user};
@@ -245,7 +245,7 @@ static bool record_true(void)
 	       !memcmp(rec->groups, k.groups, (size_t)k.ngroups * sizeof(gid_t));
 }
 
-static const struct srv_cred other = {
+static const struct rpc_cred other = {
     .flavor = 1, .uid = 2000, .gid = 2002, .ngroups = 1, .groups = {3000}};
 
 static bool handler_record_true;
@@ -298,10 +298,10 @@ static void check_new_thread_and_child(void)
 
 static void test_record_follows_kernel(void **state)
 {
-	const struct srv_proc proc = {.name = "ENG", .handler = engine_handler};
-	const struct srv_program prog = {
+	const struct rpc_proc proc = {.name = "ENG", .handler = engine_handler};
+	const struct rpc_program prog = {
 	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
-	struct srv_cred shuffled = user, nobody = user;
+	struct rpc_cred shuffled = user, nobody = user;
 	struct srv_ident a, b, c;
 	struct un_creds e;
 	struct srv_req req = {.cred = other};

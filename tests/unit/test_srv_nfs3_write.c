@@ -105,7 +105,7 @@ static int group_setup(void **state)
 
 static void call_as(uid_t uid, uint32_t proc, void *args, void *res)
 {
-	const struct srv_proc *p = &nfs3_program.procs[proc];
+	const struct rpc_proc *p = &nfs3_program.procs[proc];
 	struct srv_req req = req_as(uid, uid);
 
 	req.proc = proc;
@@ -1121,7 +1121,7 @@ static void test_link(void **state)
 static unsigned long call_rule(const struct srv_client_opts *rule, uint32_t proc,
 			       void *args, void *res)
 {
-	const struct srv_proc *p = &nfs3_program.procs[proc];
+	const struct rpc_proc *p = &nfs3_program.procs[proc];
 	struct srv_req req = req_as(0, 0);
 
 	req.proc = proc;
