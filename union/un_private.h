@@ -11,10 +11,11 @@
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
  * caches and serves merged listings; read.c reads file data, copied or
  * spliced; handle.c encodes and checks file handles.  The write side:
- * copyup.c copies objects into the upper layer and owns the work dir; dir.c
- * changes names (create, remove, rename, link) and writes white-outs and
- * opaque markers; write.c changes attributes and data; sync.c makes changes
- * durable before their replies, sharing fsyncs and flushes between them.
+ * copyup.c copies objects into the upper layer through temps in the work
+ * dir (workdir.c, which layer.c opens); dir.c changes names (create,
+ * remove, rename, link) and writes white-outs and opaque markers; write.c changes
+ * attributes and data; sync.c makes changes durable before their replies, sharing fsyncs
+ * and flushes between them.
  *
  * A function whose comment says a lock must be held asserts it on entry
  * (un_assert_locked, un_assert_rwlocked), in builds without NDEBUG.
@@ -717,11 +718,19 @@ void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long l
 void un_dir_times_add_stat(struct un_dir_times *t, const struct stat *st);
 void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out);
 
-/* ---- copyup.c: copy-up and the work dir ---- */
+/* ---- workdir.c: the work dir ---- */
 
 /* Creates (or empties what a crash left in) WORKDIR/work and opens it into
  * EX->tmpfd.  Called by un_export_open; ERR as there. */
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen);
+/* A fresh temp name for the work dir. */
+void un_work_tmpname(char buf[32]);
+/* Removes NAME from directory DIRFD, and if it is a directory what it holds
+ * first (DEPTH levels at most): clean-up in the work dir. */
+int un_work_remove(int dirfd, const char *name, int depth);
+
+/* ---- copyup.c: copy-up ---- */
+
 /* Makes O's top-most instance an upper one, copying O (ancestors first) up
  * unless it is already; O then names its upper instance.  -ESTALE when O's
  * name no longer holds O.  A copy no fsync reaches (a symlink, a device)
@@ -729,11 +738,6 @@ int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t er
  * only where O is a directory or a regular file, whose copies their own
  * fsyncs make durable (no note can come of them). */
 int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o);
-/* A fresh temp name for the work dir. */
-void un_work_tmpname(char buf[32]);
-/* Removes NAME from directory DIRFD, and if it is a directory what it holds
- * first (DEPTH levels at most): clean-up in the work dir. */
-int un_work_remove(int dirfd, const char *name, int depth);
 /* Copies every extended attribute of SRC to DST except the union's own
  * markers (overlay.* in the trusted. and user. namespaces). */
 int un_copy_xattrs(int src, int dst);
