@@ -70,7 +70,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,20 +115,6 @@ static void stack_free(struct stack *s)
 	free(s->e);
 	s->e = NULL;
 	s->n = 0;
-}
-
-void un_notice(struct un_state *st, const char *fmt, ...)
-{
-	un_state_notice_fn *fn = atomic_load(&st->on_notice);
-	char line[2 * PATH_MAX + 256];
-	va_list ap;
-
-	if (!fn)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fn(line);
 }
 
 /* STATE/layers/<hash of PATH>.lx, to free. */

@@ -78,25 +78,6 @@ enum {
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
 
-int un_mdb_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-	case MDB_DBS_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-	case MDB_TXN_FULL:
-		return -EAGAIN;
-	default:
-		/* LMDB passes system errors through as positive errnos. */
-		return rc > 0 ? -rc : -EIO;
-	}
-}
-
 /* Reads the secret; -ENOENT when there is none yet, -EINVAL when the file is
  * not exactly SECRET_BYTES long (a damaged state dir is not silently reset:
  * that would turn every handle clients hold stale). */
@@ -243,27 +224,6 @@ static int flush_job(void *arg)
 	if (err)
 		un_state_failed(st, err, "flush");
 	return err;
-}
-
-void un_state_on_error(struct un_state *st, un_state_error_fn *fn)
-{
-	atomic_store(&st->on_error, fn);
-}
-
-void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn)
-{
-	atomic_store(&st->on_notice, fn);
-}
-
-void un_state_failed(struct un_state *st, int err, const char *what)
-{
-	un_state_error_fn *fn = atomic_load(&st->on_error);
-
-	if (!fn)
-		return;
-	if (err == -EIO && un_sys_disk_full(st->dir))
-		err = -ENOSPC;
-	fn(err, what, st->dir);
 }
 
 /* Returns once a flush that began after the call has ended (rule 3). */

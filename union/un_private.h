@@ -308,11 +308,18 @@ struct un_state {
 	_Atomic int64_t retire_s;
 };
 
-/* Tells the un_state_on_error function that the table failed (ERR < 0). */
-void un_state_failed(struct un_state *st, int err, const char *what);
+/* ---- mdb.c: LMDB's return codes ---- */
 
 /* Maps an LMDB return code to 0 or -errno. */
 int un_mdb_err(int rc);
+
+/* ---- report.c: what the engine tells the server ---- */
+
+/* Tells the un_state_on_error function that the table failed (ERR < 0). */
+void un_state_failed(struct un_state *st, int err, const char *what);
+/* One line for the un_state_on_notice function, if any. */
+void un_notice(struct un_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- node.c: the node table ---- */
 
@@ -490,9 +497,6 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
  * to one (taken by un_layers_index, or for a retired layer). */
 struct un_lx *un_lxc_lx(const struct un_lxc *c);
 void un_lxc_put(struct un_state *st, struct un_lxc *c);
-/* One line for the un_state_on_notice function, if any. */
-void un_notice(struct un_state *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* ---- retire.c: retired lower layers ---- */
 
