@@ -297,7 +297,7 @@ struct un_state {
 	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
 	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
 	char *dir;				 /* the state dir's path, for it */
-	/* layerid.c: the open layer indexes, shared by the exports */
+	/* lxcache.c: the open layer indexes, shared by the exports */
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
 	struct un_counters counters; /* stats.c */
@@ -461,7 +461,7 @@ int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node
 
 /* ---- layer.c: exports and their layer stacks ---- */
 
-struct un_lxc; /* layerid.c: one open layer index */
+struct un_lxc; /* lxcache.c: one open layer index */
 
 struct un_layer {
 	int fd; /* O_PATH root of the layer */
@@ -471,6 +471,30 @@ struct un_layer {
 	struct un_lxc *lxc; /* a lower's index (layerid.c), or NULL */
 	uint64_t key_dev;   /* the dev of its keys: UN_KEY_DEV | lineage */
 };
+
+/* ---- lxcache.c: the open layer indexes of a state ---- */
+
+struct un_lx; /* lindex.h */
+
+/* With ST->lx_lock held: the open index of FILE whose layer root is inode
+ * ROOT_INO, with a reference of the caller's, or NULL. */
+struct un_lxc *un_lxc_find(struct un_state *st, const char *file, uint64_t root_ino);
+/* With ST->lx_lock held: the open index of FILE, whatever its root, without
+ * a reference (valid while the lock is held), or NULL. */
+struct un_lx *un_lxc_file(struct un_state *st, const char *file);
+/* With ST->lx_lock held: adds LX (ownership moves, closed on failure) as
+ * FILE's open index, into *OUT with the caller's reference. */
+int un_lxc_add(struct un_state *st, const char *file, struct un_lx *lx,
+	       struct un_lxc **out);
+/* The index FILE of the layer whose root is inode ROOT_INO, open already or
+ * opened now, with a reference of the caller's (for a retired layer):
+ * -ESTALE when FILE was built on another root. */
+int un_lxc_get(struct un_state *st, const char *file, uint64_t root_ino,
+	       struct un_lxc **out);
+/* Releases a reference; the last one closes the index. */
+void un_lxc_put(struct un_state *st, struct un_lxc *c);
+/* The index an entry holds. */
+struct un_lx *un_lxc_lx(const struct un_lxc *c);
 
 /* ---- layerid.c: the identity of lower objects ---- */
 
@@ -493,10 +517,6 @@ void un_layers_unindex(struct un_export *ex);
  * place of a key: that would take the object for another). */
 int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
 		 struct un_devino *out);
-/* The index an open index entry holds, and the release of a reference
- * to one (taken by un_layers_index, or for a retired layer). */
-struct un_lx *un_lxc_lx(const struct un_lxc *c);
-void un_lxc_put(struct un_state *st, struct un_lxc *c);
 
 /* ---- retire.c: retired lower layers ---- */
 
