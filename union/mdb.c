@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* mdb.c - LMDB's return codes in the engine's terms: 0 or -errno.
  *
- * Both users of LMDB share it, the node table (node.c, state.c, stats.c)
- * and the layer indexes (lindex.c), so it calls nothing: every file that
- * talks to LMDB may call it without calling up.
+ * Both users of LMDB share it, the node table (node.c, state.c, sync.c,
+ * stats.c) and the layer indexes (lindex.c), so it calls nothing: every
+ * file that talks to LMDB may call it without calling up.
  */
 #include <errno.h>
 

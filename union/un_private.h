@@ -194,7 +194,7 @@ void un_sys_test_no_openat2(bool on);
 /* Test hook: read xattrs through /proc only, as on kernels without getxattrat. */
 void un_sys_test_no_getxattrat(bool on);
 /* Whether un_state_test_no_sync switched the node table's flushes off
- * (state.c asks when it opens a state and when it flushes). */
+ * (state.c asks when it opens a state, sync.c when it flushes). */
 bool un_sys_test_no_sync_on(void);
 /* Test hook: FN (NULL: none) is called on the calling thread just before
  * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
@@ -287,6 +287,7 @@ struct un_state {
 	struct un_node_job *wq_head, **wq_tail;
 	bool wq_running; /* a thread runs a batch, or was handed the turn */
 
+	/* sync.c: the syncer thread and the table's flushes */
 	pthread_t syncer;
 	pthread_mutex_t sync_lock; /* guards stopping and kicked */
 	pthread_cond_t sync_cond;  /* wakes the syncer */
@@ -828,14 +829,17 @@ void un_fsyncs_free(struct un_fsyncs *t);
 unsigned un_fsyncs_test_users(struct un_state *st);
 /* Threads asleep in the fsync slots' waits: each took its ticket first. */
 unsigned un_fsyncs_test_sleepers(struct un_state *st);
-/* un_state_sync in two halves (state.c): a ticket taken after the commit to
- * make durable, and the wait for a flush that began after it. */
+/* The syncer thread of a state, which flushes its table once a period
+ * (un_state_open, after the table is open; un_state_close, before). */
+int un_syncer_start(struct un_state *st);
+void un_syncer_stop(struct un_state *st);
+/* un_state_sync in two halves: a ticket taken after the commit to make
+ * durable, and the wait for a flush that began after it. */
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);
 int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* Has the syncer thread start a flush now, unless one is under way: a caller
  * about to fsync other files lets the flush it will wait for run beside them. */
 void un_state_sync_kick(struct un_state *st);
-/* (state.c) */
 
 /* ---- write.c: attributes and data ----
  * Besides the functions of union.h (un_setattr, un_write, un_commit): */
