@@ -3,19 +3,28 @@
  * by file.
  *
  * Layering inside the engine: sys.c is the only file that calls the kernel;
- * state.c owns the state dir (LMDB env, secret, derived keys); node.c keeps the
- * node table; layer.c opens and checks the layer stack of an export;
- * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names) and
- * the one merge rule; object.c holds objects and reads them; lookup.c
+ * mdb.c maps LMDB's return codes and report.c carries the engine's reports
+ * to the server, leaves that any file may call; state.c owns the state dir
+ * (LMDB env, secret, derived keys) and starts what lives as long as it;
+ * node.c keeps the node table; layer.c opens and checks the layer stack of
+ * an export, layerid.c gives its lowers their indexes (lindex.c), shared
+ * through lxcache.c, and retire.c keeps the lowers a reload retired;
+ * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names)
+ * and the one merge rule; object.c holds objects and reads them; lookup.c
  * resolves names and ids to objects, through the opaque memo (opaque.c) and
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
  * caches and serves merged listings; read.c reads file data, copied or
  * spliced; handle.c encodes and checks file handles.  The write side:
  * copyup.c copies objects into the upper layer through temps in the work
  * dir (workdir.c, which layer.c opens); dir.c changes names (create,
- * remove, rename, link) and writes white-outs and opaque markers; write.c changes
- * attributes and data; sync.c makes changes durable before their replies, sharing fsyncs
- * and flushes between them.
+ * remove, rename, link) and writes white-outs and opaque markers; write.c
+ * changes attributes and data; sync.c runs the node table's flushes and
+ * makes changes durable before their replies, sharing fsyncs and flushes
+ * between them.
+ *
+ * Calls run one way only, from the write side and the readers down to the
+ * node table, the layers and sys.c: no file calls a file that calls it,
+ * however far round.
  *
  * A function whose comment says a lock must be held asserts it on entry
  * (un_assert_locked, un_assert_rwlocked), in builds without NDEBUG.
