@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* copyup.c - copy-up: the first change to an object that lives only in a
- * lower layer copies it into the upper layer; and the work dir.
+ * lower layer copies it into the upper layer.
  *
  * Design notes
  * ------------
@@ -42,8 +42,7 @@
  * from the root, copying up each directory that has no upper part yet), then
  * the object under its stripe lock (copyup_locked).
  *
- * The work dir is WORKDIR/work, as kernel overlayfs lays it out; kernel
- * overlayfs empties it when it mounts, and so does un_work_open.
+ * The temps live in the work dir (workdir.c), which no lookup sees.
  *
  * Invariants
  *  1. Nothing is visible in the merged tree before cu_commit: the temp lives
@@ -79,11 +78,9 @@
  * then makes itself durable (write.c, un_sync_change).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +88,7 @@
 
 #include "un_private.h"
 
-#define WORK_NAME	  "work"
-#define WORK_CLEAN_DEPTH  8
 #define WALK_TRIES	  3 /* reads of the path when an ancestor moves meanwhile */
-#define DENTS_BUF	  (16u << 10)
 #define COPY_CHUNK	  (1ul << 30) /* bytes per copy_file_range call */
 #define BOUNCE_BUF	  (256u << 10)
 #define XATTR_LIST_LIMIT  (64u << 10)
@@ -117,81 +111,6 @@ struct copyup {
 	/* The change that caused the copy-up, for its note (may be NULL). */
 	struct un_change *ch;
 };
-
-/* ---- the work dir ---- */
-
-void un_work_tmpname(char buf[32])
-{
-	uint8_t r[8];
-
-	randombytes_buf(r, sizeof(r));
-	snprintf(buf, 32, "#un-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
-		 r[4], r[5], r[6], r[7]);
-}
-
-static bool dot_or_dotdot(const char *n)
-{
-	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
-}
-
-/* Removes every entry of directory DIRFD/NAME (DEPTH levels down). */
-static int work_empty(int dirfd, const char *name, int depth)
-{
-	struct dirent64 *d;
-	char *buf;
-	ssize_t n;
-	int fd, err = -ENOMEM;
-
-	buf = un_sys_malloc(DENTS_BUF);
-	if (!buf)
-		return err;
-	err = fd = un_sys_open_beneath(dirfd, name, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		goto out;
-	while ((n = un_sys_getdents(fd, buf, DENTS_BUF)) > 0) {
-		for (ssize_t off = 0; off < n; off += d->d_reclen) {
-			d = (struct dirent64 *)(buf + off);
-			if (!dot_or_dotdot(d->d_name))
-				un_work_remove(fd, d->d_name, depth);
-		}
-	}
-	err = n < 0 ? (int)n : 0;
-	un_sys_close(fd);
-out:
-	free(buf);
-	return err;
-}
-
-int un_work_remove(int dirfd, const char *name, int depth)
-{
-	int err = un_sys_unlinkat(dirfd, name, 0);
-
-	if (err != -EISDIR && err != -EPERM)
-		return err;
-	if (depth > 0)
-		work_empty(dirfd, name, depth - 1);
-	return un_sys_unlinkat(dirfd, name, AT_REMOVEDIR);
-}
-
-int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen)
-{
-	int rc;
-
-	rc = un_sys_mkdirat(ex->workfd, WORK_NAME, 0700);
-	if (rc == -EEXIST)
-		rc = 0;
-	if (!rc)
-		rc = ex->tmpfd =
-		    un_sys_open_beneath(ex->workfd, WORK_NAME, O_PATH | O_DIRECTORY);
-	if (rc >= 0) /* what a crash left: temps never named in the tree */
-		rc = work_empty(ex->workfd, WORK_NAME, WORK_CLEAN_DEPTH);
-	if (rc >= 0)
-		rc = un_sync_probe_fs(ex);
-	if (rc < 0 && err && errlen)
-		snprintf(err, errlen, "workdir %s/%s: %s", workdir, WORK_NAME,
-			 strerror(-rc));
-	return rc < 0 ? rc : 0;
-}
 
 /* ---- extended attributes ---- */
 

@@ -25,10 +25,11 @@
  *     dropped.  A fresh build of a copy numbers it as the original anyway
  *     (lindex.c rule 3); inheritance is what keeps the numbers of the
  *     unchanged paths of a new version.
- *  4. Open indexes are shared by every export of the state (a refcounted
- *     list keyed by file and root inode, under lx_lock): a thousand client
- *     unions over one image map its index once.  Builds run under lx_lock,
- *     so two exports that need one index build it once.
+ *  4. Open indexes are shared by every export of the state (lxcache.c: a
+ *     refcounted list keyed by file and root inode, under lx_lock): a
+ *     thousand client unions over one image map its index once.  Builds
+ *     run under lx_lock (layers_prepare), so two exports that need one
+ *     index build it once.
  *  5. The stack record is written only once every index of the export is
  *     open, so an open that fails changes nothing the next one reads.
  *     Opening the indexes (layers_prepare) leaves the record's write and
@@ -70,7 +71,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,15 +85,6 @@
 #define STACK_MAX     (64u << 10)
 #define INDEX_NAME_SZ (2 * 16 + sizeof(".lx"))
 #define LINEAGE_BITS  0xffffffffffffull
-
-/* One open index, shared (rule 4). */
-struct un_lxc {
-	char *file;
-	uint64_t root_ino;
-	struct un_lx *lx;
-	unsigned refs;
-	struct un_lxc *next;
-};
 
 /* One layer of a recorded or an opened stack, bottom-up. */
 struct stack_ent {
@@ -116,20 +107,6 @@ static void stack_free(struct stack *s)
 	free(s->e);
 	s->e = NULL;
 	s->n = 0;
-}
-
-void un_notice(struct un_state *st, const char *fmt, ...)
-{
-	un_state_notice_fn *fn = atomic_load(&st->on_notice);
-	char line[2 * PATH_MAX + 256];
-	va_list ap;
-
-	if (!fn)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fn(line);
 }
 
 /* STATE/layers/<hash of PATH>.lx, to free. */
@@ -158,53 +135,7 @@ static char *layers_path(const struct un_state *st, const char *name)
 	return out;
 }
 
-/* ---- the shared open indexes (rule 4), under st->lx_lock ---- */
-
-static struct un_lxc *cache_find(struct un_state *st, const char *file, uint64_t root_ino)
-{
-	for (struct un_lxc *c = st->lx_open; c; c = c->next)
-		if (c->root_ino == root_ino && !strcmp(c->file, file))
-			return c;
-	return NULL;
-}
-
-/* Adds LX (ownership moves) as FILE's open index. */
-static int cache_add(struct un_state *st, const char *file, struct un_lx *lx,
-		     struct un_lxc **out)
-{
-	struct un_lxc *c = un_sys_calloc(1, sizeof(*c));
-	struct un_lx_info info;
-
-	if (!c || !(c->file = un_sys_strdup(file))) {
-		free(c);
-		un_lx_close(lx);
-		return -ENOMEM;
-	}
-	un_lx_info(lx, &info);
-	c->root_ino = info.root_ino;
-	c->lx = lx;
-	c->refs = 1;
-	c->next = st->lx_open;
-	st->lx_open = c;
-	*out = c;
-	return 0;
-}
-
-static void cache_put(struct un_state *st, struct un_lxc *c)
-{
-	struct un_lxc **p;
-
-	pthread_mutex_lock(&st->lx_lock);
-	if (--c->refs == 0) {
-		for (p = &st->lx_open; *p != c; p = &(*p)->next)
-			;
-		*p = c->next;
-		un_lx_close(c->lx);
-		free(c->file);
-		free(c);
-	}
-	pthread_mutex_unlock(&st->lx_lock);
-}
+/* ---- building ---- */
 
 /* An open index of FILE, whatever its root, into *LX: one in the cache,
  * else the file opened (*OWNED then set: the caller closes it); NULL when
@@ -217,19 +148,13 @@ static int any_index(struct un_state *st, const char *file, struct un_lx **lx,
 	int rc;
 
 	*owned = false;
-	*lx = NULL;
-	for (struct un_lxc *c = st->lx_open; c; c = c->next) {
-		if (!strcmp(c->file, file)) {
-			*lx = c->lx;
-			return 0;
-		}
-	}
+	*lx = un_lxc_file(st, file);
+	if (*lx)
+		return 0;
 	rc = un_lx_open(file, lx);
 	*owned = rc == 0;
 	return rc == -ENOENT || rc == -EPROTO ? 0 : rc;
 }
-
-/* ---- building ---- */
 
 static double now_s(void)
 {
@@ -285,11 +210,9 @@ static int index_get_locked(struct un_state *st, const struct un_layer *l,
 	const char *from_file = e->from;
 	int rc = 0;
 
-	*out = cache_find(st, e->file, l->di.ino);
-	if (*out) {
-		(*out)->refs++;
+	*out = un_lxc_find(st, e->file, l->di.ino);
+	if (*out)
 		return 0;
-	}
 	if (e->from)
 		rc = any_index(st, e->from, &from, &from_owned);
 	if (!rc)
@@ -300,7 +223,7 @@ static int index_get_locked(struct un_state *st, const struct un_layer *l,
 		goto out;
 	}
 	if (here && index_fits(here, l, from) && here_owned) {
-		rc = cache_add(st, e->file, here, out);
+		rc = un_lxc_add(st, e->file, here, out);
 		here = NULL;
 		goto out;
 	}
@@ -312,7 +235,7 @@ static int index_get_locked(struct un_state *st, const struct un_layer *l,
 	if (!rc)
 		rc = un_lx_open(e->file, &lx);
 	if (!rc)
-		rc = cache_add(st, e->file, lx, out);
+		rc = un_lxc_add(st, e->file, lx, out);
 	else
 		snprintf(err, errlen, "layer index %s of %s: %s", e->file, e->path,
 			 strerror(-rc));
@@ -509,38 +432,8 @@ static uint64_t lxc_lineage(const struct un_lxc *c)
 {
 	struct un_lx_info i;
 
-	un_lx_info(c->lx, &i);
+	un_lx_info(un_lxc_lx(c), &i);
 	return i.lineage;
-}
-
-/* The index FILE of the directory ROOT, from the cache or opened, with a
- * reference of the caller's; -ESTALE when it was built on another one. */
-static int retire_index(struct un_state *st, const char *file, const struct stat *root,
-			struct un_lxc **out)
-{
-	struct un_lx *lx = NULL;
-	struct un_lx_info info;
-	int rc = 0;
-
-	pthread_mutex_lock(&st->lx_lock);
-	*out = cache_find(st, file, root->st_ino);
-	if (*out) {
-		(*out)->refs++;
-		goto out;
-	}
-	rc = un_lx_open(file, &lx);
-	if (rc)
-		goto out;
-	un_lx_info(lx, &info);
-	if (info.root_ino != root->st_ino) {
-		un_lx_close(lx);
-		rc = -ESTALE;
-		goto out;
-	}
-	rc = cache_add(st, file, lx, out);
-out:
-	pthread_mutex_unlock(&st->lx_lock);
-	return rc;
 }
 
 /* What un_layers_index leaves to un_stack_commit (rule 5): the export's
@@ -568,7 +461,7 @@ static void retire_one(const struct un_stack_commit *c, const struct stack_ent *
 	fd = un_sys_openat(AT_FDCWD, e->path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	rc = fd < 0 ? fd : un_sys_fstat(fd, &root);
 	if (!rc)
-		rc = retire_index(c->st, e->file, &root, &lxc);
+		rc = un_lxc_get(c->st, e->file, root.st_ino, &lxc);
 	if (rc) {
 		un_notice(c->st,
 			  "export %s: layer %s left the stack (%s%s) and is not retired: "
@@ -724,22 +617,12 @@ void un_stack_commit_drop(struct un_stack_commit *c)
 	commit_free(c);
 }
 
-struct un_lx *un_lxc_lx(const struct un_lxc *c)
-{
-	return c->lx;
-}
-
-void un_lxc_put(struct un_state *st, struct un_lxc *c)
-{
-	cache_put(st, c);
-}
-
 void un_layers_unindex(struct un_export *ex)
 {
 	commit_free(un_export_commit_take(ex));
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		if (ex->layers[i].lxc)
-			cache_put(ex->st, ex->layers[i].lxc);
+			un_lxc_put(ex->st, ex->layers[i].lxc);
 		ex->layers[i].lxc = NULL;
 	}
 }
@@ -755,7 +638,7 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
 	*out = (struct un_devino){.dev = st->st_dev, .ino = st->st_ino};
 	if (!l->lxc || st->st_dev != l->di.dev)
 		return 0;
-	err = un_lx_ino(l->lxc->lx, st->st_ino, &objnum, &type);
+	err = un_lx_ino(un_lxc_lx(l->lxc), st->st_ino, &objnum, &type);
 	if (err)
 		return err == -ENOENT ? 0 : err; /* a failure must not change it */
 	if (type == (st->st_mode & S_IFMT))
@@ -792,14 +675,6 @@ static bool sweep_named(const struct stack *all, const char *file)
 	return false;
 }
 
-static bool sweep_open(const struct un_state *st, const char *file)
-{
-	for (const struct un_lxc *c = st->lx_open; c; c = c->next)
-		if (!strcmp(c->file, file))
-			return true;
-	return false;
-}
-
 /* Removes the unnamed, unopened indexes of the layers dir D (DIR), under
  * lx_lock: no open can start using one while it goes. */
 static void sweep_locked(struct un_state *st, DIR *d, const char *dir)
@@ -818,7 +693,7 @@ static void sweep_locked(struct un_state *st, DIR *d, const char *dir)
 				continue;
 			snprintf(file, sizeof(file), "%s/" LAYERS_DIR "/%s", st->dir,
 				 de->d_name);
-			if (sweep_open(st, file) || sweep_named(&all, file))
+			if (un_lxc_file(st, file) || sweep_named(&all, file))
 				continue;
 			if (un_sys_unlinkat(dirfd(d), de->d_name, 0) == 0)
 				un_notice(st,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* state.c - the state dir: the LMDB environment of the node table, the secret
- * key, and the thread that makes the table durable.
+/* state.c - the state dir: the LMDB environment of the node table and the
+ * secret key; it starts and stops the thread that makes the table durable
+ * (sync.c, un_syncer_start) with them.
  *
  * Layout of DIR (mode 0700):
  *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
@@ -20,22 +21,13 @@
  *     commit fdatasyncs its pages before the meta page that points at them,
  *     and LMDB keeps the pages of the last two commits from reuse.  A
  *     process crash loses nothing; an OS crash at most the last commit.
- *  3. A flush (flush_job: mdb_env_sync, one fdatasync of data.mdb) makes
- *     durable every commit before it began, and callers share flushes: they
- *     are a run series (struct un_seq, sync.c's invariants), and un_state_sync
- *     waits for the first flush that begins after it was called.  A change
- *     of a sync export takes its ticket before it fsyncs the upper layer
- *     (un_state_sync_ticket, then un_state_sync_wait), so a flush another
- *     change begins meanwhile serves it.
- *  4. An idle table is whole on disk within a second: the syncer thread
- *     flushes once a period (syncer_main), sooner when kicked
- *     (un_state_sync_kick).
- *  5. TEST ONLY: un_state_test_no_sync(true) before the state is opened
+ *  3. TEST ONLY: un_state_test_no_sync(true) before the state is opened
  *     (the server calls it for UNION_NFSD_TEST_NO_SYNC=1) runs the
- *     environment with MDB_NOSYNC and makes flush_job a no-op, so that the
- *     OS crash test (tests/integration/kvm_crash.sh) can show that it
- *     notices lost handles.  Never in production: an OS crash then loses
- *     every node made since the last clean shutdown.
+ *     environment with MDB_NOSYNC (env_open) and makes the flushes no-ops
+ *     (sync.c, flush_job), so that the OS crash test
+ *     (tests/integration/kvm_crash.sh) can show that it notices lost
+ *     handles.  Never in production: an OS crash then loses every node
+ *     made since the last clean shutdown.
  *
  * Why not MDB_NOSYNC: a commit then reaches only the page cache, and the
  * table is whole after an OS crash only if the filesystem writes the file in
@@ -55,7 +47,6 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "un_private.h"
@@ -77,25 +68,6 @@ enum {
 
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
-
-int un_mdb_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-	case MDB_DBS_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-	case MDB_TXN_FULL:
-		return -EAGAIN;
-	default:
-		/* LMDB passes system errors through as positive errnos. */
-		return rc > 0 ? -rc : -EIO;
-	}
-}
 
 /* Reads the secret; -ENOENT when there is none yet, -EINVAL when the file is
  * not exactly SECRET_BYTES long (a damaged state dir is not silently reset:
@@ -232,103 +204,6 @@ static int tables_init(struct un_state *st)
 	return err;
 }
 
-/* The job of the table's flushes (un_seq): one mdb_env_sync. */
-static int flush_job(void *arg)
-{
-	struct un_state *st = arg;
-	uint64_t t0 = un_now_ns();
-	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
-
-	un_count_timed(&st->counters.flushes, &st->counters.flush_ns, t0);
-	if (err)
-		un_state_failed(st, err, "flush");
-	return err;
-}
-
-void un_state_on_error(struct un_state *st, un_state_error_fn *fn)
-{
-	atomic_store(&st->on_error, fn);
-}
-
-void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn)
-{
-	atomic_store(&st->on_notice, fn);
-}
-
-void un_state_failed(struct un_state *st, int err, const char *what)
-{
-	un_state_error_fn *fn = atomic_load(&st->on_error);
-
-	if (!fn)
-		return;
-	if (err == -EIO && un_sys_disk_full(st->dir))
-		err = -ENOSPC;
-	fn(err, what, st->dir);
-}
-
-/* Returns once a flush that began after the call has ended (rule 3). */
-static int flush_after_now(struct un_state *st)
-{
-	return un_seq_wait(&st->flushes, un_seq_ticket(&st->flushes), flush_job, st);
-}
-
-static void *syncer_main(void *arg)
-{
-	struct un_state *st = arg;
-	struct timespec deadline;
-
-	pthread_mutex_lock(&st->sync_lock);
-	while (!st->stopping) {
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += UN_SYNC_PERIOD_S;
-		while (!st->kicked && !st->stopping &&
-		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
-					      &deadline) != ETIMEDOUT)
-			;
-		if (st->stopping)
-			break;
-		st->kicked = false;
-		pthread_mutex_unlock(&st->sync_lock);
-		flush_after_now(st); /* a failure is retried next period */
-		pthread_mutex_lock(&st->sync_lock);
-	}
-	pthread_mutex_unlock(&st->sync_lock);
-	return NULL;
-}
-
-static int syncer_start(struct un_state *st)
-{
-	pthread_condattr_t ca;
-	int rc;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&st->sync_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	un_seq_init(&st->flushes);
-	pthread_mutex_init(&st->sync_lock, NULL);
-	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
-	if (rc) {
-		un_seq_destroy(&st->flushes);
-		pthread_cond_destroy(&st->sync_cond);
-		pthread_mutex_destroy(&st->sync_lock);
-		return -rc;
-	}
-	return 0;
-}
-
-static void syncer_stop(struct un_state *st)
-{
-	pthread_mutex_lock(&st->sync_lock);
-	st->stopping = true;
-	pthread_cond_signal(&st->sync_cond);
-	pthread_mutex_unlock(&st->sync_lock);
-	pthread_join(st->syncer, NULL);
-	un_seq_destroy(&st->flushes);
-	pthread_cond_destroy(&st->sync_cond);
-	pthread_mutex_destroy(&st->sync_lock);
-}
-
 /* Frees what state_open built so far (the syncer is not running). */
 static void state_free(struct un_state *st)
 {
@@ -380,7 +255,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	err = un_fsyncs_new(&st->fsyncs);
 	if (err)
 		goto fail;
-	err = syncer_start(st);
+	err = un_syncer_start(st);
 	if (err)
 		goto fail;
 	*out = st;
@@ -394,40 +269,7 @@ void un_state_close(struct un_state *st)
 {
 	if (!st)
 		return;
-	syncer_stop(st);
+	un_syncer_stop(st);
 	mdb_env_sync(st->env, 1);
 	state_free(st);
-}
-
-int un_state_sync(struct un_state *st)
-{
-	uint64_t ticket;
-	int err = un_state_sync_ticket(st, &ticket);
-
-	return err ? err : un_state_sync_wait(st, ticket);
-}
-
-int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
-{
-	int err = un_sys_fault(UN_SYS_SYNC);
-
-	if (err)
-		return -err;
-	*ticket = un_seq_ticket(&st->flushes);
-	return 0;
-}
-
-void un_state_sync_kick(struct un_state *st)
-{
-	if (atomic_load(&st->flushes.running))
-		return;
-	pthread_mutex_lock(&st->sync_lock);
-	st->kicked = true;
-	pthread_cond_signal(&st->sync_cond);
-	pthread_mutex_unlock(&st->sync_lock);
-}
-
-int un_state_sync_wait(struct un_state *st, uint64_t ticket)
-{
-	return un_seq_wait(&st->flushes, ticket, flush_job, st);
 }

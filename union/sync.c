@@ -6,7 +6,7 @@
  * ------------
  * A sync export answers a change of names or attributes only once it is on
  * stable storage (dir.c's design notes, step 7): an fsync of each changed
- * upper inode, then a flush of the node table (state.c).  An fsync makes
+ * upper inode, then a flush of the node table (flush_job).  An fsync makes
  * durable what was written to its inode before the fsync began, a flush
  * every commit before it began; one already running when a change was made
  * may have missed it.  So a change needs a sync that *began after* it, and
@@ -18,7 +18,7 @@
  * number or a later one has ended, running it itself when none is running
  * (un_seq_wait).  Under load, N concurrent changes cost two runs instead of
  * N, and a lone change still costs exactly one.  The node table's flushes
- * are one series (state.c), the fsyncs of each upper inode another: changes
+ * are one series (st->flushes), the fsyncs of each upper inode another: changes
  * of one directory (a client creating files in it with 32 calls
  * outstanding) share its fsyncs, while the fsyncs of different inodes (the
  * COMMITs of different files) run side by side on their own threads.
@@ -66,6 +66,17 @@
  *     success.  The one that ran its run takes that run's own result.)
  *  3. A slot's numbers are compared only between users of one binding: a
  *     slot takes another inode only when no change uses it (users == 0).
+ *  4. A flush (flush_job: mdb_env_sync, one fdatasync of data.mdb) makes
+ *     durable every commit before it began (state.c rule 2), and callers
+ *     share flushes: they are a run series, and un_state_sync waits for the
+ *     first flush that begins after it was called.  A change of a sync
+ *     export takes its ticket before it fsyncs the upper layer
+ *     (un_state_sync_ticket, then un_state_sync_wait), so a flush another
+ *     change begins meanwhile serves it.
+ *  5. An idle table is whole on disk within a second: the syncer thread
+ *     flushes once a period (syncer_main), sooner when kicked
+ *     (un_state_sync_kick).  state.c starts it once the table is open and
+ *     stops it before the table closes (un_syncer_start, un_syncer_stop).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -79,6 +90,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "un_private.h"
@@ -191,6 +203,117 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 		seq_sleep(s, seen);
 	}
 	return atomic_load(&s->failed) >= ticket ? atomic_load(&s->err) : 0;
+}
+
+/* ---- the node table's flushes ---- */
+
+/* The job of the table's flushes (un_seq): one mdb_env_sync. */
+static int flush_job(void *arg)
+{
+	struct un_state *st = arg;
+	uint64_t t0 = un_now_ns();
+	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
+
+	un_count_timed(&st->counters.flushes, &st->counters.flush_ns, t0);
+	if (err)
+		un_state_failed(st, err, "flush");
+	return err;
+}
+
+/* Returns once a flush that began after the call has ended (rule 4). */
+static int flush_after_now(struct un_state *st)
+{
+	return un_seq_wait(&st->flushes, un_seq_ticket(&st->flushes), flush_job, st);
+}
+
+static void *syncer_main(void *arg)
+{
+	struct un_state *st = arg;
+	struct timespec deadline;
+
+	pthread_mutex_lock(&st->sync_lock);
+	while (!st->stopping) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += UN_SYNC_PERIOD_S;
+		while (!st->kicked && !st->stopping &&
+		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
+					      &deadline) != ETIMEDOUT)
+			;
+		if (st->stopping)
+			break;
+		st->kicked = false;
+		pthread_mutex_unlock(&st->sync_lock);
+		flush_after_now(st); /* a failure is retried next period */
+		pthread_mutex_lock(&st->sync_lock);
+	}
+	pthread_mutex_unlock(&st->sync_lock);
+	return NULL;
+}
+
+int un_syncer_start(struct un_state *st)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st->sync_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	un_seq_init(&st->flushes);
+	pthread_mutex_init(&st->sync_lock, NULL);
+	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
+	if (rc) {
+		un_seq_destroy(&st->flushes);
+		pthread_cond_destroy(&st->sync_cond);
+		pthread_mutex_destroy(&st->sync_lock);
+		return -rc;
+	}
+	return 0;
+}
+
+void un_syncer_stop(struct un_state *st)
+{
+	pthread_mutex_lock(&st->sync_lock);
+	st->stopping = true;
+	pthread_cond_signal(&st->sync_cond);
+	pthread_mutex_unlock(&st->sync_lock);
+	pthread_join(st->syncer, NULL);
+	un_seq_destroy(&st->flushes);
+	pthread_cond_destroy(&st->sync_cond);
+	pthread_mutex_destroy(&st->sync_lock);
+}
+
+int un_state_sync(struct un_state *st)
+{
+	uint64_t ticket;
+	int err = un_state_sync_ticket(st, &ticket);
+
+	return err ? err : un_state_sync_wait(st, ticket);
+}
+
+int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
+{
+	int err = un_sys_fault(UN_SYS_SYNC);
+
+	if (err)
+		return -err;
+	*ticket = un_seq_ticket(&st->flushes);
+	return 0;
+}
+
+void un_state_sync_kick(struct un_state *st)
+{
+	if (atomic_load(&st->flushes.running))
+		return;
+	pthread_mutex_lock(&st->sync_lock);
+	st->kicked = true;
+	pthread_cond_signal(&st->sync_cond);
+	pthread_mutex_unlock(&st->sync_lock);
+}
+
+int un_state_sync_wait(struct un_state *st, uint64_t ticket)
+{
+	return un_seq_wait(&st->flushes, ticket, flush_job, st);
 }
 
 /* ---- shared fsyncs of upper inodes ---- */

@@ -3,18 +3,28 @@
  * by file.
  *
  * Layering inside the engine: sys.c is the only file that calls the kernel;
- * state.c owns the state dir (LMDB env, secret, derived keys); node.c keeps the
- * node table; layer.c opens and checks the layer stack of an export;
- * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names) and
- * the one merge rule; object.c holds objects and reads them; lookup.c
+ * mdb.c maps LMDB's return codes and report.c carries the engine's reports
+ * to the server, leaves that any file may call; state.c owns the state dir
+ * (LMDB env, secret, derived keys) and starts what lives as long as it;
+ * node.c keeps the node table; layer.c opens and checks the layer stack of
+ * an export, layerid.c gives its lowers their indexes (lindex.c), shared
+ * through lxcache.c, and retire.c keeps the lowers a reload retired;
+ * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names)
+ * and the one merge rule; object.c holds objects and reads them; lookup.c
  * resolves names and ids to objects, through the opaque memo (opaque.c) and
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
  * caches and serves merged listings; read.c reads file data, copied or
  * spliced; handle.c encodes and checks file handles.  The write side:
- * copyup.c copies objects into the upper layer and owns the work dir; dir.c
- * changes names (create, remove, rename, link) and writes white-outs and
- * opaque markers; write.c changes attributes and data; sync.c makes changes
- * durable before their replies, sharing fsyncs and flushes between them.
+ * copyup.c copies objects into the upper layer through temps in the work
+ * dir (workdir.c, which layer.c opens); dir.c changes names (create,
+ * remove, rename, link) and writes white-outs and opaque markers; write.c
+ * changes attributes and data; sync.c runs the node table's flushes and
+ * makes changes durable before their replies, sharing fsyncs and flushes
+ * between them.
+ *
+ * Calls run one way only, from the write side and the readers down to the
+ * node table, the layers and sys.c: no file calls a file that calls it,
+ * however far round.
  *
  * A function whose comment says a lock must be held asserts it on entry
  * (un_assert_locked, un_assert_rwlocked), in builds without NDEBUG.
@@ -193,7 +203,7 @@ void un_sys_test_no_openat2(bool on);
 /* Test hook: read xattrs through /proc only, as on kernels without getxattrat. */
 void un_sys_test_no_getxattrat(bool on);
 /* Whether un_state_test_no_sync switched the node table's flushes off
- * (state.c asks when it opens a state and when it flushes). */
+ * (state.c asks when it opens a state, sync.c when it flushes). */
 bool un_sys_test_no_sync_on(void);
 /* Test hook: FN (NULL: none) is called on the calling thread just before
  * each fsync of un_sys_fsync (BEGIN true) and just after it (false), so a
@@ -286,6 +296,7 @@ struct un_state {
 	struct un_node_job *wq_head, **wq_tail;
 	bool wq_running; /* a thread runs a batch, or was handed the turn */
 
+	/* sync.c: the syncer thread and the table's flushes */
 	pthread_t syncer;
 	pthread_mutex_t sync_lock; /* guards stopping and kicked */
 	pthread_cond_t sync_cond;  /* wakes the syncer */
@@ -296,7 +307,7 @@ struct un_state {
 	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
 	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
 	char *dir;				 /* the state dir's path, for it */
-	/* layerid.c: the open layer indexes, shared by the exports */
+	/* lxcache.c: the open layer indexes, shared by the exports */
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
 	struct un_counters counters; /* stats.c */
@@ -307,11 +318,18 @@ struct un_state {
 	_Atomic int64_t retire_s;
 };
 
-/* Tells the un_state_on_error function that the table failed (ERR < 0). */
-void un_state_failed(struct un_state *st, int err, const char *what);
+/* ---- mdb.c: LMDB's return codes ---- */
 
 /* Maps an LMDB return code to 0 or -errno. */
 int un_mdb_err(int rc);
+
+/* ---- report.c: what the engine tells the server ---- */
+
+/* Tells the un_state_on_error function that the table failed (ERR < 0). */
+void un_state_failed(struct un_state *st, int err, const char *what);
+/* One line for the un_state_on_notice function, if any. */
+void un_notice(struct un_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- node.c: the node table ---- */
 
@@ -453,7 +471,7 @@ int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node
 
 /* ---- layer.c: exports and their layer stacks ---- */
 
-struct un_lxc; /* layerid.c: one open layer index */
+struct un_lxc; /* lxcache.c: one open layer index */
 
 struct un_layer {
 	int fd; /* O_PATH root of the layer */
@@ -463,6 +481,30 @@ struct un_layer {
 	struct un_lxc *lxc; /* a lower's index (layerid.c), or NULL */
 	uint64_t key_dev;   /* the dev of its keys: UN_KEY_DEV | lineage */
 };
+
+/* ---- lxcache.c: the open layer indexes of a state ---- */
+
+struct un_lx; /* lindex.h */
+
+/* With ST->lx_lock held: the open index of FILE whose layer root is inode
+ * ROOT_INO, with a reference of the caller's, or NULL. */
+struct un_lxc *un_lxc_find(struct un_state *st, const char *file, uint64_t root_ino);
+/* With ST->lx_lock held: the open index of FILE, whatever its root, without
+ * a reference (valid while the lock is held), or NULL. */
+struct un_lx *un_lxc_file(struct un_state *st, const char *file);
+/* With ST->lx_lock held: adds LX (ownership moves, closed on failure) as
+ * FILE's open index, into *OUT with the caller's reference. */
+int un_lxc_add(struct un_state *st, const char *file, struct un_lx *lx,
+	       struct un_lxc **out);
+/* The index FILE of the layer whose root is inode ROOT_INO, open already or
+ * opened now, with a reference of the caller's (for a retired layer):
+ * -ESTALE when FILE was built on another root. */
+int un_lxc_get(struct un_state *st, const char *file, uint64_t root_ino,
+	       struct un_lxc **out);
+/* Releases a reference; the last one closes the index. */
+void un_lxc_put(struct un_state *st, struct un_lxc *c);
+/* The index an entry holds. */
+struct un_lx *un_lxc_lx(const struct un_lxc *c);
 
 /* ---- layerid.c: the identity of lower objects ---- */
 
@@ -485,13 +527,6 @@ void un_layers_unindex(struct un_export *ex);
  * place of a key: that would take the object for another). */
 int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
 		 struct un_devino *out);
-/* The index an open index entry holds, and the release of a reference
- * to one (taken by un_layers_index, or for a retired layer). */
-struct un_lx *un_lxc_lx(const struct un_lxc *c);
-void un_lxc_put(struct un_state *st, struct un_lxc *c);
-/* One line for the un_state_on_notice function, if any. */
-void un_notice(struct un_state *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* ---- retire.c: retired lower layers ---- */
 
@@ -717,11 +752,19 @@ void un_dir_times_add(struct un_dir_times *t, uint64_t dev, uint64_t ino, long l
 void un_dir_times_add_stat(struct un_dir_times *t, const struct stat *st);
 void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out);
 
-/* ---- copyup.c: copy-up and the work dir ---- */
+/* ---- workdir.c: the work dir ---- */
 
 /* Creates (or empties what a crash left in) WORKDIR/work and opens it into
  * EX->tmpfd.  Called by un_export_open; ERR as there. */
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen);
+/* A fresh temp name for the work dir. */
+void un_work_tmpname(char buf[32]);
+/* Removes NAME from directory DIRFD, and if it is a directory what it holds
+ * first (DEPTH levels at most): clean-up in the work dir. */
+int un_work_remove(int dirfd, const char *name, int depth);
+
+/* ---- copyup.c: copy-up ---- */
+
 /* Makes O's top-most instance an upper one, copying O (ancestors first) up
  * unless it is already; O then names its upper instance.  -ESTALE when O's
  * name no longer holds O.  A copy no fsync reaches (a symlink, a device)
@@ -729,11 +772,6 @@ int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t er
  * only where O is a directory or a regular file, whose copies their own
  * fsyncs make durable (no note can come of them). */
 int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o);
-/* A fresh temp name for the work dir. */
-void un_work_tmpname(char buf[32]);
-/* Removes NAME from directory DIRFD, and if it is a directory what it holds
- * first (DEPTH levels at most): clean-up in the work dir. */
-int un_work_remove(int dirfd, const char *name, int depth);
 /* Copies every extended attribute of SRC to DST except the union's own
  * markers (overlay.* in the trusted. and user. namespaces). */
 int un_copy_xattrs(int src, int dst);
@@ -800,14 +838,17 @@ void un_fsyncs_free(struct un_fsyncs *t);
 unsigned un_fsyncs_test_users(struct un_state *st);
 /* Threads asleep in the fsync slots' waits: each took its ticket first. */
 unsigned un_fsyncs_test_sleepers(struct un_state *st);
-/* un_state_sync in two halves (state.c): a ticket taken after the commit to
- * make durable, and the wait for a flush that began after it. */
+/* The syncer thread of a state, which flushes its table once a period
+ * (un_state_open, after the table is open; un_state_close, before). */
+int un_syncer_start(struct un_state *st);
+void un_syncer_stop(struct un_state *st);
+/* un_state_sync in two halves: a ticket taken after the commit to make
+ * durable, and the wait for a flush that began after it. */
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);
 int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* Has the syncer thread start a flush now, unless one is under way: a caller
  * about to fsync other files lets the flush it will wait for run beside them. */
 void un_state_sync_kick(struct un_state *st);
-/* (state.c) */
 
 /* ---- write.c: attributes and data ----
  * Besides the functions of union.h (un_setattr, un_write, un_commit): */

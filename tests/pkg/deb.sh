@@ -9,7 +9,12 @@
 #             (the unit's /bin/kill), the maintainer
 #             scripts, executable and valid sh; the unit runs /usr/sbin's
 #             binary and only once /etc/union-nfsd.conf exists
-#   lintian   lintian reports no error and no warning
+#   lintian   lintian reports no error and no warning, and no tag of any
+#             level (info, pedantic, experimental) about the copyright file;
+#             that file, as debian/copyright of a throwaway source package,
+#             gets no copyright tag from lintian's DEP-5 checks either (they
+#             run on source packages only); it gives Files: * alone, under
+#             Apache-2.0, pointing at /usr/share/common-licenses
 #   unit      systemd-analyze verify says nothing about the packaged unit
 # Exit: 0 passed, 1 failed, 77 skipped (cpack, dpkg-deb or the check's tool
 # is not installed).
@@ -20,7 +25,11 @@ for tool in cpack dpkg-deb; do
 	command -v $tool >/dev/null || { echo "SKIP: no $tool"; exit 77; }
 done
 case $CHECK in
-lintian) command -v lintian >/dev/null || { echo "SKIP: no lintian"; exit 77; } ;;
+lintian)
+	for tool in lintian dpkg-source; do
+		command -v $tool >/dev/null || { echo "SKIP: no $tool"; exit 77; }
+	done
+	;;
 unit)
 	command -v systemd-analyze >/dev/null || { echo "SKIP: no systemd-analyze"; exit 77; }
 	[ -e /lib/systemd/system/sysinit.target ] || {
@@ -101,11 +110,53 @@ contents() {
 	grep -qx 'StateDirectory=union-nfsd' "$UNIT" || fail "unit: no StateDirectory"
 }
 
+# A lintian tag about the copyright file or a license, whatever its level.
+COPYRIGHT_TAG='^[EWIPX]: [^ ]+( source)?: [^ ]*(copyright|licen[cs]e|dep5)'
+
 run_lintian() {
-	lintian --fail-on error,warning --display-info "$DEB" >"$T/lintian" 2>&1 || true
+	local rc=0 src=$T/src/union-nfsd-0
+	lintian --fail-on error,warning --display-info --pedantic --display-experimental \
+		"$DEB" >"$T/lintian" 2>&1 || rc=$?
 	cat "$T/lintian"
+	[ "$rc" = 0 ] || fail "lintian exited $rc"
 	grep -q '^[EW]: ' "$T/lintian" && fail "lintian: errors or warnings above"
-	lintian --fail-on error,warning "$DEB" >/dev/null 2>&1 || fail "lintian failed"
+	grep -qE "$COPYRIGHT_TAG" "$T/lintian" && fail "lintian: copyright tags above"
+
+	# The copyright file as packaged, in a source package of nothing else,
+	# where a Files: pattern but * would match nothing and be flagged.
+	mkdir -p "$src/debian/source"
+	cp "$T/root/usr/share/doc/union-nfsd/copyright" "$src/debian/copyright"
+	echo '3.0 (native)' >"$src/debian/source/format"
+	printf '%s\n' 'Source: union-nfsd' "Maintainer: $(dpkg-deb -f "$DEB" Maintainer)" \
+		'Standards-Version: 4.6.2' '' 'Package: union-nfsd' 'Architecture: any' \
+		'Description: the copyright file alone' ' Checked by tests/pkg/deb.sh.' \
+		>"$src/debian/control"
+	printf 'union-nfsd (0) unstable; urgency=medium\n\n  * Check.\n\n -- %s  %s\n' \
+		"$(dpkg-deb -f "$DEB" Maintainer)" "$(date -R)" >"$src/debian/changelog"
+	if (cd "$T/src" && dpkg-source -b union-nfsd-0) >"$T/dpkg-source" 2>&1; then
+		# only the copyright checks: any tag they give is one
+		lintian --fail-on none --display-info --pedantic --display-experimental \
+			-C debian/copyright,debian/copyright/dep5,debian/copyright/dep5/components \
+			"$T"/src/union-nfsd_0.dsc >"$T/lintian-src" 2>&1 ||
+			{ cat "$T/lintian-src"; fail "lintian on the copyright check's package"; }
+		grep -E '^[EWIPX]: ' "$T/lintian-src" &&
+			fail "lintian (DEP-5): copyright tags above"
+	else
+		cat "$T/dpkg-source"
+		fail "dpkg-source -b of the copyright check's package"
+	fi
+
+	# What lintian accepts but the project does not: another license, a
+	# Files: paragraph for code the package does not bundle.
+	local c=$src/debian/copyright
+	grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' "$c" ||
+		fail "copyright: not in the machine-readable format 1.0"
+	[ "$(grep '^Files:' "$c")" = 'Files: *' ] ||
+		fail "copyright: Files: paragraphs other than one for *: $(grep '^Files:' "$c" | tr '\n' ' ')"
+	[ "$(grep '^License:' "$c" | sort -u)" = 'License: Apache-2.0' ] ||
+		fail "copyright: licenses other than Apache-2.0: $(grep '^License:' "$c" | tr '\n' ' ')"
+	grep -q '"/usr/share/common-licenses/Apache-2.0"' "$c" ||
+		fail "copyright: no pointer to /usr/share/common-licenses/Apache-2.0"
 }
 
 # The unit as packaged, but running the extracted binary, checked against

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* workdir.c - the work dir: WORKDIR/work, where copy-ups (copyup.c) and
+ * the changes of names (dir.c) make their temps before a rename shows them.
+ *
+ * The work dir is laid out as kernel overlayfs lays it out, and it lives
+ * beside the layer code that opens it (layer.c, as overlayfs'
+ * ovl_make_workdir lives in its super.c), below both that code and the
+ * code that writes into it, so that neither has to call the other.
+ *
+ * Rules:
+ *  1. The work dir is emptied when an export opens its upper (un_work_open),
+ *     as kernel overlayfs empties it when it mounts: what is there was left
+ *     by a crash, temps that no name in the tree shows.  A successor of a
+ *     reload takes the work dir over instead, without emptying it (layer.c
+ *     rule 4).
+ *  2. A temp's name is "#un-" and 64 random bits (un_work_tmpname), so the
+ *     temps that threads make at the same time do not collide.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "un_private.h"
+
+#define WORK_NAME	 "work"
+#define WORK_CLEAN_DEPTH 8
+#define DENTS_BUF	 (16u << 10)
+
+void un_work_tmpname(char buf[32])
+{
+	uint8_t r[8];
+
+	randombytes_buf(r, sizeof(r));
+	snprintf(buf, 32, "#un-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+		 r[4], r[5], r[6], r[7]);
+}
+
+static bool dot_or_dotdot(const char *n)
+{
+	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
+}
+
+/* Removes every entry of directory DIRFD/NAME (DEPTH levels down). */
+static int work_empty(int dirfd, const char *name, int depth)
+{
+	struct dirent64 *d;
+	char *buf;
+	ssize_t n;
+	int fd, err = -ENOMEM;
+
+	buf = un_sys_malloc(DENTS_BUF);
+	if (!buf)
+		return err;
+	err = fd = un_sys_open_beneath(dirfd, name, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		goto out;
+	while ((n = un_sys_getdents(fd, buf, DENTS_BUF)) > 0) {
+		for (ssize_t off = 0; off < n; off += d->d_reclen) {
+			d = (struct dirent64 *)(buf + off);
+			if (!dot_or_dotdot(d->d_name))
+				un_work_remove(fd, d->d_name, depth);
+		}
+	}
+	err = n < 0 ? (int)n : 0;
+	un_sys_close(fd);
+out:
+	free(buf);
+	return err;
+}
+
+int un_work_remove(int dirfd, const char *name, int depth)
+{
+	int err = un_sys_unlinkat(dirfd, name, 0);
+
+	if (err != -EISDIR && err != -EPERM)
+		return err;
+	if (depth > 0)
+		work_empty(dirfd, name, depth - 1);
+	return un_sys_unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = un_sys_mkdirat(ex->workfd, WORK_NAME, 0700);
+	if (rc == -EEXIST)
+		rc = 0;
+	if (!rc)
+		rc = ex->tmpfd =
+		    un_sys_open_beneath(ex->workfd, WORK_NAME, O_PATH | O_DIRECTORY);
+	if (rc >= 0) /* what a crash left: temps never named in the tree */
+		rc = work_empty(ex->workfd, WORK_NAME, WORK_CLEAN_DEPTH);
+	if (rc >= 0)
+		rc = un_sync_probe_fs(ex);
+	if (rc < 0 && err && errlen)
+		snprintf(err, errlen, "workdir %s/%s: %s", workdir, WORK_NAME,
+			 strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
