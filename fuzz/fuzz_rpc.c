@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "srv.h"
+#include "serve.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FH_PLACEHOLDER_LEN 32
 #define FH_OBJECTS	   4
 
-static struct srv fuzz_srv;
+static struct srv_daemon fuzz_srv_d;
 static struct sockaddr_storage fuzz_peer;
 static char fuzz_root[] = "/tmp/fuzz_rpc.XXXXXX";
 static uint8_t fuzz_fh[FH_OBJECTS][UN_FH_MAX];
@@ -80,7 +80,7 @@ static void mint_handles(void)
 {
 	static const char *paths[FH_OBJECTS][2] = {
 	    {NULL, NULL}, {"a", NULL}, {"d", NULL}, {"d", "b"}};
-	struct un_export *ux = fuzz_srv.exports[0]->ux;
+	struct un_export *ux = fuzz_srv_d.srv.exports[0]->ux;
 
 	for (size_t i = 0; i < FH_OBJECTS; i++) {
 		struct un_obj *o, *next;
@@ -109,7 +109,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
 
 static void fuzz_cleanup(void)
 {
-	srv_close(&fuzz_srv);
+	srv_daemon_close(&fuzz_srv_d);
 	nftw(fuzz_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -135,12 +135,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(wk, sizeof(wk), "%s/work", root);
 	snprintf(st, sizeof(st), "%s/state", root);
 	o.cfg.nthreads = 1;
-	if (srv_open(&fuzz_srv, &o, err, sizeof(err)) < 0) {
+	if (srv_daemon_open(&fuzz_srv_d, &o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz_rpc: %s\n", err);
 		abort();
 	}
 	/* the built-in portmapper answers, as when it holds port 111 */
-	fuzz_srv.pmap = (struct srv_pmap){.on = true, 2049, 20048, 4045, 4046};
+	rpc_svc_bound(fuzz_srv_d.svc, "nfs", 2049);
+	rpc_svc_bound(fuzz_srv_d.svc, "mount", 20048);
+	rpc_svc_bound(fuzz_srv_d.svc, "nlm", 4045);
+	rpc_svc_bound(fuzz_srv_d.svc, "nsm", 4046);
+	rpc_svc_bound(fuzz_srv_d.svc, "portmapper", 111);
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(700);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -180,8 +184,8 @@ static void fuzz_call(const uint8_t *data, size_t size)
 	if (size)
 		memcpy(call, data, size);
 	fill_handles(call, size);
-	rpc_process(&fuzz_srv, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
-		       IPPROTO_TCP, &reply);
+	rpc_process(fuzz_srv_d.svc, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
+		    IPPROTO_TCP, &reply);
 	rpc_buf_free(&reply);
 	free(call);
 }

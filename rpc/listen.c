@@ -157,8 +157,9 @@ static unsigned long conn_room(const struct rpc_loop_config *cfg)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds =
 		    rl.rlim_cur == RLIM_INFINITY ? 1ul << 20 : (unsigned long)rl.rlim_cur;
-	reserve = fds / 4 + fds / 8 + cfg->fds_kept_parts * (fds / 8) + 2ul * cfg->nthreads +
-		  CONNS_FIXED_RESERVE;
+	reserve = fds / 4 + fds / 8 +
+		  (cfg->fds_kept_divisor ? fds / cfg->fds_kept_divisor : 0) +
+		  2ul * cfg->nthreads + CONNS_FIXED_RESERVE;
 	return fds > reserve + fds / 8 ? fds - reserve : fds / 8 + 1;
 }
 

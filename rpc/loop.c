@@ -177,10 +177,7 @@ fail:
 
 uint16_t rpc_loop_port(const struct rpc_loop *l, const char *service)
 {
-	for (size_t i = 0; i < l->svc->nports; i++)
-		if (!strcmp(l->svc->ports[i].name, service))
-			return l->svc->ports[i].port;
-	return 0;
+	return rpc_svc_service_port(l->svc, service);
 }
 
 static void dispatch(struct rpc_loop *l, const struct epoll_event *ev)

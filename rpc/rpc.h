@@ -92,7 +92,6 @@ bool rpc_addr_port_parse(const char *text, struct sockaddr_storage *out);
 /* Whether A and B are the same address (ports not compared). */
 bool rpc_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
-
 /* ---- log.c ---- */
 enum rpc_log_level { RPC_LOG_ERR, RPC_LOG_WARN, RPC_LOG_INFO, RPC_LOG_DEBUG };
 /* Set at start and by a reload (main.c) while workers log: atomic. */
@@ -144,7 +143,6 @@ void rpc_log_limited(struct rpc_log_limit *lim, enum rpc_log_level lvl, const ch
 		static struct rpc_log_limit rpc_log_site_;                               \
 		rpc_log_limited(&rpc_log_site_, (lvl), __VA_ARGS__);                     \
 	} while (0)
-
 
 /* ---- pool.c: worker threads ---- */
 
@@ -339,6 +337,11 @@ int rpc_svc_register(struct rpc_svc *svc, const struct rpc_program *prog,
 /* The programs registered, in order (*N of them); the counters count by
  * index into it. */
 const struct rpc_program *const *rpc_svc_programs(const struct rpc_svc *svc, size_t *n);
+/* Records that SERVICE's listeners hold PORT: rpc_loop_new, as it binds
+ * them (a test that runs calls without a loop may too). */
+void rpc_svc_bound(struct rpc_svc *svc, const char *service, uint16_t port);
+/* The port SERVICE's listeners hold; 0: not bound. */
+uint16_t rpc_svc_service_port(const struct rpc_svc *svc, const char *service);
 /* The port PROG version VERS is served on (0: not registered, or its
  * service not bound); any version when VERS is 0. */
 uint16_t rpc_svc_port(const struct rpc_svc *svc, uint32_t prog, uint32_t vers);
@@ -399,7 +402,6 @@ enum rpc_drc_verdict rpc_drc_begin(struct rpc_drc *d, const struct rpc_drc_key *
 void rpc_drc_done(struct rpc_drc *d, const struct rpc_drc_key *k,
 		  const struct rpc_buf *reply);
 
-
 /* ---- count.c: calls counted by the thread that runs them ----
  * Per program (by registry index) and procedure: calls, time, a latency
  * histogram and errors by status; retransmissions answered from the cache.
@@ -458,10 +460,10 @@ struct rpc_loop_config {
 	 * when it is free (pmap.c). */
 	bool portmapper;
 	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap from
-	 * RLIMIT_NOFILE (less FDS_KEPT_PARTS eighths of it, which the
-	 * server keeps for other uses); idle_timeout in seconds, 0 never. */
+	 * RLIMIT_NOFILE, less 1/FDS_KEPT_DIVISOR of it that the server keeps
+	 * for other uses (0: none); idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
-	unsigned fds_kept_parts;
+	unsigned fds_kept_divisor;
 	/* Whether any call of PEER could be admitted (listen.c, rule 1): a
 	 * connection none could is closed at once.  NULL: all are kept. */
 	bool (*admit_conn)(void *arg, const struct sockaddr_storage *peer);

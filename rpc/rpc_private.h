@@ -41,9 +41,6 @@ struct rpc_svc {
 	struct rpc_pool *_Atomic pool;
 };
 
-/* Records that SERVICE's listeners hold PORT (rpc_loop_new). */
-void rpc_svc_bound(struct rpc_svc *svc, const char *service, uint16_t port);
-
 /* ---- count.c ---- */
 
 /* One call, counted by the thread that runs it: begun once its procedure

@@ -90,11 +90,13 @@ int rpc_svc_register(struct rpc_svc *svc, const struct rpc_program *prog,
 		     const char *service, void *arg)
 {
 	for (size_t i = 0; i < svc->nregs; i++)
-		if (svc->progs[i]->prog == prog->prog && svc->progs[i]->vers == prog->vers)
+		if (svc->progs[i]->prog == prog->prog &&
+		    svc->progs[i]->vers == prog->vers)
 			return -EEXIST;
 	if (svc->nregs == RPC_SVC_MAX_PROGRAMS)
 		return -ENOSPC;
-	svc->regs[svc->nregs] = (struct rpc_reg){.prog = prog, .service = service, .arg = arg};
+	svc->regs[svc->nregs] =
+	    (struct rpc_reg){.prog = prog, .service = service, .arg = arg};
 	svc->progs[svc->nregs++] = prog;
 	return 0;
 }
@@ -111,7 +113,7 @@ void rpc_svc_bound(struct rpc_svc *svc, const char *service, uint16_t port)
 		svc->ports[svc->nports++] = (struct rpc_port){service, port};
 }
 
-static uint16_t service_port(const struct rpc_svc *svc, const char *service)
+uint16_t rpc_svc_service_port(const struct rpc_svc *svc, const char *service)
 {
 	for (size_t i = 0; i < svc->nports; i++)
 		if (!strcmp(svc->ports[i].name, service))
@@ -123,7 +125,7 @@ uint16_t rpc_svc_port(const struct rpc_svc *svc, uint32_t prog, uint32_t vers)
 {
 	for (size_t i = 0; i < svc->nregs; i++)
 		if (svc->progs[i]->prog == prog && (!vers || svc->progs[i]->vers == vers))
-			return service_port(svc, svc->regs[i].service);
+			return rpc_svc_service_port(svc, svc->regs[i].service);
 	return 0;
 }
 
@@ -344,7 +346,8 @@ static const struct rpc_program *find_program(struct rpc_call *c, struct verdict
 	for (size_t i = 0; i < svc->nregs; i++) {
 		const struct rpc_reg *r = &svc->regs[i];
 
-		if (r->prog->prog != c->req.prog || (r->prog->served && !r->prog->served(r->arg)))
+		if (r->prog->prog != c->req.prog ||
+		    (r->prog->served && !r->prog->served(r->arg)))
 			continue;
 		if (r->prog->vers == c->req.vers) {
 			c->prog_index = i;

@@ -13,15 +13,15 @@
  * SIGHUP re-reads the command line's --config file (and the flags, which
  * still override it) on a thread of its own that waits for the signal with
  * sigwait: every other thread blocks SIGHUP, so a reload never runs inside a
- * signal handler, and the new exports are swapped in by srv_reload (server.c
- * says how calls in flight stay safe).  A bad new file leaves the running
- * exports alone and says why in the log.
+ * signal handler, and the new exports are swapped in by srv_reload
+ * (exports/exports.c says how calls in flight stay safe).  A bad new file leaves the
+ * running exports alone and says why in the log.
  *
- * Under systemd (notify.c) the service manager hears READY=1 where the parent
+ * Under systemd (ops/notify.c) the service manager hears READY=1 where the parent
  * of a detached server would, RELOADING=1 and READY=1 around a reload, and
  * STOPPING=1 when a stop signal ends the loop.
  *
- * The control socket (ctl.c, union-nfsctl) starts once the ports are
+ * The control socket (ops/ctl.c, union-nfsctl) starts once the ports are
  * published and stops first; its `reload` runs the reload that SIGHUP
  * runs, one at a time (reloader.lock), and hears its one-line outcome.
  *
@@ -44,8 +44,8 @@
 
 #include "args.h"
 #include "lockd.h"
-#include "nfs.h"
 #include "ops.h"
+#include "serve.h"
 
 #define EXIT_BAD_ARGS 2
 
@@ -83,6 +83,7 @@ static void block_stop_signals(void)
 struct reloader {
 	pthread_t thread;
 	struct srv *srv;
+	struct srv_metrics *metrics; /* NULL: counting off */
 	int argc;
 	char **argv;
 	atomic_bool stop;     /* set before the thread is woken to end */
@@ -150,6 +151,9 @@ static int reload(struct reloader *r, const char *who, char *msg, size_t msglen)
 		goto out;
 	}
 	reload_settings(r, &o);
+	if (!srv_metrics_serves(r->metrics, o.metrics))
+		rpc_log(RPC_LOG_WARN, "reload: metrics changes only with a restart; "
+				      "the endpoint stays as it is");
 	snprintf(msg, msglen, "reloaded: %zu export%s", o.nexports,
 		 o.nexports == 1 ? "" : "s");
 	rpc_log(RPC_LOG_INFO, "%s", msg);
@@ -202,15 +206,16 @@ static void reloader_stop(struct reloader *r)
 
 /* Serves the control socket (ctl.c) unless it is off.  False when it was
  * asked for by name and cannot be served; the default one only warns. */
-static bool ctl_start(struct srv *s, struct reloader *r, const struct srv_opts *o,
+static bool ctl_start(struct srv_daemon *d, struct reloader *r, const struct srv_opts *o,
 		      struct srv_ctl **out)
 {
 	struct srv_ctl_hooks hooks = {.reload = reload_by_ctl, .arg = r};
+	struct srv_ctl_view v = {.srv = &d->srv, .svc = d->svc, .metrics = r->metrics};
 	char err[1024];
 
 	*out = NULL;
 	if (!o->control_socket ||
-	    srv_ctl_start(s, o->control_socket, &hooks, out, err, sizeof(err)) == 0)
+	    srv_ctl_start(&v, o->control_socket, &hooks, out, err, sizeof(err)) == 0)
 		return true;
 	if (o->control_socket_default) {
 		rpc_log(RPC_LOG_WARN, "%s: union-nfsctl cannot reach this server", err);
@@ -298,28 +303,23 @@ static void warn_low_port_start(void)
 
 /* Gives the ports out: by the built-in portmapper when it holds 111 (then no
  * rpcbind runs here), else by registering with the running rpcbind.  Before
- * the loop runs, so that the workers see S->pmap complete. */
-static void publish_ports(struct srv *s, struct rpc_loop *l, const struct srv_opts *o)
+ * the loop runs. */
+static void publish_ports(struct srv_daemon *d, struct rpc_loop *l,
+			  const struct srv_opts *o)
 {
-	struct srv_pmap *p = &s->pmap;
-
-	rpc_loop_ports(l, &p->nfs, &p->mount);
-	p->nlm = rpc_loop_nlm_port(l);
-	p->nsm = rpc_loop_nsm_port(l);
-	p->on = rpc_loop_portmapper(l);
-	if (p->on)
+	if (rpc_loop_port(l, "portmapper"))
 		rpc_log(RPC_LOG_INFO,
 			"portmapper on port 111: nfs %u, mount %u, nlm %u, nsm %u",
-			p->nfs, p->mount, p->nlm, p->nsm);
+			rpc_loop_port(l, "nfs"), rpc_loop_port(l, "mount"),
+			rpc_loop_port(l, "nlm"), rpc_loop_port(l, "nsm"));
 	else if (o->cfg.register_rpcbind)
-		rpc_rpcbind_register(p->nfs, p->mount, p->nlm, p->nsm);
+		rpc_rpcbind_register(d->svc);
 }
 
 static void announce(struct rpc_loop *l, const struct srv_opts *o)
 {
-	uint16_t nfs, mount;
+	uint16_t nfs = rpc_loop_port(l, "nfs"), mount = rpc_loop_port(l, "mount");
 
-	rpc_loop_ports(l, &nfs, &mount);
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
@@ -345,10 +345,9 @@ static void announce(struct rpc_loop *l, const struct srv_opts *o)
 /* The service manager's status line once the server serves. */
 static void notify_serving(struct rpc_loop *l, const struct srv_opts *o)
 {
-	uint16_t nfs, mount;
+	uint16_t nfs = rpc_loop_port(l, "nfs"), mount = rpc_loop_port(l, "mount");
 	char status[128];
 
-	rpc_loop_ports(l, &nfs, &mount);
 	snprintf(status, sizeof(status), "serving %zu export%s: nfs %u, mount %u",
 		 o->nexports, o->nexports == 1 ? "" : "s", nfs, mount);
 	srv_notify_ready(status);
@@ -357,10 +356,10 @@ static void notify_serving(struct rpc_loop *l, const struct srv_opts *o)
 /* Opens, serves until a stop signal, closes.  Returns the exit status. */
 static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
-	struct srv s = {0};
+	struct srv_daemon d = {0};
 	struct rpc_loop *l = NULL;
 	struct srv_ctl *ctl = NULL;
-	struct reloader r = {.srv = &s,
+	struct reloader r = {.srv = &d.srv,
 			     .argc = argc,
 			     .argv = argv,
 			     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -372,31 +371,32 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	if (!getcwd(r.start_cwd, sizeof(r.start_cwd)))
 		strcpy(r.start_cwd, "/");
 	r.detached = ready_fd >= 0;
-	if (srv_open(&s, o, err, sizeof(err)) < 0) {
+	if (srv_daemon_open(&d, o, err, sizeof(err)) < 0) {
 		rpc_log_fail("%s", err);
 		goto out;
 	}
 	status = 1;
-	/* counting serves the control socket's stats too (metrics.c) */
+	/* counting serves the control socket's stats too (ops/metrics.c) */
 	if ((o->metrics || o->control_socket) &&
-	    srv_metrics_start(&s, o->metrics, err, sizeof(err)) < 0) {
+	    srv_metrics_start(&d.srv, d.svc, o->metrics, &r.metrics, err, sizeof(err)) <
+		0) {
 		rpc_log_fail("%s", err);
 		goto out_srv;
 	}
-	if (rpc_loop_new(&s, &l, err, sizeof(err)) < 0) {
+	if (srv_daemon_loop(&d, o, &l, err, sizeof(err)) < 0) {
 		rpc_log_fail("%s", err);
 		goto out_srv;
 	}
 	running_loop = l;
 	set_signals();
-	publish_ports(&s, l, o);
-	if (!ctl_start(&s, &r, o, &ctl)) { /* before "listening": one line */
+	publish_ports(&d, l, o);
+	if (!ctl_start(&d, &r, o, &ctl)) { /* before "listening": one line */
 		rpc_rpcbind_unregister();
 		rpc_loop_free(l);
 		goto out_srv;
 	}
 	announce(l, o);
-	srv_nlm_announce(&s);
+	srv_nlm_announce(d.nlm);
 	if (ready_fd >= 0)
 		detach(ready_fd);
 	notify_serving(l, o);
@@ -409,11 +409,11 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	running_loop = NULL;
 	rpc_log(RPC_LOG_INFO, "shutting down");
 	rpc_rpcbind_unregister();
-	srv_metrics_stop(&s);
+	srv_metrics_stop(r.metrics);
 	rpc_loop_free(l);
 out_srv:
-	srv_metrics_free(&s);
-	srv_close(&s);
+	srv_metrics_free(r.metrics);
+	srv_daemon_close(&d);
 out:
 	return status;
 }

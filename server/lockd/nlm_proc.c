@@ -48,15 +48,10 @@
 
 #include "nlm.h"
 
-bool nlm_in_grace(const struct srv *s)
-{
-	return s->nlm && nsm_in_grace(s->nlm->sm);
-}
-
 /* The answer to a call grace refuses, counted for the grace's end. */
 static nlm4_stats grace_refused(struct srv_req *req)
 {
-	nsm_grace_count(req->srv->nlm->sm, false);
+	nlm_grace_count(&nlm_of(req)->grace, false);
 	return NLM4_DENIED_GRACE_PERIOD;
 }
 
@@ -64,7 +59,7 @@ static nlm4_stats grace_refused(struct srv_req *req)
 static nlm4_stats grace_reclaimed(struct srv_req *req, nlm4_stats st)
 {
 	if (st == NLM4_GRANTED)
-		nsm_grace_count(req->srv->nlm->sm, true);
+		nlm_grace_count(&nlm_of(req)->grace, true);
 	return st;
 }
 
@@ -81,7 +76,8 @@ static void nlm_mon_name(const struct srv *s, char *buf, size_t len)
 	buf[len - 1] = '\0';
 }
 
-int srv_nlm_new(struct srv *s, const char *state_dir, char *err, size_t errlen)
+int srv_nlm_new(struct srv *s, const char *state_dir, struct srv_nlm **out, char *err,
+		size_t errlen)
 {
 	char mon_name[256];
 	struct lock_limits lim = {.per_host = s->cfg.nlm_max_locks_per_host,
@@ -89,19 +85,22 @@ int srv_nlm_new(struct srv *s, const char *state_dir, char *err, size_t errlen)
 	struct srv_nlm *n = calloc(1, sizeof(*n));
 	int rc = -ENOMEM;
 
+	*out = NULL;
 	if (!n)
 		goto fail;
+	n->srv = s;
 	n->locks = lock_table_new(&lim);
 	if (!n->locks)
 		goto fail;
 	nlm_mon_name(s, mon_name, sizeof(mon_name));
-	rc = nsm_open(state_dir, mon_name, s->cfg.grace_period, &n->sm, err, errlen);
+	rc = nsm_open(state_dir, mon_name, s->cfg.grace_period, &n->grace, &n->sm, err,
+		      errlen);
 	if (rc < 0)
 		goto fail_quiet;
 	rc = nlm_sender_new(n, &n->tx);
 	if (rc < 0)
 		goto fail;
-	s->nlm = n;
+	*out = n;
 	return 0;
 fail:
 	snprintf(err, errlen, "lock manager: %s", strerror(-rc));
@@ -114,21 +113,20 @@ fail_quiet:
 	return rc;
 }
 
-void srv_nlm_announce(struct srv *s)
+void srv_nlm_announce(struct srv_nlm *n)
 {
-	if (s->nlm)
-		nsm_notify_all(s->nlm);
+	if (n)
+		nsm_notify_all(n);
 }
 
-void srv_nlm_free(struct srv *s)
+void srv_nlm_free(struct srv_nlm *n)
 {
-	if (!s->nlm)
+	if (!n)
 		return;
-	nlm_sender_free(s->nlm->tx);
-	nsm_close(s->nlm->sm);
-	lock_table_free(s->nlm->locks);
-	free(s->nlm);
-	s->nlm = NULL;
+	nlm_sender_free(n->tx);
+	nsm_close(n->sm);
+	lock_table_free(n->locks);
+	free(n);
 }
 
 /* ---- files and owners ---- */
@@ -178,8 +176,7 @@ struct nlm_target {
 static nlm4_stats nlm_target(struct srv_req *req, const nlm4_lock *alock,
 			     struct nlm_target *t)
 {
-	if (!req->srv->nlm ||
-	    !nlm_host(req, alock->caller_name, t->host, sizeof(t->host)))
+	if (!nlm_host(req, alock->caller_name, t->host, sizeof(t->host)))
 		return NLM4_FAILED;
 	t->owner = (struct lock_owner){.host = t->host,
 				       .svid = alock->svid,
@@ -213,14 +210,14 @@ static nlm4_stats nlm_status(enum lock_result r)
 static void nlm_grants(struct srv_req *req, struct lock_grant *g)
 {
 	if (g)
-		nlm_send_grants(req->srv->nlm, g);
+		nlm_send_grants(nlm_of(req), g);
 }
 
 /* ---- version 4 handlers ---- */
 
-void nlm_do_nothing(struct srv_req *req, void *args, void *res)
+void nlm_do_nothing(struct rpc_req *rq, void *args, void *res)
 {
-	(void)req;
+	(void)rq;
 	(void)args;
 	(void)res;
 }
@@ -241,8 +238,9 @@ static void nlm4_holder_set(struct srv_req *req, const struct lock_holder *h,
 	out->l_len = h->range.len;
 }
 
-static void nlm4_do_test(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_test(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_testargs *a = argp;
 	nlm4_testres *r = resp;
 	struct nlm_target t;
@@ -251,10 +249,10 @@ static void nlm4_do_test(struct srv_req *req, void *argp, void *resp)
 
 	r->cookie = a->cookie;
 	st = h ? nlm_target(req, &a->alock, &t) : NLM4_DENIED_NOLOCKS;
-	if (st == NLM4_GRANTED && nlm_in_grace(req->srv))
+	if (st == NLM4_GRANTED && nlm_grace_active(&nlm_of(req)->grace))
 		st = grace_refused(req);
 	if (st == NLM4_GRANTED)
-		st = nlm_status(lock_test(req->srv->nlm->locks, &t.file, &t.owner,
+		st = nlm_status(lock_test(nlm_of(req)->locks, &t.file, &t.owner,
 					  nlm_type(a->exclusive), &t.range, h));
 	if (st == NLM4_DENIED)
 		nlm4_holder_set(req, h, &r->stat.nlm4_testrply_u.holder);
@@ -276,9 +274,8 @@ static enum lock_result nlm_block(struct srv_req *req, const nlm4_lockargs *a,
 	memcpy(&w.peer, req->rpc->peer, sizeof(w.peer));
 	memcpy(buf, &w, sizeof(w));
 	lock_copy_bytes(buf + sizeof(w), a->cookie.nlm_obj_val, clen);
-	return lock_block(req->srv->nlm->locks, &t->file, &t->owner,
-			  nlm_type(a->exclusive), &t->range, buf, sizeof(w) + clen,
-			  grants);
+	return lock_block(nlm_of(req)->locks, &t->file, &t->owner, nlm_type(a->exclusive),
+			  &t->range, buf, sizeof(w) + clen, grants);
 }
 
 /* The status of LOCK A (rule 4 for reclaims and grace). */
@@ -286,7 +283,7 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 {
 	struct lock_grant *grants = NULL;
 	struct nlm_target t;
-	bool grace = nlm_in_grace(req->srv);
+	bool grace = nlm_grace_active(&nlm_of(req)->grace);
 	enum lock_result lr;
 	nlm4_stats st;
 
@@ -295,19 +292,20 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 	st = nlm_target(req, &a->alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
-	if (nsm_monitor(req->srv->nlm->sm, t.host) < 0)
+	if (nsm_monitor(nlm_of(req)->sm, t.host) < 0)
 		return NLM4_DENIED_NOLOCKS;
 	if (a->block && !grace)
 		lr = nlm_block(req, a, &t, &grants);
 	else
-		lr = lock_acquire(req->srv->nlm->locks, &t.file, &t.owner,
+		lr = lock_acquire(nlm_of(req)->locks, &t.file, &t.owner,
 				  nlm_type(a->exclusive), &t.range, &grants);
 	nlm_grants(req, grants);
 	return grace ? grace_reclaimed(req, nlm_status(lr)) : nlm_status(lr);
 }
 
-static void nlm4_do_lock(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_lock(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_lockargs *a = argp;
 	nlm4_res *r = resp;
 
@@ -315,8 +313,9 @@ static void nlm4_do_lock(struct srv_req *req, void *argp, void *resp)
 	r->stat.stat = nlm_lock_status(req, a);
 }
 
-static void nlm4_do_cancel(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_cancel(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_cancargs *a = argp;
 	nlm4_res *r = resp;
 	struct nlm_target t;
@@ -325,13 +324,14 @@ static void nlm4_do_cancel(struct srv_req *req, void *argp, void *resp)
 	r->cookie = a->cookie;
 	st = nlm_target(req, &a->alock, &t);
 	if (st == NLM4_GRANTED)
-		st = nlm_status(lock_cancel(req->srv->nlm->locks, &t.file, &t.owner,
+		st = nlm_status(lock_cancel(nlm_of(req)->locks, &t.file, &t.owner,
 					    nlm_type(a->exclusive), &t.range));
 	r->stat.stat = st;
 }
 
-static void nlm4_do_unlock(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_unlock(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_unlockargs *a = argp;
 	nlm4_res *r = resp;
 	struct lock_grant *grants = NULL;
@@ -341,15 +341,16 @@ static void nlm4_do_unlock(struct srv_req *req, void *argp, void *resp)
 	r->cookie = a->cookie;
 	st = nlm_target(req, &a->alock, &t);
 	if (st == NLM4_GRANTED)
-		st = nlm_status(lock_release(req->srv->nlm->locks, &t.file, &t.owner,
+		st = nlm_status(lock_release(nlm_of(req)->locks, &t.file, &t.owner,
 					     &t.range, &grants));
 	nlm_grants(req, grants);
 	r->stat.stat = st;
 }
 
 /* A server holds no client's locks to be granted (rule 5). */
-static void nlm4_do_granted(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_granted(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_testargs *a = argp;
 	nlm4_res *r = resp;
 
@@ -363,20 +364,18 @@ static void nlm_reply_msg(struct srv_req *req, uint32_t proc, xdrproc_t enc,
 			  const void *res)
 {
 	if (req->rpc->peer)
-		nlm_send_msg(req->srv->nlm, req->rpc->peer, req->rpc->vers, proc, enc, res);
+		nlm_send_msg(nlm_of(req), req->rpc->peer, req->rpc->vers, proc, enc, res);
 }
 
 /* A _MSG handler: the synchronous HANDLER, its results (RES_TYPE) sent as
  * RES_PROC in the caller's version. */
 #define NLM_MSG(name, handler, res_type, res_proc)                                       \
-	static void name(struct srv_req *req, void *argp, void *resp)                    \
+	static void name(struct rpc_req *rq, void *argp, void *resp)                     \
 	{                                                                                \
 		res_type r = {0};                                                        \
 		(void)resp;                                                              \
-		if (!req->srv->nlm)                                                      \
-			return;                                                          \
-		handler(req, argp, &r);                                                  \
-		nlm_reply_msg(req, res_proc, (xdrproc_t)xdr_##res_type, &r);             \
+		handler(rq, argp, &r);                                                   \
+		nlm_reply_msg(srv_req_of(rq), res_proc, (xdrproc_t)xdr_##res_type, &r);  \
 	}
 
 NLM_MSG(nlm4_do_test_msg, nlm4_do_test, nlm4_testres, NLMPROC4_TEST_RES)
@@ -386,9 +385,9 @@ NLM_MSG(nlm4_do_unlock_msg, nlm4_do_unlock, nlm4_res, NLMPROC4_UNLOCK_RES)
 NLM_MSG(nlm4_do_granted_msg, nlm4_do_granted, nlm4_res, NLMPROC4_GRANTED_RES)
 
 /* TEST_RES ... GRANTED_RES: accepted, nothing awaits them (rule 5). */
-static void nlm4_do_res_ignore(struct srv_req *req, void *args, void *res)
+static void nlm4_do_res_ignore(struct rpc_req *rq, void *args, void *res)
 {
-	(void)req;
+	(void)rq;
 	(void)args;
 	(void)res;
 }
@@ -401,21 +400,23 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 	struct nlm_target t;
 	nlm4_stats st;
 
-	if (share && nlm_in_grace(req->srv) && !a->reclaim)
+	if (share && nlm_grace_active(&nlm_of(req)->grace) && !a->reclaim)
 		return grace_refused(req);
 	st = nlm_target(req, &alock, &t);
 	if (st != NLM4_GRANTED)
 		return st;
-	if (share && nsm_monitor(req->srv->nlm->sm, t.host) < 0)
+	if (share && nsm_monitor(nlm_of(req)->sm, t.host) < 0)
 		return NLM4_DENIED_NOLOCKS;
 	t.owner.svid = 0; /* a reservation's owner has none (lock.c, rule 10) */
 	if (!share) {
-		lock_unshare(req->srv->nlm->locks, &t.file, &t.owner);
+		lock_unshare(nlm_of(req)->locks, &t.file, &t.owner);
 		return NLM4_GRANTED;
 	}
-	st = nlm_status(lock_share(req->srv->nlm->locks, &t.file, &t.owner,
+	st = nlm_status(lock_share(nlm_of(req)->locks, &t.file, &t.owner,
 				   (unsigned)a->share.access, (unsigned)a->share.mode));
-	return a->reclaim && nlm_in_grace(req->srv) ? grace_reclaimed(req, st) : st;
+	return a->reclaim && nlm_grace_active(&nlm_of(req)->grace)
+		   ? grace_reclaimed(req, st)
+		   : st;
 }
 
 /* SHARE (SHARE true) or UNSHARE of version 4. */
@@ -428,26 +429,29 @@ static void nlm4_share_call(struct srv_req *req, void *argp, void *resp, bool sh
 	r->stat = nlm_share_status(req, a, share);
 }
 
-static void nlm4_do_share(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_share(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_share_call(req, argp, resp, true);
 }
 
-static void nlm4_do_unshare(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_unshare(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_share_call(req, argp, resp, false);
 }
 
-static void nlm4_do_free_all(struct srv_req *req, void *argp, void *resp)
+static void nlm4_do_free_all(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm4_notify *a = argp;
 	struct lock_grant *grants = NULL;
 	char host[LOCK_MAX_HOST + 1];
 
 	(void)resp;
-	if (!req->srv->nlm || !nlm_host(req, a->name, host, sizeof(host)))
+	if (!nlm_host(req, a->name, host, sizeof(host)))
 		return;
-	lock_free_host(req->srv->nlm->locks, host, &grants);
+	lock_free_host(nlm_of(req)->locks, host, &grants);
 	nlm_grants(req, grants);
 }
 
@@ -484,14 +488,14 @@ static void nlm_narrow_holder(const nlm4_holder *h, nlm_holder *out)
 			 : (u_int)h->l_len;
 }
 
-static void nlm1_do_test(struct srv_req *req, void *argp, void *resp)
+static void nlm1_do_test(struct rpc_req *rq, void *argp, void *resp)
 {
 	nlm_testargs *a = argp;
 	nlm_testres *r = resp;
 	nlm4_testargs a4 = {a->cookie, a->exclusive, nlm_widen(&a->alock)};
 	nlm4_testres r4 = {0};
 
-	nlm4_do_test(req, &a4, &r4);
+	nlm4_do_test(rq, &a4, &r4);
 	r->cookie = a->cookie;
 	r->stat.stat = nlm_narrow(r4.stat.stat);
 	if (r->stat.stat == nlm_denied && r4.stat.stat == NLM4_DENIED)
@@ -499,8 +503,9 @@ static void nlm1_do_test(struct srv_req *req, void *argp, void *resp)
 				  &r->stat.nlm_testrply_u.holder);
 }
 
-static void nlm1_do_lock(struct srv_req *req, void *argp, void *resp)
+static void nlm1_do_lock(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm_lockargs *a = argp;
 	nlm_res *r = resp;
 	nlm4_lockargs a4 = {a->cookie,	a->block, a->exclusive, nlm_widen(&a->alock),
@@ -510,36 +515,36 @@ static void nlm1_do_lock(struct srv_req *req, void *argp, void *resp)
 	r->stat.stat = nlm_narrow(nlm_lock_status(req, &a4));
 }
 
-static void nlm1_do_cancel(struct srv_req *req, void *argp, void *resp)
+static void nlm1_do_cancel(struct rpc_req *rq, void *argp, void *resp)
 {
 	nlm_cancargs *a = argp;
 	nlm_res *r = resp;
 	nlm4_cancargs a4 = {a->cookie, a->block, a->exclusive, nlm_widen(&a->alock)};
 	nlm4_res r4 = {0};
 
-	nlm4_do_cancel(req, &a4, &r4);
+	nlm4_do_cancel(rq, &a4, &r4);
 	r->cookie = a->cookie;
 	r->stat.stat = nlm_narrow(r4.stat.stat);
 }
 
-static void nlm1_do_unlock(struct srv_req *req, void *argp, void *resp)
+static void nlm1_do_unlock(struct rpc_req *rq, void *argp, void *resp)
 {
 	nlm_unlockargs *a = argp;
 	nlm_res *r = resp;
 	nlm4_unlockargs a4 = {a->cookie, nlm_widen(&a->alock)};
 	nlm4_res r4 = {0};
 
-	nlm4_do_unlock(req, &a4, &r4);
+	nlm4_do_unlock(rq, &a4, &r4);
 	r->cookie = a->cookie;
 	r->stat.stat = nlm_narrow(r4.stat.stat);
 }
 
-static void nlm1_do_granted(struct srv_req *req, void *argp, void *resp)
+static void nlm1_do_granted(struct rpc_req *rq, void *argp, void *resp)
 {
 	nlm_testargs *a = argp;
 	nlm_res *r = resp;
 
-	(void)req;
+	(void)rq;
 	r->cookie = a->cookie;
 	r->stat.stat = nlm_denied;
 }
@@ -572,22 +577,24 @@ static void nlm3_share_call(struct srv_req *req, void *argp, void *resp, bool sh
 	r->stat = nlm_narrow(nlm_share_status(req, &a4, share));
 }
 
-static void nlm3_do_share(struct srv_req *req, void *argp, void *resp)
+static void nlm3_do_share(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm3_share_call(req, argp, resp, true);
 }
 
-static void nlm3_do_unshare(struct srv_req *req, void *argp, void *resp)
+static void nlm3_do_unshare(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
 	nlm3_share_call(req, argp, resp, false);
 }
 
-static void nlm3_do_free_all(struct srv_req *req, void *argp, void *resp)
+static void nlm3_do_free_all(struct rpc_req *rq, void *argp, void *resp)
 {
 	nlm_notify *a = argp;
 	nlm4_notify a4 = {.name = a->name, .state = a->state};
 
-	nlm4_do_free_all(req, &a4, resp);
+	nlm4_do_free_all(rq, &a4, resp);
 }
 
 /* ---- the tables ---- */
@@ -705,7 +712,18 @@ static bool nlm_result_status(const struct rpc_proc *p, const void *res, uint32_
 	return true;
 }
 
+/* NLM's calls name files by their NFS handles: they are served against the
+ * exports (exports.h, call.c), and change no union. */
+static void nlm_dispatch(struct rpc_call *call, struct rpc_req *rq)
+{
+	struct srv_nlm *n = rq->arg;
+
+	srv_call_serve(n->srv, call, rq, false);
+}
+
 const struct rpc_program nlm1_program = {
+    .dispatch = nlm_dispatch,
+    .invoke = srv_call_handler,
     .name = "NLM",
     .prog = NLM_PROG,
     .vers = NLM_VERS,
@@ -717,6 +735,8 @@ const struct rpc_program nlm1_program = {
 };
 
 const struct rpc_program nlm3_program = {
+    .dispatch = nlm_dispatch,
+    .invoke = srv_call_handler,
     .name = "NLM",
     .prog = NLM_PROG,
     .vers = NLM_VERSX,
@@ -728,6 +748,8 @@ const struct rpc_program nlm3_program = {
 };
 
 const struct rpc_program nlm4_program = {
+    .dispatch = nlm_dispatch,
+    .invoke = srv_call_handler,
     .name = "NLM",
     .prog = NLM_PROG,
     .vers = NLM4_VERS,
@@ -737,3 +759,14 @@ const struct rpc_program nlm4_program = {
     .statuses = nlm4_statuses,
     .nstatuses = sizeof(nlm4_statuses) / sizeof(nlm4_statuses[0]),
 };
+
+int lockd_register(struct rpc_svc *svc, struct srv_nlm *n)
+{
+	static const struct rpc_program *const nlm[] = {&nlm4_program, &nlm3_program,
+							&nlm1_program};
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < sizeof(nlm) / sizeof(nlm[0]); i++)
+		rc = rpc_svc_register(svc, nlm[i], "nlm", n);
+	return rc < 0 ? rc : rpc_svc_register(svc, &nsm1_program, "nsm", n);
+}

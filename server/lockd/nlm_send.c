@@ -176,7 +176,7 @@ static struct nlm_job *dequeue(struct nlm_sender *tx)
 			tx->n--;
 			break;
 		}
-		nsm_grace_report(tx->nlm->sm);
+		nlm_grace_report(&tx->nlm->grace);
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1; /* retries come due: look again each second */
 		pthread_cond_timedwait(&tx->wake, &tx->lock, &until);

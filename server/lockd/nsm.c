@@ -20,9 +20,10 @@
  *     next odd number above the recorded one and writes it before anything
  *     is served (nsm_open), so a client sees a larger state each restart,
  *     a SIGKILLed one included.
- *  4. Grace: a start that finds hosts recorded refuses new locks for the
- *     grace period (nsm_in_grace) so that they can reclaim first; one that
- *     finds none has no grace (no lock can be reclaimed: rule 2).
+ *  4. Grace: a start that finds hosts recorded starts the grace period
+ *     (grace.c), in which new locks are refused so that they can reclaim
+ *     first; one that finds none has no grace (no lock can be reclaimed:
+ *     rule 2).
  *  5. Hosts found at start get SM_NOTIFY with the new state, one per
  *     address, from the sender thread (nsm_notify_all, called once the
  *     server is registered, so a client's reclaim finds it).  They stay
@@ -38,10 +39,6 @@
  *     from a loopback caller only, takes a new state number and sends no
  *     SM_NOTIFY: the lock manager here did not crash and still holds every
  *     lock, so there is nothing for a client to reclaim.
- *  8. The grace period's end is logged once, when it has passed, with the
- *     reclaims it granted and the calls it refused (nsm_grace_report, from
- *     the sender thread's one-second wake-up): an admin sees when new locks
- *     are served again, and whether the clients came back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -70,19 +67,8 @@ struct nsm {
 	size_t nhosts, cap;
 	char **announce; /* hosts found at start (rule 5), until announced */
 	size_t nannounce;
-	atomic_llong grace_until_ms;		    /* CLOCK_MONOTONIC */
-	atomic_ulong grace_reclaims, grace_refused; /* rule 8 */
-	atomic_bool grace_reported;
 	char mon_name[SM_MAXSTRLEN + 1];
 };
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void strv_free(char **v, size_t n)
 {
@@ -299,7 +285,7 @@ static int announce_take(struct nsm *sm)
 }
 
 int nsm_open(const char *state_dir, const char *mon_name, unsigned grace_s,
-	     struct nsm **out, char *err, size_t errlen)
+	     struct nlm_grace *grace, struct nsm **out, char *err, size_t errlen)
 {
 	struct nsm *sm = calloc(1, sizeof(*sm));
 	int rc = -ENOMEM;
@@ -326,11 +312,11 @@ int nsm_open(const char *state_dir, const char *mon_name, unsigned grace_s,
 		snprintf(err, errlen, "NSM record in %s: %s", state_dir, strerror(-rc));
 		goto fail;
 	}
-	if (sm->nhosts > 0 && grace_s > 0)
-		atomic_store(&sm->grace_until_ms, now_ms() + (long long)grace_s * 1000);
+	if (sm->nhosts > 0)
+		nlm_grace_start(grace, grace_s);
 	rpc_log(RPC_LOG_INFO, "NSM: state %d, %zu host%s recorded%s", (int)sm->state,
 		sm->nhosts, sm->nhosts == 1 ? "" : "s",
-		nsm_in_grace(sm) ? ": grace period begins" : "");
+		nlm_grace_active(grace) ? ": grace period begins" : "");
 	*out = sm;
 	return 0;
 fail:
@@ -350,32 +336,6 @@ void nsm_close(struct nsm *sm)
 	strv_free(sm->announce, sm->nannounce);
 	pthread_mutex_destroy(&sm->lock);
 	free(sm);
-}
-
-bool nsm_in_grace(const struct nsm *sm)
-{
-	long long until = atomic_load(&((struct nsm *)sm)->grace_until_ms);
-
-	return until != 0 && now_ms() < until;
-}
-
-void nsm_grace_count(struct nsm *sm, bool reclaimed)
-{
-	atomic_fetch_add(reclaimed ? &sm->grace_reclaims : &sm->grace_refused, 1);
-}
-
-void nsm_grace_report(struct nsm *sm)
-{
-	unsigned long reclaims, refused;
-
-	if (atomic_load(&sm->grace_until_ms) == 0 || nsm_in_grace(sm) ||
-	    atomic_exchange(&sm->grace_reported, true))
-		return;
-	reclaims = atomic_load(&sm->grace_reclaims);
-	refused = atomic_load(&sm->grace_refused);
-	rpc_log(RPC_LOG_INFO,
-		"NSM: grace period over: %lu reclaim%s granted, %lu call%s refused",
-		reclaims, reclaims == 1 ? "" : "s", refused, refused == 1 ? "" : "s");
 }
 
 int nsm_monitor(struct nsm *sm, const char *host)
@@ -492,9 +452,9 @@ static void host_rebooted(struct srv_nlm *n, const char *addr, struct lock_grant
 
 /* ---- the procedures ---- */
 
-static int32_t nsm_state(const struct srv_req *req)
+static int32_t nsm_state(const struct rpc_req *req)
 {
-	struct nsm *sm = req->srv->nlm ? req->srv->nlm->sm : NULL;
+	struct nsm *sm = lockd_of(req)->sm;
 	int32_t state = 0;
 
 	if (sm) {
@@ -505,7 +465,7 @@ static int32_t nsm_state(const struct srv_req *req)
 	return state;
 }
 
-static void sm_do_stat(struct srv_req *req, void *argp, void *resp)
+static void sm_do_stat(struct rpc_req *req, void *argp, void *resp)
 {
 	sm_stat_res *r = resp;
 
@@ -515,7 +475,7 @@ static void sm_do_stat(struct srv_req *req, void *argp, void *resp)
 }
 
 /* Monitoring for another lock manager is not taken (rule 7). */
-static void sm_do_mon(struct srv_req *req, void *argp, void *resp)
+static void sm_do_mon(struct rpc_req *req, void *argp, void *resp)
 {
 	sm_stat_res *r = resp;
 
@@ -524,7 +484,7 @@ static void sm_do_mon(struct srv_req *req, void *argp, void *resp)
 	r->state = nsm_state(req);
 }
 
-static void sm_do_unmon(struct srv_req *req, void *argp, void *resp)
+static void sm_do_unmon(struct rpc_req *req, void *argp, void *resp)
 {
 	sm_stat *r = resp;
 
@@ -533,36 +493,36 @@ static void sm_do_unmon(struct srv_req *req, void *argp, void *resp)
 }
 
 /* A new state number, from a loopback caller only (rule 7). */
-static void sm_do_simu_crash(struct srv_req *req, void *argp, void *resp)
+static void sm_do_simu_crash(struct rpc_req *req, void *argp, void *resp)
 {
 	struct nsm *sm;
 
 	(void)argp;
 	(void)resp;
-	if (!req->srv->nlm || !req->peer || !rpc_addr_is_loopback(req->peer))
+	if (!req->peer || !rpc_addr_is_loopback(req->peer))
 		return;
-	sm = req->srv->nlm->sm;
+	sm = lockd_of(req)->sm;
 	pthread_mutex_lock(&sm->lock);
 	sm->state = next_state(sm->state + 1);
 	record_write(sm);
 	pthread_mutex_unlock(&sm->lock);
 }
 
-static void sm_do_notify(struct srv_req *req, void *argp, void *resp)
+static void sm_do_notify(struct rpc_req *req, void *argp, void *resp)
 {
 	sm_stat_chge *a = argp;
 	struct lock_grant *grants = NULL;
 	char addr[INET6_ADDRSTRLEN];
 
 	(void)resp;
-	if (!req->srv->nlm || !req->peer)
+	if (!req->peer)
 		return;
 	rpc_addr_str(req->peer, false, addr, sizeof(addr));
 	rpc_log(RPC_LOG_INFO, "NSM: SM_NOTIFY from %s (%s, state %d)", addr, a->mon_name,
 		a->state);
-	host_rebooted(req->srv->nlm, addr, &grants);
+	host_rebooted(lockd_of(req), addr, &grants);
 	if (grants)
-		nlm_send_grants(req->srv->nlm, grants);
+		nlm_send_grants(lockd_of(req), grants);
 }
 
 static const struct rpc_proc sm_procs[] = {

@@ -73,8 +73,10 @@ static void mount_remove(struct srv *s, const char *host, const char *path)
 
 /* ---- handlers ---- */
 
-static void mnt3_null(struct srv_req *req, void *args, void *res)
+static void mnt3_null(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	(void)req;
 	(void)args;
 	(void)res;
@@ -164,8 +166,10 @@ static void mount_path(const struct srv_export *ex, const char *rel, char *out,
 		snprintf(out, len, "%s", ex->path);
 }
 
-static void mnt3_mnt(struct srv_req *req, void *args, void *res)
+static void mnt3_mnt(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	const char *path = *(dirpath *)args;
 	mountres3 *r = res;
 	char host[INET6_ADDRSTRLEN];
@@ -204,8 +208,10 @@ static void mnt3_mnt(struct srv_req *req, void *args, void *res)
 	mount_add(req->srv, host, full);
 }
 
-static void mnt3_dump(struct srv_req *req, void *args, void *res)
+static void mnt3_dump(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	struct srv *s = req->srv;
 	mountlist *out = res;
 	mountbody *b;
@@ -229,8 +235,10 @@ static void mnt3_dump(struct srv_req *req, void *args, void *res)
 	pthread_mutex_unlock(&s->mounts_lock);
 }
 
-static void mnt3_umnt(struct srv_req *req, void *args, void *res)
+static void mnt3_umnt(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	const char *path = *(dirpath *)args;
 	struct srv_export *ex = srv_export_by_path(req->srv, path);
 	char host[INET6_ADDRSTRLEN], rel[MNTPATHLEN + 1];
@@ -244,8 +252,10 @@ static void mnt3_umnt(struct srv_req *req, void *args, void *res)
 		srv_export_unmounted(req, t);
 }
 
-static void mnt3_umntall(struct srv_req *req, void *args, void *res)
+static void mnt3_umntall(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	char host[INET6_ADDRSTRLEN];
 
 	(void)args;
@@ -281,8 +291,10 @@ static groupnode *export_groups(struct srv_req *req, const struct srv_export *ex
  * prints them.  Only those: a client that walks the list and mounts every
  * entry (libnfs does, to cross nested exports) must not fail on one it was
  * never meant to see, and the others are none of its business. */
-static void mnt3_export(struct srv_req *req, void *args, void *res)
+static void mnt3_export(struct rpc_req *rq, void *args, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	struct srv *s = req->srv;
 	exports *out = res;
 	exportnode *e;
@@ -366,12 +378,21 @@ static bool mnt3_result_status(const struct rpc_proc *p, const void *res, uint32
 	return true;
 }
 
+/* MOUNT's calls are served against the exports; a MNT may write to a
+ * client union (it makes its dirs: srv_req.writes). */
+static void mnt3_dispatch(struct rpc_call *call, struct rpc_req *rq)
+{
+	srv_call_serve(rq->arg, call, rq, rq->proc == MOUNTPROC3_MNT);
+}
+
 const struct rpc_program mnt3_program = {
     .name = "MOUNT",
     .prog = MOUNT_PROGRAM,
     .vers = MOUNT_V3,
     .procs = mnt3_procs,
     .nprocs = sizeof(mnt3_procs) / sizeof(mnt3_procs[0]),
+    .dispatch = mnt3_dispatch,
+    .invoke = srv_call_handler,
     .result_status = mnt3_result_status,
     .statuses = mnt3_statuses,
     .nstatuses = sizeof(mnt3_statuses) / sizeof(mnt3_statuses[0]),

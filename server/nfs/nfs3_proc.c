@@ -22,20 +22,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "nfs3_util.h"
 #include "nfs.h"
+#include "nfs3_util.h"
 
 /* ---- NULL, GETATTR, LOOKUP, ACCESS, READLINK, READ ---- */
 
-static void nfs3_null(struct srv_req *req, void *argp, void *resp)
+static void nfs3_null(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	(void)req;
 	(void)argp;
 	(void)resp;
 }
 
-static void nfs3_getattr(struct srv_req *req, void *argp, void *resp)
+static void nfs3_getattr(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	GETATTR3args *args = argp;
 	GETATTR3res *res = resp;
 	struct nfs3_file f;
@@ -82,8 +86,10 @@ static nfsstat3 nfs3_lookup_obj(struct srv_req *req, struct nfs3_file *dir,
 	return st;
 }
 
-static void nfs3_lookup(struct srv_req *req, void *argp, void *resp)
+static void nfs3_lookup(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	LOOKUP3args *args = argp;
 	LOOKUP3res *res = resp;
 	struct nfs3_file dir;
@@ -105,8 +111,10 @@ out:
 	res->status = st;
 }
 
-static void nfs3_access(struct srv_req *req, void *argp, void *resp)
+static void nfs3_access(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	ACCESS3args *args = argp;
 	ACCESS3res *res = resp;
 	ACCESS3resok *ok = &res->ACCESS3res_u.resok;
@@ -116,8 +124,8 @@ static void nfs3_access(struct srv_req *req, void *argp, void *resp)
 	if (res->status)
 		return;
 	/* RFC 1813: the reply holds the requested bits that are granted. */
-	ok->access =
-	    args->access & nfs3_access_mask(&req->rpc->cred, &f.attr, nfs3_file_writable(&f));
+	ok->access = args->access &
+		     nfs3_access_mask(&req->rpc->cred, &f.attr, nfs3_file_writable(&f));
 	nfs3_post_op(&f.attr, &ok->obj_attributes);
 	nfs3_file_put(&f);
 }
@@ -125,8 +133,10 @@ static void nfs3_access(struct srv_req *req, void *argp, void *resp)
 /* Longest symlink target a reply may carry (nfspath3<4096> in the .x). */
 #define NFS3_PATH_MAX 4096
 
-static void nfs3_readlink(struct srv_req *req, void *argp, void *resp)
+static void nfs3_readlink(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	READLINK3args *args = argp;
 	READLINK3res *res = resp;
 	struct nfs3_file f;
@@ -207,7 +217,8 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 {
 	/* A count over rtmax gets a short read, which the RFC allows and every
 	 * client handles. */
-	size_t count = args->count < rpc_max_io(req) ? args->count : rpc_max_io(req);
+	size_t count =
+	    args->count < rpc_max_io(req->rpc) ? args->count : rpc_max_io(req->rpc);
 	struct rpc_payload *p = rpc_arena_payload(req->rpc->arena, count);
 	bool eof = false;
 	ssize_t n;
@@ -227,8 +238,10 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 	return NFS3_OK;
 }
 
-static void nfs3_read(struct srv_req *req, void *argp, void *resp)
+static void nfs3_read(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	READ3args *args = argp;
 	READ3res *res = resp;
 	struct nfs3_file f;
@@ -472,7 +485,8 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, const void
 			     const post_op_attr *dir_attr, void *listp)
 {
 	const READDIR3args *args = argp;
-	size_t count = args->count < rpc_max_io(req) ? args->count : rpc_max_io(req);
+	size_t count =
+	    args->count < rpc_max_io(req->rpc) ? args->count : rpc_max_io(req->rpc);
 	size_t n = un_listing_count(d->l), used = nfs3_dir_reply_size(dir_attr);
 	size_t i = d->from, j, end, size;
 	dirlist3 *list = listp;
@@ -505,8 +519,10 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, const void
 	return st;
 }
 
-static void nfs3_readdir(struct srv_req *req, void *argp, void *resp)
+static void nfs3_readdir(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	READDIR3args *args = argp;
 	READDIR3res *res = resp;
 	READDIR3resok *ok = &res->READDIR3res_u.resok;
@@ -647,7 +663,7 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d, const voi
 	const READDIRPLUS3args *args = argp;
 	size_t n = un_listing_count(d->l), fixed = nfs3_dir_reply_size(dir_attr);
 	size_t maxcount =
-	    args->maxcount < rpc_max_io(req) ? args->maxcount : rpc_max_io(req);
+	    args->maxcount < rpc_max_io(req->rpc) ? args->maxcount : rpc_max_io(req->rpc);
 	bool with_obj = nfs3_access_check(req, &d->f, ACCESS3_LOOKUP) == NFS3_OK;
 	dirlistplus3 *list = listp;
 	struct nfs3_rdp_budget b;
@@ -665,7 +681,8 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d, const voi
 		return st;
 	es = rpc_arena_alloc(req->rpc->arena, (p.n ? p.n : 1) * sizeof(*es));
 	p.attr = rpc_arena_alloc(req->rpc->arena, (p.n ? p.n : 1) * sizeof(*p.attr));
-	p.attr_err = rpc_arena_alloc(req->rpc->arena, (p.n ? p.n : 1) * sizeof(*p.attr_err));
+	p.attr_err =
+	    rpc_arena_alloc(req->rpc->arena, (p.n ? p.n : 1) * sizeof(*p.attr_err));
 	p.have = 0;
 	if (!es || !p.attr || !p.attr_err)
 		return nfs3_status_from_errno(-ENOMEM);
@@ -686,8 +703,10 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d, const voi
 	return NFS3_OK;
 }
 
-static void nfs3_readdirplus(struct srv_req *req, void *argp, void *resp)
+static void nfs3_readdirplus(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	READDIRPLUS3args *args = argp;
 	READDIRPLUS3res *res = resp;
 	READDIRPLUS3resok *ok = &res->READDIRPLUS3res_u.resok;
@@ -705,8 +724,10 @@ static void nfs3_readdirplus(struct srv_req *req, void *argp, void *resp)
 
 /* ---- FSSTAT, FSINFO, PATHCONF ---- */
 
-static void nfs3_fsstat(struct srv_req *req, void *argp, void *resp)
+static void nfs3_fsstat(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	FSSTAT3args *args = argp;
 	FSSTAT3res *res = resp;
 	FSSTAT3resok *ok = &res->FSSTAT3res_u.resok;
@@ -734,8 +755,10 @@ out:
 	res->status = st;
 }
 
-static void nfs3_fsinfo(struct srv_req *req, void *argp, void *resp)
+static void nfs3_fsinfo(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	FSINFO3args *args = argp;
 	FSINFO3res *res = resp;
 	FSINFO3resok *ok = &res->FSINFO3res_u.resok;
@@ -746,8 +769,8 @@ static void nfs3_fsinfo(struct srv_req *req, void *argp, void *resp)
 		return;
 	nfs3_post_op(&f.attr, &ok->obj_attributes);
 	/* Over UDP a reply must fit one datagram. */
-	ok->rtmax = ok->rtpref = (uint32)rpc_max_io(req);
-	ok->wtmax = ok->wtpref = (uint32)rpc_max_io(req);
+	ok->rtmax = ok->rtpref = (uint32)rpc_max_io(req->rpc);
+	ok->wtmax = ok->wtpref = (uint32)rpc_max_io(req->rpc);
 	ok->rtmult = ok->wtmult = 4096;
 	ok->dtpref = req->rpc->proto == IPPROTO_UDP ? 8 * 1024 : 64 * 1024;
 	ok->maxfilesize = INT64_MAX; /* the largest off_t; layers say less by EFBIG */
@@ -762,8 +785,10 @@ static void nfs3_fsinfo(struct srv_req *req, void *argp, void *resp)
  * and tmpfs more). */
 #define NFS3_LINK_MAX 32000
 
-static void nfs3_pathconf(struct srv_req *req, void *argp, void *resp)
+static void nfs3_pathconf(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	PATHCONF3args *args = argp;
 	PATHCONF3res *res = resp;
 	PATHCONF3resok *ok = &res->PATHCONF3res_u.resok;
@@ -845,15 +870,46 @@ static const struct rpc_proc nfs3_procs[] = {
     NFS3_PROC(COMMIT, nfs3_commit, true, file),
 };
 
+/* Whether procedure PROC may change the union: a name, data or attributes
+ * (srv_req.writes). */
+static bool nfs3_writes(uint32_t proc)
+{
+	static const bool writes[NFSPROC3_COMMIT + 1] = {
+	    [NFSPROC3_SETATTR] = true, [NFSPROC3_WRITE] = true,
+	    [NFSPROC3_CREATE] = true,  [NFSPROC3_MKDIR] = true,
+	    [NFSPROC3_SYMLINK] = true, [NFSPROC3_MKNOD] = true,
+	    [NFSPROC3_REMOVE] = true,  [NFSPROC3_RMDIR] = true,
+	    [NFSPROC3_RENAME] = true,  [NFSPROC3_LINK] = true,
+	    [NFSPROC3_COMMIT] = true,
+	};
+
+	return proc <= NFSPROC3_COMMIT && writes[proc];
+}
+
+/* Every NFS call is served against the exports (exports.h, call.c). */
+static void nfs3_dispatch(struct rpc_call *call, struct rpc_req *rq)
+{
+	srv_call_serve(rq->arg, call, rq, nfs3_writes(rq->proc));
+}
+
 const struct rpc_program nfs3_program = {
     .name = "nfs",
     .prog = NFS_PROGRAM,
     .vers = NFS_V3,
     .procs = nfs3_procs,
     .nprocs = sizeof(nfs3_procs) / sizeof(nfs3_procs[0]),
+    .dispatch = nfs3_dispatch,
+    .invoke = srv_call_handler,
     .caller_identity = true,
     .admit = nfs3_admit,
     .result_status = nfs3_result_status,
     .statuses = nfs3_status_names,
     .nstatuses = NFS3_NSTATUS_NAMES,
 };
+
+int nfs_register(struct rpc_svc *svc, struct srv *s)
+{
+	int rc = rpc_svc_register(svc, &nfs3_program, "nfs", s);
+
+	return rc < 0 ? rc : rpc_svc_register(svc, &mnt3_program, "mount", s);
+}

@@ -264,7 +264,8 @@ uint32_t nfs3_access_mask(const struct rpc_cred *cred, const struct un_attr *a,
 nfsstat3 nfs3_access_check(const struct srv_req *req, const struct nfs3_file *f,
 			   uint32_t want)
 {
-	uint32_t have = nfs3_access_mask(&req->rpc->cred, &f->attr, nfs3_file_writable(f));
+	uint32_t have =
+	    nfs3_access_mask(&req->rpc->cred, &f->attr, nfs3_file_writable(f));
 
 	if ((have & want) != want)
 		return nfs3_status_from_errno(-EACCES);
@@ -379,8 +380,10 @@ _Static_assert(offsetof(GETATTR3res, status) == 0 && offsetof(READ3res, status) 
 		   offsetof(WRITE3res, status) == 0 && offsetof(COMMIT3res, status) == 0,
 	       "NFSv3 results start with their status");
 
-bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res)
+bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 {
+	struct srv_req *req = srv_req_of(rq);
+	const nfs_fh3 *fh = fhp;
 	char addr[INET6_ADDRSTRLEN + 16];
 	const struct srv_client_rule *r;
 	struct srv_export *ex;
@@ -399,11 +402,12 @@ bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res)
 	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
 		/* another client's union, not open (yet, or again): refused as
 		 * when it is open, never STALE to one caller and ACCES to the next */
-		RPC_LOG_LIMITED(
-		    RPC_LOG_WARN,
-		    "NFS call from %s with a handle of another client's "
-		    "union: refused",
-		    req->rpc->peer ? rpc_addr_str(req->rpc->peer, true, addr, sizeof(addr)) : "-");
+		RPC_LOG_LIMITED(RPC_LOG_WARN,
+				"NFS call from %s with a handle of another client's "
+				"union: refused",
+				req->rpc->peer ? rpc_addr_str(req->rpc->peer, true, addr,
+							      sizeof(addr))
+					       : "-");
 		*status = NFS3ERR_ACCES;
 		return false;
 	}

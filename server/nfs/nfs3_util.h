@@ -119,8 +119,8 @@ nfsstat3 nfs3_sattr_get(const sattr3 *sa, struct un_sattr *out);
 mode_t nfs3_mode_killpriv(mode_t mode);
 
 /* ---- nfs3_write.c: the handlers of the modifying procedures ---- */
-void nfs3_setattr(struct srv_req *req, void *argp, void *resp);
-void nfs3_write(struct srv_req *req, void *argp, void *resp);
+void nfs3_setattr(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_write(struct rpc_req *rq, void *argp, void *resp);
 /* WRITE's arguments as the dispatcher holds them (the table's args_size):
  * the decoded WRITE3args first, so that the handler and the access check
  * read them as every procedure's, and what the decoder lent them. */
@@ -128,21 +128,21 @@ struct nfs3_write_args {
 	WRITE3args a;
 	bool lent; /* a.data's bytes are the call record's, not a copy */
 };
-void nfs3_create(struct srv_req *req, void *argp, void *resp);
-void nfs3_mkdir(struct srv_req *req, void *argp, void *resp);
-void nfs3_symlink(struct srv_req *req, void *argp, void *resp);
-void nfs3_mknod(struct srv_req *req, void *argp, void *resp);
-void nfs3_remove(struct srv_req *req, void *argp, void *resp);
-void nfs3_rmdir(struct srv_req *req, void *argp, void *resp);
-void nfs3_rename(struct srv_req *req, void *argp, void *resp);
-void nfs3_link(struct srv_req *req, void *argp, void *resp);
-void nfs3_commit(struct srv_req *req, void *argp, void *resp);
+void nfs3_create(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_mkdir(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_symlink(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_mknod(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_remove(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_rmdir(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_rename(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_link(struct rpc_req *rq, void *argp, void *resp);
+void nfs3_commit(struct rpc_req *rq, void *argp, void *resp);
 
 /* ---- nfs3_util.c: the access check ---- */
 /* nfs3_program.admit: the caller's client rule for the export FH names, and
  * its squash (the contract at srv_req); false with NFS3ERR_ACCES in RES's
  * status when the caller gets nothing. */
-bool nfs3_admit(struct srv_req *req, const nfs_fh3 *fh, void *res);
+bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res);
 
 /* ---- nfs3_wire.c: wire code written by hand (the rest is rpcgen's) ---- */
 /* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its

@@ -71,8 +71,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "nfs3_util.h"
 #include "nfs.h"
+#include "nfs3_util.h"
 
 /* ---- shared steps ---- */
 
@@ -224,8 +224,10 @@ static int nfs3_setattr_as(const struct srv_req *req, struct nfs3_file *f,
 	return err;
 }
 
-void nfs3_setattr(struct srv_req *req, void *argp, void *resp)
+void nfs3_setattr(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	SETATTR3args *args = argp;
 	SETATTR3res *res = resp;
 	struct nfs3_file f;
@@ -323,8 +325,10 @@ static nfsstat3 nfs3_write_data(struct srv_req *req, struct nfs3_file *f,
 	return NFS3_OK;
 }
 
-void nfs3_write(struct srv_req *req, void *argp, void *resp)
+void nfs3_write(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	WRITE3args *args = argp;
 	WRITE3res *res = resp;
 	WRITE3resok *ok = &res->WRITE3res_u.resok;
@@ -344,8 +348,10 @@ void nfs3_write(struct srv_req *req, void *argp, void *resp)
 	res->status = st;
 }
 
-void nfs3_commit(struct srv_req *req, void *argp, void *resp)
+void nfs3_commit(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	COMMIT3args *args = argp;
 	COMMIT3res *res = resp;
 	COMMIT3resok *ok = &res->COMMIT3res_u.resok;
@@ -506,8 +512,10 @@ static nfsstat3 nfs3_create_file(const struct srv_req *req, struct nfs3_file *di
 						out));
 }
 
-void nfs3_create(struct srv_req *req, void *argp, void *resp)
+void nfs3_create(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	CREATE3args *args = argp;
 	CREATE3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, CREATE3);
@@ -521,8 +529,10 @@ void nfs3_create(struct srv_req *req, void *argp, void *resp)
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
-void nfs3_mkdir(struct srv_req *req, void *argp, void *resp)
+void nfs3_mkdir(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	MKDIR3args *args = argp;
 	MKDIR3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, MKDIR3);
@@ -539,8 +549,10 @@ void nfs3_mkdir(struct srv_req *req, void *argp, void *resp)
 	nfs3_new_reply(req, &dir, obj, st, &r);
 }
 
-void nfs3_symlink(struct srv_req *req, void *argp, void *resp)
+void nfs3_symlink(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	SYMLINK3args *args = argp;
 	SYMLINK3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, SYMLINK3);
@@ -588,8 +600,10 @@ static nfsstat3 nfs3_mknod_what(const struct srv_req *req, const mknoddata3 *wha
 	return nfs3_new_attrs(req, sa, n);
 }
 
-void nfs3_mknod(struct srv_req *req, void *argp, void *resp)
+void nfs3_mknod(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	MKNOD3args *args = argp;
 	MKNOD3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, MKNOD3);
@@ -631,8 +645,10 @@ static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot
 	return st;
 }
 
-void nfs3_remove(struct srv_req *req, void *argp, void *resp)
+void nfs3_remove(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	REMOVE3args *args = argp;
 	REMOVE3res *res = resp;
 
@@ -641,8 +657,10 @@ void nfs3_remove(struct srv_req *req, void *argp, void *resp)
 				  &res->REMOVE3res_u.resfail.dir_wcc);
 }
 
-void nfs3_rmdir(struct srv_req *req, void *argp, void *resp)
+void nfs3_rmdir(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	RMDIR3args *args = argp;
 	RMDIR3res *res = resp;
 
@@ -702,8 +720,10 @@ static nfsstat3 nfs3_rename_check(const struct srv_req *req, const RENAME3args *
 	return st;
 }
 
-void nfs3_rename(struct srv_req *req, void *argp, void *resp)
+void nfs3_rename(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	RENAME3args *args = argp;
 	RENAME3res *res = resp;
 	RENAME3resok *ok = &res->RENAME3res_u.resok;
@@ -741,8 +761,10 @@ static nfsstat3 nfs3_link_check(const struct srv_req *req, const struct nfs3_fil
 	return st;
 }
 
-void nfs3_link(struct srv_req *req, void *argp, void *resp)
+void nfs3_link(struct rpc_req *rq, void *argp, void *resp)
 {
+	struct srv_req *req = srv_req_of(rq);
+
 	LINK3args *args = argp;
 	LINK3res *res = resp;
 	LINK3resok *ok = &res->LINK3res_u.resok;

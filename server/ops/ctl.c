@@ -49,6 +49,8 @@
 
 struct srv_ctl {
 	struct srv *srv;
+	const struct rpc_svc *svc;
+	struct srv_metrics *metrics; /* NULL: counting off */
 	struct srv_ctl_hooks hooks;
 	char *path;
 	dev_t dev; /* the socket file bound, so that stop removes only it */
@@ -128,9 +130,12 @@ static int cmd_status(struct srv_ctl *c, const char *arg, json_t *out, char *err
 	json_object_set_new(out, "pid", json_integer(getpid()));
 	json_object_set_new(out, "uptime", json_integer(mono_s() - c->started));
 	json_object_set_new(out, "ports",
-			    json_pack("{s:i, s:i, s:i, s:i, s:b}", "nfs", s->pmap.nfs,
-				      "mount", s->pmap.mount, "nlm", s->pmap.nlm, "nsm",
-				      s->pmap.nsm, "portmapper", s->pmap.on));
+			    json_pack("{s:i, s:i, s:i, s:i, s:b}", "nfs",
+				      rpc_svc_service_port(c->svc, "nfs"), "mount",
+				      rpc_svc_service_port(c->svc, "mount"), "nlm",
+				      rpc_svc_service_port(c->svc, "nlm"), "nsm",
+				      rpc_svc_service_port(c->svc, "nsm"), "portmapper",
+				      rpc_svc_service_port(c->svc, "portmapper") != 0));
 	json_object_set_new(out, "exports", list);
 	json_object_set_new(out, "retired", retired);
 	return 0;
@@ -169,7 +174,7 @@ static void mount_sums(struct srv *s, const struct srv_mount_entry *m, json_t *o
 	struct srv_export *ex = srv_export_containing(s, m->path, rest, sizeof(rest));
 	uint64_t v[3];
 
-	if (!ex || !srv_metrics_client_sums(s, ex, m->host, v))
+	if (!ex || !srv_counts_client(s, ex, m->host, v))
 		return;
 	json_object_set_new(o, "calls", json_integer((json_int_t)v[0]));
 	json_object_set_new(o, "read_bytes", json_integer((json_int_t)v[1]));
@@ -214,7 +219,7 @@ static json_t *instance_json(struct srv *s, const struct srv_export *t,
 		      own_upper ? json_string(in->client_key) : json_null(), "state",
 		      union_state_names[in->state], "mounted", in->mounted, "idle",
 		      (json_int_t)(now - in->last_used));
-	if (o && srv_metrics_export_sums(s, in, v)) {
+	if (o && srv_counts_export(s, in, v)) {
 		json_object_set_new(o, "calls", json_integer((json_int_t)v[0]));
 		json_object_set_new(o, "read_bytes", json_integer((json_int_t)v[1]));
 		json_object_set_new(o, "written_bytes", json_integer((json_int_t)v[2]));
@@ -360,7 +365,7 @@ static int cmd_stats(struct srv_ctl *c, const char *arg, json_t *out, char *err,
 		     size_t errlen)
 {
 	size_t len = 0;
-	char *text = srv_metrics_text(c->srv, &len), *line, *save = NULL;
+	char *text = srv_metrics_text(c->metrics, &len), *line, *save = NULL;
 	json_t *samples = json_array(), *one;
 
 	(void)arg;
@@ -674,8 +679,9 @@ static int ctl_thread_start(struct srv_ctl *c)
 	return -r;
 }
 
-int srv_ctl_start(struct srv *s, const char *path, const struct srv_ctl_hooks *hooks,
-		  struct srv_ctl **out, char *err, size_t errlen)
+int srv_ctl_start(const struct srv_ctl_view *v, const char *path,
+		  const struct srv_ctl_hooks *hooks, struct srv_ctl **out, char *err,
+		  size_t errlen)
 {
 	struct srv_ctl *c = calloc(1, sizeof(*c));
 	int r = -ENOMEM;
@@ -685,7 +691,9 @@ int srv_ctl_start(struct srv *s, const char *path, const struct srv_ctl_hooks *h
 		snprintf(err, errlen, "control socket: out of memory");
 		goto fail;
 	}
-	c->srv = s;
+	c->srv = v->srv;
+	c->svc = v->svc;
+	c->metrics = v->metrics;
 	c->hooks = *hooks;
 	c->started = mono_s();
 	c->stop[0] = c->stop[1] = -1;

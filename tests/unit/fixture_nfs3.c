@@ -91,15 +91,22 @@ int test_teardown(void **state)
 }
 
 /* A request of the AUTH_SYS caller UID:GID over TCP, with the test's arena. */
-struct srv_req req_as(uid_t uid, gid_t gid)
+struct test_req req_as(uid_t uid, gid_t gid)
 {
-	struct srv_req r = {
-	    .srv = &srv,
-	    .cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
-	    .proto = IPPROTO_TCP,
-	    .prog = NFS_PROGRAM,
-	    .vers = NFS_V3,
-	    .arena = arena,
+	struct test_req r = {
+	    .rpc = {.cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
+		    .proto = IPPROTO_TCP,
+		    .prog = NFS_PROGRAM,
+		    .vers = NFS_V3,
+		    .arena = arena},
+	    .srv = {.srv = &srv},
 	};
 	return r;
+}
+
+struct rpc_req *test_req_tie(struct test_req *t)
+{
+	t->rpc.ctx = &t->srv;
+	t->srv.rpc = &t->rpc;
+	return &t->rpc;
 }

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "args.h"
 
 static struct sockaddr_storage v4(const char *addr, unsigned port)
 {

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "args.h"
 
 static char errbuf[1024];
 
@@ -210,14 +210,14 @@ static void test_metrics_flag(void **state)
 			 SRV_ARGS_RUN);
 	assert_string_equal(o.metrics, "[::1]:0");
 	srv_opts_free(&o);
-	assert_true(srv_metrics_addr_parse("[::1]:9311", &ss));
+	assert_true(rpc_addr_port_parse("[::1]:9311", &ss));
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 9311);
-	assert_true(srv_metrics_addr_parse("10.1.2.3:80", &ss));
+	assert_true(rpc_addr_port_parse("10.1.2.3:80", &ss));
 	assert_int_equal(ss.ss_family, AF_INET);
-	assert_false(srv_metrics_addr_parse(":80", NULL));
-	assert_false(srv_metrics_addr_parse("10.1.2.3:", NULL));
-	assert_false(srv_metrics_addr_parse("10.1.2.3:8x", NULL));
+	assert_false(rpc_addr_port_parse(":80", NULL));
+	assert_false(rpc_addr_port_parse("10.1.2.3:", NULL));
+	assert_false(rpc_addr_port_parse("10.1.2.3:8x", NULL));
 	/* the config key, and the flag over it */
 	assert_int_equal(parse_conf(&o,
 				    "[server]\nmetrics = 127.0.0.1:9311\n[export]\n"

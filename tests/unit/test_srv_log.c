@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "rpc.h"
 
 /* Passes (true) and the quiet counts they report, over CALLS calls at NOW. */
 static unsigned passes_at(struct rpc_log_limit *lim, long long now, unsigned calls,

@@ -23,7 +23,8 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "nfs.h"
+#include "serve.h"
 #include "test_fs.h"
 
 /* ---- record marking from buffers ---- */
@@ -317,7 +318,7 @@ static void test_pool_free_runs_all(void **state)
 /* ---- a live loop ---- */
 
 static char tmp_root[64], lower[128], state_dir[128];
-static struct srv srv;
+static struct srv_daemon srv_d;
 static struct rpc_loop *loop;
 static pthread_t loop_thread;
 static uint16_t nfs_port, mount_port;
@@ -375,12 +376,13 @@ static int setup(void **state)
 	o.cfg.bind_addr = "127.0.0.1";
 	o.cfg.nthreads = 4;
 	rpc_log_level = RPC_LOG_ERR;
-	if (srv_open(&srv, &o, err, sizeof(err)) < 0 ||
-	    rpc_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
+	if (srv_daemon_open(&srv_d, &o, err, sizeof(err)) < 0 ||
+	    srv_daemon_loop(&srv_d, &o, &loop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
-	rpc_loop_ports(loop, &nfs_port, &mount_port);
+	nfs_port = rpc_loop_port(loop, "nfs");
+	mount_port = rpc_loop_port(loop, "mount");
 	if (nfs_port == 0 || mount_port == 0 || nfs_port == mount_port)
 		return -1;
 	return pthread_create(&loop_thread, NULL, run_loop, NULL) == 0 ? 0 : -1;
@@ -392,7 +394,7 @@ static int teardown(void **state)
 	rpc_loop_stop(loop);
 	pthread_join(loop_thread, NULL);
 	rpc_loop_free(loop);
-	srv_close(&srv);
+	srv_daemon_close(&srv_d);
 	t_rm_rf(tmp_root);
 	return 0;
 }

@@ -112,19 +112,20 @@ static int group_setup(void **state)
 
 /* ---- calling handlers ---- */
 
-static void call_as(struct srv_req *req, uint32_t proc, void *args, void *res)
+static void call_as(struct test_req *req, uint32_t proc, void *args, void *res)
 {
 	const struct rpc_proc *p = &nfs3_program.procs[proc];
+	struct rpc_req *rq = test_req_tie(req);
 
-	req->proc = proc;
+	rq->proc = proc;
 	memset(res, 0, p->res_size);
 	/* As the dispatcher: with the caller's identity on this thread. */
-	assert_true(srv_call_handler(&nfs3_program, p, req, args, res));
+	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 }
 
 static void call(uint32_t proc, void *args, void *res)
 {
-	struct srv_req req = req_as(0, 0);
+	struct test_req req = req_as(0, 0);
 
 	call_as(&req, proc, args, res);
 }
@@ -326,7 +327,7 @@ static void test_bad_handles(void **state)
 
 static uint32_t access_as(uid_t uid, nfs_fh3 fh, uint32_t want)
 {
-	struct srv_req req = req_as(uid, uid);
+	struct test_req req = req_as(uid, uid);
 	ACCESS3args a = {.object = fh, .access = want};
 	ACCESS3res r;
 
@@ -358,7 +359,7 @@ static void test_access(void **state)
 			 ACCESS3_READ);
 
 	/* What ACCESS denies, the operation refuses. */
-	struct srv_req req = req_as(1000, 1000);
+	struct test_req req = req_as(1000, 1000);
 	READ3args ra = {.file = secret, .offset = 0, .count = 10};
 	READ3res rr;
 	call_as(&req, NFSPROC3_READ, &ra, &rr);
@@ -441,9 +442,9 @@ static void test_read(void **state)
 	assert_int_equal(r.READ3res_u.resok.data.data_len, RPC_MAX_IO);
 	assert_false(r.READ3res_u.resok.eof);
 	/* Over UDP, at the datagram-sized rtmax. */
-	struct srv_req udp = req_as(0, 0);
+	struct test_req udp = req_as(0, 0);
 	READ3args ua = {.file = big, .offset = 0, .count = BIG_SIZE};
-	udp.proto = IPPROTO_UDP;
+	udp.rpc.proto = IPPROTO_UDP;
 	call_as(&udp, NFSPROC3_READ, &ua, &r);
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.READ3res_u.resok.count, RPC_MAX_UDP_IO);
@@ -459,16 +460,16 @@ static void test_read(void **state)
  * its payload from a pipe; returns the payload the handler left. */
 static struct rpc_payload *read_piped(nfs_fh3 fh, uint64_t off, uint32_t count)
 {
-	struct srv_req req = req_as(0, 0);
+	struct test_req req = req_as(0, 0);
 	READ3args a = {.file = fh, .offset = off, .count = count};
 	READ3res r;
 
-	req.payload_pipe = true;
+	req.rpc.payload_pipe = true;
 	call_as(&req, NFSPROC3_READ, &a, &r);
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.READ3res_u.resok.count, count);
-	assert_non_null(req.payload);
-	return req.payload;
+	assert_non_null(req.rpc.payload);
+	return req.rpc.payload;
 }
 
 static void assert_big_bytes(const uint8_t *p, uint64_t off, size_t n)
@@ -770,7 +771,7 @@ static void test_readdirplus_paging(void **state)
  * handles or attributes, as the kernel would let it. */
 static void test_readdirplus_no_search(void **state)
 {
-	struct srv_req req = req_as(1000, 1000);
+	struct test_req req = req_as(1000, 1000);
 	READDIRPLUS3args a = {
 	    .dir = lookup_fh(root_fh, "rnox"), .dircount = 4096, .maxcount = 8192};
 	READDIRPLUS3res r;
@@ -936,8 +937,8 @@ static void test_fs_info(void **state)
 			 FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME);
 
 	/* Over UDP every reply must fit one datagram. */
-	struct srv_req udp = req_as(0, 0);
-	udp.proto = IPPROTO_UDP;
+	struct test_req udp = req_as(0, 0);
+	udp.rpc.proto = IPPROTO_UDP;
 	call_as(&udp, NFSPROC3_FSINFO, &ia, &ir);
 	assert_int_equal(ir.status, NFS3_OK);
 	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, RPC_MAX_UDP_IO);

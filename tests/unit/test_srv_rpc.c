@@ -17,11 +17,12 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "nfs.h"
+#include "serve.h"
 #include "test_fs.h"
 
 static char tmp_root[64], lower[128], upper[128], work[128], state_dir[128];
-static struct srv srv;
+static struct srv_daemon srv_d;
 static struct sockaddr_storage peer;
 
 /* ---- fixture ---- */
@@ -82,7 +83,7 @@ static int setup(void **state)
 	    file_in(lower, "sub/file") < 0)
 		return -1;
 	o.cfg.nthreads = 1;
-	rc = srv_open(&srv, &o, err, sizeof(err));
+	rc = srv_daemon_open(&srv_d, &o, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "srv_open: %s\n", err);
 		return -1;
@@ -97,7 +98,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	srv_close(&srv);
+	srv_daemon_close(&srv_d);
 	t_rm_rf(tmp_root);
 	return 0;
 }
@@ -224,8 +225,8 @@ static void parse_reply(const struct rpc_buf *b, struct parsed_reply *r)
 static void roundtrip(const uint8_t *call, size_t len, struct rpc_buf *reply,
 		      struct parsed_reply *r)
 {
-	assert_true(rpc_process(&srv, call, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, reply));
+	assert_true(rpc_process(srv_d.svc, call, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, reply));
 	parse_reply(reply, r);
 }
 
@@ -406,9 +407,9 @@ static void test_truncated_header(void **state)
 	(void)state;
 	/* No xid, or no message type: nothing to answer. */
 	for (size_t cut = 0; cut < 8; cut++)
-		assert_false(rpc_process(&srv, buf, cut, &peer,
-					    sizeof(struct sockaddr_in), IPPROTO_UDP,
-					    &reply));
+		assert_false(rpc_process(srv_d.svc, buf, cut, &peer,
+					 sizeof(struct sockaddr_in), IPPROTO_UDP,
+					 &reply));
 	/* A header cut anywhere after the message type: AUTH_ERROR. */
 	for (size_t cut = 8; cut < len; cut += 4) {
 		roundtrip(buf, cut, &reply, &r);
@@ -417,8 +418,8 @@ static void test_truncated_header(void **state)
 	}
 	/* An RPC reply sent to us is dropped. */
 	buf[7] = REPLY;
-	assert_false(rpc_process(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				    IPPROTO_UDP, &reply));
+	assert_false(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				 IPPROTO_UDP, &reply));
 	rpc_buf_free(&reply);
 }
 
@@ -426,7 +427,7 @@ static void test_truncated_header(void **state)
 
 static nfs_fh3 pub_handle(uint8_t fh[UN_FH_MAX])
 {
-	struct un_export *ux = srv.exports[0]->ux;
+	struct un_export *ux = srv_d.srv.exports[0]->ux;
 	struct un_obj *root, *pub;
 	nfs_fh3 h;
 
@@ -466,24 +467,24 @@ static void test_drc_replays_mkdir(void **state)
 	s.args_proc = (xdrproc_t)xdr_MKDIR3args;
 	s.args = &a;
 	len = build_call(&s, buf, sizeof(buf));
-	assert_true(rpc_process(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &first));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &first));
 	assert_int_equal(mkdir_status(&first), NFS3_OK);
-	assert_true(rpc_process(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(again.len, first.len);
 	assert_memory_equal(again.data, first.data, first.len);
 	/* Another client port is another client: executed, EXIST. */
 	struct sockaddr_storage other = peer;
 	((struct sockaddr_in *)&other)->sin_port = htons(701);
-	assert_true(rpc_process(&srv, buf, len, &other, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &other, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
 	/* A new xid is a new call. */
 	s.xid = 0x5151;
 	len = build_call(&s, buf, sizeof(buf));
-	assert_true(rpc_process(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
 	rpc_buf_free(&first);
 	rpc_buf_free(&again);
@@ -575,10 +576,11 @@ static void test_mnt_root(void **state)
 	assert_true(ok->fhandle.fhandle3_len <= 64);
 	assert_int_equal(ok->auth_flavors.auth_flavors_len, 1);
 	assert_int_equal(ok->auth_flavors.auth_flavors_val[0], AUTH_SYS);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &id),
 			 0);
-	assert_int_equal(export_id, un_export_id(srv.exports[0]->ux));
+	assert_int_equal(export_id, un_export_id(srv_d.srv.exports[0]->ux));
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	/* Slashes are normalised: "//" is "/". */
 	mnt("//", &reply, &res);
@@ -644,13 +646,15 @@ static void test_mnt_subdir(void **state)
 	(void)state;
 	mnt("/", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3_OK);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &root_id),
 			 0);
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	mnt("/sub//deeper/", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3_OK);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &id),
 			 0);
 	assert_true(id != root_id);
@@ -715,16 +719,19 @@ static void test_export_list(void **state)
 
 static void test_export_lookup(void **state)
 {
-	struct srv_req req = {.srv = &srv};
+	struct rpc_req rq = {0};
+	struct srv_req req = {.rpc = &rq, .srv = &srv_d.srv};
 
 	(void)state;
-	assert_non_null(srv_export_by_path(&srv, "/"));
-	assert_non_null(srv_export_by_path(&srv, "///"));
-	assert_null(srv_export_by_path(&srv, "/x"));
-	assert_null(srv_export_by_path(&srv, ""));
-	assert_ptr_equal(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux)),
-			 srv.exports[0]);
-	assert_null(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux) + 1));
+	assert_non_null(srv_export_by_path(&srv_d.srv, "/"));
+	assert_non_null(srv_export_by_path(&srv_d.srv, "///"));
+	assert_null(srv_export_by_path(&srv_d.srv, "/x"));
+	assert_null(srv_export_by_path(&srv_d.srv, ""));
+	assert_ptr_equal(
+	    srv_export_for_handle(&req, un_export_id(srv_d.srv.exports[0]->ux)),
+	    srv_d.srv.exports[0]);
+	assert_null(
+	    srv_export_for_handle(&req, un_export_id(srv_d.srv.exports[0]->ux) + 1));
 }
 
 static void test_arena(void **state)
