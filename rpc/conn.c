@@ -535,12 +535,20 @@ static void udp_send(struct call_job *j, const struct rpc_buf *reply)
 static void run_call_job(struct rpc_job *job)
 {
 	struct call_job *j = (struct call_job *)job;
-	int proto = j->conn ? IPPROTO_TCP : IPPROTO_UDP;
+	char addr[INET6_ADDRSTRLEN + 16];
+	struct rpc_from from = {&j->peer, j->peerlen, IPPROTO_TCP, addr};
 	struct rpc_buf reply = {0};
 	bool answer;
 
-	answer = rpc_process(j->loop->svc, j->call.data, j->call.len, &j->peer,
-				j->peerlen, proto, &reply);
+	/* A connection's address text is made once (rpc_conn_add); a
+	 * datagram's here. */
+	if (j->conn)
+		from.addr = j->conn->peer_addr;
+	else {
+		from.proto = IPPROTO_UDP;
+		rpc_addr_str(&j->peer, false, addr, sizeof(addr));
+	}
+	answer = rpc_process_from(j->loop->svc, j->call.data, j->call.len, &from, &reply);
 	if (j->conn) {
 		if (answer)
 			conn_send(j->conn, &reply);
@@ -812,6 +820,7 @@ void rpc_conn_add(struct rpc_loop *l, int fd, const struct sockaddr_storage *pee
 	c->loop = l;
 	memcpy(&c->peer, peer, peerlen);
 	c->peerlen = peerlen;
+	rpc_addr_str(peer, false, c->peer_addr, sizeof(c->peer_addr));
 	rpc_rm_init(&c->rm, RPC_MAX_RECORD);
 	pthread_mutex_init(&c->lock, NULL);
 	c->events = 0;

@@ -79,9 +79,8 @@ static int listen_family(const struct rpc_svc *s)
 {
 	struct in6_addr a6;
 
-	return s->bind_addr && inet_pton(AF_INET6, s->bind_addr, &a6) == 1
-		   ? AF_INET6
-		   : AF_INET;
+	return s->bind_addr && inet_pton(AF_INET6, s->bind_addr, &a6) == 1 ? AF_INET6
+									   : AF_INET;
 }
 
 static bool is_wildcard(const struct sockaddr_storage *ss)
@@ -252,9 +251,9 @@ static void pmap_do_dump(struct rpc_req *req, void *args, void *res)
 			l = rpc_arena_alloc(req->arena, sizeof(*l));
 			if (!l)
 				return; /* what fits */
-			l->pml_map =
-			    (struct pmap){svc->regs[i].prog->prog, svc->regs[i].prog->vers,
-					  (u_long)PROTOS[p], port_of(svc, &svc->regs[i])};
+			l->pml_map = (struct pmap){
+			    svc->regs[i].prog->prog, svc->regs[i].prog->vers,
+			    (u_long)PROTOS[p], port_of(svc, &svc->regs[i])};
 			l->pml_next = *head;
 			*head = l;
 		}
@@ -405,7 +404,8 @@ static void rpcb_do_getaddrlist(struct rpc_req *req, void *args, void *res)
 
 /* The uaddr U's address and port into SS (the listeners' family); false
  * when U is not one. */
-static bool uaddr_parse(const struct rpc_svc *s, const char *u, struct sockaddr_storage *ss)
+static bool uaddr_parse(const struct rpc_svc *s, const char *u,
+			struct sockaddr_storage *ss)
 {
 	const char *p2 = strrchr(u, '.'), *p1 = p2;
 	char host[INET6_ADDRSTRLEN];

@@ -230,6 +230,9 @@ struct rpc_req {
 	struct rpc_cred cred;
 	const struct sockaddr_storage *peer;
 	socklen_t peerlen;
+	/* PEER's address as text, without the port (rpc_addr_str); made once
+	 * a connection by the transport.  "-" when PEER is NULL. */
+	const char *peer_addr;
 	int proto; /* IPPROTO_TCP or IPPROTO_UDP */
 	uint32_t xid, prog, vers, proc;
 	struct rpc_arena *arena;
@@ -354,6 +357,17 @@ uint16_t rpc_svc_port(const struct rpc_svc *svc, uint32_t prog, uint32_t vers);
 bool rpc_process(struct rpc_svc *svc, const uint8_t *call, size_t len,
 		 const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
 		 struct rpc_buf *reply);
+/* Where a call came from, as the transport knows it. */
+struct rpc_from {
+	const struct sockaddr_storage *peer; /* NULL: unknown */
+	socklen_t peerlen;
+	int proto;
+	const char *addr; /* PEER's address as text (rpc_req.peer_addr) */
+};
+/* rpc_process for a transport that keeps FROM's address text (made once a
+ * connection). */
+bool rpc_process_from(struct rpc_svc *svc, const uint8_t *call, size_t len,
+		      const struct rpc_from *from, struct rpc_buf *reply);
 /* Runs CALL from the duplicate request cache's check to its encoded reply:
  * decodes the arguments, admits, runs the handler, encodes, counts.  For a
  * program's dispatcher, once. */

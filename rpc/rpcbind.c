@@ -115,9 +115,9 @@ bool rpc_rpcbind_register(const struct rpc_svc *svc)
 		ok = set_one(r->prog->prog, r->prog->vers, IPPROTO_TCP, port) && ok;
 		ok = set_one(r->prog->prog, r->prog->vers, IPPROTO_UDP, port) && ok;
 		if (used < sizeof(line))
-			used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s v%u %u",
-						 used ? ", " : "", r->prog->name,
-						 r->prog->vers, port);
+			used += (size_t)snprintf(line + used, sizeof(line) - used,
+						 "%s%s v%u %u", used ? ", " : "",
+						 r->prog->name, r->prog->vers, port);
 	}
 	if (ok)
 		rpc_log(RPC_LOG_INFO, "registered with rpcbind: %s", line);

@@ -632,13 +632,15 @@ static bool call_begin(struct rpc_call *c)
 	return c->proc != NULL;
 }
 
-bool rpc_process(struct rpc_svc *svc, const uint8_t *call, size_t len,
-		 const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
-		 struct rpc_buf *reply)
+bool rpc_process_from(struct rpc_svc *svc, const uint8_t *call, size_t len,
+		      const struct rpc_from *from, struct rpc_buf *reply)
 {
 	struct rpc_call c = {
 	    .svc = svc,
-	    .req = {.peer = peer, .peerlen = peerlen, .proto = proto},
+	    .req = {.peer = from->peer,
+		    .peerlen = from->peerlen,
+		    .peer_addr = from->addr,
+		    .proto = from->proto},
 	    .rec = call,
 	    .len = len,
 	    .v = {.kind = REPLY_NONE},
@@ -664,4 +666,16 @@ bool rpc_process(struct rpc_svc *svc, const uint8_t *call, size_t len,
 out_xdr:
 	xdr_destroy(&c.xdr);
 	return c.sent;
+}
+
+bool rpc_process(struct rpc_svc *svc, const uint8_t *call, size_t len,
+		 const struct sockaddr_storage *peer, socklen_t peerlen, int proto,
+		 struct rpc_buf *reply)
+{
+	char addr[INET6_ADDRSTRLEN + 16] = "-";
+	struct rpc_from from = {peer, peerlen, proto, addr};
+
+	if (peer)
+		rpc_addr_str(peer, false, addr, sizeof(addr));
+	return rpc_process_from(svc, call, len, &from, reply);
 }

@@ -45,7 +45,8 @@ struct rpc_conn {
 	struct rpc_loop *loop;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
-	struct rpc_rm rm;		/* the read turn's holder only */
+	char peer_addr[INET6_ADDRSTRLEN + 16]; /* PEER as text, no port */
+	struct rpc_rm rm;		       /* the read turn's holder only */
 	atomic_uint turns;		/* read turns ended: orders rm between holders */
 	struct rpc_conn *prev, *next;	/* l->conns or l->dead; loop thread only */
 	struct rpc_conn *aprev, *anext; /* l->by_addr chain; loop thread only */
@@ -67,8 +68,8 @@ struct rpc_conn {
 struct rpc_loop {
 	struct rpc_svc *svc;
 	struct rpc_loop_config cfg; /* services: the caller's, outliving the loop */
-	int epfd; /* the loop thread's */
-	int rdfd; /* the readers': connections, jobfd */
+	int epfd;		    /* the loop thread's */
+	int rdfd;		    /* the readers': connections, jobfd */
 	struct ev_source wake_src, jobs_src;
 	int wakefd; /* eventfd: rpc_loop_stop and note_conn */
 	int jobfd;  /* semaphore eventfd in rdfd: the pool's wakes */

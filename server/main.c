@@ -14,7 +14,7 @@
  * still override it) on a thread of its own that waits for the signal with
  * sigwait: every other thread blocks SIGHUP, so a reload never runs inside a
  * signal handler, and the new exports are swapped in by srv_reload
- * (exports/exports.c says how calls in flight stay safe).  A bad new file leaves the
+ * (exports/table.c says how calls in flight stay safe).  A bad new file leaves the
  * running exports alone and says why in the log.
  *
  * Under systemd (ops/notify.c) the service manager hears READY=1 where the parent

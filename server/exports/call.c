@@ -13,7 +13,7 @@ void srv_call_serve(struct srv *s, struct rpc_call *call, struct rpc_req *rq, bo
 	struct srv_req req = {.rpc = rq, .srv = s, .writes = writes};
 
 	rq->ctx = &req;
-	srv_exports_read_begin(s); /* exports found stay open (exports.c, 1) */
+	srv_exports_read_begin(s); /* exports found stay open (table.c, 1) */
 	rpc_call_run(call);
 	if (req.ex && s->counting)
 		srv_count_call(&req);

@@ -237,7 +237,8 @@ static void count_client(const struct srv_req *req)
 	struct srv_mclient *c;
 	unsigned char key[16];
 
-	if (!req->rpc->peer || !addr_key(req->rpc->peer, key) || !(t = clients_table(top)))
+	if (!req->rpc->peer || !addr_key(req->rpc->peer, key) ||
+	    !(t = clients_table(top)))
 		return;
 	c = chain_find(&t->chain[addr_hash(key)], key);
 	if (!c)
@@ -312,7 +313,8 @@ void srv_counts_export_free(struct srv_export *ex)
 
 bool srv_counts_export(const struct srv *s, const struct srv_export *ex, uint64_t v[3])
 {
-	const struct srv_xcount *x = atomic_load_explicit(&ex->mcount, memory_order_acquire);
+	const struct srv_xcount *x =
+	    atomic_load_explicit(&ex->mcount, memory_order_acquire);
 
 	if (!s->counting)
 		return false;
@@ -338,7 +340,8 @@ static void client_text(const struct srv_mclient *c, char *buf, size_t len)
 }
 
 void srv_counts_clients_each(const struct srv_export *ex,
-			     void (*fn)(void *arg, const char *client, const uint64_t v[3]),
+			     void (*fn)(void *arg, const char *client,
+					const uint64_t v[3]),
 			     void *arg)
 {
 	const struct srv_mclients *t =

@@ -182,9 +182,9 @@ bool srv_call_handler(const struct rpc_program *prog, const struct rpc_proc *p,
 	if (!same)
 		srv_ident_save(&saved);
 	if (!same && !srv_ident_take(cred) && srv_ident_unsafe(cred)) {
-		RPC_LOG_LIMITED(
-		    RPC_LOG_ERR, "xid %#x: cannot take uid %u gid %u on this thread",
-		    rq->xid, (unsigned)cred->uid, (unsigned)cred->gid);
+		RPC_LOG_LIMITED(RPC_LOG_ERR,
+				"xid %#x: cannot take uid %u gid %u on this thread",
+				rq->xid, (unsigned)cred->uid, (unsigned)cred->gid);
 		ok = false;
 	}
 	if (ok)

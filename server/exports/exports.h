@@ -2,7 +2,7 @@
 /* exports.h - the serving of exports (server/exports/): what it gives the
  * programs above it (NFS, MOUNT, NLM) and the operations room.
  *
- * The server object (exports.c: the state dir, the export table, the write
+ * The server object (table.c: the state dir, the export table, the write
  * verifier, the mount list; open, close, reload), the client unions of
  * per-client exports (unions.c) and their templates (template.c), the
  * client rules (access.c), a call's identity (cred.c), the call served
@@ -79,7 +79,6 @@ bool srv_template_expand(const char *t, const char *addr, const char *host, char
 int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_opts *src);
 void srv_export_opts_free(struct srv_export_opts *e);
 
-
 /* ---- the server: exports, state, mount list (server.c) ---- */
 
 struct srv_export_opts;
@@ -133,7 +132,8 @@ struct srv_export {
 	char *client_addr;	   /* the client's address and confirmed name */
 	char *client_host;	   /* (NULL: none), for a new stack (restack_one) */
 	uint64_t ux_serial;	   /* which open of it ux is (unions.c, rule 11) */
-	uint32_t id;		   /* its export id, known before it opens */
+	uint32_t id;		   /* its export id: an instance's known before it
+				    * opens, a fixed export's its union's */
 	enum srv_union_state state;
 	unsigned pins;		    /* calls using it (unions.c, rule 2) */
 	bool mounted;		    /* MNT since the last UMNT/UMNTALL */
@@ -397,9 +397,10 @@ static inline struct srv_req *srv_req_of(const struct rpc_req *rq)
 
 /* The dispatcher the programs of S share (as nfsd_dispatch is fs/nfsd's):
  * runs CALL (rpc_call_run) with a srv_req of its own on RQ->ctx, under the
- * exports' read lock (exports.c, rule 1), then counts it and drops its
+ * exports' read lock (table.c, rule 1), then counts it and drops its
  * pins.  WRITES: the call may write to the union (srv_req.writes). */
-void srv_call_serve(struct srv *s, struct rpc_call *call, struct rpc_req *rq, bool writes);
+void srv_call_serve(struct srv *s, struct rpc_call *call, struct rpc_req *rq,
+		    bool writes);
 
 /* ---- cred.c: the caller's identity on the worker thread ---- */
 
@@ -459,7 +460,7 @@ bool srv_access_admits(struct srv *s, const struct srv_export *ex,
  * ARG is the struct srv.  The port is not looked at. */
 bool srv_access_admits_conn(void *arg, const struct sockaddr_storage *peer);
 
-/* ---- exports.c: set-up and teardown ---- */
+/* ---- table.c: set-up and teardown ---- */
 
 /* Everything the server is configured with (server/args.c parses it); all
  * strings owned. */
@@ -514,7 +515,8 @@ bool srv_counts_client(const struct srv *s, const struct srv_export *ex, const c
  * for those beyond the cap) and its calls, bytes read and written, for FN.
  * Under the exports' read lock. */
 void srv_counts_clients_each(const struct srv_export *ex,
-			     void (*fn)(void *arg, const char *client, const uint64_t v[3]),
+			     void (*fn)(void *arg, const char *client,
+					const uint64_t v[3]),
 			     void *arg);
 /* Frees EX's counters (the export is being freed). */
 void srv_counts_export_free(struct srv_export *ex);

@@ -182,13 +182,14 @@ static bool client_dirs_expand(const struct srv_export *t, const char *host,
 				   sizeof(d->work));
 }
 
-/* What template T gives PEER, into D. */
+/* What template T gives the caller of RQ, into D. */
 static bool client_dirs(struct srv *s, const struct srv_export *t,
-			const struct sockaddr_storage *peer, struct client_dirs *d)
+			const struct rpc_req *rq, struct client_dirs *d)
 {
+	const struct sockaddr_storage *peer = rq->peer;
 	const char *host;
 
-	rpc_addr_str(peer, false, d->addr, sizeof(d->addr));
+	snprintf(d->addr, sizeof(d->addr), "%s", rq->peer_addr ? rq->peer_addr : "-");
 	d->named = template_uses(t, 'h') &&
 		   srv_peer_name(s->names, peer, d->host, sizeof(d->host));
 	host = d->named ? d->host : NULL;
@@ -520,7 +521,7 @@ static struct srv_export *find_id(struct srv_unions *u, uint32_t id)
 static bool id_taken(struct srv *s, const struct srv_export *i)
 {
 	for (size_t k = 0; k < s->nexports; k++)
-		if (s->exports[k]->ux && un_export_id(s->exports[k]->ux) == i->id)
+		if (s->exports[k]->ux && s->exports[k]->id == i->id)
 			return true;
 	return find_id(&s->unions, i->id) != NULL;
 }
@@ -540,10 +541,16 @@ static struct srv_export *victim_take(struct srv_unions *u)
 	return i;
 }
 
-static void instance_free(struct srv_export *i)
+/* Closes I's union, if it has one open. */
+static void instance_union_close(struct srv_export *i)
 {
 	if (i->ux)
-		un_export_close(i->ux);
+		instance_union_close(i);
+}
+
+static void instance_free(struct srv_export *i)
+{
+	instance_union_close(i);
 	free(i->made_upper);
 	free(i->made_work);
 	free(i->client_key);
@@ -558,8 +565,7 @@ static void instance_free(struct srv_export *i)
  * of its template's list. */
 static void instance_release(struct srv *s, struct srv_export *i)
 {
-	un_export_close(i->ux);
-	i->ux = NULL;
+	instance_union_close(i);
 	pthread_mutex_lock(&s->unions.lock);
 	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
@@ -693,7 +699,7 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 	struct stat st;
 	bool fresh;
 
-	if (!client_dirs(req->srv, t, req->rpc->peer, &d)) {
+	if (!client_dirs(req->srv, t, req->rpc, &d)) {
 		RPC_LOG_LIMITED(RPC_LOG_WARN,
 				"export %s: client %s: no union (no host name for %%h, "
 				"or a path too long)",
@@ -777,7 +783,7 @@ struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id
 	bool named;
 
 	for (size_t k = 0; k < s->nexports; k++)
-		if (s->exports[k]->ux && un_export_id(s->exports[k]->ux) == export_id)
+		if (s->exports[k]->ux && s->exports[k]->id == export_id)
 			return s->exports[k];
 	ex = instance_by_id(req, export_id);
 	/* Released, or not opened since the start: reopened only for its own
@@ -789,7 +795,7 @@ struct srv_export *srv_export_for_handle(struct srv_req *req, uint32_t export_id
 		named = t->clients.need_name &&
 			srv_peer_name(s->names, req->rpc->peer, host, sizeof(host));
 		if (srv_clients_match(&t->clients, req->rpc->peer, named ? host : NULL) &&
-		    client_dirs(s, t, req->rpc->peer, &d) && client_id(t, d.key) == export_id)
+		    client_dirs(s, t, req->rpc, &d) && client_id(t, d.key) == export_id)
 			ex = instance_get(req, t, false);
 	}
 	return ex;
@@ -816,7 +822,7 @@ void srv_export_unmounted(struct srv_req *req, struct srv_export *t)
 
 	for (size_t k = 0; req->rpc->peer && k < s->nexports; k++) {
 		if (s->exports[k]->ux || (t && s->exports[k] != t) ||
-		    !client_dirs(s, s->exports[k], req->rpc->peer, &d))
+		    !client_dirs(s, s->exports[k], req->rpc, &d))
 			continue;
 		pthread_mutex_lock(&s->unions.lock);
 		i = find_key(s->exports[k], d.key);
@@ -832,7 +838,7 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 	struct client_dirs d;
 	bool drop;
 
-	if (!i->parent || !client_dirs(s, i->parent, req->rpc->peer, &d))
+	if (!i->parent || !client_dirs(s, i->parent, req->rpc, &d))
 		return;
 	pthread_mutex_lock(&s->unions.lock);
 	/* only dirs this open made, when nothing else came to use them */
@@ -848,8 +854,7 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 	pthread_mutex_unlock(&s->unions.lock);
 	if (!drop)
 		return;
-	un_export_close(i->ux);
-	i->ux = NULL;
+	instance_union_close(i);
 	client_dirs_unmake(i, d.work);
 	pthread_mutex_lock(&s->unions.lock);
 	registry_del(&s->unions, i);
@@ -1011,7 +1016,7 @@ bool srv_export_is_callers(struct srv_req *req, const struct srv_export *ex)
 
 	if (!ex->parent)
 		return true;
-	if (req->rpc->peer && client_dirs(req->srv, ex->parent, req->rpc->peer, &d) &&
+	if (req->rpc->peer && client_dirs(req->srv, ex->parent, req->rpc, &d) &&
 	    strcmp(d.key, ex->client_key) == 0)
 		return true;
 	RPC_LOG_LIMITED(
@@ -1382,8 +1387,7 @@ static int instance_renew(struct srv *s, struct srv_export *i,
 	struct client_stack cs;
 	int rc = 0;
 
-	un_export_close(i->ux);
-	i->ux = NULL;
+	instance_union_close(i);
 	if (empty)
 		rc = dirs_empty(t, d, why, len);
 	if (rc == 0 && d->work[0] && (rc = client_stack(t->conf, d, &cs)) == 0) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* server.c - the server object: state dir, exports, write verifier, mounts.
+/* table.c - the server object: state dir, export table, write verifier,
+ * mounts.
  *
  * Design notes
  *
@@ -10,7 +11,7 @@
  *
  * Invariants:
  *  1. A call finds exports only while it holds exports_lock for reading
- *     (srv_exports_read_begin, taken by the dispatcher for the whole call), so
+ *     (srv_exports_read_begin, taken by srv_call_serve for the whole call), so
  *     every export, rule and instance it found stays open until its reply is
  *     encoded.  srv_reload opens every new export before taking the lock for
  *     writing, swaps the table and the rules of kept exports under it, and
@@ -239,6 +240,8 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo, bool rel
 		goto fail;
 	if (!srv_export_per_client(eo))
 		rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
+	if (rc == 0)
+		ex->id = un_export_id(ex->ux);
 	else
 		rc = template_check(eo, err, errlen);
 	if (rc < 0)
@@ -595,6 +598,7 @@ static void reload_entry_swap(struct srv *s, struct srv_export *ex,
 	e->conf = conf;
 	if (e->ux) {
 		ex->ux = e->ux;
+		ex->id = un_export_id(ex->ux);
 		e->ux = ux;
 		e->commit = un_export_commit_take(ex->ux);
 		un_stack_retire(e->commit); /* before any call uses it */
