@@ -10,7 +10,7 @@
  *     a local buffer and written with a single write(2) (log_line).
  *  2. A line that a client can cause, or that a fault can repeat on every
  *     call, goes through a limit of its own (rpc_log_limited,
- *     RPC_LOG_LIMITED in srv.h): a few lines per window of seconds, then
+ *     RPC_LOG_LIMITED in rpc.h): a few lines per window of seconds, then
  *     silence counted (rpc_log_limit_pass_at), and the first line of a later
  *     window carries the count.
  */

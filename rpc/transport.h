@@ -7,7 +7,7 @@
  * the workers, its calls, its out queue and sending, its close); listen.c
  * binds the ports, admits connections under the limits and reads
  * datagrams; loop.c runs the loop thread and gives the workers their
- * epoll instance.  rpc.c turns each record into a reply (rpc_process).
+ * epoll instance.  svc.c turns each record into a reply (rpc_process).
  * Prototypes are grouped by the file that defines them.
  */
 #ifndef RPC_TRANSPORT_H

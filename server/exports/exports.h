@@ -79,7 +79,7 @@ bool srv_template_expand(const char *t, const char *addr, const char *host, char
 int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_opts *src);
 void srv_export_opts_free(struct srv_export_opts *e);
 
-/* ---- the server: exports, state, mount list (server.c) ---- */
+/* ---- the server: exports, state, mount list (table.c) ---- */
 
 struct srv_export_opts;
 struct srv_req;
@@ -199,11 +199,11 @@ struct srv_config {
 	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
 	 * seconds an unmounted one stays open unused, 0 never released. */
 	unsigned max_client_unions, client_union_idle;
-	/* NLM (nlm_proc.c): its own port (0: pick one); caps on locks, waiters
+	/* NLM (lockd/nlm_proc.c): its own port (0: pick one); caps on locks, waiters
 	 * and share reservations per client host and in all (0: none). */
 	uint16_t nlm_port;
 	size_t nlm_max_locks_per_host, nlm_max_locks;
-	/* NSM (nsm.c): its own port (0: pick one); seconds of grace after a
+	/* NSM (lockd/nsm.c): its own port (0: pick one); seconds of grace after a
 	 * restart that found client hosts recorded (0: none). */
 	uint16_t nsm_port;
 	unsigned grace_period;
@@ -222,7 +222,7 @@ struct srv_config {
 
 struct srv_names; /* host names of client addresses, cached (access.c) */
 
-/* Concurrency (server.c, design notes): the export table may be replaced by
+/* Concurrency (table.c, design notes): the export table may be replaced by
  * srv_reload while workers serve.  Every call holds exports_lock for reading
  * from before its header is decoded until its reply is encoded
  * (srv_exports_read_begin/end), so an export it found stays open for it; the

@@ -46,7 +46,7 @@
 
 #include "nlm.h"
 #include "nsm_prot.h"	   /* SM_PROG, SM_VERS, SM_NOTIFY */
-#include <rpc/pmap_prot.h> /* after rpc.h (srv.h): it needs XDR */
+#include <rpc/pmap_prot.h> /* after rpc.h: it needs XDR */
 
 #define QUEUE_MAX	  4096
 #define GRANT_TRIES	  3

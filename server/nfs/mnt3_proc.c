@@ -4,7 +4,7 @@
  * MNT turns an export path into the export's root file handle, for a caller
  * the export's client rules admit (access.c), and for a per-client export
  * into the root of the caller's own union, opened on its first MNT
- * (server.c); EXPORT lists what the caller may mount.  The mount list
+ * (exports/table.c); EXPORT lists what the caller may mount.  The mount list
  * (DUMP, UMNT, UMNTALL) is advisory bookkeeping, as in every server: clients
  * never rely on it, so it lives in memory only and is capped.  Results are
  * built in the call's arena.

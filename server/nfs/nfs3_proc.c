@@ -2,7 +2,7 @@
 /* nfs3_proc.c - the NFSv3 program: its procedure table and handlers.
  *
  * A handler takes decoded arguments and a zeroed result, asks the union engine,
- * and fills the result; it never sees XDR or a socket (the dispatcher in rpc.c
+ * and fills the result; it never sees XDR or a socket (the dispatcher in rpc/svc.c
  * does that from the table at the bottom of this file).  Reply data lives in
  * the request's arena.  Errors from the engine become statuses through
  * nfs3_status_from_errno only; the statuses that have no errno

@@ -147,13 +147,13 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res);
 /* ---- nfs3_wire.c: wire code written by hand (the rest is rpcgen's) ---- */
 /* WRITE's arguments as xdr_WRITE3args decodes them but for the data: its
  * bytes stay in the call record (xdr_inline), which outlives the arguments
- * (rpc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:
+ * (rpc/svc.c, 3), instead of a buffer the decoder allocates, zeroes and fills:
  * two passes over every byte written less.  A stream that cannot lend its
  * bytes (xdrmem over an unaligned buffer) gets the copy; XDR_FREE frees
  * only a copy, as W->lent says which it is. */
 bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w);
 /* READ's results as xdr_READ3res encodes them, but for the data's bytes,
- * which the reply carries as its payload (rpc.c, 7). */
+ * which the reply carries as its payload (rpc/svc.c, 7). */
 bool_t nfs3_xdr_read_res(XDR *x, READ3res *r);
 /* READDIR's and READDIRPLUS's results as rpcgen encodes them, in one loop
  * over the entries instead of one recursion each. */

@@ -12,11 +12,11 @@
  *     decoded or encoded as xdr_<TYPE> would, which the unit tests check
  *     reply by reply (test_srv_nfs3.c).
  *  2. WRITE's data is lent, not copied: nfs3_xdr_write_args points the
- *     arguments into the call record, which outlives them (rpc.c, 3), and
+ *     arguments into the call record, which outlives them (rpc/svc.c, 3), and
  *     XDR_FREE frees only a copy (the lent flag beside them says which).
  *  3. READ's data is not encoded: nfs3_xdr_read_res writes the opaque's
  *     length and the transport sends the bytes from the request's payload
- *     (rpc.c, 7).
+ *     (rpc/svc.c, 7).
  *  4. A directory entry is written with one XDR_PUTBYTES from a buffer of
  *     NFS3_ENTRYPLUS3_MAX bytes (nfs3_xdr_entry3, nfs3_xdr_entryplus3); an
  *     entry that could not fit (a name or handle over the limits) goes
@@ -63,7 +63,7 @@ bool_t nfs3_xdr_write_args(XDR *x, struct nfs3_write_args *w)
 
 /* READ's results as xdr_READ3res encodes them but for the data's bytes: the
  * opaque's length is written here, its bytes go out from the request's
- * payload (set on NFS3_OK only), not copied into the reply (rpc.c, 7). */
+ * payload (set on NFS3_OK only), not copied into the reply (rpc/svc.c, 7). */
 bool_t nfs3_xdr_read_res(XDR *x, READ3res *r)
 {
 	READ3resok *ok = &r->READ3res_u.resok;

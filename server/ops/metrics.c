@@ -1,47 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* metrics.c - the server's counters, and the HTTP endpoint that shows them
- * in Prometheus' text format (--metrics=ADDR:PORT).
+/* metrics.c - the server's counters in Prometheus' text format, and the
+ * HTTP endpoint that shows them (--metrics=ADDR:PORT).
  *
  * Design notes
  *
- * Counting must cost a call next to nothing, GETATTR's included, so nothing
- * a call counts is shared between the threads that run calls:
- *  1. Each thread that runs calls has a struct of counters of its own
- *     (struct srv_mthread), made on its first call and kept until the
- *     metrics stop; it alone stores to it, with a relaxed load and store
- *     (own_inc): no read-modify-write, no lock, no cache line another
- *     writer touches.  The scrape sums the threads' structs with relaxed
- *     loads; a sum may miss a call that ends meanwhile, as any snapshot
- *     does, but never tears a counter (each is one 64-bit word).
- *  2. Per export (and per client union), the counters are an array of
- *     slots, one cache line each, made on the export's first counted call:
- *     each worker thread owns one slot (its xslot, 1..nthreads).  A thread
- *     beyond the pool's (none runs calls today) shares slot 0 with atomic
- *     adds.  The array is freed with the export; a released client union
- *     takes its series with it, and a reopened one starts again from zero,
- *     which Prometheus reads as a counter reset.  So the series of client
- *     unions are bounded by --max-client-unions.
- *  3. Latency is a fixed histogram of SRV_M_BUCKETS bounds (10 us to 1 s),
- *     counted per bucket (not cumulated) and cumulated at the scrape; two
- *     clock_gettime calls a call (the vDSO: no system call).
- *  4. The engine's counters (union.h, struct un_stats) are read at the
- *     scrape; the engine knows nothing of this format.
- *  5. With --metrics off srv->metrics is NULL and a call costs one test.
- *  6. Per client, the counters are kept by (export, client address): a
- *     record of three counters (a cache line) for each address that made
- *     an NFS call, on the export's table (a client union's calls count on
- *     its template's), added to with relaxed atomic adds: a client's calls
- *     run on any thread.  The table is a hash whose chains only grow and
- *     are read without a lock (a record is published with a release store
- *     of its chain's head); its mutex is taken only to add a record, on a
- *     client's first call.  At most SRV_M_CLIENTS records an export; the
- *     calls of addresses beyond them count on one record, "other".  The
- *     records live as long as the export, so a client that comes back
- *     continues its series, and the memory is bounded by the cap.
+ * This file counts nothing: it reads what the counted code keeps, as
+ * fs/nfsd/stats.c reads what nfsd counts.
+ *  1. Calls by program and procedure (calls, time, a latency histogram
+ *     cumulated here at the scrape, errors by status) and the transport's
+ *     gauges: the RPC layer's (rpc/count.c, rpc_counts_proc and
+ *     rpc_counts_transport), by the registry's order of programs.
+ *  2. Calls and bytes per export, client union and client address: the
+ *     exports' (server/exports/count.c, srv_counts_export and
+ *     srv_counts_clients_each).
+ *  3. The engine's counters (union.h, struct un_stats), which know nothing
+ *     of this format.
  *
- * Counting is on with --metrics or the control socket (ctl.c, whose
- * `stats` reads the same page through srv_metrics_text); the HTTP side
- * runs only with --metrics.
+ * Counting is switched on (srv_metrics_start) with --metrics or the control
+ * socket (ctl.c, whose `stats` reads the same page through
+ * srv_metrics_text); the HTTP side runs only with --metrics.  Off, a call
+ * costs one test in each counting place.
  *
  * The HTTP side is libmicrohttpd's, on its own thread: GET /metrics gets
  * the text, anything else 404.  The scrape takes the export table's read

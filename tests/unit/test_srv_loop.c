@@ -766,7 +766,7 @@ static void test_read_data(void **state)
 }
 
 /* The same over the splice path, which loopback peers do not take unless a
- * test asks (rpc.c, invariant 8). */
+ * test asks (rpc/svc.c, invariant 8). */
 static void test_read_data_spliced(void **state)
 {
 	rpc_test_splice_loopback(true);

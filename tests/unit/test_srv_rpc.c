@@ -715,7 +715,7 @@ static void test_export_list(void **state)
 	rpc_buf_free(&reply);
 }
 
-/* ---- helpers of server.c ---- */
+/* ---- helpers of exports/table.c ---- */
 
 static void test_export_lookup(void **state)
 {
