@@ -11,8 +11,8 @@
  *  1. Each thread that runs calls has a struct of counters of its own
  *     (struct rpc_cthread), made on its first call and kept until the
  *     counters are freed; it alone stores to it, with a relaxed load and
- *     store (own_add): no read-modify-write, no lock, no cache line another
- *     writer touches.  A reader sums the threads' structs with relaxed
+ *     store (rpc_count_own_add): no read-modify-write, no lock, no cache
+ *     line another writer touches.  A reader sums the threads' structs with relaxed
  *     loads; a sum may miss a call that ends meanwhile, as any snapshot
  *     does, but never tears a counter (each is one 64-bit word).
  *  2. Latency is a fixed histogram of RPC_COUNT_BUCKETS bounds (10 us to
@@ -57,18 +57,6 @@ static _Thread_local struct {
 	struct rpc_cthread *t;
 } mine;
 static atomic_ulong starts;
-
-/* Adds N to a counter only this thread stores to (note 1). */
-static void own_add(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
-
-static uint64_t rd(const _Atomic uint64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
 
 static uint64_t now_ns(void)
 {
@@ -140,7 +128,7 @@ void rpc_count_begin(struct rpc_svc *svc, struct rpc_ccall *cc)
 	cc->t = thread_counts(svc->counts);
 	if (!cc->t)
 		return;
-	own_add(&cc->t->begun, 1);
+	rpc_count_own_add(&cc->t->begun, 1);
 	cc->t0 = now_ns();
 }
 
@@ -177,16 +165,16 @@ void rpc_count_end(struct rpc_ccall *cc, size_t pi, const struct rpc_program *pr
 		return;
 	ns = now_ns() - cc->t0;
 	cp = &t->proc[pi][p - prog->procs];
-	own_add(&cp->calls, 1);
-	own_add(&cp->ns, ns);
+	rpc_count_own_add(&cp->calls, 1);
+	rpc_count_own_add(&cp->ns, ns);
 	while (b < RPC_COUNT_BUCKETS && ns > rpc_count_bucket_ns[b])
 		b++;
 	if (b < RPC_COUNT_BUCKETS)
-		own_add(&cp->bucket[b], 1);
+		rpc_count_own_add(&cp->bucket[b], 1);
 	st = status_slot(prog, p, res, accept);
 	if (st >= 0)
-		own_add(&cp->errors[st], 1);
-	own_add(&t->ended, 1);
+		rpc_count_own_add(&cp->errors[st], 1);
+	rpc_count_own_add(&t->ended, 1);
 }
 
 void rpc_count_drc_hit(struct rpc_svc *svc)
@@ -194,7 +182,7 @@ void rpc_count_drc_hit(struct rpc_svc *svc)
 	struct rpc_cthread *t = svc->counts ? thread_counts(svc->counts) : NULL;
 
 	if (t)
-		own_add(&t->drc_hits, 1);
+		rpc_count_own_add(&t->drc_hits, 1);
 }
 
 void rpc_counts_proc(const struct rpc_svc *svc, size_t pi, size_t proc,
@@ -206,12 +194,12 @@ void rpc_counts_proc(const struct rpc_svc *svc, size_t pi, size_t proc,
 	for (struct rpc_cthread *t = atomic_load(&svc->counts->threads); t; t = t->next) {
 		const struct rpc_cproc *cp = &t->proc[pi][proc];
 
-		out->calls += rd(&cp->calls);
-		out->ns += rd(&cp->ns);
+		out->calls += rpc_count_read(&cp->calls);
+		out->ns += rpc_count_read(&cp->ns);
 		for (size_t b = 0; b < RPC_COUNT_BUCKETS; b++)
-			out->bucket[b] += rd(&cp->bucket[b]);
+			out->bucket[b] += rpc_count_read(&cp->bucket[b]);
 		for (size_t e = 0; e < RPC_COUNT_STATUSES; e++)
-			out->errors[e] += rd(&cp->errors[e]);
+			out->errors[e] += rpc_count_read(&cp->errors[e]);
 	}
 }
 
@@ -222,9 +210,9 @@ void rpc_counts_calls(const struct rpc_svc *svc, uint64_t *begun, uint64_t *ende
 	if (!svc->counts)
 		return;
 	for (struct rpc_cthread *t = atomic_load(&svc->counts->threads); t; t = t->next) {
-		*begun += rd(&t->begun);
-		*ended += rd(&t->ended);
-		*drc_hits += rd(&t->drc_hits);
+		*begun += rpc_count_read(&t->begun);
+		*ended += rpc_count_read(&t->ended);
+		*drc_hits += rpc_count_read(&t->drc_hits);
 	}
 }
 

@@ -433,6 +433,18 @@ void rpc_drc_done(struct rpc_drc *d, const struct rpc_drc_key *k,
 #define RPC_COUNT_STATUSES   33
 /* The upper bounds of the latency buckets, in ns (10 us to 1 s). */
 extern const uint64_t rpc_count_bucket_ns[RPC_COUNT_BUCKETS];
+/* Adds N to a counter only the calling thread stores to: a relaxed load
+ * and store, no read-modify-write, no lock (count.c, note 1). */
+static inline void rpc_count_own_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+/* A counter as another thread reads it: never torn, maybe a call behind. */
+static inline uint64_t rpc_count_read(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
 /* One procedure's sums over every thread. */
 struct rpc_proc_sums {
 	uint64_t calls, ns;

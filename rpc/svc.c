@@ -45,6 +45,12 @@
  *     host then copies from page-cache pages no CPU cache holds, which is
  *     slower than the server's own copy from a reused buffer
  *     (payload_may_pipe; bench/README.md, GETATTR, LOOKUP and READ).
+ *  9. A call whose program and procedure were found runs rpc_call_run once,
+ *     from its program's dispatcher (or bare, without one), and its reply
+ *     is encoded inside it, while what the dispatcher holds around it (the
+ *     exports' lock, the pins of the unions the results point into) still
+ *     holds; the arguments and the arena are freed after the dispatcher
+ *     returned (rpc_process asserts it ran).
  */
 #include <assert.h>
 #include <errno.h>

@@ -9,8 +9,8 @@
  *     slots, one cache line each, made on the export's first counted call:
  *     each worker thread owns one slot (its slot, 1..nthreads, taken on its
  *     first counted call: thread_slot), stored to with a relaxed load and
- *     store (own_add).  A thread beyond the pool's shares slot 0 with
- *     atomic adds.  The array is freed with the export; a released client
+ *     store (rpc_count_own_add).  A thread beyond the pool's shares slot 0
+ *     with atomic adds.  The array is freed with the export; a released client
  *     union takes its series with it, and a reopened one starts again from
  *     zero, which Prometheus reads as a counter reset.  So the series of
  *     client unions are bounded by --max-client-unions.
@@ -64,18 +64,6 @@ static _Thread_local struct {
 	unsigned slot;
 } mine;
 static atomic_ulong starts;
-
-/* Adds N to a counter only this thread stores to (note 1). */
-static void own_add(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
-
-static uint64_t rd(const _Atomic uint64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
 
 /* Slots of an export's array: one a worker, and the shared slot 0. */
 static unsigned slot_count(const struct srv *s)
@@ -138,11 +126,11 @@ static void count_export(const struct srv_req *req)
 		return;
 	}
 	x += slot;
-	own_add(&x->calls, 1);
+	rpc_count_own_add(&x->calls, 1);
 	if (req->bytes_read)
-		own_add(&x->bytes_read, req->bytes_read);
+		rpc_count_own_add(&x->bytes_read, req->bytes_read);
 	if (req->bytes_written)
-		own_add(&x->bytes_written, req->bytes_written);
+		rpc_count_own_add(&x->bytes_written, req->bytes_written);
 }
 
 /* ---- per client (note 3) ---- */
@@ -254,9 +242,9 @@ static void count_client(const struct srv_req *req)
 
 static void client_sums(const struct srv_mclient *c, uint64_t v[3])
 {
-	v[0] = rd(&c->calls);
-	v[1] = rd(&c->bytes_read);
-	v[2] = rd(&c->bytes_written);
+	v[0] = rpc_count_read(&c->calls);
+	v[1] = rpc_count_read(&c->bytes_read);
+	v[2] = rpc_count_read(&c->bytes_written);
 }
 
 bool srv_counts_client(const struct srv *s, const struct srv_export *ex, const char *host,
@@ -320,9 +308,9 @@ bool srv_counts_export(const struct srv *s, const struct srv_export *ex, uint64_
 		return false;
 	v[0] = v[1] = v[2] = 0;
 	for (unsigned i = 0; x && i < slot_count(s); i++) {
-		v[0] += rd(&x[i].calls);
-		v[1] += rd(&x[i].bytes_read);
-		v[2] += rd(&x[i].bytes_written);
+		v[0] += rpc_count_read(&x[i].calls);
+		v[1] += rpc_count_read(&x[i].bytes_read);
+		v[2] += rpc_count_read(&x[i].bytes_written);
 	}
 	return true;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nfs3_proc.c - the NFSv3 program: its procedure table and handlers.
  *
- * A handler takes decoded arguments and a zeroed result, asks the union engine,
- * and fills the result; it never sees XDR or a socket (the dispatcher in rpc/svc.c
- * does that from the table at the bottom of this file).  Reply data lives in
+ * A handler takes decoded arguments and a zeroed result, asks the union
+ * engine, and fills the result; it never sees XDR or a socket (rpc/svc.c's
+ * rpc_call_run does that from the table at the bottom of this file, run by
+ * the program's dispatcher, nfs3_dispatch, inside srv_call_serve).  Reply data lives in
  * the request's arena.  Errors from the engine become statuses through
  * nfs3_status_from_errno only; the statuses that have no errno
  * (NFS3ERR_BAD_COOKIE, NFS3ERR_TOOSMALL here, NFS3ERR_NOT_SYNC and

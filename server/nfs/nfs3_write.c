@@ -24,7 +24,7 @@
  *     leaves before the sync.  `committed` is what the engine says, never
  *     what the client asked.
  *  4. Identity: every handler runs with the caller's filesystem identity
- *     (the dispatcher sets it, cred.c), so new objects get the caller's uid
+ *     (the program's invoke sets it: exports/cred.c), so new objects get the caller's uid
  *     and gid and the kernel's setgid-directory rule, and the kernel checks
  *     what the caller does to an object: SETATTR, WRITE, the truncation of
  *     an UNCHECKED CREATE (the engine checks the merged attributes first so
