@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* listen.c - the listeners: the NFS and MOUNT ports bound for TCP and UDP,
- * TCP connections accepted and admitted under the limits, UDP datagrams read
- * into calls.  All of it runs on the loop thread (loop.c dispatches to it).
+/* listen.c - the listeners: the ports of the services the server names
+ * (rpc_loop_config.services) bound for TCP and UDP, TCP connections accepted
+ * and admitted under the limits, UDP datagrams read into calls.  All of it
+ * runs on the loop thread (loop.c dispatches to it).
  *
  * Any host that reaches the port could otherwise open connections until the
  * process has no descriptor left, and then no client is served and no MNT
@@ -9,8 +10,9 @@
  *
  * Rules:
  *  1. A connection from an address that no client rule of any export could
- *     admit is closed as soon as it is accepted (admit_conn, through
- *     srv_access_admits_conn): it costs a descriptor for no time at all.
+ *     admit is closed as soon as it is accepted (admit_conn, through the
+ *     loop's admit_conn hook, the exports' srv_access_admits_conn): it costs
+ *     a descriptor for no time at all.
  *     (No port here must answer everyone, not even the built-in portmapper's
  *     111: a host that may mount nothing needs no port numbers.)
  *  2. At most l->max_conns connections are open, and at most
@@ -21,8 +23,9 @@
  *     none is idle the new one is refused.  The default cap is the
  *     descriptor limit less a reserve (conn_room) for what else holds
  *     descriptors: the lookup cache (a quarter of the limit, union/rcache.c),
- *     the payload pipes (an eighth, arena.c), the client unions (an eighth,
- *     unions.c), each worker's open file, the listeners, and the spare
+ *     the payload pipes (an eighth, arena.c), the server's own part
+ *     (fds_kept_divisor: an eighth for the client unions,
+ *     server/exports/unions.c), each worker's open file, the listeners, and the spare
  *     descriptor of shed_conns.
  *  3. A connection idle for idle_timeout seconds is closed by the sweep
  *     (rpc_conns_sweep_idle) the loop thread runs between batches every

@@ -33,7 +33,7 @@ struct ev_source {
 struct listener {
 	struct ev_source src;
 	int fd;
-	const char *service; /* "nfs" or "mount": for log lines */
+	const char *service; /* its service's name: for log lines */
 };
 
 struct outbuf;
@@ -131,7 +131,8 @@ void rpc_batch_add(struct batch *b, struct call_job *j);
 
 /* ---- listen.c: listeners, admission and limits ---- */
 
-/* Binds and registers the TCP and UDP listeners of the NFS and MOUNT ports. */
+/* Binds and registers the TCP and UDP listeners of every service named
+ * (ports an earlier service bound are shared), then port 111 if asked. */
 int rpc_listen_bind(struct rpc_loop *l, char *err, size_t errlen);
 /* Accepts what waits on LIS, each connection admitted or refused (rules 1, 2). */
 void rpc_listen_accept(struct rpc_loop *l, struct listener *lis);
