@@ -238,12 +238,10 @@ static int export_open(struct srv *s, const struct srv_export_opts *eo, bool rel
 	rc = export_clients(eo, &ex->clients, err, errlen);
 	if (rc < 0)
 		goto fail;
-	if (!srv_export_per_client(eo))
-		rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen);
-	if (rc == 0)
-		ex->id = un_export_id(ex->ux);
-	else
+	if (srv_export_per_client(eo))
 		rc = template_check(eo, err, errlen);
+	else if ((rc = un_export_open(s->state, &cfg, &ex->ux, err, errlen)) == 0)
+		ex->id = un_export_id(ex->ux);
 	if (rc < 0)
 		goto fail;
 	*out = ex;

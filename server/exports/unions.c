@@ -545,7 +545,8 @@ static struct srv_export *victim_take(struct srv_unions *u)
 static void instance_union_close(struct srv_export *i)
 {
 	if (i->ux)
-		instance_union_close(i);
+		un_export_close(i->ux);
+	i->ux = NULL;
 }
 
 static void instance_free(struct srv_export *i)
