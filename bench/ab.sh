@@ -13,11 +13,13 @@
 # operation of each build and its ratio to the first one's.
 #
 # Env: N=8 rounds; ROWS="getattr lookup readdirplus read" (of those, and
-# mgetattr, mreaddirplus: GETATTR of 10,000 merged directories and whole
-# listings of a directory of 10,000 merged ones, each made in the lower
-# layer and in every build's upper); TMPDIR (default /var/tmp) for the
-# data: 10,000 files, 100,000 names and a 1 GiB file; PORT (default 31000):
-# the first of the loopback ports taken, 10 a build.  Root not needed.
+# write: 256 MiB of sequential WRITE+COMMIT into a new file of the upper,
+# removed after each run; mgetattr, mreaddirplus: GETATTR of 10,000 merged
+# directories and whole listings of a directory of 10,000 merged ones, each
+# made in the lower layer and in every build's upper); TMPDIR (default
+# /var/tmp) for the data: 10,000 files, 100,000 names and a 1 GiB file;
+# PORT (default 31000): the first of the loopback ports taken, 10 a build.
+# Root not needed.
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: ab.sh NFS_BENCH NAME=UNION_NFSD NAME=UNION_NFSD..." >&2; exit 2; }
 NB=$1
@@ -40,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 # the data: bench/run.sh's plain layout (nfs_bench checks sizes and names)
-mkdir -p "$D/lower/attr" "$D/lower/big" "$D/lower/seq"
+mkdir -p "$D/lower/attr" "$D/lower/big" "$D/lower/seq" "$D/lower/wr"
 python3 - "$D/lower" <<'PY'
 import sys
 r = sys.argv[1]
@@ -89,6 +91,7 @@ for i in $(seq "$N"); do
 		mgetattr) args=(--depth=32 --dir=mattr --files=10000 --count=400000 --dirs getattr) ;;
 		mreaddirplus) args=(--dir=mbig --files=10000 --passes=100 readdirplus) ;;
 		read) args=(--depth=16 --dir=seq --name=data --size=1073741824 read) ;;
+		write) args=(--depth=16 --dir=wr --name=seq --size=268435456 write) ;;
 		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
 		esac
 		for s in "${NAMES[@]}"; do
@@ -96,6 +99,7 @@ for i in $(seq "$N"); do
 				--pid="${PID[$s]}" "${args[@]}" 2>&1 | grep '^RESULT') ||
 				{ echo "ab.sh: $s $w failed" >&2; exit 1; }
 			echo "$i $w $s $out" | tee -a "$D/results"
+			[ "$w" != write ] || rm -f "$D/$s/up/wr/seq"
 		done
 	done
 done

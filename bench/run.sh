@@ -38,7 +38,7 @@
 # change, and with a syncfs shared by the changes in flight (kernel_pairs).
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
-# which this data set exceeds: see README.md).
+# which this data set exceeds: see bench/README.md).
 # The lockpairs row speaks NLM: every union-nfsd gets an NLM port of its own;
 # Ganesha's lock manager (NLM_Port 32803) needs a status monitor, a private
 # rpc.statd on the private rpcbind (it refuses every LOCK, NLM4_DENIED_NOLOCKS,
@@ -332,7 +332,7 @@ CONF
 # row, or (apart, the default) on in a second Ganesha for the lockpairs
 # row only, so that gan's other rows run the Ganesha they always ran
 # (whether NLM changes them could not be told apart from Ganesha's own
-# swings on this machine: README.md, "LOCK+UNLOCK").
+# swings on this machine: bench/README.md, "LOCK+UNLOCK (NLM)").
 start_ganeshas() {
 	start_rpcbind
 	if [ "$GANESHA_NLM" != off ] && ! command -v rpc.statd >/dev/null; then

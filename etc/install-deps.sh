@@ -28,7 +28,7 @@ set -euo pipefail
 # server tells systemd when it is ready (sd_notify, the unit's Type=notify);
 # file and dpkg-dev (dpkg-shlibdeps; build-essential brings it) let
 # `cpack -G DEB` compute the package's Depends.  libmicrohttpd-dev: the
-# --metrics endpoint's HTTP server (server/metrics.c).  libjansson-dev: the
+# --metrics endpoint's HTTP server (server/ops/metrics.c).  libjansson-dev: the
 # control socket's JSON replies (server/ctl.c) and union-nfsctl (ctl/).
 BUILD=(
 	build-essential cmake pkg-config rpcsvc-proto

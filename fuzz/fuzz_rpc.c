@@ -2,7 +2,7 @@
 /* fuzz_rpc.c - feeds untrusted bytes to the real decode-and-dispatch path.
  *
  * The first input byte chooses the entry point: even, the rest is one RPC
- * call record handed to srv_rpc_handle (call header, credentials, argument
+ * call record handed to rpc_process (call header, credentials, argument
  * decoding, every NFSv3, MOUNT, NLM, NSM and portmapper handler); odd, the rest is a TCP
  * byte stream fed to the record-marking reader, in chunks whose sizes come from the
  * stream itself.  The server serves one writable union over temp dirs, made once per
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "srv.h"
+#include "serve.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FH_PLACEHOLDER_LEN 32
 #define FH_OBJECTS	   4
 
-static struct srv fuzz_srv;
+static struct srv_daemon fuzz_srv_d;
 static struct sockaddr_storage fuzz_peer;
 static char fuzz_root[] = "/tmp/fuzz_rpc.XXXXXX";
 static uint8_t fuzz_fh[FH_OBJECTS][UN_FH_MAX];
@@ -80,7 +80,7 @@ static void mint_handles(void)
 {
 	static const char *paths[FH_OBJECTS][2] = {
 	    {NULL, NULL}, {"a", NULL}, {"d", NULL}, {"d", "b"}};
-	struct un_export *ux = fuzz_srv.exports[0]->ux;
+	struct un_export *ux = fuzz_srv_d.srv.exports[0]->ux;
 
 	for (size_t i = 0; i < FH_OBJECTS; i++) {
 		struct un_obj *o, *next;
@@ -109,7 +109,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
 
 static void fuzz_cleanup(void)
 {
-	srv_close(&fuzz_srv);
+	srv_daemon_close(&fuzz_srv_d);
 	nftw(fuzz_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -135,16 +135,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(wk, sizeof(wk), "%s/work", root);
 	snprintf(st, sizeof(st), "%s/state", root);
 	o.cfg.nthreads = 1;
-	if (srv_open(&fuzz_srv, &o, err, sizeof(err)) < 0) {
+	if (srv_daemon_open(&fuzz_srv_d, &o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz_rpc: %s\n", err);
 		abort();
 	}
 	/* the built-in portmapper answers, as when it holds port 111 */
-	fuzz_srv.pmap = (struct srv_pmap){.on = true, 2049, 20048, 4045, 4046};
+	rpc_svc_bound(fuzz_srv_d.svc, "nfs", 2049);
+	rpc_svc_bound(fuzz_srv_d.svc, "mount", 20048);
+	rpc_svc_bound(fuzz_srv_d.svc, "nlm", 4045);
+	rpc_svc_bound(fuzz_srv_d.svc, "nsm", 4046);
+	rpc_svc_bound(fuzz_srv_d.svc, "portmapper", 111);
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(700);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	srv_log_level = SRV_LOG_ERR; /* every rejected call logs at info */
+	rpc_log_level = RPC_LOG_ERR; /* every rejected call logs at info */
 	mint_handles();
 	atexit(fuzz_cleanup);
 	return 0;
@@ -171,7 +175,7 @@ static void fill_handles(uint8_t *buf, size_t len)
 
 static void fuzz_call(const uint8_t *data, size_t size)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	/* An exact-size copy, so reads past the input still trip ASan. */
 	uint8_t *call = malloc(size ? size : 1);
 
@@ -180,9 +184,9 @@ static void fuzz_call(const uint8_t *data, size_t size)
 	if (size)
 		memcpy(call, data, size);
 	fill_handles(call, size);
-	srv_rpc_handle(&fuzz_srv, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
-		       IPPROTO_TCP, &reply);
-	srv_buf_free(&reply);
+	rpc_process(fuzz_srv_d.svc, call, size, &fuzz_peer, sizeof(struct sockaddr_in),
+		    IPPROTO_TCP, &reply);
+	rpc_buf_free(&reply);
 	free(call);
 }
 
@@ -190,28 +194,28 @@ static void fuzz_call(const uint8_t *data, size_t size)
  * complete record to the dispatcher as the transport does. */
 static void fuzz_stream(const uint8_t *data, size_t size)
 {
-	struct srv_rm rm;
-	struct srv_buf rec = {0};
-	enum srv_rm_status st;
+	struct rpc_rm rm;
+	struct rpc_buf rec = {0};
+	enum rpc_rm_status st;
 	size_t pos = 0;
 
-	srv_rm_init(&rm, 64 * 1024);
+	rpc_rm_init(&rm, 64 * 1024);
 	while (pos < size) {
 		size_t chunk = 1 + data[pos] % 256, used;
 
 		if (chunk > size - pos)
 			chunk = size - pos;
-		used = srv_rm_feed(&rm, data + pos, chunk, &st);
+		used = rpc_rm_feed(&rm, data + pos, chunk, &st);
 		pos += used ? used : chunk;
-		if (st == SRV_RM_TOOBIG)
+		if (st == RPC_RM_TOOBIG)
 			break;
-		if (st == SRV_RM_RECORD) {
-			srv_rm_take(&rm, &rec);
+		if (st == RPC_RM_RECORD) {
+			rpc_rm_take(&rm, &rec);
 			fuzz_call(rec.data, rec.len);
-			srv_buf_free(&rec);
+			rpc_buf_free(&rec);
 		}
 	}
-	srv_rm_free(&rm);
+	rpc_rm_free(&rm);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

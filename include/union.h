@@ -141,7 +141,7 @@ struct un_export_cfg {
 	const char *const *lowerdirs; /* read-only layers, top-most first */
 	size_t nlower;
 	/* Identity of lower objects by inode number, as before the layer
-	 * indexes, for layers rewritten in place (README, "Identity"). */
+	 * indexes, for layers rewritten in place (docs/identity.md). */
 	bool no_layer_index;
 	/* An index that cannot be built or opened (a full or failing state
 	 * dir) leaves the export known by inode numbers, with a notice,

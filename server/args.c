@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "srv.h"
+#include "args.h"
 
 #define DEFAULT_NFS_PORT   2049
 #define DEFAULT_MOUNT_PORT 20048
@@ -164,73 +164,6 @@ fail:
 	return false;
 }
 
-void srv_export_opts_free(struct srv_export_opts *e)
-{
-	for (size_t i = 0; i < e->nlower; i++)
-		free(e->lowerdirs[i]);
-	free(e->lowerdirs);
-	free(e->path);
-	free(e->upperdir);
-	free(e->workdir);
-	free(e->clients);
-	memset(e, 0, sizeof(*e));
-}
-
-/* Copies string SRC (NULL stays NULL) into *DST; false when out of memory. */
-static bool dup_opt(char **dst, const char *src)
-{
-	*dst = src ? strdup(src) : NULL;
-	return !src || *dst;
-}
-
-int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_opts *src)
-{
-	bool ok;
-
-	memset(dst, 0, sizeof(*dst));
-	dst->cfg_line = src->cfg_line;
-	dst->lowerdirs = calloc(src->nlower ? src->nlower : 1, sizeof(*dst->lowerdirs));
-	ok = dst->lowerdirs && dup_opt(&dst->path, src->path) &&
-	     dup_opt(&dst->upperdir, src->upperdir) &&
-	     dup_opt(&dst->workdir, src->workdir) && dup_opt(&dst->clients, src->clients);
-	for (size_t i = 0; ok && i < src->nlower; i++, dst->nlower++)
-		ok = dup_opt(&dst->lowerdirs[i], src->lowerdirs[i]);
-	if (!ok)
-		srv_export_opts_free(dst);
-	return ok ? 0 : -ENOMEM;
-}
-
-/* ---- per-client dir templates ---- */
-
-bool srv_template_uses(const char *dir, char v)
-{
-	for (const char *p = dir; p && (p = strchr(p, '%')) != NULL; p += 2) {
-		if (p[1] == v)
-			return true;
-		if (!p[1])
-			break;
-	}
-	return false;
-}
-
-bool srv_is_template(const char *dir)
-{
-	return srv_template_uses(dir, 'a') || srv_template_uses(dir, 'h');
-}
-
-bool srv_lowers_per_client(const struct srv_export_opts *e)
-{
-	for (size_t i = 0; i < e->nlower; i++)
-		if (srv_is_template(e->lowerdirs[i]))
-			return true;
-	return false;
-}
-
-bool srv_export_per_client(const struct srv_export_opts *e)
-{
-	return srv_is_template(e->upperdir) || srv_lowers_per_client(e);
-}
-
 /* False (with ERR) when DIR has a % other than %a, %h, %%. */
 static bool template_check(const char *key, const char *dir, char *err, size_t errlen)
 {
@@ -242,36 +175,6 @@ static bool template_check(const char *key, const char *dir, char *err, size_t e
 			return false;
 		}
 	}
-	return true;
-}
-
-bool srv_template_expand(const char *t, const char *addr, const char *host, char *out,
-			 size_t len)
-{
-	size_t n = 0, add;
-	const char *piece;
-	char one[2] = {0};
-
-	for (const char *p = t; *p; p++) {
-		piece = one;
-		one[0] = *p;
-		if (*p == '%' && p[1]) {
-			p++;
-			piece = *p == 'a'   ? addr
-				: *p == 'h' ? host
-				: *p == '%' ? "%"
-					    : NULL;
-			if (!piece || !*piece || strchr(piece, '/'))
-				return false; /* no host name, or one that is no dir name
-					       */
-		}
-		add = strlen(piece);
-		if (n + add >= len)
-			return false;
-		memcpy(out + n, piece, add);
-		n += add;
-	}
-	out[n] = '\0';
 	return true;
 }
 
@@ -326,7 +229,7 @@ static bool set_defaults(struct srv_opts *o)
 	o->cfg.nlm_max_locks_per_host = NLM_MAX_LOCKS_PER_HOST_DEFAULT;
 	o->cfg.nlm_max_locks = NLM_MAX_LOCKS_DEFAULT;
 	o->cfg.grace_period = NSM_GRACE_PERIOD_DEFAULT;
-	o->log_level = SRV_LOG_INFO;
+	o->log_level = RPC_LOG_INFO;
 	return set_str(&o->state_dir, DEFAULT_STATE_DIR);
 }
 
@@ -367,7 +270,7 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 	else if (strcmp(key, "client-union-idle") == 0)
 		ok = parse_conn_setting(value, &o->cfg.client_union_idle);
 	else if (strcmp(key, "log-level") == 0)
-		ok = srv_log_level_parse(value, &o->log_level);
+		ok = rpc_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "portmapper") == 0)
 		ok = parse_yes_no(value, &o->cfg.portmapper);
 	else if (strcmp(key, "layer-index") == 0)
@@ -377,7 +280,7 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 	else if (strcmp(key, "state-dir") == 0)
 		ok = value[0] != '\0' && set_str(&o->state_dir, value);
 	else if (strcmp(key, "metrics") == 0)
-		ok = srv_metrics_addr_parse(value, NULL) && set_str(&o->metrics, value);
+		ok = rpc_addr_port_parse(value, NULL) && set_str(&o->metrics, value);
 	else if (strcmp(key, "control-socket") == 0)
 		ok = value[0] != '\0' && set_str(&o->control_socket, value);
 	else {

@@ -13,15 +13,15 @@
  * SIGHUP re-reads the command line's --config file (and the flags, which
  * still override it) on a thread of its own that waits for the signal with
  * sigwait: every other thread blocks SIGHUP, so a reload never runs inside a
- * signal handler, and the new exports are swapped in by srv_reload (server.c
- * says how calls in flight stay safe).  A bad new file leaves the running
- * exports alone and says why in the log.
+ * signal handler, and the new exports are swapped in by srv_reload
+ * (exports/table.c says how calls in flight stay safe).  A bad new file leaves the
+ * running exports alone and says why in the log.
  *
- * Under systemd (notify.c) the service manager hears READY=1 where the parent
+ * Under systemd (ops/notify.c) the service manager hears READY=1 where the parent
  * of a detached server would, RELOADING=1 and READY=1 around a reload, and
  * STOPPING=1 when a stop signal ends the loop.
  *
- * The control socket (ctl.c, union-nfsctl) starts once the ports are
+ * The control socket (ops/ctl.c, union-nfsctl) starts once the ports are
  * published and stops first; its `reload` runs the reload that SIGHUP
  * runs, one at a time (reloader.lock), and hears its one-line outcome.
  *
@@ -42,17 +42,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "srv.h"
+#include "args.h"
+#include "lockd.h"
+#include "ops.h"
+#include "serve.h"
 
 #define EXIT_BAD_ARGS 2
 
-static struct srv_loop *volatile running_loop;
+static struct rpc_loop *volatile running_loop;
 
 static void on_stop_signal(int sig)
 {
 	(void)sig;
 	if (running_loop)
-		srv_loop_stop(running_loop);
+		rpc_loop_stop(running_loop);
 }
 
 static void set_signals(void)
@@ -80,6 +83,7 @@ static void block_stop_signals(void)
 struct reloader {
 	pthread_t thread;
 	struct srv *srv;
+	struct srv_metrics *metrics; /* NULL: counting off */
 	int argc;
 	char **argv;
 	atomic_bool stop;     /* set before the thread is woken to end */
@@ -106,20 +110,20 @@ static void block_sighup(void)
  * holds the node table every handle names, so it stays, with a warning. */
 static void reload_settings(const struct reloader *r, const struct srv_opts *o)
 {
-	enum srv_log_level was = srv_log_level;
+	enum rpc_log_level was = rpc_log_level;
 
 	if (strcmp(o->state_dir, r->state_dir) != 0)
-		srv_log(SRV_LOG_WARN,
+		rpc_log(RPC_LOG_WARN,
 			"reload: the state dir changes only with a restart; %s stays",
 			r->state_dir);
 	if (o->log_level == was)
 		return;
 	/* The line goes out at the more verbose of the two levels. */
 	if (o->log_level > was)
-		srv_log_level = o->log_level;
-	srv_log(SRV_LOG_INFO, "reload: log level %s (was %s)",
-		srv_log_level_name(o->log_level), srv_log_level_name(was));
-	srv_log_level = o->log_level;
+		rpc_log_level = o->log_level;
+	rpc_log(RPC_LOG_INFO, "reload: log level %s (was %s)",
+		rpc_log_level_name(o->log_level), rpc_log_level_name(was));
+	rpc_log_level = o->log_level;
 }
 
 /* Parses the command line again, config file included, and swaps in its
@@ -134,27 +138,30 @@ static int reload(struct reloader *r, const char *who, char *msg, size_t msglen)
 
 	pthread_mutex_lock(&r->lock);
 	srv_notify_reloading();
-	srv_log(SRV_LOG_INFO, "%s: reloading", who);
+	rpc_log(RPC_LOG_INFO, "%s: reloading", who);
 	/* Only while parsing (args.c makes every path absolute): no call uses
 	 * the working directory. */
 	if (chdir(r->start_cwd) < 0)
-		srv_log(SRV_LOG_WARN, "reload: cannot enter %s: %s", r->start_cwd,
+		rpc_log(RPC_LOG_WARN, "reload: cannot enter %s: %s", r->start_cwd,
 			strerror(errno));
 	if (srv_args_parse(r->argc, r->argv, &o, err, sizeof(err)) != SRV_ARGS_RUN ||
 	    srv_reload(r->srv, &o, err, sizeof(err)) < 0) {
-		srv_log(SRV_LOG_ERR, "reload failed, the running exports stay: %s", err);
+		rpc_log(RPC_LOG_ERR, "reload failed, the running exports stay: %s", err);
 		snprintf(msg, msglen, "%s", err);
 		goto out;
 	}
 	reload_settings(r, &o);
+	if (!srv_metrics_serves(r->metrics, o.metrics))
+		rpc_log(RPC_LOG_WARN, "reload: metrics changes only with a restart; "
+				      "the endpoint stays as it is");
 	snprintf(msg, msglen, "reloaded: %zu export%s", o.nexports,
 		 o.nexports == 1 ? "" : "s");
-	srv_log(SRV_LOG_INFO, "%s", msg);
+	rpc_log(RPC_LOG_INFO, "%s", msg);
 	status = "serving (reloaded)";
 	ret = 0;
 out:
 	if (r->detached && chdir("/") < 0)
-		srv_log(SRV_LOG_WARN, "chdir /: %s", strerror(errno));
+		rpc_log(RPC_LOG_WARN, "chdir /: %s", strerror(errno));
 	srv_opts_free(&o);
 	srv_notify_ready(status); /* serving either way */
 	pthread_mutex_unlock(&r->lock);
@@ -185,7 +192,7 @@ static void reloader_start(struct reloader *r)
 {
 	r->started = pthread_create(&r->thread, NULL, reloader_main, r) == 0;
 	if (!r->started)
-		srv_log(SRV_LOG_WARN, "no reload thread: SIGHUP does nothing");
+		rpc_log(RPC_LOG_WARN, "no reload thread: SIGHUP does nothing");
 }
 
 static void reloader_stop(struct reloader *r)
@@ -199,21 +206,22 @@ static void reloader_stop(struct reloader *r)
 
 /* Serves the control socket (ctl.c) unless it is off.  False when it was
  * asked for by name and cannot be served; the default one only warns. */
-static bool ctl_start(struct srv *s, struct reloader *r, const struct srv_opts *o,
+static bool ctl_start(struct srv_daemon *d, struct reloader *r, const struct srv_opts *o,
 		      struct srv_ctl **out)
 {
 	struct srv_ctl_hooks hooks = {.reload = reload_by_ctl, .arg = r};
+	struct srv_ctl_view v = {.srv = &d->srv, .svc = d->svc, .metrics = r->metrics};
 	char err[1024];
 
 	*out = NULL;
 	if (!o->control_socket ||
-	    srv_ctl_start(s, o->control_socket, &hooks, out, err, sizeof(err)) == 0)
+	    srv_ctl_start(&v, o->control_socket, &hooks, out, err, sizeof(err)) == 0)
 		return true;
 	if (o->control_socket_default) {
-		srv_log(SRV_LOG_WARN, "%s: union-nfsctl cannot reach this server", err);
+		rpc_log(RPC_LOG_WARN, "%s: union-nfsctl cannot reach this server", err);
 		return true;
 	}
-	srv_log_fail("%s", err);
+	rpc_log_fail("%s", err);
 	return false;
 }
 
@@ -238,7 +246,7 @@ static int daemon_fork(void)
 	char b;
 
 	if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
-		srv_log_fail("cannot fork: %s", strerror(errno));
+		rpc_log_fail("cannot fork: %s", strerror(errno));
 		exit(1);
 	}
 	if (pid == 0) {
@@ -260,7 +268,7 @@ static void detach(int ready_fd)
 	int fd = open("/dev/null", O_RDWR);
 
 	if (chdir("/") < 0)
-		srv_log(SRV_LOG_WARN, "chdir /: %s", strerror(errno));
+		rpc_log(RPC_LOG_WARN, "chdir /: %s", strerror(errno));
 	if (fd >= 0) {
 		dup2(fd, STDIN_FILENO);
 		dup2(fd, STDOUT_FILENO);
@@ -285,7 +293,7 @@ static void warn_low_port_start(void)
 	if (!f)
 		return;
 	if (fscanf(f, "%u", &start) == 1 && start < 1024)
-		srv_log(SRV_LOG_WARN,
+		rpc_log(RPC_LOG_WARN,
 			"net.ipv4.ip_unprivileged_port_start is %u: on this host "
 			"ports %u-1023 do not prove a root caller, so 'secure' rules "
 			"are weaker for local clients",
@@ -295,32 +303,27 @@ static void warn_low_port_start(void)
 
 /* Gives the ports out: by the built-in portmapper when it holds 111 (then no
  * rpcbind runs here), else by registering with the running rpcbind.  Before
- * the loop runs, so that the workers see S->pmap complete. */
-static void publish_ports(struct srv *s, struct srv_loop *l, const struct srv_opts *o)
+ * the loop runs. */
+static void publish_ports(struct srv_daemon *d, struct rpc_loop *l,
+			  const struct srv_opts *o)
 {
-	struct srv_pmap *p = &s->pmap;
-
-	srv_loop_ports(l, &p->nfs, &p->mount);
-	p->nlm = srv_loop_nlm_port(l);
-	p->nsm = srv_loop_nsm_port(l);
-	p->on = srv_loop_portmapper(l);
-	if (p->on)
-		srv_log(SRV_LOG_INFO,
+	if (rpc_loop_port(l, "portmapper"))
+		rpc_log(RPC_LOG_INFO,
 			"portmapper on port 111: nfs %u, mount %u, nlm %u, nsm %u",
-			p->nfs, p->mount, p->nlm, p->nsm);
+			rpc_loop_port(l, "nfs"), rpc_loop_port(l, "mount"),
+			rpc_loop_port(l, "nlm"), rpc_loop_port(l, "nsm"));
 	else if (o->cfg.register_rpcbind)
-		srv_rpcbind_register(p->nfs, p->mount, p->nlm, p->nsm);
+		rpc_rpcbind_register(d->svc);
 }
 
-static void announce(struct srv_loop *l, const struct srv_opts *o)
+static void announce(struct rpc_loop *l, const struct srv_opts *o)
 {
-	uint16_t nfs, mount;
+	uint16_t nfs = rpc_loop_port(l, "nfs"), mount = rpc_loop_port(l, "mount");
 
-	srv_loop_ports(l, &nfs, &mount);
 	for (size_t i = 0; i < o->nexports; i++) {
 		const struct srv_export_opts *e = &o->exports[i];
 
-		srv_log(SRV_LOG_INFO, "exporting %s (%zu lower layer%s%s%s) to %s",
+		rpc_log(RPC_LOG_INFO, "exporting %s (%zu lower layer%s%s%s) to %s",
 			e->path, e->nlower, e->nlower == 1 ? "" : "s",
 			srv_lowers_per_client(e) ? ", some per client" : "",
 			!e->upperdir		       ? ", read-only"
@@ -328,7 +331,7 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 						       : ", upper",
 			e->clients ? e->clients : SRV_LOOPBACK_CLIENTS);
 		if (!e->clients)
-			srv_log(SRV_LOG_WARN,
+			rpc_log(RPC_LOG_WARN,
 				"export %s: no clients given: serving this host only "
 				"(loopback, reserved ports); --clients or clients = "
 				"names who else may mount it",
@@ -340,12 +343,11 @@ static void announce(struct srv_loop *l, const struct srv_opts *o)
 }
 
 /* The service manager's status line once the server serves. */
-static void notify_serving(struct srv_loop *l, const struct srv_opts *o)
+static void notify_serving(struct rpc_loop *l, const struct srv_opts *o)
 {
-	uint16_t nfs, mount;
+	uint16_t nfs = rpc_loop_port(l, "nfs"), mount = rpc_loop_port(l, "mount");
 	char status[128];
 
-	srv_loop_ports(l, &nfs, &mount);
 	snprintf(status, sizeof(status), "serving %zu export%s: nfs %u, mount %u",
 		 o->nexports, o->nexports == 1 ? "" : "s", nfs, mount);
 	srv_notify_ready(status);
@@ -354,10 +356,10 @@ static void notify_serving(struct srv_loop *l, const struct srv_opts *o)
 /* Opens, serves until a stop signal, closes.  Returns the exit status. */
 static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 {
-	struct srv s = {0};
-	struct srv_loop *l = NULL;
+	struct srv_daemon d = {0};
+	struct rpc_loop *l = NULL;
 	struct srv_ctl *ctl = NULL;
-	struct reloader r = {.srv = &s,
+	struct reloader r = {.srv = &d.srv,
 			     .argc = argc,
 			     .argv = argv,
 			     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -369,48 +371,49 @@ static int serve(const struct srv_opts *o, int ready_fd, int argc, char **argv)
 	if (!getcwd(r.start_cwd, sizeof(r.start_cwd)))
 		strcpy(r.start_cwd, "/");
 	r.detached = ready_fd >= 0;
-	if (srv_open(&s, o, err, sizeof(err)) < 0) {
-		srv_log_fail("%s", err);
+	if (srv_daemon_open(&d, o, err, sizeof(err)) < 0) {
+		rpc_log_fail("%s", err);
 		goto out;
 	}
 	status = 1;
-	/* counting serves the control socket's stats too (metrics.c) */
+	/* counting serves the control socket's stats too (ops/metrics.c) */
 	if ((o->metrics || o->control_socket) &&
-	    srv_metrics_start(&s, o->metrics, err, sizeof(err)) < 0) {
-		srv_log_fail("%s", err);
+	    srv_metrics_start(&d.srv, d.svc, o->metrics, &r.metrics, err, sizeof(err)) <
+		0) {
+		rpc_log_fail("%s", err);
 		goto out_srv;
 	}
-	if (srv_loop_new(&s, &l, err, sizeof(err)) < 0) {
-		srv_log_fail("%s", err);
+	if (srv_daemon_loop(&d, o, &l, err, sizeof(err)) < 0) {
+		rpc_log_fail("%s", err);
 		goto out_srv;
 	}
 	running_loop = l;
 	set_signals();
-	publish_ports(&s, l, o);
-	if (!ctl_start(&s, &r, o, &ctl)) { /* before "listening": one line */
-		srv_rpcbind_unregister();
-		srv_loop_free(l);
+	publish_ports(&d, l, o);
+	if (!ctl_start(&d, &r, o, &ctl)) { /* before "listening": one line */
+		rpc_rpcbind_unregister();
+		rpc_loop_free(l);
 		goto out_srv;
 	}
 	announce(l, o);
-	srv_nlm_announce(&s);
+	srv_nlm_announce(d.nlm);
 	if (ready_fd >= 0)
 		detach(ready_fd);
 	notify_serving(l, o);
 	reloader_start(&r);
-	status = srv_loop_run(l) < 0 ? 1 : 0;
+	status = rpc_loop_run(l) < 0 ? 1 : 0;
 	block_stop_signals();
 	srv_notify_stopping();
 	srv_ctl_stop(ctl);
 	reloader_stop(&r);
 	running_loop = NULL;
-	srv_log(SRV_LOG_INFO, "shutting down");
-	srv_rpcbind_unregister();
-	srv_metrics_stop(&s);
-	srv_loop_free(l);
+	rpc_log(RPC_LOG_INFO, "shutting down");
+	rpc_rpcbind_unregister();
+	srv_metrics_stop(r.metrics);
+	rpc_loop_free(l);
 out_srv:
-	srv_metrics_free(&s);
-	srv_close(&s);
+	srv_metrics_free(r.metrics);
+	srv_daemon_close(&d);
 out:
 	return status;
 }
@@ -429,13 +432,13 @@ static void test_hooks_from_env(void)
 
 	if (bits && *bits) {
 		un_readdir_test_hash_bits((unsigned)strtoul(bits, NULL, 10));
-		srv_log(SRV_LOG_WARN,
+		rpc_log(RPC_LOG_WARN,
 			"test-only: readdir cookie hash narrowed to %s bits", bits);
 	}
 	nosync = getenv("UNION_NFSD_TEST_NO_SYNC");
 	if (nosync && !strcmp(nosync, "1")) {
 		un_state_test_no_sync(true);
-		srv_log(SRV_LOG_WARN,
+		rpc_log(RPC_LOG_WARN,
 			"test-only: the node table is never flushed to disk");
 	}
 }
@@ -447,10 +450,10 @@ int main(int argc, char **argv)
 	int status = EXIT_BAD_ARGS, ready_fd = -1;
 
 	/* First, so that even a bad flag reaches the journal as an error. */
-	srv_log_set_journal(srv_log_stderr_is_journal(getenv("JOURNAL_STREAM")));
+	rpc_log_set_journal(rpc_log_stderr_is_journal(getenv("JOURNAL_STREAM")));
 	switch (srv_args_parse(argc, argv, &o, err, sizeof(err))) {
 	case SRV_ARGS_ERROR:
-		srv_log_fail("%s", err);
+		rpc_log_fail("%s", err);
 		goto out;
 	case SRV_ARGS_EXIT:
 		status = 0;
@@ -458,7 +461,7 @@ int main(int argc, char **argv)
 	case SRV_ARGS_RUN:
 		break;
 	}
-	srv_log_level = o.log_level;
+	rpc_log_level = o.log_level;
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 	test_hooks_from_env();

@@ -205,7 +205,7 @@ done
 lines=$(grep -c 'node table in .*fullstate: write failed: No space left on device' "$SRV_LOG" || true)
 if [ "$failed" != 6 ]; then
 	fail "full state dir: $((6 - failed)) of 6 listings succeeded"
-# the log's limit: 5 lines of a kind per 5-second window (README, The log)
+# the log's limit: 5 lines of a kind per 5-second window (docs/operations.md, "The log")
 elif [ "$lines" -lt 1 ] || [ "$lines" -gt $((5 * ((SECONDS - start) / 5 + 2))) ]; then
 	fail "full state dir: $lines log lines in $((SECONDS - start)) s; log: $(tail -3 "$SRV_LOG")"
 else

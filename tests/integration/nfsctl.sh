@@ -149,7 +149,7 @@ ok stats_json "${CTL[@]}" --json stats
 # ---- a reload that fails after it prepared the new stacks ----
 # / over v2 (prepared: its index built) and /pc exported twice, which the
 # table check refuses: the stack records stay as they were, nothing is
-# retired (server.c invariant 2), and v1 is retired by the next reload
+# retired (exports/table.c invariant 2), and v1 is retired by the next reload
 mkfifo "$T/held_f.in"
 "$NFS_POKE" "$(nfs_url /)" hold /changed <"$T/held_f.in" >"$T/held_f.out" 2>&1 &
 echo $! >"$T/held_f.pid"

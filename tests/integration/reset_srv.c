@@ -7,17 +7,17 @@
 #include <stdio.h>
 
 #include "reset_srv.h"
-#include "srv.h"
+#include "serve.h"
 
-static struct srv srv;
-static struct srv_loop *loop;
+static struct srv_daemon srv_d;
+static struct rpc_loop *loop;
 static pthread_t loop_thread;
 static bool running;
 
 static void *run_loop(void *arg)
 {
 	(void)arg;
-	srv_loop_run(loop);
+	rpc_loop_run(loop);
 	return NULL;
 }
 
@@ -55,12 +55,13 @@ int reset_srv_start(const char *tmp, uint16_t *nfs_port, uint16_t *mount_port)
 	o.cfg.nthreads = 4;
 	o.cfg.layer_index = true;
 	o.cfg.client_union_idle = 60;
-	if (srv_open(&srv, &o, err, sizeof(err)) < 0 ||
-	    srv_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
+	if (srv_daemon_open(&srv_d, &o, err, sizeof(err)) < 0 ||
+	    srv_daemon_loop(&srv_d, &o, &loop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "reset_srv_start: %s\n", err);
 		return -1;
 	}
-	srv_loop_ports(loop, nfs_port, mount_port);
+	*nfs_port = rpc_loop_port(loop, "nfs");
+	*mount_port = rpc_loop_port(loop, "mount");
 	if (pthread_create(&loop_thread, NULL, run_loop, NULL) != 0)
 		return -1;
 	running = true;
@@ -69,16 +70,16 @@ int reset_srv_start(const char *tmp, uint16_t *nfs_port, uint16_t *mount_port)
 
 int reset_srv_reset(const char *client, char *msg, size_t msglen)
 {
-	return srv_unions_reset(&srv, client, msg, msglen);
+	return srv_unions_reset(&srv_d.srv, client, msg, msglen);
 }
 
 void reset_srv_stop(void)
 {
 	if (!running)
 		return;
-	srv_loop_stop(loop);
+	rpc_loop_stop(loop);
 	pthread_join(loop_thread, NULL);
-	srv_loop_free(loop);
-	srv_close(&srv);
+	rpc_loop_free(loop);
+	srv_daemon_close(&srv_d);
 	running = false;
 }

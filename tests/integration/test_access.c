@@ -823,7 +823,7 @@ static void test_per_client_upper(void **state)
 	b = client_new(&s, "127.0.0.3", false, 1000, 1000);
 	c = client_new(&s, "127.0.0.4", false, 0, 0);
 	/* a's union is not open yet, and still the handle is another
-	 * client's: refused as when it is open (the README) */
+	 * client's: refused as when it is open (docs/client-unions.md) */
 	assert_int_equal(read_text(&c, &fa, buf, sizeof(buf)), NFS3ERR_ACCES);
 	assert_int_equal(getattr(&c, &ra, NULL), NFS3ERR_ACCES);
 	assert_false(exists_in("clients/127.0.0.4", NULL));

@@ -42,7 +42,7 @@
 #include "rawrpc.h"
 #include "start_server.h"
 
-/* The server's limit (server/srv.h): lines per window of seconds. */
+/* The server's limit (rpc/rpc.h): lines per window of seconds. */
 #define LOG_WINDOW_S 5
 #define LOG_BURST    5
 /* Lines a flood may add besides its own kind's: a MNT, a connection error. */

@@ -68,7 +68,7 @@
 #define N_NLM_TEST 2
 #define N_GARBAGE  1	/* GETATTRs whose arguments do not decode */
 #define N_GETATTR2 6	/* the second client's (127.0.0.2), and one READ */
-#define CLIENT_CAP 1024 /* client records an export (metrics.c, SRV_M_CLIENTS) */
+#define CLIENT_CAP 1024 /* client records an export (server/exports/count.c, SRV_C_CLIENTS) */
 #define N_OTHER	   3	/* addresses beyond them */
 #define NLM_PROG   100021
 #define DATA_SIZE  10000
@@ -565,7 +565,7 @@ static void getattr_from(int i)
 	close(fd);
 }
 
-/* Addresses beyond the cap of records an export (SRV_M_CLIENTS) count
+/* Addresses beyond the cap of records an export (SRV_C_CLIENTS) count
  * under client="other"; those with records go on counting their own. */
 static void test_client_cap(void **state)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_readdir_reload - READDIR cookies keep their places across a layer
- * update by SIGHUP (issue 20; README "READDIR cookies"), through libnfs' raw
+ * update by SIGHUP (issue 20; docs/readdir.md), through libnfs' raw
  * READDIR and READDIRPLUS.
  *
  *   test_readdir_reload UNION_NFSD

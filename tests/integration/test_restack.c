@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_restack - a reload that changes only the lower stack of an export
- * updates it in place (server.c invariant 3), through libnfs' raw NFSv3
+ * updates it in place (exports/table.c invariant 3), through libnfs' raw NFSv3
  * calls.
  *
  *   test_restack UNION_NFSD

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_swap_stress - a lower stack flipped under clients that keep calling:
  * each call sees the old stack or the new one, never a mix (issue 20;
- * server.c invariant 3).
+ * exports/table.c invariant 3).
  *
  *   test_swap_stress UNION_NFSD [FLIPS]
  *

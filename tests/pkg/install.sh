@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # install.sh BUILD_DIR - `cmake --install` into a DESTDIR puts exactly the
-# files README's Layout names, and nothing else (no state dir, no /etc):
+# files below, and nothing else (no state dir, no /etc):
 #   PREFIX/sbin/union-nfsd and PREFIX/sbin/union-nfsctl (both run),
 #   UNITDIR/union-nfsd.service (its ExecStart the installed binary),
 #   PREFIX/share/man/man8/union-nfsd.8.gz and union-nfsctl.8.gz,

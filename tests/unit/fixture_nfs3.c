@@ -4,7 +4,7 @@
 
 char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
 struct srv srv;
-struct srv_arena *arena;
+struct rpc_arena *arena;
 nfs_fh3 root_fh;
 uint8_t root_fh_bytes[UN_FH_MAX];
 
@@ -78,28 +78,35 @@ int group_teardown(void **state)
 int test_setup(void **state)
 {
 	(void)state;
-	arena = srv_arena_new();
+	arena = rpc_arena_new();
 	return arena ? 0 : -1;
 }
 
 int test_teardown(void **state)
 {
 	(void)state;
-	srv_arena_free(arena);
+	rpc_arena_free(arena);
 	arena = NULL;
 	return 0;
 }
 
 /* A request of the AUTH_SYS caller UID:GID over TCP, with the test's arena. */
-struct srv_req req_as(uid_t uid, gid_t gid)
+struct test_req req_as(uid_t uid, gid_t gid)
 {
-	struct srv_req r = {
-	    .srv = &srv,
-	    .cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
-	    .proto = IPPROTO_TCP,
-	    .prog = NFS_PROGRAM,
-	    .vers = NFS_V3,
-	    .arena = arena,
+	struct test_req r = {
+	    .rpc = {.cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
+		    .proto = IPPROTO_TCP,
+		    .prog = NFS_PROGRAM,
+		    .vers = NFS_V3,
+		    .arena = arena},
+	    .srv = {.srv = &srv},
 	};
 	return r;
+}
+
+struct rpc_req *test_req_tie(struct test_req *t)
+{
+	t->rpc.ctx = &t->srv;
+	t->srv.rpc = &t->rpc;
+	return &t->rpc;
 }

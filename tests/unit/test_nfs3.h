@@ -26,14 +26,14 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "nfs.h"
 #include "test_fs.h"
 
 /* The temp dir and the layer dirs in it; upper and work exist only if
  * the fixture is writable. */
 extern char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
 extern struct srv srv;
-extern struct srv_arena *arena; /* the running test's (test_setup) */
+extern struct rpc_arena *arena; /* the running test's (test_setup) */
 extern uint8_t root_fh_bytes[UN_FH_MAX];
 extern nfs_fh3 root_fh; /* the export's root, over root_fh_bytes */
 
@@ -54,7 +54,16 @@ int test_teardown(void **state);
 /* A cmocka test run between test_setup and test_teardown. */
 #define NFS3_TEST(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 
+/* A call as the dispatcher makes it: the RPC layer's request and the
+ * server's, which test_req_tie points at each other where the struct
+ * stands (it may have been copied). */
+struct test_req {
+	struct rpc_req rpc;
+	struct srv_req srv;
+};
 /* A request of the AUTH_SYS caller UID:GID over TCP, with the test's arena. */
-struct srv_req req_as(uid_t uid, gid_t gid);
+struct test_req req_as(uid_t uid, gid_t gid);
+/* Ties T's two requests; returns the RPC layer's, as handlers take it. */
+struct rpc_req *test_req_tie(struct test_req *t);
 
 #endif

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "args.h"
 
 static struct sockaddr_storage v4(const char *addr, unsigned port)
 {
@@ -178,12 +178,12 @@ static void test_squash(void **state)
 {
 	struct srv_client_opts o = {
 	    .squash = SRV_SQUASH_ROOT, .anonuid = 7, .anongid = 8};
-	struct srv_cred root = {
+	struct rpc_cred root = {
 	    .flavor = AUTH_SYS, .uid = 0, .gid = 0, .ngroups = 2, .groups = {0, 5}};
-	struct srv_cred user = {
+	struct rpc_cred user = {
 	    .flavor = AUTH_SYS, .uid = 1000, .gid = 100, .ngroups = 1, .groups = {0}};
-	struct srv_cred none = {.flavor = AUTH_NONE, .uid = 65534, .gid = 65534};
-	struct srv_cred c;
+	struct rpc_cred none = {.flavor = AUTH_NONE, .uid = 65534, .gid = 65534};
+	struct rpc_cred c;
 
 	(void)state;
 	c = root;
@@ -357,6 +357,6 @@ int main(void)
 	    cmocka_unit_test(test_clients_flag),
 	};
 
-	srv_log_level = SRV_LOG_ERR;
+	rpc_log_level = RPC_LOG_ERR;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "args.h"
 
 static char errbuf[1024];
 
@@ -98,7 +98,7 @@ static void test_all_flags(void **state)
 	assert_int_equal(o.cfg.max_conns, 300);
 	assert_int_equal(o.cfg.max_conns_per_addr, 7);
 	assert_int_equal(o.cfg.idle_timeout, 0);
-	assert_int_equal(o.log_level, SRV_LOG_DEBUG);
+	assert_int_equal(o.log_level, RPC_LOG_DEBUG);
 	assert_true(o.foreground);
 	assert_false(o.cfg.register_rpcbind);
 	assert_false(o.cfg.portmapper);
@@ -210,14 +210,14 @@ static void test_metrics_flag(void **state)
 			 SRV_ARGS_RUN);
 	assert_string_equal(o.metrics, "[::1]:0");
 	srv_opts_free(&o);
-	assert_true(srv_metrics_addr_parse("[::1]:9311", &ss));
+	assert_true(rpc_addr_port_parse("[::1]:9311", &ss));
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 9311);
-	assert_true(srv_metrics_addr_parse("10.1.2.3:80", &ss));
+	assert_true(rpc_addr_port_parse("10.1.2.3:80", &ss));
 	assert_int_equal(ss.ss_family, AF_INET);
-	assert_false(srv_metrics_addr_parse(":80", NULL));
-	assert_false(srv_metrics_addr_parse("10.1.2.3:", NULL));
-	assert_false(srv_metrics_addr_parse("10.1.2.3:8x", NULL));
+	assert_false(rpc_addr_port_parse(":80", NULL));
+	assert_false(rpc_addr_port_parse("10.1.2.3:", NULL));
+	assert_false(rpc_addr_port_parse("10.1.2.3:8x", NULL));
 	/* the config key, and the flag over it */
 	assert_int_equal(parse_conf(&o,
 				    "[server]\nmetrics = 127.0.0.1:9311\n[export]\n"
@@ -268,7 +268,7 @@ static void test_config(void **state)
 	assert_int_equal(o.cfg.nthreads, 5);
 	assert_string_equal(o.cfg.bind_addr, "::1");
 	assert_string_equal(o.state_dir, "/tmp/s");
-	assert_int_equal(o.log_level, SRV_LOG_WARN);
+	assert_int_equal(o.log_level, RPC_LOG_WARN);
 	assert_false(o.cfg.portmapper);
 	assert_int_equal(o.nexports, 2);
 	assert_string_equal(o.exports[0].path, "/");

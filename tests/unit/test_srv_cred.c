@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "exports.h"
 #include "un_private.h"
 
 static char tmp[64];
@@ -50,7 +50,7 @@ static struct ids ids_now(void)
 	return i;
 }
 
-static const struct srv_cred user = {
+static const struct rpc_cred user = {
     .flavor = 1, .uid = 1000, .gid = 1001, .ngroups = 2, .groups = {2000, 2001}};
 
 static int setup(void **state)
@@ -170,11 +170,19 @@ static void test_kernel_checks(void **state)
 	assert_int_equal(st.st_gid, 1001);
 }
 
+/* RQ as the dispatcher hands it over: the server's request REQ on it. */
+static struct rpc_req *tie(struct rpc_req *rq, struct srv_req *req)
+{
+	rq->ctx = req;
+	req->rpc = rq;
+	return rq;
+}
+
 static uid_t seen_fsuid;
 
-static void record_handler(struct srv_req *req, void *args, void *res)
+static void record_handler(struct rpc_req *rq, void *args, void *res)
 {
-	(void)req;
+	(void)rq;
 	(void)args;
 	(void)res;
 	seen_fsuid = ids_now().fsuid;
@@ -182,20 +190,21 @@ static void record_handler(struct srv_req *req, void *args, void *res)
 
 static void test_call_handler(void **state)
 {
-	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
-	struct srv_program prog = {.name = "t", .procs = &proc, .nprocs = 1};
-	struct srv_req req = {.cred = user};
+	const struct rpc_proc proc = {.name = "REC", .handler = record_handler};
+	struct rpc_program prog = {.name = "t", .procs = &proc, .nprocs = 1};
+	struct rpc_req rq = {.cred = user};
+	struct srv_req req = {.rpc = &rq};
 	uid_t before = ids_now().fsuid;
 
 	(void)state;
 	if (geteuid() != 0)
 		skip();
 	prog.caller_identity = true;
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_int_equal(seen_fsuid, 1000);
 	assert_int_equal(ids_now().fsuid, before);
 	prog.caller_identity = false;
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_int_equal(seen_fsuid, before);
 }
 
@@ -203,25 +212,26 @@ static void test_call_handler(void **state)
  * rule when there is one. */
 static void test_invalid_ids(void **state)
 {
-	const struct srv_proc proc = {.name = "REC", .handler = record_handler};
-	const struct srv_program prog = {
+	const struct rpc_proc proc = {.name = "REC", .handler = record_handler};
+	const struct rpc_program prog = {
 	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
 	const struct srv_client_opts rule = {.anonuid = 4321, .anongid = 4321};
-	struct srv_req req = {.cred = user};
+	struct rpc_req rq = {.cred = user};
+	struct srv_req req = {.rpc = &rq};
 
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	req.cred.uid = (uid_t)-1;
-	req.cred.gid = (gid_t)-1;
-	req.cred.groups[0] = (gid_t)-1;
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	rq.cred.uid = (uid_t)-1;
+	rq.cred.gid = (gid_t)-1;
+	rq.cred.groups[0] = (gid_t)-1;
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_int_equal(seen_fsuid, 65534);
-	assert_int_equal(req.cred.uid, 65534); /* what ACCESS then judges */
-	assert_int_equal(req.cred.ngroups, 1);
-	req.cred.uid = (uid_t)-1;
+	assert_int_equal(rq.cred.uid, 65534); /* what ACCESS then judges */
+	assert_int_equal(rq.cred.ngroups, 1);
+	rq.cred.uid = (uid_t)-1;
 	req.client = &rule;
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_int_equal(seen_fsuid, 4321);
 }
 
@@ -245,17 +255,16 @@ static bool record_true(void)
 	       !memcmp(rec->groups, k.groups, (size_t)k.ngroups * sizeof(gid_t));
 }
 
-static const struct srv_cred other = {
+static const struct rpc_cred other = {
     .flavor = 1, .uid = 2000, .gid = 2002, .ngroups = 1, .groups = {3000}};
 
 static bool handler_record_true;
 
 /* Inside a call: the engine's switch to the server's ids and back. */
-static void engine_handler(struct srv_req *req, void *args, void *res)
+static void engine_handler(struct rpc_req *rq, void *args, void *res)
 {
 	struct un_creds a, b;
 
-	(void)req;
 	(void)args;
 	(void)res;
 	handler_record_true = record_true();
@@ -266,7 +275,7 @@ static void engine_handler(struct srv_req *req, void *args, void *res)
 	handler_record_true = handler_record_true && record_true();
 	un_sys_creds_revert(&a);
 	handler_record_true =
-	    handler_record_true && record_true() && ids_now().fsuid == req->cred.uid;
+	    handler_record_true && record_true() && ids_now().fsuid == rq->cred.uid;
 }
 
 static void *record_thread(void *arg)
@@ -298,13 +307,14 @@ static void check_new_thread_and_child(void)
 
 static void test_record_follows_kernel(void **state)
 {
-	const struct srv_proc proc = {.name = "ENG", .handler = engine_handler};
-	const struct srv_program prog = {
+	const struct rpc_proc proc = {.name = "ENG", .handler = engine_handler};
+	const struct rpc_program prog = {
 	    .name = "t", .procs = &proc, .nprocs = 1, .caller_identity = true};
-	struct srv_cred shuffled = user, nobody = user;
+	struct rpc_cred shuffled = user, nobody = user;
 	struct srv_ident a, b, c;
 	struct un_creds e;
-	struct srv_req req = {.cred = other};
+	struct rpc_req rq = {.cred = other};
+	struct srv_req req = {.rpc = &rq};
 	size_t many = 70000; /* more than setgroups takes */
 	gid_t *lots = calloc(many, sizeof(gid_t));
 
@@ -351,18 +361,18 @@ static void test_record_follows_kernel(void **state)
 	srv_ident_leave(&a);
 	assert_true(record_true());
 	/* whole calls: another caller, then one who is what the thread is */
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_true(handler_record_true);
 	assert_true(record_true());
-	req.cred.uid = un_ident_now()->fsuid;
-	req.cred.gid = un_ident_now()->fsgid;
-	req.cred.ngroups = 0;
+	rq.cred.uid = un_ident_now()->fsuid;
+	rq.cred.gid = un_ident_now()->fsgid;
+	rq.cred.ngroups = 0;
 	if (un_ident_now()->ngroups >= 0 && un_ident_now()->ngroups <= 16) {
-		req.cred.ngroups = (uint32_t)un_ident_now()->ngroups;
-		memcpy(req.cred.groups, un_ident_now()->groups,
-		       req.cred.ngroups * sizeof(gid_t));
+		rq.cred.ngroups = (uint32_t)un_ident_now()->ngroups;
+		memcpy(rq.cred.groups, un_ident_now()->groups,
+		       rq.cred.ngroups * sizeof(gid_t));
 	}
-	assert_true(srv_call_handler(&prog, &proc, &req, NULL, NULL));
+	assert_true(srv_call_handler(&prog, &proc, tie(&rq, &req), NULL, NULL));
 	assert_true(handler_record_true);
 	assert_true(record_true());
 	/* a raw change is beyond the record until un_ident_forget */
@@ -370,7 +380,7 @@ static void test_record_follows_kernel(void **state)
 	assert_false(record_true());
 	un_ident_forget();
 	assert_true(record_true());
-	syscall(SYS_setfsgid, req.cred.gid);
+	syscall(SYS_setfsgid, rq.cred.gid);
 	un_ident_forget();
 	assert_true(record_true());
 	free(lots);

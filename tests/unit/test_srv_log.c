@@ -2,8 +2,8 @@
 /* test_srv_log.c - the log's limit on repeated lines, and its lines into
  * the journal (server/log.c).
  *
- * srv_log_limit_pass_at takes the clock as an argument, so the windows are
- * exact here; the lines themselves (srv_log_limited, SRV_LOG_LIMITED) are
+ * rpc_log_limit_pass_at takes the clock as an argument, so the windows are
+ * exact here; the lines themselves (rpc_log_limited, RPC_LOG_LIMITED) are
  * read back from stderr, redirected to a temp file, within one window of the
  * real clock.
  */
@@ -21,10 +21,10 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "rpc.h"
 
 /* Passes (true) and the quiet counts they report, over CALLS calls at NOW. */
-static unsigned passes_at(struct srv_log_limit *lim, long long now, unsigned calls,
+static unsigned passes_at(struct rpc_log_limit *lim, long long now, unsigned calls,
 			  unsigned long *quiet_sum)
 {
 	unsigned long quiet;
@@ -32,7 +32,7 @@ static unsigned passes_at(struct srv_log_limit *lim, long long now, unsigned cal
 
 	for (unsigned i = 0; i < calls; i++) {
 		quiet = 0;
-		if (srv_log_limit_pass_at(lim, now, &quiet)) {
+		if (rpc_log_limit_pass_at(lim, now, &quiet)) {
 			n++;
 			*quiet_sum += quiet;
 		}
@@ -43,11 +43,11 @@ static unsigned passes_at(struct srv_log_limit *lim, long long now, unsigned cal
 /* A zeroed limit lets the first lines through, even at second 0. */
 static void test_zeroed_passes(void **state)
 {
-	struct srv_log_limit lim = {0};
+	struct rpc_log_limit lim = {0};
 	unsigned long quiet = 99;
 
 	(void)state;
-	assert_true(srv_log_limit_pass_at(&lim, 0, &quiet));
+	assert_true(rpc_log_limit_pass_at(&lim, 0, &quiet));
 	assert_int_equal(quiet, 0);
 }
 
@@ -55,54 +55,54 @@ static void test_zeroed_passes(void **state)
  * the count of those left out, the others none. */
 static void test_burst_then_count(void **state)
 {
-	struct srv_log_limit lim = {0};
+	struct rpc_log_limit lim = {0};
 	unsigned long quiet = 0;
 
 	(void)state;
-	assert_int_equal(passes_at(&lim, 100, 1000, &quiet), SRV_LOG_BURST);
+	assert_int_equal(passes_at(&lim, 100, 1000, &quiet), RPC_LOG_BURST);
 	assert_int_equal(quiet, 0);
 	/* still the same window at its last second */
 	assert_int_equal(
 	    passes_at(&lim,
-		      100 / SRV_LOG_WINDOW_S * SRV_LOG_WINDOW_S + SRV_LOG_WINDOW_S - 1,
+		      100 / RPC_LOG_WINDOW_S * RPC_LOG_WINDOW_S + RPC_LOG_WINDOW_S - 1,
 		      10, &quiet),
 	    0);
-	assert_true(srv_log_limit_pass_at(&lim, 100 + SRV_LOG_WINDOW_S, &quiet));
-	assert_int_equal(quiet, 1000 - SRV_LOG_BURST + 10);
+	assert_true(rpc_log_limit_pass_at(&lim, 100 + RPC_LOG_WINDOW_S, &quiet));
+	assert_int_equal(quiet, 1000 - RPC_LOG_BURST + 10);
 	quiet = 0;
-	assert_int_equal(passes_at(&lim, 100 + SRV_LOG_WINDOW_S, 50, &quiet),
-			 SRV_LOG_BURST - 1);
+	assert_int_equal(passes_at(&lim, 100 + RPC_LOG_WINDOW_S, 50, &quiet),
+			 RPC_LOG_BURST - 1);
 	assert_int_equal(quiet, 0);
 }
 
 /* After a long silence the count is still there, for the next line. */
 static void test_count_survives_silence(void **state)
 {
-	struct srv_log_limit lim = {0};
+	struct rpc_log_limit lim = {0};
 	unsigned long quiet = 0;
 
 	(void)state;
-	passes_at(&lim, 7, SRV_LOG_BURST + 3, &quiet);
-	assert_true(srv_log_limit_pass_at(&lim, 86400, &quiet));
+	passes_at(&lim, 7, RPC_LOG_BURST + 3, &quiet);
+	assert_true(rpc_log_limit_pass_at(&lim, 86400, &quiet));
 	assert_int_equal(quiet, 3);
 }
 
 /* Over a flood of 10 s, at most the burst of each window it touches. */
 static void test_flood_bound(void **state)
 {
-	struct srv_log_limit lim = {0};
+	struct rpc_log_limit lim = {0};
 	unsigned long quiet = 0;
 	unsigned lines = 0;
 
 	(void)state;
 	for (long long ms = 1234; ms < 1234 + 10000; ms++) /* one a millisecond */
 		lines += passes_at(&lim, ms / 1000, 1, &quiet);
-	assert_true(lines <= (10 / SRV_LOG_WINDOW_S + 1) * SRV_LOG_BURST);
+	assert_true(lines <= (10 / RPC_LOG_WINDOW_S + 1) * RPC_LOG_BURST);
 	assert_int_equal(lines + quiet + lim.quiet, 10000);
 }
 
 struct racer {
-	struct srv_log_limit *lim;
+	struct rpc_log_limit *lim;
 	unsigned passed;
 };
 
@@ -119,7 +119,7 @@ static void *race(void *arg)
  * line left out is counted. */
 static void test_threads(void **state)
 {
-	struct srv_log_limit lim = {0};
+	struct rpc_log_limit lim = {0};
 	struct racer r[4];
 	pthread_t t[4];
 	unsigned long quiet = 0;
@@ -134,9 +134,9 @@ static void test_threads(void **state)
 		pthread_join(t[i], NULL);
 		total += r[i].passed;
 	}
-	assert_int_equal(total, SRV_LOG_BURST);
-	assert_true(srv_log_limit_pass_at(&lim, 42 + SRV_LOG_WINDOW_S, &quiet));
-	assert_int_equal(quiet, 4 * 20000 - SRV_LOG_BURST);
+	assert_int_equal(total, RPC_LOG_BURST);
+	assert_true(rpc_log_limit_pass_at(&lim, 42 + RPC_LOG_WINDOW_S, &quiet));
+	assert_int_equal(quiet, 4 * 20000 - RPC_LOG_BURST);
 }
 
 /* ---- the lines on stderr ---- */
@@ -146,14 +146,14 @@ static long long window_now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec / SRV_LOG_WINDOW_S;
+	return (long long)ts.tv_sec / RPC_LOG_WINDOW_S;
 }
 
 /* Runs FN with stderr into a temp file, within one window of the real clock
  * (tried again when a window turned meanwhile); returns what it wrote. */
 static char *capture(void (*fn)(void))
 {
-	enum srv_log_level saved_level = srv_log_level;
+	enum rpc_log_level saved_level = rpc_log_level;
 	char *buf = calloc(1, 65536);
 	int saved = dup(STDERR_FILENO);
 	long long w;
@@ -161,7 +161,7 @@ static char *capture(void (*fn)(void))
 	ssize_t n;
 
 	assert_non_null(buf);
-	srv_log_level = SRV_LOG_INFO;
+	rpc_log_level = RPC_LOG_INFO;
 	do {
 		f = tmpfile();
 		assert_non_null(f);
@@ -173,7 +173,7 @@ static char *capture(void (*fn)(void))
 		fclose(f);
 	} while (window_now() != w);
 	close(saved);
-	srv_log_level = saved_level;
+	rpc_log_level = saved_level;
 	assert_true(n >= 0);
 	buf[n] = '\0';
 	return buf;
@@ -190,13 +190,13 @@ static unsigned count(const char *s, const char *what)
 	return n;
 }
 
-static struct srv_log_limit lines_limit;
+static struct rpc_log_limit lines_limit;
 
 static void log_twelve(void)
 {
-	lines_limit = (struct srv_log_limit){0};
+	lines_limit = (struct rpc_log_limit){0};
 	for (int i = 1; i <= 12; i++)
-		srv_log_limited(&lines_limit, SRV_LOG_WARN, "refused %d", i);
+		rpc_log_limited(&lines_limit, RPC_LOG_WARN, "refused %d", i);
 }
 
 /* The burst reaches stderr, one line each; the rest does not. */
@@ -206,8 +206,8 @@ static void test_limited_lines(void **state)
 	char want[64];
 
 	(void)state;
-	assert_int_equal(count(out, "\n"), SRV_LOG_BURST);
-	for (int i = 1; i <= SRV_LOG_BURST; i++) {
+	assert_int_equal(count(out, "\n"), RPC_LOG_BURST);
+	for (int i = 1; i <= RPC_LOG_BURST; i++) {
 		snprintf(want, sizeof(want), "warn: refused %d\n", i);
 		assert_non_null(strstr(out, want));
 	}
@@ -219,9 +219,9 @@ static void log_after_quiet(void)
 {
 	unsigned long quiet = 0;
 
-	lines_limit = (struct srv_log_limit){0};
-	passes_at(&lines_limit, 0, SRV_LOG_BURST + 7, &quiet); /* an old window */
-	srv_log_limited(&lines_limit, SRV_LOG_WARN, "refused again");
+	lines_limit = (struct rpc_log_limit){0};
+	passes_at(&lines_limit, 0, RPC_LOG_BURST + 7, &quiet); /* an old window */
+	rpc_log_limited(&lines_limit, RPC_LOG_WARN, "refused again");
 }
 
 /* The count of the lines left out ends the next line that passes. */
@@ -239,37 +239,37 @@ static void test_count_on_next_line(void **state)
 static void twice_each_site(void)
 {
 	for (int i = 0; i < 20; i++) {
-		SRV_LOG_LIMITED(SRV_LOG_INFO, "site a %d", i);
-		SRV_LOG_LIMITED(SRV_LOG_INFO, "site b %d", i);
+		RPC_LOG_LIMITED(RPC_LOG_INFO, "site a %d", i);
+		RPC_LOG_LIMITED(RPC_LOG_INFO, "site b %d", i);
 	}
 }
 
-/* Each SRV_LOG_LIMITED has a limit of its own: one site's flood does not
+/* Each RPC_LOG_LIMITED has a limit of its own: one site's flood does not
  * silence another. */
 static void test_sites_apart(void **state)
 {
 	char *out = capture(twice_each_site);
 
 	(void)state;
-	assert_int_equal(count(out, "site a "), SRV_LOG_BURST);
-	assert_int_equal(count(out, "site b "), SRV_LOG_BURST);
+	assert_int_equal(count(out, "site a "), RPC_LOG_BURST);
+	assert_int_equal(count(out, "site b "), RPC_LOG_BURST);
 	free(out);
 }
 
 /* Debug lines under a level that drops them take no place of the burst. */
 static void test_level_off_takes_nothing(void **state)
 {
-	struct srv_log_limit lim = {0};
-	enum srv_log_level saved = srv_log_level;
+	struct rpc_log_limit lim = {0};
+	enum rpc_log_level saved = rpc_log_level;
 	unsigned long quiet = 0;
 
 	(void)state;
-	srv_log_level = SRV_LOG_INFO;
+	rpc_log_level = RPC_LOG_INFO;
 	for (int i = 0; i < 100; i++)
-		srv_log_limited(&lim, SRV_LOG_DEBUG, "trace %d", i);
-	srv_log_level = saved;
+		rpc_log_limited(&lim, RPC_LOG_DEBUG, "trace %d", i);
+	rpc_log_level = saved;
 	assert_int_equal(lim.quiet, 0);
-	assert_true(srv_log_limit_pass(&lim, &quiet));
+	assert_true(rpc_log_limit_pass(&lim, &quiet));
 	assert_int_equal(quiet, 0);
 }
 
@@ -291,30 +291,30 @@ static void test_journal_stream_match(void **state)
 	snprintf(other, sizeof(other), "%llu:%llu", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino + 1);
 	assert_true(dup2(fileno(f), STDERR_FILENO) >= 0);
-	assert_true(srv_log_stderr_is_journal(id));
-	assert_false(srv_log_stderr_is_journal(other));
-	assert_false(srv_log_stderr_is_journal(NULL));
-	assert_false(srv_log_stderr_is_journal(""));
+	assert_true(rpc_log_stderr_is_journal(id));
+	assert_false(rpc_log_stderr_is_journal(other));
+	assert_false(rpc_log_stderr_is_journal(NULL));
+	assert_false(rpc_log_stderr_is_journal(""));
 	snprintf(other, sizeof(other), "%sx", id); /* trailing junk */
-	assert_false(srv_log_stderr_is_journal(other));
+	assert_false(rpc_log_stderr_is_journal(other));
 	dup2(saved, STDERR_FILENO);
 	close(saved);
 	fclose(f);
-	assert_false(srv_log_stderr_is_journal(id)); /* stderr moved on */
+	assert_false(rpc_log_stderr_is_journal(id)); /* stderr moved on */
 }
 
 static void log_each_level(void)
 {
-	srv_log_set_journal(true);
-	srv_log(SRV_LOG_ERR, "e %d", 1);
-	srv_log(SRV_LOG_WARN, "w");
-	srv_log(SRV_LOG_INFO, "i");
-	srv_log(SRV_LOG_DEBUG, "d"); /* below the level: nothing */
-	lines_limit = (struct srv_log_limit){0};
-	srv_log_limited(&lines_limit, SRV_LOG_WARN, "limited");
-	srv_log_fail("cannot %s", "start");
-	srv_log_set_journal(false);
-	srv_log(SRV_LOG_INFO, "plain");
+	rpc_log_set_journal(true);
+	rpc_log(RPC_LOG_ERR, "e %d", 1);
+	rpc_log(RPC_LOG_WARN, "w");
+	rpc_log(RPC_LOG_INFO, "i");
+	rpc_log(RPC_LOG_DEBUG, "d"); /* below the level: nothing */
+	lines_limit = (struct rpc_log_limit){0};
+	rpc_log_limited(&lines_limit, RPC_LOG_WARN, "limited");
+	rpc_log_fail("cannot %s", "start");
+	rpc_log_set_journal(false);
+	rpc_log(RPC_LOG_INFO, "plain");
 }
 
 /* Into the journal, a line is its syslog priority, the level and the

@@ -23,7 +23,8 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "nfs.h"
+#include "serve.h"
 #include "test_fs.h"
 
 /* ---- record marking from buffers ---- */
@@ -38,22 +39,22 @@ static size_t put_frag(uint8_t *p, const void *data, uint32_t len, bool last)
 }
 
 /* Feeds all of BUF in pieces of STEP bytes; returns the records seen. */
-static int feed_all(struct srv_rm *r, const uint8_t *buf, size_t len, size_t step,
-		    struct srv_buf *recs, int maxrecs)
+static int feed_all(struct rpc_rm *r, const uint8_t *buf, size_t len, size_t step,
+		    struct rpc_buf *recs, int maxrecs)
 {
-	enum srv_rm_status st;
+	enum rpc_rm_status st;
 	size_t off = 0, n, used;
 	int got = 0;
 
 	while (off < len) {
 		n = len - off < step ? len - off : step;
-		used = srv_rm_feed(r, buf + off, n, &st);
-		assert_int_not_equal(st, SRV_RM_TOOBIG);
-		assert_true(used > 0 || st == SRV_RM_RECORD);
+		used = rpc_rm_feed(r, buf + off, n, &st);
+		assert_int_not_equal(st, RPC_RM_TOOBIG);
+		assert_true(used > 0 || st == RPC_RM_RECORD);
 		off += used;
-		if (st == SRV_RM_RECORD) {
+		if (st == RPC_RM_RECORD) {
 			assert_true(got < maxrecs);
-			srv_rm_take(r, &recs[got++]);
+			rpc_rm_take(r, &recs[got++]);
 		}
 	}
 	return got;
@@ -62,8 +63,8 @@ static int feed_all(struct srv_rm *r, const uint8_t *buf, size_t len, size_t ste
 static void test_rm_fragments(void **state)
 {
 	uint8_t stream[256];
-	struct srv_buf recs[4];
-	struct srv_rm r;
+	struct rpc_buf recs[4];
+	struct rpc_rm r;
 	size_t len = 0;
 	int got;
 
@@ -77,7 +78,7 @@ static void test_rm_fragments(void **state)
 	len += put_frag(stream + len, "", 0, false);
 	len += put_frag(stream + len, "yz", 2, true);
 	for (size_t step = 1; step <= len; step++) {
-		srv_rm_init(&r, 1024);
+		rpc_rm_init(&r, 1024);
 		memset(recs, 0, sizeof(recs));
 		got = feed_all(&r, stream, len, step, recs, 4);
 		assert_int_equal(got, 3);
@@ -88,13 +89,13 @@ static void test_rm_fragments(void **state)
 		assert_int_equal(recs[2].len, 2);
 		assert_memory_equal(recs[2].data, "yz", 2);
 		for (int i = 0; i < got; i++)
-			srv_buf_free(&recs[i]);
-		srv_rm_free(&r);
+			rpc_buf_free(&recs[i]);
+		rpc_rm_free(&r);
 	}
 }
 
-/* A large fragment read straight into the record (srv_rm_direct), after
- * its first bytes came through srv_rm_feed and until its last 16 KiB (those
+/* A large fragment read straight into the record (rpc_rm_direct), after
+ * its first bytes came through rpc_rm_feed and until its last 16 KiB (those
  * go through the reader's buffer again, with whatever follows them in the
  * same read): the record is the bytes sent,
  * no read may pass the fragment's end, and the buffer is never more than
@@ -104,9 +105,9 @@ static void test_rm_direct(void **state)
 	enum { SIZE = 300000, FIRST = 1000, CHUNK = 7000 };
 	uint8_t *data = malloc(SIZE), hdr[4];
 	uint32_t mark = htonl(0x80000000u | SIZE);
-	enum srv_rm_status st = SRV_RM_MORE;
-	struct srv_buf rec;
-	struct srv_rm r;
+	enum rpc_rm_status st = RPC_RM_MORE;
+	struct rpc_buf rec;
+	struct rpc_rm r;
 	size_t sent = FIRST, room, n;
 	uint8_t *dst;
 
@@ -115,14 +116,14 @@ static void test_rm_direct(void **state)
 	for (size_t i = 0; i < SIZE; i++)
 		data[i] = (uint8_t)(i * 7 + 3);
 	memcpy(hdr, &mark, 4);
-	srv_rm_init(&r, SRV_MAX_RECORD);
-	assert_int_equal(srv_rm_feed(&r, hdr, 4, &st), 4);
-	assert_int_equal(srv_rm_feed(&r, data, FIRST, &st), FIRST);
-	while (st != SRV_RM_RECORD) {
-		dst = srv_rm_direct(&r, &room);
+	rpc_rm_init(&r, RPC_MAX_RECORD);
+	assert_int_equal(rpc_rm_feed(&r, hdr, 4, &st), 4);
+	assert_int_equal(rpc_rm_feed(&r, data, FIRST, &st), FIRST);
+	while (st != RPC_RM_RECORD) {
+		dst = rpc_rm_direct(&r, &room);
 		if (!dst) { /* the fragment's last bytes: through the reader's buffer */
 			assert_true(SIZE - sent < 16384);
-			assert_int_equal(srv_rm_feed(&r, data + sent, SIZE - sent, &st),
+			assert_int_equal(rpc_rm_feed(&r, data + sent, SIZE - sent, &st),
 					 SIZE - sent);
 			sent = SIZE;
 			break;
@@ -132,59 +133,59 @@ static void test_rm_direct(void **state)
 			assert_true(r.rec.cap <= 2 * (sent + 65536));
 		n = room < CHUNK ? room : CHUNK;
 		memcpy(dst, data + sent, n);
-		srv_rm_direct_done(&r, n, &st);
+		rpc_rm_direct_done(&r, n, &st);
 		sent += n;
 	}
 	assert_int_equal(sent, SIZE);
 	/* nothing of a next record is under way: the reader's buffer again */
-	assert_null(srv_rm_direct(&r, &room));
-	srv_rm_take(&r, &rec);
+	assert_null(rpc_rm_direct(&r, &room));
+	rpc_rm_take(&r, &rec);
 	assert_int_equal(rec.len, SIZE);
 	assert_memory_equal(rec.data, data, SIZE);
-	srv_buf_free(&rec);
+	rpc_buf_free(&rec);
 	/* a small fragment goes through the reader's buffer */
 	mark = htonl(0x80000000u | 100);
 	memcpy(hdr, &mark, 4);
-	assert_int_equal(srv_rm_feed(&r, hdr, 4, &st), 4);
-	assert_null(srv_rm_direct(&r, &room));
-	srv_rm_free(&r);
+	assert_int_equal(rpc_rm_feed(&r, hdr, 4, &st), 4);
+	assert_null(rpc_rm_direct(&r, &room));
+	rpc_rm_free(&r);
 	free(data);
 }
 
 static void test_rm_oversize(void **state)
 {
 	uint8_t stream[64], data[40] = {0};
-	struct srv_buf rec;
-	enum srv_rm_status st;
-	struct srv_rm r;
+	struct rpc_buf rec;
+	enum rpc_rm_status st;
+	struct rpc_rm r;
 	uint32_t mark;
 	size_t len;
 
 	(void)state;
 	/* Max 64: 40 + 24 bytes is a record, 40 + 25 is refused at the header. */
-	srv_rm_init(&r, 64);
+	rpc_rm_init(&r, 64);
 	len = put_frag(stream, data, 40, false);
-	assert_int_equal(srv_rm_feed(&r, stream, len, &st), len);
-	assert_int_equal(st, SRV_RM_MORE);
+	assert_int_equal(rpc_rm_feed(&r, stream, len, &st), len);
+	assert_int_equal(st, RPC_RM_MORE);
 	len = put_frag(stream, data, 24, true);
-	assert_int_equal(srv_rm_feed(&r, stream, len, &st), len);
-	assert_int_equal(st, SRV_RM_RECORD);
-	srv_rm_take(&r, &rec);
+	assert_int_equal(rpc_rm_feed(&r, stream, len, &st), len);
+	assert_int_equal(st, RPC_RM_RECORD);
+	rpc_rm_take(&r, &rec);
 	assert_int_equal(rec.len, 64);
-	srv_buf_free(&rec);
+	rpc_buf_free(&rec);
 	len = put_frag(stream, data, 40, false);
-	srv_rm_feed(&r, stream, len, &st);
+	rpc_rm_feed(&r, stream, len, &st);
 	mark = htonl(0x80000000u | 25);
-	srv_rm_feed(&r, (uint8_t *)&mark, 4, &st);
-	assert_int_equal(st, SRV_RM_TOOBIG);
-	srv_rm_free(&r);
+	rpc_rm_feed(&r, (uint8_t *)&mark, 4, &st);
+	assert_int_equal(st, RPC_RM_TOOBIG);
+	rpc_rm_free(&r);
 	/* A header announcing 2^31-1 bytes is refused before any allocation. */
-	srv_rm_init(&r, SRV_MAX_RECORD);
+	rpc_rm_init(&r, RPC_MAX_RECORD);
 	mark = htonl(0x7fffffffu);
-	srv_rm_feed(&r, (uint8_t *)&mark, 4, &st);
-	assert_int_equal(st, SRV_RM_TOOBIG);
+	rpc_rm_feed(&r, (uint8_t *)&mark, 4, &st);
+	assert_int_equal(st, RPC_RM_TOOBIG);
 	assert_null(r.rec.data);
-	srv_rm_free(&r);
+	rpc_rm_free(&r);
 }
 
 /* ---- the worker pool, with a condition variable for its wait ---- */
@@ -199,11 +200,11 @@ static struct {
 } tp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 struct test_job {
-	struct srv_job job;
+	struct rpc_job job;
 	bool slow; /* runs until the gate opens */
 };
 
-static struct srv_job *tp_wait(void *arg, void *scratch, bool *woken)
+static struct rpc_job *tp_wait(void *arg, void *scratch, bool *woken)
 {
 	(void)arg;
 	(void)scratch;
@@ -228,7 +229,7 @@ static void tp_wake(void *arg)
 	pthread_mutex_unlock(&tp.lock);
 }
 
-static void tp_run(struct srv_job *job)
+static void tp_run(struct rpc_job *job)
 {
 	struct test_job *j = (struct test_job *)job;
 
@@ -241,9 +242,9 @@ static void tp_run(struct srv_job *job)
 	free(j);
 }
 
-static struct srv_job *tp_jobs(unsigned n, unsigned nslow)
+static struct rpc_job *tp_jobs(unsigned n, unsigned nslow)
 {
-	struct srv_job *head = NULL, **tail = &head;
+	struct rpc_job *head = NULL, **tail = &head;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct test_job *j = calloc(1, sizeof(*j));
@@ -275,50 +276,50 @@ static bool tp_ran(unsigned n)
  * one takes a job and jobs remain, not only when jobs are queued. */
 static void test_pool_slow_job(void **state)
 {
-	const struct srv_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
-	struct srv_pool *p;
+	const struct rpc_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
+	struct rpc_pool *p;
 	bool fast_done;
 
 	(void)state;
 	tp.wakes = tp.ran = tp.waiting = 0;
 	tp.gate_open = false;
-	assert_int_equal(srv_pool_new(4, &ops, &p), 0);
+	assert_int_equal(rpc_pool_new(4, &ops, &p), 0);
 	pthread_mutex_lock(&tp.lock);
 	while (tp.waiting < 4) /* all idle: only wakes can bring them */
 		pthread_cond_wait(&tp.cond, &tp.lock);
 	pthread_mutex_unlock(&tp.lock);
-	srv_pool_submit(p, tp_jobs(12, 2)); /* 2 slow ones first, then 10 */
+	rpc_pool_submit(p, tp_jobs(12, 2)); /* 2 slow ones first, then 10 */
 	pthread_mutex_lock(&tp.lock);
 	fast_done = tp_ran(10); /* the slow ones count only once the gate opens */
 	tp.gate_open = true;
 	pthread_cond_broadcast(&tp.cond);
 	pthread_mutex_unlock(&tp.lock);
 	assert_true(fast_done);
-	srv_pool_free(p);
+	rpc_pool_free(p);
 	assert_int_equal(tp.ran, 12);
 }
 
-/* srv_pool_free runs every job queued before it, also with workers busy. */
+/* rpc_pool_free runs every job queued before it, also with workers busy. */
 static void test_pool_free_runs_all(void **state)
 {
-	const struct srv_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
-	struct srv_pool *p;
+	const struct rpc_pool_ops ops = {.wait = tp_wait, .wake = tp_wake};
+	struct rpc_pool *p;
 
 	(void)state;
 	tp.wakes = tp.ran = tp.waiting = 0;
 	tp.gate_open = true;
-	assert_int_equal(srv_pool_new(3, &ops, &p), 0);
+	assert_int_equal(rpc_pool_new(3, &ops, &p), 0);
 	for (int i = 0; i < 50; i++)
-		srv_pool_submit(p, tp_jobs(4, 0));
-	srv_pool_free(p);
+		rpc_pool_submit(p, tp_jobs(4, 0));
+	rpc_pool_free(p);
 	assert_int_equal(tp.ran, 200);
 }
 
 /* ---- a live loop ---- */
 
 static char tmp_root[64], lower[128], state_dir[128];
-static struct srv srv;
-static struct srv_loop *loop;
+static struct srv_daemon srv_d;
+static struct rpc_loop *loop;
 static pthread_t loop_thread;
 static uint16_t nfs_port, mount_port;
 
@@ -347,7 +348,7 @@ static int make_big_file(void)
 static void *run_loop(void *arg)
 {
 	(void)arg;
-	srv_loop_run(loop);
+	rpc_loop_run(loop);
 	return NULL;
 }
 
@@ -374,13 +375,14 @@ static int setup(void **state)
 	signal(SIGPIPE, SIG_IGN);
 	o.cfg.bind_addr = "127.0.0.1";
 	o.cfg.nthreads = 4;
-	srv_log_level = SRV_LOG_ERR;
-	if (srv_open(&srv, &o, err, sizeof(err)) < 0 ||
-	    srv_loop_new(&srv, &loop, err, sizeof(err)) < 0) {
+	rpc_log_level = RPC_LOG_ERR;
+	if (srv_daemon_open(&srv_d, &o, err, sizeof(err)) < 0 ||
+	    srv_daemon_loop(&srv_d, &o, &loop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
-	srv_loop_ports(loop, &nfs_port, &mount_port);
+	nfs_port = rpc_loop_port(loop, "nfs");
+	mount_port = rpc_loop_port(loop, "mount");
 	if (nfs_port == 0 || mount_port == 0 || nfs_port == mount_port)
 		return -1;
 	return pthread_create(&loop_thread, NULL, run_loop, NULL) == 0 ? 0 : -1;
@@ -389,10 +391,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	srv_loop_stop(loop);
+	rpc_loop_stop(loop);
 	pthread_join(loop_thread, NULL);
-	srv_loop_free(loop);
-	srv_close(&srv);
+	rpc_loop_free(loop);
+	srv_daemon_close(&srv_d);
 	t_rm_rf(tmp_root);
 	return 0;
 }
@@ -590,7 +592,7 @@ static void test_udp(void **state)
 
 static void test_tcp_oversize_closes(void **state)
 {
-	uint32_t mark = htonl(0x80000000u | (SRV_MAX_RECORD + 1));
+	uint32_t mark = htonl(0x80000000u | (RPC_MAX_RECORD + 1));
 	uint8_t b;
 	int fd = connect_to(SOCK_STREAM, nfs_port);
 
@@ -764,12 +766,12 @@ static void test_read_data(void **state)
 }
 
 /* The same over the splice path, which loopback peers do not take unless a
- * test asks (rpc.c, invariant 8). */
+ * test asks (rpc/svc.c, invariant 8). */
 static void test_read_data_spliced(void **state)
 {
-	srv_rpc_test_splice_loopback(true);
+	rpc_test_splice_loopback(true);
 	test_read_data(state);
-	srv_rpc_test_splice_loopback(false);
+	rpc_test_splice_loopback(false);
 }
 
 /* A client that asks for 40 MiB and reads nothing for a while: the replies
@@ -830,8 +832,8 @@ int main(void)
 	    cmocka_unit_test(test_read_data),
 	    cmocka_unit_test(test_read_data_spliced),
 	};
-	int fails = cmocka_run_group_tests_name("srv_rm", rm_tests, NULL, NULL);
+	int fails = cmocka_run_group_tests_name("rpc_rm", rm_tests, NULL, NULL);
 
 	return fails +
-	       cmocka_run_group_tests_name("srv_loop", loop_tests, setup, teardown);
+	       cmocka_run_group_tests_name("rpc_loop", loop_tests, setup, teardown);
 }

@@ -112,19 +112,20 @@ static int group_setup(void **state)
 
 /* ---- calling handlers ---- */
 
-static void call_as(struct srv_req *req, uint32_t proc, void *args, void *res)
+static void call_as(struct test_req *req, uint32_t proc, void *args, void *res)
 {
-	const struct srv_proc *p = &nfs3_program.procs[proc];
+	const struct rpc_proc *p = &nfs3_program.procs[proc];
+	struct rpc_req *rq = test_req_tie(req);
 
-	req->proc = proc;
+	rq->proc = proc;
 	memset(res, 0, p->res_size);
 	/* As the dispatcher: with the caller's identity on this thread. */
-	assert_true(srv_call_handler(&nfs3_program, p, req, args, res));
+	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 }
 
 static void call(uint32_t proc, void *args, void *res)
 {
-	struct srv_req req = req_as(0, 0);
+	struct test_req req = req_as(0, 0);
 
 	call_as(&req, proc, args, res);
 }
@@ -158,7 +159,7 @@ static void test_table(void **state)
 	assert_int_equal(nfs3_program.vers, 3);
 	assert_int_equal(nfs3_program.nprocs, 22);
 	for (size_t i = 0; i < nfs3_program.nprocs; i++) {
-		const struct srv_proc *p = &nfs3_program.procs[i];
+		const struct rpc_proc *p = &nfs3_program.procs[i];
 		/* SETATTR too: a replayed truncation destroys later writes;
 		 * and WRITE: a replayed WRITE overwrites a later one. */
 		bool cached = i == NFSPROC3_CREATE || i == NFSPROC3_MKDIR ||
@@ -326,7 +327,7 @@ static void test_bad_handles(void **state)
 
 static uint32_t access_as(uid_t uid, nfs_fh3 fh, uint32_t want)
 {
-	struct srv_req req = req_as(uid, uid);
+	struct test_req req = req_as(uid, uid);
 	ACCESS3args a = {.object = fh, .access = want};
 	ACCESS3res r;
 
@@ -358,7 +359,7 @@ static void test_access(void **state)
 			 ACCESS3_READ);
 
 	/* What ACCESS denies, the operation refuses. */
-	struct srv_req req = req_as(1000, 1000);
+	struct test_req req = req_as(1000, 1000);
 	READ3args ra = {.file = secret, .offset = 0, .count = 10};
 	READ3res rr;
 	call_as(&req, NFSPROC3_READ, &ra, &rr);
@@ -435,18 +436,18 @@ static void test_read(void **state)
 	assert_int_equal(r.READ3res_u.resok.count, 0);
 	assert_true(r.READ3res_u.resok.eof);
 	/* The count is capped at rtmax. */
-	r = read_at(lookup_fh(root_fh, "sparse"), 0, 4 * SRV_MAX_IO);
+	r = read_at(lookup_fh(root_fh, "sparse"), 0, 4 * RPC_MAX_IO);
 	assert_int_equal(r.status, NFS3_OK);
-	assert_int_equal(r.READ3res_u.resok.count, SRV_MAX_IO);
-	assert_int_equal(r.READ3res_u.resok.data.data_len, SRV_MAX_IO);
+	assert_int_equal(r.READ3res_u.resok.count, RPC_MAX_IO);
+	assert_int_equal(r.READ3res_u.resok.data.data_len, RPC_MAX_IO);
 	assert_false(r.READ3res_u.resok.eof);
 	/* Over UDP, at the datagram-sized rtmax. */
-	struct srv_req udp = req_as(0, 0);
+	struct test_req udp = req_as(0, 0);
 	READ3args ua = {.file = big, .offset = 0, .count = BIG_SIZE};
-	udp.proto = IPPROTO_UDP;
+	udp.rpc.proto = IPPROTO_UDP;
 	call_as(&udp, NFSPROC3_READ, &ua, &r);
 	assert_int_equal(r.status, NFS3_OK);
-	assert_int_equal(r.READ3res_u.resok.count, SRV_MAX_UDP_IO);
+	assert_int_equal(r.READ3res_u.resok.count, RPC_MAX_UDP_IO);
 	assert_false(r.READ3res_u.resok.eof);
 	/* Not a regular file. */
 	r = read_at(lookup_fh(root_fh, "d"), 0, 10);
@@ -457,18 +458,18 @@ static void test_read(void **state)
 
 /* A READ of BIG_SIZE's bytes at OFF..OFF+COUNT over a transport that takes
  * its payload from a pipe; returns the payload the handler left. */
-static struct srv_payload *read_piped(nfs_fh3 fh, uint64_t off, uint32_t count)
+static struct rpc_payload *read_piped(nfs_fh3 fh, uint64_t off, uint32_t count)
 {
-	struct srv_req req = req_as(0, 0);
+	struct test_req req = req_as(0, 0);
 	READ3args a = {.file = fh, .offset = off, .count = count};
 	READ3res r;
 
-	req.payload_pipe = true;
+	req.rpc.payload_pipe = true;
 	call_as(&req, NFSPROC3_READ, &a, &r);
 	assert_int_equal(r.status, NFS3_OK);
 	assert_int_equal(r.READ3res_u.resok.count, count);
-	assert_non_null(req.payload);
-	return req.payload;
+	assert_non_null(req.rpc.payload);
+	return req.rpc.payload;
 }
 
 static void assert_big_bytes(const uint8_t *p, uint64_t off, size_t n)
@@ -485,7 +486,7 @@ static void test_read_pipe(void **state)
 {
 	nfs_fh3 big = lookup_fh(root_fh, "big");
 	static uint8_t got[BIG_SIZE];
-	struct srv_payload *p;
+	struct rpc_payload *p;
 
 	(void)state;
 	p = read_piped(big, 3, 1001);
@@ -770,7 +771,7 @@ static void test_readdirplus_paging(void **state)
  * handles or attributes, as the kernel would let it. */
 static void test_readdirplus_no_search(void **state)
 {
-	struct srv_req req = req_as(1000, 1000);
+	struct test_req req = req_as(1000, 1000);
 	READDIRPLUS3args a = {
 	    .dir = lookup_fh(root_fh, "rnox"), .dircount = 4096, .maxcount = 8192};
 	READDIRPLUS3res r;
@@ -850,7 +851,7 @@ static void test_readdir_verifier(void **state)
  * that a page of the largest size the server builds encodes on one stack. */
 static size_t encode(xdrproc_t proc, void *res)
 {
-	static char buf[2 * SRV_MAX_IO];
+	static char buf[2 * RPC_MAX_IO];
 	XDR x;
 	size_t len;
 
@@ -865,9 +866,9 @@ static size_t encode(xdrproc_t proc, void *res)
  * NFS3_DIR_MAX_ENTRIES (4096) entries, and the whole listing comes through. */
 static void test_readdir_large(void **state)
 {
-	READDIR3args a = {.dir = lookup_fh(root_fh, "many"), .count = 4 * SRV_MAX_IO};
+	READDIR3args a = {.dir = lookup_fh(root_fh, "many"), .count = 4 * RPC_MAX_IO};
 	READDIRPLUS3args pa = {
-	    .dir = a.dir, .dircount = 4 * SRV_MAX_IO, .maxcount = 4 * SRV_MAX_IO};
+	    .dir = a.dir, .dircount = 4 * RPC_MAX_IO, .maxcount = 4 * RPC_MAX_IO};
 	READDIR3res r;
 	READDIRPLUS3res pr;
 	size_t n = 0, pages = 0;
@@ -876,7 +877,7 @@ static void test_readdir_large(void **state)
 	do {
 		call(NFSPROC3_READDIR, &a, &r);
 		assert_int_equal(r.status, NFS3_OK);
-		assert_true(encode((xdrproc_t)xdr_READDIR3res, &r) <= SRV_MAX_IO);
+		assert_true(encode((xdrproc_t)xdr_READDIR3res, &r) <= RPC_MAX_IO);
 		for (entry3 *e = r.READDIR3res_u.resok.reply.entries; e;
 		     e = e->nextentry) {
 			a.cookie = e->cookie;
@@ -893,7 +894,7 @@ static void test_readdir_large(void **state)
 	do {
 		call(NFSPROC3_READDIRPLUS, &pa, &pr);
 		assert_int_equal(pr.status, NFS3_OK);
-		assert_true(encode((xdrproc_t)xdr_READDIRPLUS3res, &pr) <= SRV_MAX_IO);
+		assert_true(encode((xdrproc_t)xdr_READDIRPLUS3res, &pr) <= RPC_MAX_IO);
 		for (entryplus3 *e = pr.READDIRPLUS3res_u.resok.reply.entries; e;
 		     e = e->nextentry) {
 			assert_true(e->name_handle.handle_follows);
@@ -928,21 +929,21 @@ static void test_fs_info(void **state)
 
 	call(NFSPROC3_FSINFO, &ia, &ir);
 	assert_int_equal(ir.status, NFS3_OK);
-	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, SRV_MAX_IO);
-	assert_int_equal(ir.FSINFO3res_u.resok.wtmax, SRV_MAX_IO);
+	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, RPC_MAX_IO);
+	assert_int_equal(ir.FSINFO3res_u.resok.wtmax, RPC_MAX_IO);
 	assert_true(ir.FSINFO3res_u.resok.dtpref >= 64 * 1024);
 	assert_int_equal(ir.FSINFO3res_u.resok.time_delta.nseconds, 1);
 	assert_int_equal(ir.FSINFO3res_u.resok.properties,
 			 FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME);
 
 	/* Over UDP every reply must fit one datagram. */
-	struct srv_req udp = req_as(0, 0);
-	udp.proto = IPPROTO_UDP;
+	struct test_req udp = req_as(0, 0);
+	udp.rpc.proto = IPPROTO_UDP;
 	call_as(&udp, NFSPROC3_FSINFO, &ia, &ir);
 	assert_int_equal(ir.status, NFS3_OK);
-	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, SRV_MAX_UDP_IO);
-	assert_int_equal(ir.FSINFO3res_u.resok.wtmax, SRV_MAX_UDP_IO);
-	assert_true(ir.FSINFO3res_u.resok.dtpref <= SRV_MAX_UDP_IO);
+	assert_int_equal(ir.FSINFO3res_u.resok.rtmax, RPC_MAX_UDP_IO);
+	assert_int_equal(ir.FSINFO3res_u.resok.wtmax, RPC_MAX_UDP_IO);
+	assert_true(ir.FSINFO3res_u.resok.dtpref <= RPC_MAX_UDP_IO);
 
 	call(NFSPROC3_PATHCONF, &pa, &pr);
 	assert_int_equal(pr.status, NFS3_OK);

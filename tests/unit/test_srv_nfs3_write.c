@@ -105,13 +105,14 @@ static int group_setup(void **state)
 
 static void call_as(uid_t uid, uint32_t proc, void *args, void *res)
 {
-	const struct srv_proc *p = &nfs3_program.procs[proc];
-	struct srv_req req = req_as(uid, uid);
+	const struct rpc_proc *p = &nfs3_program.procs[proc];
+	struct test_req req = req_as(uid, uid);
+	struct rpc_req *rq = test_req_tie(&req);
 
-	req.proc = proc;
+	rq->proc = proc;
 	memset(res, 0, p->res_size);
 	/* As the dispatcher: with the caller's identity on this thread. */
-	assert_true(srv_call_handler(&nfs3_program, p, &req, args, res));
+	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 }
 
 static void call(uint32_t proc, void *args, void *res)
@@ -1121,14 +1122,15 @@ static void test_link(void **state)
 static unsigned long call_rule(const struct srv_client_opts *rule, uint32_t proc,
 			       void *args, void *res)
 {
-	const struct srv_proc *p = &nfs3_program.procs[proc];
-	struct srv_req req = req_as(0, 0);
+	const struct rpc_proc *p = &nfs3_program.procs[proc];
+	struct test_req req = req_as(0, 0);
+	struct rpc_req *rq = test_req_tie(&req);
 
-	req.proc = proc;
-	req.client = rule;
+	rq->proc = proc;
+	req.srv.client = rule;
 	memset(res, 0, p->res_size);
 	un_sys_inject_reset();
-	assert_true(srv_call_handler(&nfs3_program, p, &req, args, res));
+	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 	return un_sys_calls(UN_SYS_SYNC);
 }
 

@@ -34,12 +34,17 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* The grace period the last open started (grace.c). */
+static struct nlm_grace grace;
+
 static struct nsm *open_ok(unsigned grace_s)
 {
 	struct nsm *sm = NULL;
 	char err[256] = "";
 
-	assert_int_equal(nsm_open(dir, "server", grace_s, &sm, err, sizeof(err)), 0);
+	memset(&grace, 0, sizeof(grace));
+	assert_int_equal(nsm_open(dir, "server", grace_s, &grace, &sm, err, sizeof(err)),
+			 0);
 	assert_non_null(sm);
 	return sm;
 }
@@ -66,7 +71,7 @@ static void states_and_hosts(void **state)
 
 	(void)state;
 	sm = open_ok(60);
-	assert_false(nsm_in_grace(sm)); /* nothing recorded: no grace (rule 4) */
+	assert_false(nlm_grace_active(&grace)); /* nothing recorded: no grace (rule 4) */
 	read_record(text, sizeof(text));
 	assert_non_null(strstr(text, "state 1\n"));
 	assert_int_equal(nsm_monitor(sm, "hostA@127.0.0.1"), 0);
@@ -77,14 +82,14 @@ static void states_and_hosts(void **state)
 	nsm_close(sm);
 
 	sm = open_ok(60);
-	assert_true(nsm_in_grace(sm));
+	assert_true(nlm_grace_active(&grace));
 	read_record(text, sizeof(text));
 	assert_non_null(strstr(text, "state 3\n"));
 	assert_non_null(strstr(text, "host 686f737441403132372e302e302e31\n"));
 	nsm_close(sm);
 
 	sm = open_ok(0); /* --grace-period=0: none, hosts or not */
-	assert_false(nsm_in_grace(sm));
+	assert_false(nlm_grace_active(&grace));
 	nsm_close(sm);
 	read_record(text, sizeof(text));
 	assert_non_null(strstr(text, "state 5\n"));
@@ -102,7 +107,8 @@ static void foreign_record(void **state)
 	assert_non_null(f);
 	fputs("union-nfsd-nsm 1\nstate 7\nhost 6x\n", f);
 	fclose(f);
-	assert_int_not_equal(nsm_open(dir, "server", 60, &sm, err, sizeof(err)), 0);
+	assert_int_not_equal(nsm_open(dir, "server", 60, &grace, &sm, err, sizeof(err)),
+			     0);
 	assert_null(sm);
 	assert_non_null(strstr(err, "line 3"));
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_srv_rpc.c - srv_rpc_handle driven with hand-built call records: the RPC
+/* test_srv_rpc.c - rpc_process driven with hand-built call records: the RPC
  * errors of RFC 5531 (version, auth, program, procedure, arguments) and the
  * MOUNT v3 program over a read-only union in temp dirs.
  */
@@ -17,11 +17,12 @@
 
 #include <cmocka.h>
 
-#include "srv.h"
+#include "nfs.h"
+#include "serve.h"
 #include "test_fs.h"
 
 static char tmp_root[64], lower[128], upper[128], work[128], state_dir[128];
-static struct srv srv;
+static struct srv_daemon srv_d;
 static struct sockaddr_storage peer;
 
 /* ---- fixture ---- */
@@ -82,7 +83,7 @@ static int setup(void **state)
 	    file_in(lower, "sub/file") < 0)
 		return -1;
 	o.cfg.nthreads = 1;
-	rc = srv_open(&srv, &o, err, sizeof(err));
+	rc = srv_daemon_open(&srv_d, &o, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "srv_open: %s\n", err);
 		return -1;
@@ -90,14 +91,14 @@ static int setup(void **state)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(700);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	srv_log_level = SRV_LOG_ERR; /* rejected calls log at info: keep output clean */
+	rpc_log_level = RPC_LOG_ERR; /* rejected calls log at info: keep output clean */
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	srv_close(&srv);
+	srv_daemon_close(&srv_d);
 	t_rm_rf(tmp_root);
 	return 0;
 }
@@ -187,7 +188,7 @@ struct parsed_reply {
 	XDR x; /* positioned at the results when stat == SUCCESS */
 };
 
-static void parse_reply(const struct srv_buf *b, struct parsed_reply *r)
+static void parse_reply(const struct rpc_buf *b, struct parsed_reply *r)
 {
 	uint32_t mtype, vflavor, vlen;
 
@@ -221,15 +222,15 @@ static void parse_reply(const struct srv_buf *b, struct parsed_reply *r)
 }
 
 /* Runs the call record and parses its reply (which must exist). */
-static void roundtrip(const uint8_t *call, size_t len, struct srv_buf *reply,
+static void roundtrip(const uint8_t *call, size_t len, struct rpc_buf *reply,
 		      struct parsed_reply *r)
 {
-	assert_true(srv_rpc_handle(&srv, call, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, reply));
+	assert_true(rpc_process(srv_d.svc, call, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, reply));
 	parse_reply(reply, r);
 }
 
-static void call_spec_rt(const struct call_spec *s, struct srv_buf *reply,
+static void call_spec_rt(const struct call_spec *s, struct rpc_buf *reply,
 			 struct parsed_reply *r)
 {
 	uint8_t buf[4096];
@@ -243,7 +244,7 @@ static void call_spec_rt(const struct call_spec *s, struct srv_buf *reply,
 static void test_null_call(void **state)
 {
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 
 	(void)state;
@@ -255,13 +256,13 @@ static void test_null_call(void **state)
 	s.cred_flavor = AUTH_NONE;
 	call_spec_rt(&s, &reply, &r);
 	assert_int_equal(r.stat, SUCCESS);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_rpc_version_mismatch(void **state)
 {
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 
 	(void)state;
@@ -271,27 +272,27 @@ static void test_rpc_version_mismatch(void **state)
 	assert_int_equal(r.stat, RPC_MISMATCH);
 	assert_int_equal(r.low, 2);
 	assert_int_equal(r.high, 2);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_prog_unavail(void **state)
 {
 	struct call_spec s = spec(100099, 1, 0);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 
 	(void)state;
 	call_spec_rt(&s, &reply, &r);
 	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
 	assert_int_equal(r.stat, PROG_UNAVAIL);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_prog_mismatch(void **state)
 {
 	const uint32_t tries[][2] = {
 	    {NFS_PROGRAM, 2}, {NFS_PROGRAM, 4}, {MOUNT_PROGRAM, 1}};
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 	struct call_spec s;
 
@@ -304,13 +305,13 @@ static void test_prog_mismatch(void **state)
 		assert_int_equal(r.low, 3);
 		assert_int_equal(r.high, 3);
 	}
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_proc_unavail(void **state)
 {
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 99);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 
 	(void)state;
@@ -319,13 +320,13 @@ static void test_proc_unavail(void **state)
 	s = spec(MOUNT_PROGRAM, MOUNT_V3, 6);
 	call_spec_rt(&s, &reply, &r);
 	assert_int_equal(r.stat, PROC_UNAVAIL);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_garbage_args(void **state)
 {
 	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 	uint8_t buf[256];
 	uint32_t n = htonl(100);
@@ -354,7 +355,7 @@ static void test_garbage_args(void **state)
 	memset(buf + len + 4, 0, 68);
 	roundtrip(buf, len + 72, &reply, &r);
 	assert_int_equal(r.stat, GARBAGE_ARGS);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_auth_flavours(void **state)
@@ -362,7 +363,7 @@ static void test_auth_flavours(void **state)
 	const uint32_t weak[] = {AUTH_DH, RPCSEC_GSS, 2 /* AUTH_SHORT */, 7, 390003};
 	uint8_t body[512];
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 
 	(void)state;
@@ -392,13 +393,13 @@ static void test_auth_flavours(void **state)
 	call_spec_rt(&s, &reply, &r);
 	assert_int_equal(r.reply_stat, MSG_ACCEPTED);
 	assert_int_equal(r.stat, SUCCESS);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_truncated_header(void **state)
 {
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, 0);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 	uint8_t buf[256];
 	size_t len = build_call(&s, buf, sizeof(buf));
@@ -406,9 +407,9 @@ static void test_truncated_header(void **state)
 	(void)state;
 	/* No xid, or no message type: nothing to answer. */
 	for (size_t cut = 0; cut < 8; cut++)
-		assert_false(srv_rpc_handle(&srv, buf, cut, &peer,
-					    sizeof(struct sockaddr_in), IPPROTO_UDP,
-					    &reply));
+		assert_false(rpc_process(srv_d.svc, buf, cut, &peer,
+					 sizeof(struct sockaddr_in), IPPROTO_UDP,
+					 &reply));
 	/* A header cut anywhere after the message type: AUTH_ERROR. */
 	for (size_t cut = 8; cut < len; cut += 4) {
 		roundtrip(buf, cut, &reply, &r);
@@ -417,16 +418,16 @@ static void test_truncated_header(void **state)
 	}
 	/* An RPC reply sent to us is dropped. */
 	buf[7] = REPLY;
-	assert_false(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				    IPPROTO_UDP, &reply));
-	srv_buf_free(&reply);
+	assert_false(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				 IPPROTO_UDP, &reply));
+	rpc_buf_free(&reply);
 }
 
 /* ---- the duplicate request cache ---- */
 
 static nfs_fh3 pub_handle(uint8_t fh[UN_FH_MAX])
 {
-	struct un_export *ux = srv.exports[0]->ux;
+	struct un_export *ux = srv_d.srv.exports[0]->ux;
 	struct un_obj *root, *pub;
 	nfs_fh3 h;
 
@@ -439,7 +440,7 @@ static nfs_fh3 pub_handle(uint8_t fh[UN_FH_MAX])
 	return h;
 }
 
-static uint32_t mkdir_status(const struct srv_buf *reply)
+static uint32_t mkdir_status(const struct rpc_buf *reply)
 {
 	struct parsed_reply r;
 	uint32_t status;
@@ -458,7 +459,7 @@ static void test_drc_replays_mkdir(void **state)
 	uint8_t fh[UN_FH_MAX], buf[1024];
 	MKDIR3args a = {.where = {.dir = pub_handle(fh), .name = "dup"}};
 	struct call_spec s = spec(NFS_PROGRAM, NFS_V3, NFSPROC3_MKDIR);
-	struct srv_buf first = {0}, again = {0};
+	struct rpc_buf first = {0}, again = {0};
 	size_t len;
 
 	(void)state;
@@ -466,57 +467,57 @@ static void test_drc_replays_mkdir(void **state)
 	s.args_proc = (xdrproc_t)xdr_MKDIR3args;
 	s.args = &a;
 	len = build_call(&s, buf, sizeof(buf));
-	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &first));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &first));
 	assert_int_equal(mkdir_status(&first), NFS3_OK);
-	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(again.len, first.len);
 	assert_memory_equal(again.data, first.data, first.len);
 	/* Another client port is another client: executed, EXIST. */
 	struct sockaddr_storage other = peer;
 	((struct sockaddr_in *)&other)->sin_port = htons(701);
-	assert_true(srv_rpc_handle(&srv, buf, len, &other, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &other, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
 	/* A new xid is a new call. */
 	s.xid = 0x5151;
 	len = build_call(&s, buf, sizeof(buf));
-	assert_true(srv_rpc_handle(&srv, buf, len, &peer, sizeof(struct sockaddr_in),
-				   IPPROTO_TCP, &again));
+	assert_true(rpc_process(srv_d.svc, buf, len, &peer, sizeof(struct sockaddr_in),
+				IPPROTO_TCP, &again));
 	assert_int_equal(mkdir_status(&again), NFS3ERR_EXIST);
-	srv_buf_free(&first);
-	srv_buf_free(&again);
+	rpc_buf_free(&first);
+	rpc_buf_free(&again);
 }
 
 /* The cache itself: in progress, done, eviction of the oldest done entry. */
 static void test_drc_entries(void **state)
 {
-	struct srv_drc *d;
-	struct srv_drc_key k1, k2, k3;
-	struct srv_buf out = {0}, r = {.data = (uint8_t *)"reply", .len = 5};
+	struct rpc_drc *d;
+	struct rpc_drc_key k1, k2, k3;
+	struct rpc_buf out = {0}, r = {.data = (uint8_t *)"reply", .len = 5};
 
 	(void)state;
-	assert_int_equal(srv_drc_new(2, &d), 0);
-	srv_drc_key_init(d, &k1, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
-	srv_drc_key_init(d, &k2, &peer, 2, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
-	srv_drc_key_init(d, &k3, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"b", 1);
-	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_NEW);
-	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_BUSY);
-	srv_drc_done(d, &k1, &r);
-	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_REPLAY);
+	assert_int_equal(rpc_drc_new(2, &d), 0);
+	rpc_drc_key_init(d, &k1, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
+	rpc_drc_key_init(d, &k2, &peer, 2, NFS_PROGRAM, 3, 9, (const uint8_t *)"a", 1);
+	rpc_drc_key_init(d, &k3, &peer, 1, NFS_PROGRAM, 3, 9, (const uint8_t *)"b", 1);
+	assert_int_equal(rpc_drc_begin(d, &k1, &out), RPC_DRC_NEW);
+	assert_int_equal(rpc_drc_begin(d, &k1, &out), RPC_DRC_BUSY);
+	rpc_drc_done(d, &k1, &r);
+	assert_int_equal(rpc_drc_begin(d, &k1, &out), RPC_DRC_REPLAY);
 	assert_int_equal(out.len, 5);
 	assert_memory_equal(out.data, "reply", 5);
 	/* same xid, other arguments: a different call */
-	assert_int_equal(srv_drc_begin(d, &k3, &out), SRV_DRC_NEW);
+	assert_int_equal(rpc_drc_begin(d, &k3, &out), RPC_DRC_NEW);
 	/* full, and the only done entry is evicted for k2 */
-	assert_int_equal(srv_drc_begin(d, &k2, &out), SRV_DRC_NEW);
-	assert_int_equal(srv_drc_begin(d, &k1, &out), SRV_DRC_UNCACHED);
+	assert_int_equal(rpc_drc_begin(d, &k2, &out), RPC_DRC_NEW);
+	assert_int_equal(rpc_drc_begin(d, &k1, &out), RPC_DRC_UNCACHED);
 	/* a call that sent no reply is forgotten */
-	srv_drc_done(d, &k2, NULL);
-	assert_int_equal(srv_drc_begin(d, &k2, &out), SRV_DRC_NEW);
-	srv_drc_free(d);
-	srv_buf_free(&out);
+	rpc_drc_done(d, &k2, NULL);
+	assert_int_equal(rpc_drc_begin(d, &k2, &out), RPC_DRC_NEW);
+	rpc_drc_free(d);
+	rpc_buf_free(&out);
 }
 
 /* The key of a big WRITE: its length counts, its bytes only as far as the
@@ -525,28 +526,28 @@ static void test_drc_key_prefix(void **state)
 {
 	enum { BIG = 1024 * 1024 };
 	uint8_t *args = calloc(1, BIG);
-	struct srv_drc *d;
-	struct srv_drc_key k1, k2;
+	struct rpc_drc *d;
+	struct rpc_drc_key k1, k2;
 
 	(void)state;
 	assert_non_null(args);
-	assert_int_equal(srv_drc_new(4, &d), 0);
-	srv_drc_key_init(d, &k1, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	assert_int_equal(rpc_drc_new(4, &d), 0);
+	rpc_drc_key_init(d, &k1, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
 	args[BIG - 1] = 1; /* beyond the prefix: the same key */
-	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	rpc_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
 	assert_memory_equal(&k1, &k2, sizeof(k1));
-	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG - 4);
+	rpc_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG - 4);
 	assert_memory_not_equal(&k1, &k2, sizeof(k1));
 	args[12] = 1; /* within it (a WRITE's offset): another key */
-	srv_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
+	rpc_drc_key_init(d, &k2, &peer, 7, NFS_PROGRAM, 3, 7, args, BIG);
 	assert_memory_not_equal(&k1, &k2, sizeof(k1));
-	srv_drc_free(d);
+	rpc_drc_free(d);
 	free(args);
 }
 
 /* ---- MOUNT ---- */
 
-static void mnt(const char *path, struct srv_buf *reply, mountres3 *res)
+static void mnt(const char *path, struct rpc_buf *reply, mountres3 *res)
 {
 	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT);
 	struct parsed_reply r;
@@ -562,7 +563,7 @@ static void mnt(const char *path, struct srv_buf *reply, mountres3 *res)
 
 static void test_mnt_root(void **state)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	mountres3 res;
 	mountres3_ok *ok = &res.mountres3_u.mountinfo;
 	uint32_t export_id;
@@ -575,21 +576,22 @@ static void test_mnt_root(void **state)
 	assert_true(ok->fhandle.fhandle3_len <= 64);
 	assert_int_equal(ok->auth_flavors.auth_flavors_len, 1);
 	assert_int_equal(ok->auth_flavors.auth_flavors_val[0], AUTH_SYS);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &id),
 			 0);
-	assert_int_equal(export_id, un_export_id(srv.exports[0]->ux));
+	assert_int_equal(export_id, un_export_id(srv_d.srv.exports[0]->ux));
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	/* Slashes are normalised: "//" is "/". */
 	mnt("//", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3_OK);
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_mnt_noent(void **state)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	mountres3 res;
 
 	(void)state;
@@ -597,10 +599,10 @@ static void test_mnt_noent(void **state)
 	assert_int_equal(res.fhs_status, MNT3ERR_NOENT);
 	mnt("relative", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3ERR_NOENT);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
-static size_t dump(struct srv_buf *reply, mountlist *out)
+static size_t dump(struct rpc_buf *reply, mountlist *out)
 {
 	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_DUMP);
 	struct parsed_reply r;
@@ -618,7 +620,7 @@ static size_t dump(struct srv_buf *reply, mountlist *out)
 static void simple_call(uint32_t proc, const char *path)
 {
 	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, proc);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 	char *p = (char *)path;
 
@@ -628,14 +630,14 @@ static void simple_call(uint32_t proc, const char *path)
 	}
 	call_spec_rt(&s, &reply, &r);
 	assert_int_equal(r.stat, SUCCESS);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 /* A directory below the export mounts, as with Linux mountd; a file, a missing
  * name and ".." do not. */
 static void test_mnt_subdir(void **state)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	mountres3 res;
 	mountres3_ok *ok = &res.mountres3_u.mountinfo;
 	uint32_t export_id;
@@ -644,13 +646,15 @@ static void test_mnt_subdir(void **state)
 	(void)state;
 	mnt("/", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3_OK);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &root_id),
 			 0);
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	mnt("/sub//deeper/", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3_OK);
-	assert_int_equal(un_handle_decode(srv.state, (uint8_t *)ok->fhandle.fhandle3_val,
+	assert_int_equal(un_handle_decode(srv_d.srv.state,
+					  (uint8_t *)ok->fhandle.fhandle3_val,
 					  ok->fhandle.fhandle3_len, &export_id, &id),
 			 0);
 	assert_true(id != root_id);
@@ -662,12 +666,12 @@ static void test_mnt_subdir(void **state)
 	mnt("/sub/../..", &reply, &res);
 	assert_int_equal(res.fhs_status, MNT3ERR_ACCES);
 	simple_call(MOUNTPROC3_UMNTALL, NULL);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_dump_umnt(void **state)
 {
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	mountres3 res;
 	mountlist ml;
 
@@ -684,13 +688,13 @@ static void test_dump_umnt(void **state)
 	xdr_free((xdrproc_t)xdr_mountres3, &res);
 	simple_call(MOUNTPROC3_UMNTALL, NULL);
 	assert_int_equal(dump(&reply, &ml), 0);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
 static void test_export_list(void **state)
 {
 	struct call_spec s = spec(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_EXPORT);
-	struct srv_buf reply = {0};
+	struct rpc_buf reply = {0};
 	struct parsed_reply r;
 	exports ex = NULL;
 
@@ -708,46 +712,49 @@ static void test_export_list(void **state)
 	assert_null(ex->ex_groups->gr_next->gr_next);
 	assert_null(ex->ex_next);
 	xdr_free((xdrproc_t)xdr_exports, &ex);
-	srv_buf_free(&reply);
+	rpc_buf_free(&reply);
 }
 
-/* ---- helpers of server.c ---- */
+/* ---- helpers of exports/table.c ---- */
 
 static void test_export_lookup(void **state)
 {
-	struct srv_req req = {.srv = &srv};
+	struct rpc_req rq = {0};
+	struct srv_req req = {.rpc = &rq, .srv = &srv_d.srv};
 
 	(void)state;
-	assert_non_null(srv_export_by_path(&srv, "/"));
-	assert_non_null(srv_export_by_path(&srv, "///"));
-	assert_null(srv_export_by_path(&srv, "/x"));
-	assert_null(srv_export_by_path(&srv, ""));
-	assert_ptr_equal(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux)),
-			 srv.exports[0]);
-	assert_null(srv_export_for_handle(&req, un_export_id(srv.exports[0]->ux) + 1));
+	assert_non_null(srv_export_by_path(&srv_d.srv, "/"));
+	assert_non_null(srv_export_by_path(&srv_d.srv, "///"));
+	assert_null(srv_export_by_path(&srv_d.srv, "/x"));
+	assert_null(srv_export_by_path(&srv_d.srv, ""));
+	assert_ptr_equal(
+	    srv_export_for_handle(&req, un_export_id(srv_d.srv.exports[0]->ux)),
+	    srv_d.srv.exports[0]);
+	assert_null(
+	    srv_export_for_handle(&req, un_export_id(srv_d.srv.exports[0]->ux) + 1));
 }
 
 static void test_arena(void **state)
 {
-	struct srv_arena *a = srv_arena_new();
+	struct rpc_arena *a = rpc_arena_new();
 	char *big, *s;
 	long *small;
 
 	(void)state;
 	assert_non_null(a);
 	for (int i = 0; i < 5000; i++) {
-		small = srv_arena_alloc(a, sizeof(*small) * 3);
+		small = rpc_arena_alloc(a, sizeof(*small) * 3);
 		assert_non_null(small);
 		assert_int_equal(small[0] | small[1] | small[2], 0);
 		assert_int_equal((uintptr_t)small % _Alignof(max_align_t), 0);
 		small[0] = small[1] = small[2] = -1;
 	}
-	big = srv_arena_alloc(a, SRV_MAX_IO);
+	big = rpc_arena_alloc(a, RPC_MAX_IO);
 	assert_non_null(big);
-	assert_int_equal(big[SRV_MAX_IO - 1], 0);
-	s = srv_arena_strndup(a, "abcdef", 3);
+	assert_int_equal(big[RPC_MAX_IO - 1], 0);
+	s = rpc_arena_strndup(a, "abcdef", 3);
 	assert_string_equal(s, "abc");
-	srv_arena_free(a);
+	rpc_arena_free(a);
 }
 
 int main(void)

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* serve.c - the rooms wired into one server: the exports opened, the lock
+ * manager made, every program registered with the RPC layer on its
+ * service, and the loop configured with the exports' admission hook.  The
+ * RPC layer learns of the programs only here (docs/architecture.md).
+ *
+ * The order of registration is the order of look-up: NFS first, as most
+ * calls are NFS calls.
+ */
+#include <string.h>
+
+#include "lockd.h"
+#include "nfs.h"
+#include "serve.h"
+
+/* The built-in portmapper's versions, answering from the registry. */
+static int pmap_register(struct rpc_svc *svc)
+{
+	static const struct rpc_program *const pmap[] = {&rpcb4_program, &rpcb3_program,
+							 &pmap2_program};
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < sizeof(pmap) / sizeof(pmap[0]); i++)
+		rc = rpc_svc_register(svc, pmap[i], "portmapper", svc);
+	return rc;
+}
+
+int srv_daemon_open(struct srv_daemon *d, const struct srv_opts *o, char *err,
+		    size_t errlen)
+{
+	int rc = srv_open(&d->srv, o, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	/* After the exports: arguments refused take no new NSM state. */
+	rc = srv_nlm_new(&d->srv, o->state_dir, &d->nlm, err, errlen);
+	if (rc < 0)
+		goto fail;
+	rc = rpc_svc_new(RPC_DRC_CAPACITY, &d->svc);
+	if (rc == 0)
+		rc = nfs_register(d->svc, &d->srv);
+	if (rc == 0)
+		rc = lockd_register(d->svc, d->nlm);
+	if (rc == 0)
+		rc = pmap_register(d->svc);
+	if (rc < 0) {
+		snprintf(err, errlen, "programs: %s", strerror(-rc));
+		goto fail;
+	}
+	return 0;
+fail:
+	srv_daemon_close(d);
+	return rc;
+}
+
+int srv_daemon_loop(struct srv_daemon *d, const struct srv_opts *o, struct rpc_loop **out,
+		    char *err, size_t errlen)
+{
+	const struct srv_config *c = &o->cfg;
+	const struct rpc_service services[] = {
+	    {"nfs", c->nfs_port},
+	    {"mount", c->mount_port},
+	    {"nlm", c->nlm_port},
+	    {"nsm", c->nsm_port},
+	};
+	struct rpc_loop_config lc = {
+	    .bind_addr = c->bind_addr,
+	    .nthreads = c->nthreads,
+	    .services = d->services,
+	    .nservices = sizeof(services) / sizeof(services[0]),
+	    .portmapper = c->portmapper,
+	    .max_conns = c->max_conns,
+	    .max_conns_per_addr = c->max_conns_per_addr,
+	    .idle_timeout = c->idle_timeout,
+	    .fds_kept_divisor = SRV_UNIONS_FDS_PART,
+	    .admit_conn = srv_access_admits_conn,
+	    .admit_arg = &d->srv,
+	};
+
+	_Static_assert(sizeof(services) == sizeof(d->services), "one slot a service");
+	memcpy(d->services, services, sizeof(services));
+	return rpc_loop_new(d->svc, &lc, out, err, errlen);
+}
+
+void srv_daemon_close(struct srv_daemon *d)
+{
+	rpc_svc_free(d->svc);
+	srv_nlm_free(d->nlm);
+	srv_close(&d->srv);
+	d->svc = NULL;
+	d->nlm = NULL;
+}
