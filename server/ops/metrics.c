@@ -364,8 +364,7 @@ static void write_transport(FILE *f, const struct srv_metrics *m)
 	one(f, "union_nfsd_calls_in_flight", "gauge",
 	    "Calls whose procedure runs or whose reply is being encoded.",
 	    (double)(begun > ended ? begun - ended : 0));
-	one(f, "union_nfsd_worker_threads", "gauge", "Worker threads.",
-	    (double)threads);
+	one(f, "union_nfsd_worker_threads", "gauge", "Worker threads.", (double)threads);
 	one(f, "union_nfsd_worker_threads_busy", "gauge",
 	    "Worker threads not waiting for work (reading, running or answering).",
 	    (double)busy);
@@ -438,7 +437,6 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return reply(conn, MHD_HTTP_OK, body, len,
 		     "text/plain; version=0.0.4; charset=utf-8");
 }
-
 
 /* Starts the HTTP thread with every signal blocked, as the workers. */
 static struct MHD_Daemon *httpd_start(struct srv_metrics *m,

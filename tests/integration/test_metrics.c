@@ -68,7 +68,7 @@
 #define N_NLM_TEST 2
 #define N_GARBAGE  1	/* GETATTRs whose arguments do not decode */
 #define N_GETATTR2 6	/* the second client's (127.0.0.2), and one READ */
-#define CLIENT_CAP 1024 /* client records an export (server/exports/count.c, SRV_C_CLIENTS) */
+#define CLIENT_CAP 1024 /* client records an export (SRV_C_CLIENTS) */
 #define N_OTHER	   3	/* addresses beyond them */
 #define NLM_PROG   100021
 #define DATA_SIZE  10000
