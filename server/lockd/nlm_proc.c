@@ -350,11 +350,10 @@ static void nlm4_do_unlock(struct rpc_req *rq, void *argp, void *resp)
 /* A server holds no client's locks to be granted (rule 5). */
 static void nlm4_do_granted(struct rpc_req *rq, void *argp, void *resp)
 {
-	struct srv_req *req = srv_req_of(rq);
 	nlm4_testargs *a = argp;
 	nlm4_res *r = resp;
 
-	(void)req;
+	(void)rq;
 	r->cookie = a->cookie;
 	r->stat.stat = NLM4_DENIED;
 }

@@ -75,9 +75,7 @@ static void mount_remove(struct srv *s, const char *host, const char *path)
 
 static void mnt3_null(struct rpc_req *rq, void *args, void *res)
 {
-	struct srv_req *req = srv_req_of(rq);
-
-	(void)req;
+	(void)rq;
 	(void)args;
 	(void)res;
 }

@@ -30,9 +30,7 @@
 
 static void nfs3_null(struct rpc_req *rq, void *argp, void *resp)
 {
-	struct srv_req *req = srv_req_of(rq);
-
-	(void)req;
+	(void)rq;
 	(void)argp;
 	(void)resp;
 }
