@@ -13,7 +13,7 @@
 # operation of each build and its ratio to the first one's.
 #
 # Env: N=8 rounds; ROWS="getattr lookup readdirplus read" (of those, and
-# write: 256 MiB of sequential WRITE+COMMIT into a new file of the upper,
+# write: 1 GiB of sequential WRITE+COMMIT into a new file of the upper,
 # removed after each run; mgetattr, mreaddirplus: GETATTR of 10,000 merged
 # directories and whole listings of a directory of 10,000 merged ones, each
 # made in the lower layer and in every build's upper); TMPDIR (default
@@ -91,10 +91,16 @@ for i in $(seq "$N"); do
 		mgetattr) args=(--depth=32 --dir=mattr --files=10000 --count=400000 --dirs getattr) ;;
 		mreaddirplus) args=(--dir=mbig --files=10000 --passes=100 readdirplus) ;;
 		read) args=(--depth=16 --dir=seq --name=data --size=1073741824 read) ;;
-		write) args=(--depth=16 --dir=wr --name=seq --size=268435456 write) ;;
+		write) args=(--depth=16 --dir=wr --name=seq --size=1073741824 write) ;;
 		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
 		esac
-		for s in "${NAMES[@]}"; do
+		order=("${NAMES[@]}")
+		# every other round the other way round: a build that runs after
+		# another pays for what that one left (writeback, a cold cache)
+		((i % 2)) || mapfile -t order < <(printf '%s\n' "${NAMES[@]}" | tac)
+		for s in "${order[@]}"; do
+			# writes start with no writeback of earlier rows under way
+			[ "$w" != write ] || sync
 			out=$("$NB" --nfs-port="${PORT[$s]}" --mount-port=$((PORT[$s] + 1)) --export=/ \
 				--pid="${PID[$s]}" "${args[@]}" 2>&1 | grep '^RESULT') ||
 				{ echo "ab.sh: $s $w failed" >&2; exit 1; }
