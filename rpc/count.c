@@ -219,10 +219,9 @@ void rpc_counts_calls(const struct rpc_svc *svc, uint64_t *begun, uint64_t *ende
 void rpc_counts_transport(const struct rpc_svc *svc, unsigned *conns, unsigned *threads,
 			  unsigned *busy)
 {
-	struct rpc_pool *p = atomic_load(&((struct rpc_svc *)svc)->pool);
+	struct rpc_pool *p = atomic_load(&svc->pool);
 
-	*conns = atomic_load_explicit(&((struct rpc_svc *)svc)->conns_open,
-				      memory_order_relaxed);
+	*conns = atomic_load_explicit(&svc->conns_open, memory_order_relaxed);
 	*threads = p ? rpc_pool_threads(p) : 0;
 	*busy = p ? rpc_pool_busy(p) : 0;
 }

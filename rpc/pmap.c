@@ -501,3 +501,14 @@ static const struct rpc_proc rpcb4_procs[] = {
 
 PMAP_PROGRAM(rpcb3_program, "RPCBIND", RPCBVERS, rpcb3_procs);
 PMAP_PROGRAM(rpcb4_program, "RPCBIND", RPCBVERS4, rpcb4_procs);
+
+int rpc_pmap_register(struct rpc_svc *svc)
+{
+	static const struct rpc_program *const pmap[] = {&rpcb4_program, &rpcb3_program,
+							 &pmap2_program};
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < sizeof(pmap) / sizeof(pmap[0]); i++)
+		rc = rpc_svc_register(svc, pmap[i], "portmapper", svc);
+	return rc;
+}

@@ -512,10 +512,11 @@ void rpc_loop_stop(struct rpc_loop *l);
 void rpc_loop_free(struct rpc_loop *l);
 
 /* ---- pmap.c: the built-in portmapper, versions 2, 3 and 4 ----
- * Registered by the server like any program, with the svc as its ARG; it
- * answers from the registry (rpc_svc_port) and is served only while the
+ * It answers from the registry (rpc_svc_port) and is served only while the
  * loop holds port 111. */
 extern const struct rpc_program pmap2_program, rpcb3_program, rpcb4_program;
+/* Registers its versions on service "portmapper", like any program. */
+int rpc_pmap_register(struct rpc_svc *svc);
 
 /* ---- rpcbind.c ---- */
 

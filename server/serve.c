@@ -13,18 +13,6 @@
 #include "nfs.h"
 #include "serve.h"
 
-/* The built-in portmapper's versions, answering from the registry. */
-static int pmap_register(struct rpc_svc *svc)
-{
-	static const struct rpc_program *const pmap[] = {&rpcb4_program, &rpcb3_program,
-							 &pmap2_program};
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < sizeof(pmap) / sizeof(pmap[0]); i++)
-		rc = rpc_svc_register(svc, pmap[i], "portmapper", svc);
-	return rc;
-}
-
 int srv_daemon_open(struct srv_daemon *d, const struct srv_opts *o, char *err,
 		    size_t errlen)
 {
@@ -42,7 +30,7 @@ int srv_daemon_open(struct srv_daemon *d, const struct srv_opts *o, char *err,
 	if (rc == 0)
 		rc = lockd_register(d->svc, d->nlm);
 	if (rc == 0)
-		rc = pmap_register(d->svc);
+		rc = rpc_pmap_register(d->svc);
 	if (rc < 0) {
 		snprintf(err, errlen, "programs: %s", strerror(-rc));
 		goto fail;
