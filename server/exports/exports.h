@@ -364,12 +364,15 @@ struct srv_req {
 	struct srv *srv;
 	const struct srv_client_opts *client;
 	/* The handle the NFS call is about (its table entry's), as nfs3_admit
-	 * decoded and checked it, so the handler does not check its MAC again
-	 * (nfs3_file_get).  DATA NULL: not decoded. */
+	 * decoded and checked it, so that the handler finds its file without
+	 * decoding it or looking its export up again (nfs3_call_file): EX
+	 * below is its export.  ERR: why it names none (a negative errno),
+	 * 0 when it does.  DATA NULL: admit did not run. */
 	struct srv_fh_seen {
 		const char *data;
 		uint32_t len, export_id;
 		un_id id;
+		int err;
 	} fh;
 	/* The client unions this call uses (unions.c, rule 2). */
 	struct srv_export *pins[SRV_REQ_PINS];
@@ -383,8 +386,9 @@ struct srv_req {
 	 * client that boots), or an NFS procedure that changes a name, data
 	 * or attributes.  Set by the program's dispatcher. */
 	bool writes;
-	/* For the counters (count.c): the export the call was admitted to
-	 * (nfs3_admit), and the file bytes READ gave or WRITE took. */
+	/* The export the call was admitted to (nfs3_admit), pinned: the
+	 * handler's, and the counters' (count.c); with the file bytes READ
+	 * gave or WRITE took. */
 	struct srv_export *ex;
 	uint64_t bytes_read, bytes_written;
 };

@@ -167,7 +167,6 @@ static void mount_path(const struct srv_export *ex, const char *rel, char *out,
 static void mnt3_mnt(struct rpc_req *rq, void *args, void *res)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	const char *path = *(dirpath *)args;
 	mountres3 *r = res;
 	char host[INET6_ADDRSTRLEN];
@@ -209,7 +208,6 @@ static void mnt3_mnt(struct rpc_req *rq, void *args, void *res)
 static void mnt3_dump(struct rpc_req *rq, void *args, void *res)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	struct srv *s = req->srv;
 	mountlist *out = res;
 	mountbody *b;
@@ -236,7 +234,6 @@ static void mnt3_dump(struct rpc_req *rq, void *args, void *res)
 static void mnt3_umnt(struct rpc_req *rq, void *args, void *res)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	const char *path = *(dirpath *)args;
 	struct srv_export *ex = srv_export_by_path(req->srv, path);
 	char host[INET6_ADDRSTRLEN], rel[MNTPATHLEN + 1];
@@ -253,7 +250,6 @@ static void mnt3_umnt(struct rpc_req *rq, void *args, void *res)
 static void mnt3_umntall(struct rpc_req *rq, void *args, void *res)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	char host[INET6_ADDRSTRLEN];
 
 	(void)args;
@@ -292,7 +288,6 @@ static groupnode *export_groups(struct srv_req *req, const struct srv_export *ex
 static void mnt3_export(struct rpc_req *rq, void *args, void *res)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	struct srv *s = req->srv;
 	exports *out = res;
 	exportnode *e;

@@ -38,12 +38,11 @@ static void nfs3_null(struct rpc_req *rq, void *argp, void *resp)
 static void nfs3_getattr(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	GETATTR3args *args = argp;
 	GETATTR3res *res = resp;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_view(req, &args->object, &f);
+	(void)argp;
+	res->status = nfs3_call_file_view(req, &f);
 	if (res->status)
 		return;
 	nfs3_fattr(&f.attr, &res->GETATTR3res_u.resok.obj_attributes);
@@ -88,13 +87,12 @@ static nfsstat3 nfs3_lookup_obj(struct srv_req *req, struct nfs3_file *dir,
 static void nfs3_lookup(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	LOOKUP3args *args = argp;
 	LOOKUP3res *res = resp;
 	struct nfs3_file dir;
 	nfsstat3 st;
 
-	st = nfs3_file_view(req, &args->what.dir, &dir);
+	st = nfs3_call_file_view(req, &dir);
 	if (st)
 		goto out;
 	st = nfs3_lookup_check(req, &dir, args->what.name);
@@ -113,13 +111,12 @@ out:
 static void nfs3_access(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	ACCESS3args *args = argp;
 	ACCESS3res *res = resp;
 	ACCESS3resok *ok = &res->ACCESS3res_u.resok;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_view(req, &args->object, &f);
+	res->status = nfs3_call_file_view(req, &f);
 	if (res->status)
 		return;
 	/* RFC 1813: the reply holds the requested bits that are granted. */
@@ -135,15 +132,14 @@ static void nfs3_access(struct rpc_req *rq, void *argp, void *resp)
 static void nfs3_readlink(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	READLINK3args *args = argp;
 	READLINK3res *res = resp;
 	struct nfs3_file f;
 	size_t len;
 	char *buf;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->symlink, &f);
+	(void)argp;
+	st = nfs3_call_file(req, &f);
 	if (st)
 		goto out;
 	buf = rpc_arena_alloc(req->rpc->arena, NFS3_PATH_MAX + 1);
@@ -240,13 +236,12 @@ static nfsstat3 nfs3_read_data(struct srv_req *req, struct nfs3_file *f,
 static void nfs3_read(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	READ3args *args = argp;
 	READ3res *res = resp;
 	struct nfs3_file f;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->file, &f);
+	st = nfs3_call_file(req, &f);
 	if (st)
 		goto out;
 	st = nfs3_read_check(&f);
@@ -351,17 +346,17 @@ struct nfs3_dir {
 	size_t from;
 };
 
-/* Resolves FH to a directory the caller may read, gets its listing and finds
- * where COOKIE resumes (notes 5).  On failure D->f may still hold the
+/* Resolves the call's handle to a directory the caller may read, gets its
+ * listing and finds where COOKIE resumes (notes 5).  On failure D->f may still hold the
  * directory, for its attributes; nfs3_dir_close releases D in every case. */
-static nfsstat3 nfs3_dir_open(struct srv_req *req, const nfs_fh3 *fh, cookie3 cookie,
-			      const char *verf, struct nfs3_dir *d)
+static nfsstat3 nfs3_dir_open(struct srv_req *req, cookie3 cookie, const char *verf,
+			      struct nfs3_dir *d)
 {
 	uint64_t v = nfs3_verf_get(verf);
 	nfsstat3 st;
 
 	memset(d, 0, sizeof(*d));
-	st = nfs3_file_get(req, fh, &d->f);
+	st = nfs3_call_file(req, &d->f);
 	if (st)
 		return st;
 	if (!S_ISDIR(d->f.attr.mode))
@@ -393,19 +388,19 @@ typedef nfsstat3 (*nfs3_page_fn)(struct srv_req *req, struct nfs3_dir *d,
 				 const void *args, const post_op_attr *dir_attr,
 				 void *list);
 
-/* What READDIR and READDIRPLUS share: opens the directory FH at COOKIE with
+/* What READDIR and READDIRPLUS share: opens the call's directory at COOKIE with
  * VERF (notes 5), has PAGE fill LIST and puts the listing's verifier in
  * VERF_OUT.  *DIR_ATTR gets the directory's attributes for the reply, which
  * carries them on success and failure alike. */
-static nfsstat3 nfs3_dir_serve(struct srv_req *req, const nfs_fh3 *fh, cookie3 cookie,
-			       const char *verf, nfs3_page_fn page, const void *args,
-			       void *list, post_op_attr *dir_attr, char *verf_out)
+static nfsstat3 nfs3_dir_serve(struct srv_req *req, cookie3 cookie, const char *verf,
+			       nfs3_page_fn page, const void *args, void *list,
+			       post_op_attr *dir_attr, char *verf_out)
 {
 	struct nfs3_dir d;
 	nfsstat3 st;
 
 	dir_attr->attributes_follow = FALSE;
-	st = nfs3_dir_open(req, fh, cookie, verf, &d);
+	st = nfs3_dir_open(req, cookie, verf, &d);
 	if (d.f.obj)
 		nfs3_post_op(&d.f.attr, dir_attr);
 	if (!st)
@@ -521,15 +516,14 @@ static nfsstat3 nfs3_rd_page(struct srv_req *req, struct nfs3_dir *d, const void
 static void nfs3_readdir(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	READDIR3args *args = argp;
 	READDIR3res *res = resp;
 	READDIR3resok *ok = &res->READDIR3res_u.resok;
 	post_op_attr dir_attr;
 	nfsstat3 st;
 
-	st = nfs3_dir_serve(req, &args->dir, args->cookie, args->cookieverf, nfs3_rd_page,
-			    args, &ok->reply, &dir_attr, ok->cookieverf);
+	st = nfs3_dir_serve(req, args->cookie, args->cookieverf, nfs3_rd_page, args,
+			    &ok->reply, &dir_attr, ok->cookieverf);
 	if (!st)
 		ok->dir_attributes = dir_attr;
 	else
@@ -705,15 +699,14 @@ static nfsstat3 nfs3_rdp_page(struct srv_req *req, struct nfs3_dir *d, const voi
 static void nfs3_readdirplus(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	READDIRPLUS3args *args = argp;
 	READDIRPLUS3res *res = resp;
 	READDIRPLUS3resok *ok = &res->READDIRPLUS3res_u.resok;
 	post_op_attr dir_attr;
 	nfsstat3 st;
 
-	st = nfs3_dir_serve(req, &args->dir, args->cookie, args->cookieverf,
-			    nfs3_rdp_page, args, &ok->reply, &dir_attr, ok->cookieverf);
+	st = nfs3_dir_serve(req, args->cookie, args->cookieverf, nfs3_rdp_page, args,
+			    &ok->reply, &dir_attr, ok->cookieverf);
 	if (!st)
 		ok->dir_attributes = dir_attr;
 	else
@@ -726,15 +719,14 @@ static void nfs3_readdirplus(struct rpc_req *rq, void *argp, void *resp)
 static void nfs3_fsstat(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	FSSTAT3args *args = argp;
 	FSSTAT3res *res = resp;
 	FSSTAT3resok *ok = &res->FSSTAT3res_u.resok;
 	struct un_statfs sf;
 	struct nfs3_file f;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->fsroot, &f);
+	(void)argp;
+	st = nfs3_call_file(req, &f);
 	if (st)
 		goto out;
 	st = nfs3_status_from_errno(un_statfs(f.ex->ux, &sf));
@@ -757,13 +749,12 @@ out:
 static void nfs3_fsinfo(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	FSINFO3args *args = argp;
 	FSINFO3res *res = resp;
 	FSINFO3resok *ok = &res->FSINFO3res_u.resok;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_get(req, &args->fsroot, &f);
+	(void)argp;
+	res->status = nfs3_call_file(req, &f);
 	if (res->status)
 		return;
 	nfs3_post_op(&f.attr, &ok->obj_attributes);
@@ -787,13 +778,12 @@ static void nfs3_fsinfo(struct rpc_req *rq, void *argp, void *resp)
 static void nfs3_pathconf(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	PATHCONF3args *args = argp;
 	PATHCONF3res *res = resp;
 	PATHCONF3resok *ok = &res->PATHCONF3res_u.resok;
 	struct nfs3_file f;
 
-	res->status = nfs3_file_get(req, &args->object, &f);
+	(void)argp;
+	res->status = nfs3_call_file(req, &f);
 	if (res->status)
 		return;
 	nfs3_post_op(&f.attr, &ok->obj_attributes);

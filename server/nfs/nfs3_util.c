@@ -12,43 +12,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Decodes handle FH, or takes what nfs3_admit decoded of it. */
-static int nfs3_fh_decode(const struct srv_req *req, const nfs_fh3 *fh,
-			  uint32_t *export_id, un_id *id)
+/* Object ID of export EX into F, with the engine's shared object when VIEW:
+ * what resolving a handle does once its export is found. */
+static nfsstat3 file_in(struct srv_req *req, struct srv_export *ex, un_id id, bool view,
+			struct nfs3_file *f)
 {
-	if (req->fh.data && req->fh.data == fh->data.data_val &&
-	    req->fh.len == fh->data.data_len) {
-		*export_id = req->fh.export_id;
-		*id = req->fh.id;
-		return 0;
-	}
-	return un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
-				fh->data.data_len, export_id, id);
-}
-
-/* nfs3_file_get, with the engine's shared object when VIEW. */
-static nfsstat3 nfs3_file_resolve(struct srv_req *req, const nfs_fh3 *fh, bool view,
-				  struct nfs3_file *f)
-{
-	uint32_t export_id;
-	un_id id;
 	int err;
 
-	memset(f, 0, sizeof(*f));
-	err = nfs3_fh_decode(req, fh, &export_id, &id);
+	f->ex = ex;
+	err =
+	    view ? un_resolve_view(ex->ux, id, &f->obj) : un_resolve(ex->ux, id, &f->obj);
 	if (err)
 		goto fail;
-	/* A well-formed handle of an export we no longer serve is stale, not
-	 * bad: the client held it legitimately. */
-	err = -ESTALE;
-	f->ex = srv_export_for_handle(req, export_id);
-	if (!f->ex)
-		goto fail;
-	err = view ? un_resolve_view(f->ex->ux, id, &f->obj)
-		   : un_resolve(f->ex->ux, id, &f->obj);
-	if (err)
-		goto fail;
-	err = un_getattr(f->ex->ux, f->obj, &f->attr);
+	err = un_getattr(ex->ux, f->obj, &f->attr);
 	if (err)
 		goto fail_put;
 	f->client_ro = req->client && !req->client->rw;
@@ -61,6 +37,28 @@ fail:
 	return nfs3_status_from_errno(err);
 }
 
+/* nfs3_file_get, with the engine's shared object when VIEW. */
+static nfsstat3 nfs3_file_resolve(struct srv_req *req, const nfs_fh3 *fh, bool view,
+				  struct nfs3_file *f)
+{
+	struct srv_export *ex;
+	uint32_t export_id;
+	un_id id;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
+			       fh->data.data_len, &export_id, &id);
+	if (err)
+		return nfs3_status_from_errno(err);
+	/* A well-formed handle of an export we no longer serve is stale, not
+	 * bad: the client held it legitimately. */
+	ex = srv_export_for_handle(req, export_id);
+	if (!ex)
+		return NFS3ERR_STALE;
+	return file_in(req, ex, id, view, f);
+}
+
 nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
 {
 	return nfs3_file_resolve(req, fh, false, f);
@@ -69,6 +67,27 @@ nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file 
 nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f)
 {
 	return nfs3_file_resolve(req, fh, true, f);
+}
+
+/* nfs3_call_file, with the engine's shared object when VIEW. */
+static nfsstat3 call_file(struct srv_req *req, bool view, struct nfs3_file *f)
+{
+	/* every procedure whose handler asks names its handle (has_fh) */
+	assert(req->fh.data);
+	memset(f, 0, sizeof(*f));
+	if (!req->ex)
+		return nfs3_status_from_errno(req->fh.err ? req->fh.err : -ESTALE);
+	return file_in(req, req->ex, req->fh.id, view, f);
+}
+
+nfsstat3 nfs3_call_file(struct srv_req *req, struct nfs3_file *f)
+{
+	return call_file(req, false, f);
+}
+
+nfsstat3 nfs3_call_file_view(struct srv_req *req, struct nfs3_file *f)
+{
+	return call_file(req, true, f);
 }
 
 /* No look for a vanished upper here: every LOOKUP and ACCESS asks this,
@@ -392,12 +411,18 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 	un_id id;
 
 	/* A handle that is no handle of ours, or names no export we serve, is
-	 * answered by the handler (BADHANDLE, STALE) before it touches a file. */
-	if (un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
-			     fh->data.data_len, &export_id, &id) != 0)
-		return true;
+	 * answered by the handler (BADHANDLE, STALE) before it touches a file:
+	 * req->fh.err says which (nfs3_call_file). */
 	req->fh =
-	    (struct srv_fh_seen){fh->data.data_val, fh->data.data_len, export_id, id};
+	    (struct srv_fh_seen){.data = fh->data.data_val, .len = fh->data.data_len};
+	req->fh.err =
+	    un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
+			     fh->data.data_len, &export_id, &id);
+	if (req->fh.err)
+		return true;
+	req->fh.export_id = export_id;
+	req->fh.id = id;
+	req->fh.err = -ESTALE; /* until its export is found and admits */
 	ex = srv_export_for_handle(req, export_id);
 	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
 		/* another client's union, not open (yet, or again): refused as
@@ -422,6 +447,7 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 	}
 	req->client = &r->opts;
 	req->ex = ex;
+	req->fh.err = 0;
 	srv_cred_squash(&req->rpc->cred, &r->opts);
 	return true;
 }

@@ -39,6 +39,12 @@ nfsstat3 nfs3_file_get(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file 
  * lookup in it, its id): the object may be the engine's shared one
  * (un_resolve_view), which nothing may change. */
 nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file *f);
+/* nfs3_file_get of the handle the call is about (its table entry's), as
+ * nfs3_admit resolved it: no second decoding, no second look-up of its
+ * export.  A handle admit found no export for answers its status. */
+nfsstat3 nfs3_call_file(struct srv_req *req, struct nfs3_file *f);
+/* nfs3_call_file, with the engine's shared object (nfs3_file_view). */
+nfsstat3 nfs3_call_file_view(struct srv_req *req, struct nfs3_file *f);
 void nfs3_file_put(struct nfs3_file *f);
 /* Whether F's export takes changes from this caller: a writable union and a
  * client rule that says rw. */

@@ -76,7 +76,7 @@
 
 /* ---- shared steps ---- */
 
-/* Fills the wcc of F (resolved, or cleared by a failed nfs3_file_get) into
+/* Fills the wcc of F (resolved, or cleared by a failed nfs3_call_file) into
  * the arm of the reply that status ST selects, and drops F. */
 static void nfs3_file_done(struct nfs3_file *f, nfsstat3 st, wcc_data *ok_wcc,
 			   wcc_data *fail_wcc)
@@ -227,14 +227,13 @@ static int nfs3_setattr_as(const struct srv_req *req, struct nfs3_file *f,
 void nfs3_setattr(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	SETATTR3args *args = argp;
 	SETATTR3res *res = resp;
 	struct nfs3_file f;
 	struct un_sattr sa;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->object, &f);
+	st = nfs3_call_file(req, &f);
 	if (!st)
 		st = nfs3_writable(&f);
 	if (!st)
@@ -328,14 +327,13 @@ static nfsstat3 nfs3_write_data(struct srv_req *req, struct nfs3_file *f,
 void nfs3_write(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	WRITE3args *args = argp;
 	WRITE3res *res = resp;
 	WRITE3resok *ok = &res->WRITE3res_u.resok;
 	struct nfs3_file f;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->file, &f);
+	st = nfs3_call_file(req, &f);
 	if (!st)
 		st = nfs3_writable(&f);
 	if (!st)
@@ -351,16 +349,15 @@ void nfs3_write(struct rpc_req *rq, void *argp, void *resp)
 void nfs3_commit(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
-	COMMIT3args *args = argp;
 	COMMIT3res *res = resp;
 	COMMIT3resok *ok = &res->COMMIT3res_u.resok;
 	struct nfs3_file f;
 	nfsstat3 st;
 
+	(void)argp;
 	/* The whole file is made durable whatever offset and count say: the
 	 * RFC allows flushing more than asked. */
-	st = nfs3_file_get(req, &args->file, &f);
+	st = nfs3_call_file(req, &f);
 	if (!st)
 		st = nfs3_data_check(&f);
 	if (!st)
@@ -404,7 +401,7 @@ struct nfs3_new_res {
 static nfsstat3 nfs3_new_begin(struct srv_req *req, const diropargs3 *where,
 			       struct nfs3_file *dir)
 {
-	nfsstat3 st = nfs3_file_get(req, &where->dir, dir);
+	nfsstat3 st = nfs3_call_file(req, dir);
 
 	if (!st)
 		st = nfs3_dirop_check(dir, where->name, -EEXIST);
@@ -515,7 +512,6 @@ static nfsstat3 nfs3_create_file(const struct srv_req *req, struct nfs3_file *di
 void nfs3_create(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	CREATE3args *args = argp;
 	CREATE3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, CREATE3);
@@ -532,7 +528,6 @@ void nfs3_create(struct rpc_req *rq, void *argp, void *resp)
 void nfs3_mkdir(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	MKDIR3args *args = argp;
 	MKDIR3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, MKDIR3);
@@ -552,7 +547,6 @@ void nfs3_mkdir(struct rpc_req *rq, void *argp, void *resp)
 void nfs3_symlink(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	SYMLINK3args *args = argp;
 	SYMLINK3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, SYMLINK3);
@@ -603,7 +597,6 @@ static nfsstat3 nfs3_mknod_what(const struct srv_req *req, const mknoddata3 *wha
 void nfs3_mknod(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	MKNOD3args *args = argp;
 	MKNOD3res *res = resp;
 	const struct nfs3_new_res r = NFS3_NEW_RES(res, MKNOD3);
@@ -633,7 +626,7 @@ static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot
 	struct nfs3_file dir;
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &what->dir, &dir);
+	st = nfs3_call_file(req, &dir);
 	if (!st)
 		st = nfs3_dirop_check(&dir, what->name, dot_err);
 	if (!st)
@@ -648,7 +641,6 @@ static nfsstat3 nfs3_delete(struct srv_req *req, const diropargs3 *what, int dot
 void nfs3_remove(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	REMOVE3args *args = argp;
 	REMOVE3res *res = resp;
 
@@ -660,7 +652,6 @@ void nfs3_remove(struct rpc_req *rq, void *argp, void *resp)
 void nfs3_rmdir(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	RMDIR3args *args = argp;
 	RMDIR3res *res = resp;
 
@@ -723,7 +714,6 @@ static nfsstat3 nfs3_rename_check(const struct srv_req *req, const RENAME3args *
 void nfs3_rename(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	RENAME3args *args = argp;
 	RENAME3res *res = resp;
 	RENAME3resok *ok = &res->RENAME3res_u.resok;
@@ -733,7 +723,7 @@ void nfs3_rename(struct rpc_req *rq, void *argp, void *resp)
 
 	/* Both handles first: each directory gets its wcc on any later
 	 * failure. */
-	st = nfs3_file_get(req, &args->from.dir, &from);
+	st = nfs3_call_file(req, &from);
 	if (!st)
 		st = nfs3_file_get(req, &args->to.dir, &to);
 	if (!st)
@@ -764,7 +754,6 @@ static nfsstat3 nfs3_link_check(const struct srv_req *req, const struct nfs3_fil
 void nfs3_link(struct rpc_req *rq, void *argp, void *resp)
 {
 	struct srv_req *req = srv_req_of(rq);
-
 	LINK3args *args = argp;
 	LINK3res *res = resp;
 	LINK3resok *ok = &res->LINK3res_u.resok;
@@ -772,7 +761,7 @@ void nfs3_link(struct rpc_req *rq, void *argp, void *resp)
 	struct nfs3_file file, dir = {0};
 	nfsstat3 st;
 
-	st = nfs3_file_get(req, &args->file, &file);
+	st = nfs3_call_file(req, &file);
 	if (!st)
 		st = nfs3_file_get(req, &args->link.dir, &dir);
 	if (!st)

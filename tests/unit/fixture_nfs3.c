@@ -2,11 +2,17 @@
 /* fixture_nfs3.c - the NFSv3 handler tests' fixture (test_nfs3.h). */
 #include "test_nfs3.h"
 
+#include <arpa/inet.h>
+
 char tmp_root[64], upper[128], work[128], lower0[128], lower1[128], state_dir[128];
 struct srv srv;
 struct rpc_arena *arena;
 nfs_fh3 root_fh;
 uint8_t root_fh_bytes[UN_FH_MAX];
+
+/* The caller of every request: this host, from a reserved port, which the
+ * export's default rule (SRV_LOOPBACK_CLIENTS) admits as itself. */
+static struct sockaddr_in caller;
 
 void put_dir(const char *dir, const char *nm, mode_t mode)
 {
@@ -52,6 +58,9 @@ int nfs3_fx_open(const char *prefix, bool writable, void (*make_layers)(void))
 	}
 	make_layers();
 	umask(022);
+	caller.sin_family = AF_INET;
+	caller.sin_port = htons(700);
+	caller.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 
 	if (srv_open(&srv, &o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "srv_open: %s\n", err);
@@ -95,6 +104,9 @@ struct test_req req_as(uid_t uid, gid_t gid)
 {
 	struct test_req r = {
 	    .rpc = {.cred = {.flavor = AUTH_SYS, .uid = uid, .gid = gid},
+		    .peer = (const struct sockaddr_storage *)&caller,
+		    .peerlen = sizeof(caller),
+		    .peer_addr = "127.0.0.1",
 		    .proto = IPPROTO_TCP,
 		    .prog = NFS_PROGRAM,
 		    .vers = NFS_V3,
@@ -109,4 +121,11 @@ struct rpc_req *test_req_tie(struct test_req *t)
 	t->rpc.ctx = &t->srv;
 	t->srv.rpc = &t->rpc;
 	return &t->rpc;
+}
+
+bool test_req_admit(struct test_req *t, const struct rpc_proc *p, void *args, void *res)
+{
+	if (!p->has_fh)
+		return true;
+	return nfs3_program.admit(&t->rpc, rpc_proc_fh(p, args), res);
 }

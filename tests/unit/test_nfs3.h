@@ -65,5 +65,9 @@ struct test_req {
 struct test_req req_as(uid_t uid, gid_t gid);
 /* Ties T's two requests; returns the RPC layer's, as handlers take it. */
 struct rpc_req *test_req_tie(struct test_req *t);
+/* What the dispatcher does before P's handler (T tied): the program's
+ * admission check of the handle P names in ARGS; false when it refused the
+ * call, RES then holding the refusal. */
+bool test_req_admit(struct test_req *t, const struct rpc_proc *p, void *args, void *res);
 
 #endif

@@ -119,8 +119,10 @@ static void call_as(struct test_req *req, uint32_t proc, void *args, void *res)
 
 	rq->proc = proc;
 	memset(res, 0, p->res_size);
-	/* As the dispatcher: with the caller's identity on this thread. */
-	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
+	/* As the dispatcher: the handle admitted, then the handler with the
+	 * caller's identity on this thread. */
+	if (test_req_admit(req, p, args, res))
+		assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 }
 
 static void call(uint32_t proc, void *args, void *res)

@@ -111,8 +111,10 @@ static void call_as(uid_t uid, uint32_t proc, void *args, void *res)
 
 	rq->proc = proc;
 	memset(res, 0, p->res_size);
-	/* As the dispatcher: with the caller's identity on this thread. */
-	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
+	/* As the dispatcher: the handle admitted, then the handler with the
+	 * caller's identity on this thread. */
+	if (test_req_admit(&req, p, args, res))
+		assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 }
 
 static void call(uint32_t proc, void *args, void *res)
@@ -1127,8 +1129,9 @@ static unsigned long call_rule(const struct srv_client_opts *rule, uint32_t proc
 	struct rpc_req *rq = test_req_tie(&req);
 
 	rq->proc = proc;
-	req.srv.client = rule;
 	memset(res, 0, p->res_size);
+	assert_true(test_req_admit(&req, p, args, res));
+	req.srv.client = rule; /* the rule under test, not the export's */
 	un_sys_inject_reset();
 	assert_true(srv_call_handler(&nfs3_program, p, rq, args, res));
 	return un_sys_calls(UN_SYS_SYNC);
