@@ -367,12 +367,12 @@ struct srv_req {
 	 * decoded and checked it, so that the handler finds its file without
 	 * decoding it or looking its export up again (nfs3_call_file): EX
 	 * below is its export.  ERR: why it names none (a negative errno),
-	 * 0 when it does.  DATA NULL: admit did not run. */
+	 * 0 when it does.  SEEN: admit ran. */
 	struct srv_fh_seen {
-		const char *data;
-		uint32_t len, export_id;
+		uint32_t export_id;
 		un_id id;
 		int err;
+		bool seen;
 	} fh;
 	/* The client unions this call uses (unions.c, rule 2). */
 	struct srv_export *pins[SRV_REQ_PINS];

@@ -73,7 +73,7 @@ nfsstat3 nfs3_file_view(struct srv_req *req, const nfs_fh3 *fh, struct nfs3_file
 static nfsstat3 call_file(struct srv_req *req, bool view, struct nfs3_file *f)
 {
 	/* every procedure whose handler asks names its handle (has_fh) */
-	assert(req->fh.data);
+	assert(req->fh.seen);
 	memset(f, 0, sizeof(*f));
 	if (!req->ex)
 		return nfs3_status_from_errno(req->fh.err ? req->fh.err : -ESTALE);
@@ -413,8 +413,7 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 	/* A handle that is no handle of ours, or names no export we serve, is
 	 * answered by the handler (BADHANDLE, STALE) before it touches a file:
 	 * req->fh.err says which (nfs3_call_file). */
-	req->fh =
-	    (struct srv_fh_seen){.data = fh->data.data_val, .len = fh->data.data_len};
+	req->fh = (struct srv_fh_seen){.seen = true};
 	req->fh.err =
 	    un_handle_decode(req->srv->state, (const uint8_t *)fh->data.data_val,
 			     fh->data.data_len, &export_id, &id);
