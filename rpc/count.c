@@ -71,7 +71,7 @@ int rpc_counts_start(struct rpc_svc *svc)
 	struct rpc_counts *c;
 
 	for (size_t i = 0; i < svc->nregs; i++)
-		if (svc->progs[i]->nprocs > RPC_COUNT_PROCS)
+		if (svc->regs[i].prog->nprocs > RPC_COUNT_PROCS)
 			return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)

@@ -337,9 +337,10 @@ void rpc_svc_free(struct rpc_svc *svc);
  * RPC_SVC_MAX_PROGRAMS, -EEXIST for a program and version twice. */
 int rpc_svc_register(struct rpc_svc *svc, const struct rpc_program *prog,
 		     const char *service, void *arg);
-/* The programs registered, in order (*N of them); the counters count by
- * index into it. */
-const struct rpc_program *const *rpc_svc_programs(const struct rpc_svc *svc, size_t *n);
+/* How many programs are registered, and the Ith of them (NULL past the
+ * end), in order: the counters count by that index. */
+size_t rpc_svc_nprograms(const struct rpc_svc *svc);
+const struct rpc_program *rpc_svc_program(const struct rpc_svc *svc, size_t i);
 /* Records that SERVICE's listeners hold PORT: rpc_loop_new, as it binds
  * them (a test that runs calls without a loop may too). */
 void rpc_svc_bound(struct rpc_svc *svc, const char *service, uint16_t port);

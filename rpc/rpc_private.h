@@ -22,7 +22,6 @@ struct rpc_reg {
 
 struct rpc_svc {
 	struct rpc_reg regs[RPC_SVC_MAX_PROGRAMS];
-	const struct rpc_program *progs[RPC_SVC_MAX_PROGRAMS]; /* regs' prog */
 	size_t nregs;
 	struct rpc_drc *drc; /* owned; NULL: no duplicate request cache */
 	/* Set by rpc_loop_new before it serves (svc_bound), read by any

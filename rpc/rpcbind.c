@@ -22,8 +22,6 @@
 
 #define PROBE_TIMEOUT_MS 300
 
-static bool registered;
-
 /* True when a connect to ADDR completes within PROBE_TIMEOUT_MS. */
 static bool can_connect(const struct sockaddr *addr, socklen_t len)
 {
@@ -79,10 +77,12 @@ static bool is_portmapper(const struct rpc_reg *r)
 	return r->prog->prog == PMAPPROG;
 }
 
-/* Takes back every registration of SVC's programs (a crashed run of ours
- * leaves them; kept for rpc_rpcbind_unregister). */
+/* The registry registered with rpcbind (rpc_rpcbind_unregister takes it
+ * back); NULL: none. */
 static const struct rpc_svc *registered_svc;
 
+/* Takes back every registration of SVC's programs (a crashed run of ours
+ * leaves them). */
 static void unset_all(const struct rpc_svc *svc)
 {
 	for (size_t i = 0; i < svc->nregs; i++)
@@ -103,7 +103,6 @@ bool rpc_rpcbind_register(const struct rpc_svc *svc)
 		return false;
 	}
 	unset_all(svc);
-	registered = true;
 	registered_svc = svc;
 	line[0] = '\0';
 	for (size_t i = 0; i < svc->nregs; i++) {
@@ -126,8 +125,8 @@ bool rpc_rpcbind_register(const struct rpc_svc *svc)
 
 void rpc_rpcbind_unregister(void)
 {
-	if (!registered)
+	if (!registered_svc)
 		return;
 	unset_all(registered_svc);
-	registered = false;
+	registered_svc = NULL;
 }

@@ -96,21 +96,25 @@ int rpc_svc_register(struct rpc_svc *svc, const struct rpc_program *prog,
 		     const char *service, void *arg)
 {
 	for (size_t i = 0; i < svc->nregs; i++)
-		if (svc->progs[i]->prog == prog->prog &&
-		    svc->progs[i]->vers == prog->vers)
+		if (svc->regs[i].prog->prog == prog->prog &&
+		    svc->regs[i].prog->vers == prog->vers)
 			return -EEXIST;
 	if (svc->nregs == RPC_SVC_MAX_PROGRAMS)
 		return -ENOSPC;
 	svc->regs[svc->nregs] =
 	    (struct rpc_reg){.prog = prog, .service = service, .arg = arg};
-	svc->progs[svc->nregs++] = prog;
+	svc->nregs++;
 	return 0;
 }
 
-const struct rpc_program *const *rpc_svc_programs(const struct rpc_svc *svc, size_t *n)
+size_t rpc_svc_nprograms(const struct rpc_svc *svc)
 {
-	*n = svc->nregs;
-	return svc->progs;
+	return svc->nregs;
+}
+
+const struct rpc_program *rpc_svc_program(const struct rpc_svc *svc, size_t i)
+{
+	return i < svc->nregs ? svc->regs[i].prog : NULL;
 }
 
 void rpc_svc_bound(struct rpc_svc *svc, const char *service, uint16_t port)
@@ -130,7 +134,8 @@ uint16_t rpc_svc_service_port(const struct rpc_svc *svc, const char *service)
 uint16_t rpc_svc_port(const struct rpc_svc *svc, uint32_t prog, uint32_t vers)
 {
 	for (size_t i = 0; i < svc->nregs; i++)
-		if (svc->progs[i]->prog == prog && (!vers || svc->progs[i]->vers == vers))
+		if (svc->regs[i].prog->prog == prog &&
+		    (!vers || svc->regs[i].prog->vers == vers))
 			return rpc_svc_service_port(svc, svc->regs[i].service);
 	return 0;
 }

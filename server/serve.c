@@ -45,17 +45,11 @@ int srv_daemon_loop(struct srv_daemon *d, const struct srv_opts *o, struct rpc_l
 		    char *err, size_t errlen)
 {
 	const struct srv_config *c = &o->cfg;
-	const struct rpc_service services[] = {
-	    {"nfs", c->nfs_port},
-	    {"mount", c->mount_port},
-	    {"nlm", c->nlm_port},
-	    {"nsm", c->nsm_port},
-	};
 	struct rpc_loop_config lc = {
 	    .bind_addr = c->bind_addr,
 	    .nthreads = c->nthreads,
 	    .services = d->services,
-	    .nservices = sizeof(services) / sizeof(services[0]),
+	    .nservices = sizeof(d->services) / sizeof(d->services[0]),
 	    .portmapper = c->portmapper,
 	    .max_conns = c->max_conns,
 	    .max_conns_per_addr = c->max_conns_per_addr,
@@ -65,8 +59,10 @@ int srv_daemon_loop(struct srv_daemon *d, const struct srv_opts *o, struct rpc_l
 	    .admit_arg = &d->srv,
 	};
 
-	_Static_assert(sizeof(services) == sizeof(d->services), "one slot a service");
-	memcpy(d->services, services, sizeof(services));
+	d->services[0] = (struct rpc_service){"nfs", c->nfs_port};
+	d->services[1] = (struct rpc_service){"mount", c->mount_port};
+	d->services[2] = (struct rpc_service){"nlm", c->nlm_port};
+	d->services[3] = (struct rpc_service){"nsm", c->nsm_port};
 	return rpc_loop_new(d->svc, &lc, out, err, errlen);
 }
 

@@ -89,8 +89,7 @@ static const char *status_name(const struct rpc_program *pg, size_t e)
 static const struct rpc_proc *named_proc(const struct srv_metrics *m, size_t pi,
 					 size_t qi)
 {
-	size_t n;
-	const struct rpc_program *pg = rpc_svc_programs(m->svc, &n)[pi];
+	const struct rpc_program *pg = rpc_svc_program(m->svc, pi);
 
 	return qi < pg->nprocs && pg->procs[qi].name ? &pg->procs[qi] : NULL;
 }
@@ -100,8 +99,7 @@ static const struct rpc_proc *named_proc(const struct srv_metrics *m, size_t pi,
 static void proc_lines(const struct srv_metrics *m, size_t pi, size_t qi, FILE *calls_f,
 		       FILE *err_f, FILE *lat_f)
 {
-	size_t n;
-	const struct rpc_program *pg = rpc_svc_programs(m->svc, &n)[pi];
+	const struct rpc_program *pg = rpc_svc_program(m->svc, pi);
 	const struct rpc_proc *p = named_proc(m, pi, qi);
 	struct rpc_proc_sums sum;
 	uint64_t calls, ns, *bucket = sum.bucket, *errors = sum.errors, cum = 0;
@@ -158,10 +156,7 @@ static void write_calls(FILE *f, const struct srv_metrics *m)
 
 	if (!cf || !ef || !lf)
 		goto out;
-	size_t nprogs;
-
-	rpc_svc_programs(m->svc, &nprogs);
-	for (size_t pi = 0; pi < nprogs; pi++)
+	for (size_t pi = 0; pi < rpc_svc_nprograms(m->svc); pi++)
 		for (size_t qi = 0; qi < RPC_COUNT_PROCS; qi++)
 			if (named_proc(m, pi, qi))
 				proc_lines(m, pi, qi, cf, ef, lf);

@@ -287,14 +287,11 @@ static void test_refusals_udp(void **state)
 /* The registry: a program and version once, the service's port for it. */
 static void test_registry(void **state)
 {
-	const struct rpc_program *const *progs;
-	size_t n;
-
 	(void)state;
 	assert_int_equal(rpc_svc_register(svc, &toy_program, "toy", NULL), -EEXIST);
-	progs = rpc_svc_programs(svc, &n);
-	assert_int_equal(n, 1);
-	assert_ptr_equal(progs[0], &toy_program);
+	assert_int_equal(rpc_svc_nprograms(svc), 1);
+	assert_ptr_equal(rpc_svc_program(svc, 0), &toy_program);
+	assert_null(rpc_svc_program(svc, 1));
 	assert_int_equal(rpc_svc_port(svc, TOY_PROG, 0), toy_port);
 	assert_int_equal(rpc_svc_port(svc, TOY_PROG + 1, 0), 0);
 	assert_int_equal(rpc_svc_service_port(svc, "toy"), toy_port);
