@@ -56,10 +56,10 @@ struct srv_mclients {
 	struct srv_mclient *_Atomic chain[SRV_C_CLIENT_BUCKETS];
 };
 
-/* The calling thread's slot and whose it is (a test may run more than one
- * server in a process, one after another, at one address). */
+/* The calling thread's slot and whose it is: the start's number, not the
+ * server's address, which a later start may get again (a test may run more
+ * than one server in a process, one after another). */
 static _Thread_local struct {
-	const struct srv *srv;
 	unsigned long gen;
 	unsigned slot;
 } mine;
@@ -76,10 +76,9 @@ static unsigned thread_slot(struct srv *s)
 {
 	unsigned next;
 
-	if (mine.srv == s && mine.gen == s->count_gen)
+	if (mine.gen == s->count_gen)
 		return mine.slot;
 	next = atomic_fetch_add(&s->next_xslot, 1) + 1;
-	mine.srv = s;
 	mine.gen = s->count_gen;
 	mine.slot = next < slot_count(s) ? next : 0;
 	return mine.slot;
