@@ -1178,6 +1178,8 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	int err;
 
 	err = dir_args_check(ex, dir, name, &nm.len);
+	if (!err) /* no lock needed: the record moves to a name of its own */
+		err = un_node_remove_ahead(ex->st, &nm);
 	if (err)
 		return err;
 	err = 1;
@@ -1449,6 +1451,29 @@ static int rename_upper(struct rn *r)
 	return err;
 }
 
+/* The checked rename: its intent first (node.c invariant 14), the
+ * upper's change, then the table. */
+static int rename_run(struct rn *r)
+{
+	struct un_node_name from = {r->fdir->id, r->fname, r->flen},
+			    to = {r->tdir->id, r->tname, r->tlen};
+	int err;
+
+	/* A target with another name keeps a record that names a live one. */
+	err = r->dst ? un_node_remove_ahead(r->ex->st, &to) : 0;
+	if (!err)
+		err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id,
+				     r->src->id, &from, &to);
+	if (err)
+		return err;
+	err = rename_upper(r);
+	if (err) {
+		un_node_intent_del(r->ex->st, r->src->id, &to); /* leftover: harmless */
+		return err;
+	}
+	return un_node_rename(r->ex->st, r->src->id, &from, &to);
+}
+
 /* Locks both parents (and the rename lock across directories) and what
  * the target name holds (R->dst). */
 static int rename_lock(struct rn *r, struct nslocks *l)
@@ -1499,12 +1524,7 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 	if (!err)
 		err = rename_check(&r);
 	if (!err)
-		err = rename_upper(&r);
-	if (!err)
-		err =
-		    un_node_rename(ex->st, r.src->id,
-				   &(struct un_node_name){fromdir->id, fromname, r.flen},
-				   &(struct un_node_name){todir->id, toname, r.tlen});
+		err = rename_run(&r);
 	rename_unlock(&r, &l);
 	un_obj_put(r.src);
 	un_obj_put(r.dst);
@@ -1515,6 +1535,30 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 
 /* ---- linking ---- */
 
+/* Makes NB (the link to O) at NM of DIR: its intent first (node.c
+ * invariant 14), the upper's change, then the table. */
+static int link_run(struct un_export *ex, struct un_obj *o, struct un_obj *dir,
+		    const struct un_node_name *nm, struct newobj *nb)
+{
+	struct stat st;
+	int err;
+
+	err = un_node_intent(ex->st, UN_INTENT_LINK, ex->root_id, o->id, NULL, nm);
+	if (err)
+		return err;
+	err = create_in(ex, dir, nm->name, nb);
+	if (err) {
+		un_node_intent_del(ex->st, o->id, nm); /* leftover: harmless */
+		return err;
+	}
+	err = un_sys_fstat(o->inst[0].fd, &st);
+	if (!err)
+		err =
+		    un_node_link(ex->st, ex->root_id, o->id, nm,
+				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
+	return err;
+}
+
 int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	    struct un_obj *dir, const char *name)
 {
@@ -1522,7 +1566,6 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	struct un_change ch = UN_CHANGE(cx);
 	struct un_obj *c = NULL;
 	struct nslocks l;
-	struct stat st;
 	size_t len;
 	int err;
 
@@ -1541,14 +1584,8 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 	nb.linkfd = o->inst[0].fd;
 	if (!err)
-		err = create_in(ex, dir, name, &nb);
-	if (!err)
-		err = un_sys_fstat(o->inst[0].fd, &st);
-	if (!err)
 		err =
-		    un_node_link(ex->st, ex->root_id, o->id,
-				 &(struct un_node_name){dir->id, name, len},
-				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
+		    link_run(ex, o, dir, &(struct un_node_name){dir->id, name, len}, &nb);
 	ns_unlock(ex, &l);
 	un_obj_put(c);
 	/* The link count before the entry that adds to it (step 7). */

@@ -393,6 +393,8 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	 * the same user: trusted.* needs CAP_SYS_ADMIN. */
 	ex->xattr_prefix = geteuid() == 0 ? "trusted.overlay." : "user.overlay.";
 	rc = root_node(ex);
+	if (!rc && !from && cfg->upperdir)
+		rc = un_intents_settle_open(ex);
 	if (rc) {
 		fail(err, errlen, rc, "state dir: node table: %s", strerror(-rc));
 		goto fail;

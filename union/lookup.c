@@ -471,6 +471,10 @@ static int resolve(struct un_export *ex, un_id id, bool view, struct un_obj **ou
 	err = -ESTALE;
 	for (int tries = 0; tries < RESOLVE_TRIES && err == -ESTALE; tries++)
 		err = resolve_once(&w, id, tries == 0, view, out);
+	/* A rename or link whose table commit a crash or a failure cut short:
+	 * adopted now (intent.c), then the path read again names the object. */
+	if (err == -ESTALE && un_intents_settle_id(ex, id))
+		err = resolve_once(&w, id, false, view, out);
 	/* Gone or replaced: the old object, if a retired layer holds it
 	 * (retire.c rule 3); never a view, which is no loss to its caller. */
 	if (err == -ESTALE)

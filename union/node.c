@@ -4,7 +4,7 @@
  *
  * Design notes
  * ------------
- * The table lives in the state dir's LMDB environment, in seven named
+ * The table lives in the state dir's LMDB environment, in eight named
  * databases:
  *
  *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id
@@ -22,6 +22,9 @@
  *          key (MDB_DUPSORT): every name of a node that LINK gave a second
  *          name, so that removing the name its record holds can move the
  *          record to another one instead of forgetting the node
+ *   intents parent id (u64 BE) + name bytes -> struct intent_rec + name
+ *          bytes: a RENAME or LINK about to give that name to a node,
+ *          committed before the change on disk (invariant 14)
  *
  * Keys are big-endian so LMDB's byte order is numeric order; values are
  * little-endian.  A record is a versioned struct with a checked size
@@ -150,6 +153,23 @@
  *     find the old record matching and answer the old id, which the remove
  *     then forgets, so the new file's first handle would be stale at once
  *     and the next lookup would give it another id.
+ * 14. A live object keeps its node id whatever a crash cuts short.  A
+ *     create, remove or rmdir changes the disk first and the table after:
+ *     cut between them, a created name gets its node at its first lookup
+ *     (no handle named it before) and a removed one leaves a record whose
+ *     path no longer resolves (-ESTALE, right for an object that is gone).
+ *     A rename or a link would leave a live object under a name the table
+ *     does not know, so they write an intent first (un_node_intent,
+ *     committed before the disk changes): a lookup that finds no node for
+ *     a name, or one whose record does not match, adopts the intent of
+ *     that name when the intent's node matches the object seen there
+ *     (intent_adopt: the rename or link is applied as un_node_rename or
+ *     un_node_link would, in the same transaction), and intent.c adopts
+ *     the intents a crash left when the export opens, so an old handle
+ *     resolves before anyone looks the new name up.  Only the intent's own
+ *     object is ever adopted, so a leftover intent is harmless; the
+ *     rename's or link's own commit deletes it.  A copy-up is written
+ *     ahead by its own design (copyup.c invariant 5).
  *
  * Known limits: identity by raw (dev, ino) (the upper; a lower object its
  * index does not know; every record written before the indexes) trusts the
@@ -593,7 +613,8 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 	    (err = un_mdb_err(mdb_dbi_open(txn, "groups", MDB_CREATE, &st->db_groups))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "parted", MDB_CREATE, &st->db_parted))) ||
 	    (err = un_mdb_err(mdb_dbi_open(txn, "aliases", MDB_CREATE | MDB_DUPSORT,
-					   &st->db_aliases))))
+					   &st->db_aliases))) ||
+	    (err = un_mdb_err(mdb_dbi_open(txn, "intents", MDB_CREATE, &st->db_intents))))
 		return err;
 	err = un_mdb_err(mdb_get(txn, st->db_meta, &k, &v));
 	if (!err) /* a table of another format is refused, never reinterpreted */
@@ -653,8 +674,11 @@ struct assign_args {
 	struct found *f;
 };
 
-/* Assigns the misses (ids 0) of A->f (invariants 4, 6); A->f is scratch
- * space of the caller's, left half-filled on failure. */
+static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+			struct found *f);
+
+/* Assigns the misses (ids 0) of A->f (invariants 4, 6, 14); A->f is
+ * scratch space of the caller's, left half-filled on failure. */
 static int assign_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct assign_args *a = arg;
@@ -665,6 +689,8 @@ static int assign_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 			continue;
 		obs_check(&a->obs[i]);
 		err = node_match(st, txn, &a->obs[i], &a->f[i]);
+		if (err == -ENOENT)
+			err = intent_adopt(st, txn, &a->obs[i], &a->f[i]);
 		if (err == -ENOENT)
 			err = node_create(st, txn, &a->obs[i], &a->f[i]);
 	}
@@ -1102,11 +1128,13 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 	MDB_txn *txn;
 	int err = txn_begin(st, true, &txn);
 
+	st->node_adopted = false; /* the turn's own: no other thread writes */
 	for (j = batch; j; j = j->next) {
 		j->err = err ? err : job_run(st, txn, j, alone);
 		any = any || !j->err;
 		bump = bump || j->bump;
 	}
+	bump = bump || st->node_adopted; /* an adoption moves names (14) */
 	if (!err && !any)
 		mdb_txn_abort(txn);
 	else if (!err)
@@ -1366,6 +1394,82 @@ int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino low
 	return in_write_txn(st, part_txn, &a);
 }
 
+/* ---- intents (invariant 14) ---- */
+
+#define INTENT_VERSION 1
+
+/* An intent as stored, little-endian; FROMLEN name bytes follow (a
+ * rename's source name; none for a link). */
+struct intent_rec {
+	uint8_t version;
+	uint8_t kind;	  /* enum un_intent_kind */
+	uint16_t fromlen; /* LE */
+	uint8_t reserved[4];
+	uint64_t run;	      /* LE: st->run of the process that wrote it */
+	uint64_t root;	      /* LE: the export's root */
+	uint64_t id;	      /* LE: the node that is to get the name */
+	uint64_t from_parent; /* LE */
+};
+_Static_assert(sizeof(struct intent_rec) == 40, "intent record layout is on disk");
+
+/* An intent as read; FROM's name points into the read transaction. */
+struct intent_view {
+	enum un_intent_kind kind;
+	uint64_t run;
+	un_id root, id;
+	struct un_node_name from;
+};
+
+/* Parses V into *IV: -ESTALE for a record of another version or size. */
+static int intent_parse(const MDB_val *v, struct intent_view *iv)
+{
+	struct intent_rec r;
+
+	if (v->mv_size < sizeof(r))
+		return -ESTALE;
+	memcpy(&r, v->mv_data, sizeof(r));
+	if (r.version != INTENT_VERSION || le16toh(r.fromlen) > UN_NAME_MAX ||
+	    v->mv_size != sizeof(r) + le16toh(r.fromlen) ||
+	    (r.kind != UN_INTENT_RENAME && r.kind != UN_INTENT_LINK))
+		return -ESTALE;
+	*iv = (struct intent_view){
+	    .kind = r.kind,
+	    .run = le64toh(r.run),
+	    .root = le64toh(r.root),
+	    .id = le64toh(r.id),
+	    .from = {le64toh(r.from_parent), (const char *)v->mv_data + sizeof(r),
+		     le16toh(r.fromlen)},
+	};
+	return 0;
+}
+
+/* The intent of name TO: 0, -ENOENT, -ESTALE (unreadable), or -errno. */
+static int intent_get(struct un_state *st, MDB_txn *txn, const struct un_node_name *to,
+		      struct intent_view *iv)
+{
+	uint8_t key[8 + UN_NAME_MAX];
+	MDB_val k = {nm_key(key, to), key}, v;
+	int err = un_mdb_err(mdb_get(txn, st->db_intents, &k, &v));
+
+	return err ? err : intent_parse(&v, iv);
+}
+
+/* Deletes the intent of TO when it is ID's (or unreadable). */
+static int intent_del(struct un_state *st, MDB_txn *txn, un_id id,
+		      const struct un_node_name *to)
+{
+	uint8_t key[8 + UN_NAME_MAX];
+	MDB_val k = {nm_key(key, to), key};
+	struct intent_view iv;
+	int err = intent_get(st, txn, to, &iv);
+
+	if (err == -ENOENT || (!err && iv.id != id))
+		return 0;
+	if (err && err != -ESTALE)
+		return err;
+	return del_ok(mdb_del(txn, st->db_intents, &k, NULL));
+}
+
 struct rename_args {
 	un_id id;
 	const struct un_node_name *from, *to;
@@ -1389,13 +1493,17 @@ static int rename_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 		err = names_put(st, txn, a->to, a->id);
 	if (!err)
 		err = rec_get(st, txn, a->id, &r);
+	if (err == -ESTALE) /* no record: nothing more to move */
+		return intent_del(st, txn, a->id, a->to);
 	if (err)
-		return err == -ESTALE ? 0 : err; /* no record: nothing more to move */
+		return err;
 	if (rec_named(&r, a->from))
 		err = rec_rename(st, txn, a->id, &r, a->to->parent, a->to->name,
 				 a->to->len);
 	/* aliases list every name of a linked node, the record's too */
-	return err ? err : alias_move(st, txn, a->id, a->from, a->to);
+	if (!err)
+		err = alias_move(st, txn, a->id, a->from, a->to);
+	return err ? err : intent_del(st, txn, a->id, a->to);
 }
 
 int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
@@ -1428,6 +1536,54 @@ void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
 	*job = (struct un_node_job){
 	    .fn = call_txn, .call = remove_txn, .arg = nm, .bump = true};
 	job_queue(st, job);
+}
+
+struct remove_ahead_args {
+	const struct un_node_name *nm;
+	bool write; /* else only decide */
+};
+
+/* A remove's write ahead (invariant 14): when NM's node has another name
+ * (aliases) and its record names NM, the record moves to the other name;
+ * 1 when nothing is to be done.  Both names still give the node, so the
+ * record names a live name whether the removal reaches the disk or not. */
+static int remove_ahead_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct remove_ahead_args *a = arg;
+	struct name_buf other;
+	struct rec_view r;
+	size_t n;
+	un_id id;
+	int err = names_get(st, txn, a->nm, &id);
+
+	if (!err)
+		err = rec_get(st, txn, id, &r);
+	if (err == -ENOENT || err == -ESTALE || (!err && !rec_named(&r, a->nm)))
+		return 1;
+	if (!err)
+		err = alias_scan(st, txn, id, a->nm, &n, &other);
+	if (!err && !other.len)
+		return 1;
+	if (err || !a->write)
+		return err;
+	return rec_rename(st, txn, id, &r, other.parent, other.name, other.len);
+}
+
+int un_node_remove_ahead(struct un_state *st, const struct un_node_name *nm)
+{
+	struct remove_ahead_args a = {nm, false};
+	MDB_txn *txn;
+	int err = txn_begin(st, false, &txn);
+
+	if (err)
+		return err;
+	err = remove_ahead_txn(st, txn, &a); /* a read transaction decides */
+	mdb_txn_abort(txn);
+	if (!err) {
+		a.write = true;
+		err = in_write_txn(st, remove_ahead_txn, &a);
+	}
+	return err == 1 ? 0 : err;
 }
 
 struct link_args {
@@ -1468,7 +1624,9 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	err = alias_scan(st, txn, a->id, NULL, &n, &other);
 	if (!err && n == 0) /* the first second name: the record's joins it */
 		err = alias_put(st, txn, a->id, &ownnm);
-	return err ? err : alias_put(st, txn, a->id, a->nm);
+	if (!err)
+		err = alias_put(st, txn, a->id, a->nm);
+	return err ? err : intent_del(st, txn, a->id, a->nm);
 }
 
 int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
@@ -1477,6 +1635,173 @@ int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node
 	struct link_args a = {.root = root, .id = id, .nm = nm, .di = di};
 
 	return in_write_txn(st, link_txn, &a);
+}
+
+/* ---- intents: the API (invariant 14) ---- */
+
+struct intent_args {
+	enum un_intent_kind kind;
+	un_id root, id;
+	const struct un_node_name *from, *to;
+	uint64_t run;
+};
+
+static int intent_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct intent_args *a = arg;
+	uint8_t key[8 + UN_NAME_MAX], buf[sizeof(struct intent_rec) + UN_NAME_MAX];
+	size_t fromlen = a->from ? a->from->len : 0;
+	struct intent_rec r = {
+	    .version = INTENT_VERSION,
+	    .kind = (uint8_t)a->kind,
+	    .fromlen = htole16((uint16_t)fromlen),
+	    .run = htole64(a->run),
+	    .root = htole64(a->root),
+	    .id = htole64(a->id),
+	    .from_parent = htole64(a->from ? a->from->parent : 0),
+	};
+	MDB_val k = {nm_key(key, a->to), key}, v = {sizeof(r) + fromlen, buf};
+
+	memcpy(buf, &r, sizeof(r));
+	if (fromlen)
+		memcpy(buf + sizeof(r), a->from->name, fromlen);
+	return un_mdb_err(mdb_put(txn, st->db_intents, &k, &v, 0));
+}
+
+int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un_id id,
+		   const struct un_node_name *from, const struct un_node_name *to)
+{
+	struct intent_args a = {kind, root, id, from, to, st->run};
+	/* No bump: an intent changes no name's node until it is adopted. */
+	struct un_node_job j = {.fn = call_txn, .call = intent_txn, .arg = &a};
+
+	assert((kind == UN_INTENT_RENAME) == (from != NULL));
+	return write_job(st, &j);
+}
+
+/* Invariant 14: when the intent of OBS's name is for a node whose record
+ * matches OBS, the rename or link it announced happened on disk; it is
+ * applied here and *F gets the node.  -ENOENT when there is nothing to
+ * adopt. */
+static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+			struct found *f)
+{
+	struct un_node_name to = {obs->parent, obs->name, obs->namelen};
+	struct intent_view iv;
+	struct name_buf from;
+	struct rec_view r;
+	int err = intent_get(st, txn, &to, &iv);
+
+	if (!err)
+		err = rec_get(st, txn, iv.id, &r);
+	if (err == -ESTALE)
+		err = -ENOENT; /* unreadable, or its node is gone */
+	if (!err && (iv.root != obs->root || !rec_matches(&r, obs)))
+		err = -ENOENT;
+	if (err)
+		return err;
+	from.parent = iv.from.parent;
+	from.len = (uint16_t)iv.from.len;
+	memcpy(from.name, iv.from.name, iv.from.len); /* puts move it */
+	if (iv.kind == UN_INTENT_RENAME)
+		err = rename_txn(
+		    st, txn,
+		    &(struct rename_args){
+			iv.id, &(struct un_node_name){from.parent, from.name, from.len},
+			&to});
+	else
+		err = link_txn(
+		    st, txn, &(struct link_args){iv.root, iv.id, &to, obs_raw_top(obs)});
+	if (!err)
+		err = rec_get(st, txn, iv.id, &r);
+	if (err)
+		return err == -ESTALE ? -ENOENT : err;
+	st->node_adopted = true;
+	*f = (struct found){iv.id, r.fileid};
+	return 0;
+}
+
+/* Appends the intent at K, V to *OUT when it is of ROOT (and of ID). */
+static int intent_collect(struct un_state *st, const MDB_val *k, const MDB_val *v,
+			  un_id root, un_id id, struct un_node_intent_ref **out,
+			  size_t *n, size_t *cap)
+{
+	struct un_node_intent_ref *ref;
+	struct intent_view iv;
+	uint64_t be;
+
+	if (k->mv_size <= 8 || k->mv_size > 8 + UN_NAME_MAX || intent_parse(v, &iv) ||
+	    iv.root != root || (id != UN_ID_NONE && iv.id != id))
+		return 0;
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 4;
+		void *p = un_sys_realloc(*out, ncap * sizeof(**out));
+
+		if (!p)
+			return -ENOMEM;
+		*out = p;
+		*cap = ncap;
+	}
+	ref = &(*out)[(*n)++];
+	memcpy(&be, k->mv_data, 8);
+	ref->id = iv.id;
+	ref->parent = be64toh(be);
+	ref->len = (uint16_t)(k->mv_size - 8);
+	memcpy(ref->name, (const char *)k->mv_data + 8, ref->len);
+	ref->name[ref->len] = '\0';
+	ref->this_run = iv.run == st->run;
+	return 0;
+}
+
+int un_node_intents(struct un_state *st, un_id root, un_id id,
+		    struct un_node_intent_ref **out, size_t *n)
+{
+	MDB_val k, v;
+	MDB_cursor *c = NULL;
+	MDB_txn *txn;
+	size_t cap = 0;
+	int rc, err;
+
+	*out = NULL;
+	*n = 0;
+	err = txn_begin(st, false, &txn);
+	if (err)
+		return err;
+	err = un_mdb_err(mdb_cursor_open(txn, st->db_intents, &c));
+	for (rc = err ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_FIRST); !err && !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		err = intent_collect(st, &k, &v, root, id, out, n, &cap);
+	if (!err && rc != MDB_NOTFOUND)
+		err = un_mdb_err(rc);
+	if (c)
+		mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return err;
+}
+
+struct intent_del_args {
+	un_id id;
+	const struct un_node_name *to;
+};
+
+static int intent_del_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct intent_del_args *a = arg;
+
+	return intent_del(st, txn, a->id, a->to);
+}
+
+int un_node_intent_del(struct un_state *st, un_id id, const struct un_node_name *to)
+{
+	struct intent_del_args a = {id, to};
+	struct un_node_job j = {.fn = call_txn, .call = intent_del_txn, .arg = &a};
+
+	return write_job(st, &j);
 }
 
 /* ---- a reset of the upper layer ---- */

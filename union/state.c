@@ -239,6 +239,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	atomic_init(&st->on_notice, NULL);
 	st->wq_tail = &st->wq_head;
 	atomic_init(&st->on_error, NULL);
+	randombytes_buf(&st->run, sizeof(st->run)); /* node.c: intents */
 	st->dir = un_sys_strdup(dir);
 	err = st->dir ? state_dir_open(st, dir) : -ENOMEM;
 	if (err)

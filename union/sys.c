@@ -19,6 +19,7 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,11 @@ int un_sys_fault(enum un_sys_op op)
 	if (!atomic_load_explicit(&seam_used, memory_order_relaxed))
 		return 0;
 	err = fault_one(&injects[UN_SYS_ANY]);
-	return err ? err : fault_one(&injects[op]);
+	if (!err)
+		err = fault_one(&injects[op]);
+	if (err == UN_SYS_KILL)
+		kill(getpid(), SIGKILL); /* a crash before this call */
+	return err;
 }
 
 /* Returns RC, or -errno when RC is -1. */

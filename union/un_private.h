@@ -190,11 +190,13 @@ char *un_sys_strdup(const char *s);
 /* For seams that are not syscalls (LMDB): 0, or the errno the caller is to
  * fail with because a test injected it. */
 int un_sys_fault(enum un_sys_op op);
+#define UN_SYS_KILL (-1)
 
-/* Test hooks: the NTH call of OP from now on (1 = the next) fails with ERR;
- * NTH 0 disarms OP.  un_sys_calls counts the calls of OP since the last
- * un_sys_inject_reset.  The seam does nothing, and counts nothing, until
- * the first un_sys_inject or un_sys_inject_reset of the process. */
+/* Test hooks: the NTH call of OP from now on (1 = the next) fails with ERR
+ * (UN_SYS_KILL: the process is killed with SIGKILL before that call, a
+ * crash between two steps); NTH 0 disarms OP.  un_sys_calls counts the calls of OP since
+ * the last un_sys_inject_reset.  The seam does nothing, and counts nothing, until the
+ * first un_sys_inject or un_sys_inject_reset of the process. */
 void un_sys_inject(enum un_sys_op op, unsigned long nth, int err);
 void un_sys_inject_reset(void);
 unsigned long un_sys_calls(enum un_sys_op op);
@@ -273,8 +275,13 @@ struct un_change;	 /* sync.c */
 
 struct un_state {
 	MDB_env *env;
-	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_parted,
-	    db_aliases; /* node.c */
+	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_parted, db_aliases,
+	    db_intents; /* node.c */
+	/* node.c: this process's run, in the intents it writes: an intent of
+	 * another run is a leftover of a crash, one of this run may be a
+	 * change still under way (intent.c) */
+	uint64_t run;
+	bool node_adopted; /* node.c's writer: a batch adopted an intent */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
@@ -411,6 +418,37 @@ int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino low
  * untouched (they name ID as their parent). */
 int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
 		   const struct un_node_name *to);
+/* ---- node.c: intents, written before a change on disk (intent.c) ---- */
+
+enum un_intent_kind {
+	UN_INTENT_RENAME = 1, /* the node moves from one name to another */
+	UN_INTENT_LINK = 2,   /* the node gets a second name */
+};
+/* Before a RENAME (FROM given) or a LINK (FROM NULL) changes the disk: TO
+ * is about to name node ID of the export whose root is ROOT.  Committed
+ * when this returns, so a crash after the change on disk and before its
+ * un_node_rename or un_node_link leaves the intent, and the name TO is
+ * adopted by ID once a lookup finds ID's object there (un_node_assign, and
+ * intent.c at the next start): the node id of a live object never changes
+ * because the table lagged the disk. */
+int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un_id id,
+		   const struct un_node_name *from, const struct un_node_name *to);
+/* One intent as un_node_intents lists it. */
+struct un_node_intent_ref {
+	un_id id, parent; /* the node and the directory of the name TO */
+	uint16_t len;
+	char name[UN_NAME_MAX + 1];
+	bool this_run;
+};
+/* The intents of the export whose root is ROOT (of node ID only, unless ID
+ * is UN_ID_NONE): *out (caller frees) gets *n of them. */
+int un_node_intents(struct un_state *st, un_id root, un_id id,
+		    struct un_node_intent_ref **out, size_t *n);
+/* Deletes the intent of TO if it is still for ID: its change did not
+ * happen (a leftover intent is harmless: only ID's own object at TO is
+ * ever adopted). */
+int un_node_intent_del(struct un_state *st, un_id id, const struct un_node_name *to);
+
 /* A write of the table queued in the order of the caller's change and
  * waited for once the caller's locks are dropped, so that the changes of one
  * directory commit together (node.c, the writer).  The fields are node.c's;
@@ -464,6 +502,11 @@ int un_node_job_wait(struct un_state *st, struct un_node_job *job);
  * answers -ESTALE for it from now on, whatever appears under NM later),
  * unless the node keeps another name that un_node_link recorded. */
 int un_node_remove(struct un_state *st, const struct un_node_name *nm);
+/* Before NM is removed from the disk: when NM's node has another name
+ * that LINK recorded and its record holds NM, the record moves to the
+ * other name first (node.c invariant 14), so a crash between the removal
+ * and un_node_remove leaves the node's handle resolving. */
+int un_node_remove_ahead(struct un_state *st, const struct un_node_name *nm);
 /* NM is a new hard link to node ID of the export whose root is ROOT, whose
  * top-most instance is DI: both names give ID. */
 int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
@@ -775,6 +818,16 @@ int un_copyup(struct un_export *ex, struct un_change *ch, struct un_obj *o);
 /* Copies every extended attribute of SRC to DST except the union's own
  * markers (overlay.* in the trusted. and user. namespaces). */
 int un_copy_xattrs(int src, int dst);
+
+/* ---- intent.c: renames and links a crash cut short ---- */
+
+/* At an export's open: the intents earlier runs left are looked up (the
+ * lookups adopt those whose change happened) and deleted; -errno only when
+ * the table cannot be read. */
+int un_intents_settle_open(struct un_export *ex);
+/* For a node ID that resolves to nothing: its intents looked up; true
+ * when one was adopted, so that a resolve again may find ID. */
+bool un_intents_settle_id(struct un_export *ex, un_id id);
 
 /* ---- dir.c: names ---- */
 

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_crash_steps.c - node.c invariant 14: every namespace change, cut
+ * short at each of its steps, leaves every live object with its node id
+ * and fileid, and every handle of a live object resolving to it.
+ *
+ * Each change runs once whole, to count the calls it makes through the
+ * seam (sys.c).  Then, for each call N, from the same start:
+ *   kill  a child process opens the state and the export, arms the seam to
+ *         SIGKILL it before call N and runs the change; the parent opens the
+ *         state again, as a restarted server does;
+ *   fail  call N fails with EIO in this process; the checks run at once,
+ *         and again after a restart.
+ * The checks: each watched object that is still there (at its old name, or
+ * at its new one when the change was made) has its old node id and fileid
+ * by lookup, and its old node resolves to it; an object the change removes
+ * either is gone (its node stale) or is still itself; the work dir is
+ * empty after a restart.  A change that can be retried (an exclusive
+ * create) succeeds when retried with the same verifier.
+ */
+#include "test_wr.h"
+
+#include <signal.h>
+
+/* One object the checks follow: where it is before the change and where
+ * once the change is made (NULL: the change removes it); STAYS: it keeps
+ * its old name too (a link). */
+struct watch {
+	const char *before, *after;
+	bool stays;
+};
+
+struct recorded {
+	un_id id, fileid;
+};
+
+#define WATCH_MAX 4
+
+struct scenario {
+	const char *name;
+	void (*layers)(struct fx *fx); /* on disk, before the export opens */
+	int (*prepare)(struct fx *fx); /* through the engine; may be NULL */
+	int (*change)(struct fx *fx);
+	struct watch w[WATCH_MAX];
+	bool retry_succeeds; /* the change again must answer 0 */
+};
+
+/* ---- the changes ---- */
+
+static int walk2(struct fx *fx, const char *a, struct un_obj **oa, const char *b,
+		 struct un_obj **ob)
+{
+	int rc = t_walk(fx, a, oa);
+
+	return rc ? rc : t_walk(fx, b, ob);
+}
+
+static int do_rename(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
+		     const char *tname)
+{
+	struct un_obj *f = NULL, *t = NULL;
+	int rc = walk2(fx, fdir, &f, tdir, &t);
+
+	if (!rc)
+		rc = un_rename(SYNC_CX, fx->ex, f, fname, t, tname);
+	un_obj_put(f);
+	un_obj_put(t);
+	return rc;
+}
+
+static int do_link(struct fx *fx, const char *path, const char *dir, const char *name)
+{
+	struct un_obj *o = NULL, *d = NULL;
+	int rc = walk2(fx, path, &o, dir, &d);
+
+	if (!rc)
+		rc = un_link(SYNC_CX, fx->ex, o, d, name);
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+static int do_remove(struct fx *fx, const char *dir, const char *name, bool isdir)
+{
+	struct un_obj *d = NULL;
+	int rc = t_walk(fx, dir, &d);
+
+	if (!rc)
+		rc = isdir ? un_rmdir(SYNC_CX, fx->ex, d, name)
+			   : un_remove(SYNC_CX, fx->ex, d, name);
+	un_obj_put(d);
+	return rc;
+}
+
+/* The usual tree: d merges l1, l2 and the upper; p and q are upper only. */
+static void layers_std(struct fx *fx)
+{
+	t_file(fx, "l2/d/low", "a lower file, 30 bytes long..");
+	t_file(fx, "l1/d/top", "a file of the top lower");
+	t_file(fx, "u/d/up", "an upper file");
+	t_file(fx, "u/d/target", "the target, replaced");
+	t_file(fx, "u/p/sub/f", "below a moving directory");
+	t_mkdir(fx, "u/q");
+	t_mkdir(fx, "u/d/emptyup");
+	t_mkdir(fx, "l2/d/emptylow");
+	t_mkdir(fx, "w");
+}
+
+static int ch_rename_upper(struct fx *fx)
+{
+	return do_rename(fx, "d", "up", "d", "moved");
+}
+
+static int ch_rename_lower(struct fx *fx)
+{
+	return do_rename(fx, "d", "low", "q", "low2");
+}
+
+static int ch_rename_over(struct fx *fx)
+{
+	return do_rename(fx, "d", "top", "d", "target");
+}
+
+static int ch_rename_dir(struct fx *fx)
+{
+	return do_rename(fx, "p", "sub", "q", "sub2");
+}
+
+static int ch_link_lower(struct fx *fx)
+{
+	return do_link(fx, "d/low", "q", "hard");
+}
+
+static int ch_link_upper(struct fx *fx)
+{
+	return do_link(fx, "d/up", "d", "up2");
+}
+
+static int prep_link(struct fx *fx)
+{
+	return do_link(fx, "d/up", "q", "other");
+}
+
+static int prep_link_target(struct fx *fx)
+{
+	return do_link(fx, "d/target", "q", "tlink");
+}
+
+static int ch_remove_linked(struct fx *fx)
+{
+	return do_remove(fx, "d", "up", false);
+}
+
+static int ch_remove_lower(struct fx *fx)
+{
+	return do_remove(fx, "d", "low", false);
+}
+
+static int ch_rmdir_upper(struct fx *fx)
+{
+	return do_remove(fx, "d", "emptyup", true);
+}
+
+static int ch_rmdir_lower(struct fx *fx)
+{
+	return do_remove(fx, "d", "emptylow", true);
+}
+
+static int ch_create_verf(struct fx *fx)
+{
+	static const uint8_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct un_obj *d = NULL, *o = NULL;
+	int rc = t_walk(fx, "d", &d);
+
+	if (!rc)
+		rc = un_create_verf(SYNC_CX, fx->ex, d, "excl", v, &o);
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+#define MOVES(a, b)                                                                      \
+	{                                                                                \
+		.before = (a), .after = (b)                                              \
+	}
+#define LINKS(a, b)                                                                      \
+	{                                                                                \
+		.before = (a), .after = (b), .stays = true                               \
+	}
+#define GOES(a)                                                                          \
+	{                                                                                \
+		.before = (a)                                                            \
+	}
+
+static const struct scenario scenarios[] = {
+    {.name = "rename of an upper file",
+     .layers = layers_std,
+     .change = ch_rename_upper,
+     .w = {MOVES("d/up", "d/moved"), MOVES("d/low", "d/low")}},
+    {.name = "rename of a lower file across dirs (copy-up)",
+     .layers = layers_std,
+     .change = ch_rename_lower,
+     .w = {MOVES("d/low", "q/low2"), MOVES("d/top", "d/top")}},
+    {.name = "rename over an existing name",
+     .layers = layers_std,
+     .change = ch_rename_over,
+     .w = {MOVES("d/top", "d/target"), GOES("d/target")}},
+    {.name = "rename over a name with another link",
+     .layers = layers_std,
+     .prepare = prep_link_target,
+     .change = ch_rename_over,
+     .w = {MOVES("d/top", "d/target"), MOVES("q/tlink", "q/tlink")}},
+    {.name = "rename of a directory",
+     .layers = layers_std,
+     .change = ch_rename_dir,
+     .w = {MOVES("p/sub", "q/sub2"), MOVES("p/sub/f", "q/sub2/f")}},
+    {.name = "link of a lower file (copy-up)",
+     .layers = layers_std,
+     .change = ch_link_lower,
+     .w = {LINKS("d/low", "q/hard")}},
+    {.name = "link of an upper file",
+     .layers = layers_std,
+     .change = ch_link_upper,
+     .w = {LINKS("d/up", "d/up2")}},
+    {.name = "remove of a name with another link",
+     .layers = layers_std,
+     .prepare = prep_link,
+     .change = ch_remove_linked,
+     .w = {MOVES("q/other", "q/other"), MOVES("d/low", "d/low")}},
+    {.name = "remove of a lower file (white-out)",
+     .layers = layers_std,
+     .change = ch_remove_lower,
+     .w = {GOES("d/low"), MOVES("d/top", "d/top")}},
+    {.name = "rmdir of an upper dir",
+     .layers = layers_std,
+     .change = ch_rmdir_upper,
+     .w = {GOES("d/emptyup"), MOVES("d/up", "d/up")}},
+    {.name = "rmdir of a lower dir (white-out)",
+     .layers = layers_std,
+     .change = ch_rmdir_lower,
+     .w = {GOES("d/emptylow"), MOVES("d/up", "d/up")}},
+    {.name = "exclusive create",
+     .layers = layers_std,
+     .change = ch_create_verf,
+     .w = {MOVES("d/up", "d/up")},
+     .retry_succeeds = true},
+};
+
+/* ---- the fixture: a fresh start, a restart ---- */
+
+static void state_open(struct fx *fx)
+{
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+}
+
+static void state_close(struct fx *fx)
+{
+	t_export_close(fx);
+	un_state_close(fx->st);
+	fx->st = NULL;
+}
+
+static void export_open(struct fx *fx)
+{
+	t_export(fx, "l1:l2", "u", "w");
+}
+
+/* What a restarted server sees: the state and the export opened again. */
+static void restart(struct fx *fx)
+{
+	state_close(fx);
+	state_open(fx);
+	export_open(fx);
+}
+
+/* The layers and state of SC from scratch, its objects recorded in REC
+ * (through an engine that is closed again when this returns). */
+static void start(struct fx *fx, const struct scenario *sc, struct recorded *rec)
+{
+	static const char *const dirs[] = {"l1", "l2", "u", "w", "state"};
+
+	state_close(fx);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		t_rm_rf(t_path(fx, dirs[i]));
+		t_mkdir(fx, dirs[i]);
+	}
+	sc->layers(fx);
+	state_open(fx);
+	export_open(fx);
+	if (sc->prepare)
+		assert_int_equal(sc->prepare(fx), 0);
+	for (size_t i = 0; i < WATCH_MAX && sc->w[i].before; i++) {
+		struct un_obj *o = NULL;
+
+		assert_int_equal(t_walk(fx, sc->w[i].before, &o), 0);
+		rec[i] = (struct recorded){o->id, o->fileid};
+		un_obj_put(o);
+	}
+	state_close(fx);
+}
+
+/* ---- the checks ---- */
+
+/* The object at PATH: 0 with *ID and *FILEID, or -errno. */
+static int at(struct fx *fx, const char *path, un_id *id, un_id *fileid)
+{
+	struct un_obj *o = NULL;
+	int rc = t_walk(fx, path, &o);
+
+	if (!rc) {
+		*id = o->id;
+		*fileid = o->fileid;
+	}
+	un_obj_put(o);
+	return rc;
+}
+
+/* Whether PATH holds the object recorded as R (by node id and fileid). */
+static bool holds(struct fx *fx, const char *path, const struct recorded *r)
+{
+	un_id id = 0, fileid = 0;
+
+	return path && !at(fx, path, &id, &fileid) && id == r->id && fileid == r->fileid;
+}
+
+/* W's object (recorded as R), after step STEP of SC: a live object is at
+ * its old or its new place with its node and fileid, and its node
+ * resolves to it; a removed one is gone or still itself. */
+static void check_watch(struct fx *fx, const struct scenario *sc, unsigned long step,
+			const char *when, const struct watch *w, const struct recorded *r)
+{
+	struct un_obj *o = NULL;
+	un_id id = 0, fileid = 0;
+	int res;
+
+	res = un_resolve(fx->ex, r->id, &o);
+	if (!res && o->fileid != r->fileid)
+		fail_msg("%s, step %lu %s: %s's node resolves to fileid %llu, not %llu",
+			 sc->name, step, when, w->before, (unsigned long long)o->fileid,
+			 (unsigned long long)r->fileid);
+	un_obj_put(o);
+	if (!w->after) { /* removed or replaced by the change */
+		if (!res && !holds(fx, w->before, r))
+			fail_msg("%s, step %lu %s: %s's node resolves, another object "
+				 "is at its name",
+				 sc->name, step, when, w->before);
+		return;
+	}
+	if (res)
+		fail_msg("%s, step %lu %s: %s's node does not resolve (%d)", sc->name,
+			 step, when, w->before, res);
+	if (w->stays && !holds(fx, w->before, r))
+		fail_msg("%s, step %lu %s: %s lost its node", sc->name, step, when,
+			 w->before);
+	if (w->stays && !at(fx, w->after, &id, &fileid) && fileid != r->fileid)
+		fail_msg("%s, step %lu %s: %s has fileid %llu, %s %llu", sc->name, step,
+			 when, w->after, (unsigned long long)fileid, w->before,
+			 (unsigned long long)r->fileid);
+	if (!w->stays && !holds(fx, w->after, r) && !holds(fx, w->before, r))
+		fail_msg("%s, step %lu %s: %s (node %llu) is neither at its name nor "
+			 "at %s",
+			 sc->name, step, when, w->before, (unsigned long long)r->id,
+			 w->after);
+}
+
+static void check_all(struct fx *fx, const struct scenario *sc, unsigned long step,
+		      const char *when, const struct recorded *rec)
+{
+	for (size_t i = 0; i < WATCH_MAX && sc->w[i].before; i++)
+		check_watch(fx, sc, step, when, &sc->w[i], &rec[i]);
+}
+
+static void check_restarted(struct fx *fx, const struct scenario *sc, unsigned long step,
+			    const char *when, const struct recorded *rec)
+{
+	int rc;
+
+	if (w_count(fx, "w/work"))
+		fail_msg("%s, step %lu %s: the work dir is not empty", sc->name, step,
+			 when);
+	check_all(fx, sc, step, when, rec);
+	if (sc->retry_succeeds && (rc = sc->change(fx)) != 0)
+		fail_msg("%s, step %lu %s: the change again answered %d", sc->name, step,
+			 when, rc);
+	check_all(fx, sc, step, when, rec);
+}
+
+/* ---- the runs ---- */
+
+/* The calls SC's change makes through the seam, run whole. */
+static unsigned long count_calls(struct fx *fx, const struct scenario *sc)
+{
+	struct recorded rec[WATCH_MAX];
+	unsigned long calls;
+
+	start(fx, sc, rec);
+	state_open(fx);
+	export_open(fx);
+	un_sys_inject_reset();
+	assert_int_equal(sc->change(fx), 0);
+	calls = un_sys_calls(UN_SYS_ANY);
+	un_sys_inject_reset();
+	check_restarted(fx, sc, 0, "(whole)", rec);
+	restart(fx);
+	check_restarted(fx, sc, 0, "(whole, restarted)", rec);
+	return calls;
+}
+
+/* SC killed before its call STEP, in a child; checked after a restart. */
+static void run_killed(struct fx *fx, const struct scenario *sc, unsigned long step)
+{
+	struct recorded rec[WATCH_MAX];
+	int status;
+	pid_t pid;
+
+	start(fx, sc, rec);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		state_open(fx);
+		export_open(fx);
+		un_sys_inject_reset();
+		un_sys_inject(UN_SYS_ANY, step, UN_SYS_KILL);
+		_exit(sc->change(fx) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+		fail_msg("%s, step %lu: the child was not killed (status %#x)", sc->name,
+			 step, status);
+	state_open(fx);
+	export_open(fx);
+	check_restarted(fx, sc, step, "killed", rec);
+}
+
+/* SC's call STEP fails with EIO; checked at once and after a restart. */
+static void run_failed(struct fx *fx, const struct scenario *sc, unsigned long step)
+{
+	struct recorded rec[WATCH_MAX];
+
+	start(fx, sc, rec);
+	state_open(fx);
+	export_open(fx);
+	un_sys_inject_reset();
+	un_sys_inject(UN_SYS_ANY, step, EIO);
+	sc->change(fx);
+	un_sys_inject_reset();
+	check_all(fx, sc, step, "failed", rec);
+	restart(fx);
+	check_restarted(fx, sc, step, "failed, restarted", rec);
+}
+
+static void test_killed_at_each_step(void **state)
+{
+	struct fx *fx = *state;
+
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		unsigned long calls = count_calls(fx, &scenarios[i]);
+
+		for (unsigned long n = 1; n <= calls; n++)
+			run_killed(fx, &scenarios[i], n);
+	}
+}
+
+static void test_failed_at_each_step(void **state)
+{
+	struct fx *fx = *state;
+
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		unsigned long calls = count_calls(fx, &scenarios[i]);
+
+		for (unsigned long n = 1; n <= calls; n++)
+			run_failed(fx, &scenarios[i], n);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    W_TEST(test_killed_at_each_step),
+	    W_TEST(test_failed_at_each_step),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
