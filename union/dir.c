@@ -1179,7 +1179,7 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 
 	err = dir_args_check(ex, dir, name, &nm.len);
 	if (!err) /* no lock needed: the record moves to a name of its own */
-		err = un_node_remove_ahead(ex->st, &nm);
+		err = un_node_remove_ahead(ex->st, ex->root_id, &nm, true);
 	if (err)
 		return err;
 	err = 1;
@@ -1460,7 +1460,7 @@ static int rename_run(struct rn *r)
 	int err;
 
 	/* A target with another name keeps a record that names a live one. */
-	err = r->dst ? un_node_remove_ahead(r->ex->st, &to) : 0;
+	err = r->dst ? un_node_remove_ahead(r->ex->st, r->ex->root_id, &to, false) : 0;
 	if (!err)
 		err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id,
 				     r->src->id, &from, &to);

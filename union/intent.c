@@ -10,8 +10,11 @@
  * the object is under a name the table does not give to its node.  The
  * lookup of that name adopts the intent (node.c, intent_adopt), so the
  * name gets the object's old node and fileid; what is left is the handle
- * a client already holds, whose record still names the old place.  Two
- * moments settle that here, both by looking the intent's name up:
+ * a client already holds, whose record still names the old place.  The
+ * REMOVE of one of several names of a node writes one too, with the move
+ * of the record to another name: the removed name must leave the node's
+ * aliases, or a later remove could move the record to it.  Two moments
+ * settle intents here, both by looking the intent's name up:
  *
  *   at the export's open (un_intents_settle_open): every intent of an
  *     earlier run (no change of this run is under way) is looked up, and
@@ -24,9 +27,10 @@
  *     done, and it commits the same names itself.
  *
  * Rules:
- *  1. Nothing here decides an adoption: the lookup does, in node.c's
- *     writer, where only the intent's own object (its record matching what
- *     the layers show under the name) is adopted.
+ *  1. What the layers show decides: a rename or link is adopted only for
+ *     the intent's own object at its name (its record matching what the
+ *     lookup saw), a removal only when the name is gone or holds another
+ *     object.
  *  2. Settling fails an export's open only when the table cannot be read
  *     (as the root's node would), never a resolve: what cannot be looked
  *     up stays as it was (a leftover intent is harmless, rule 1).
@@ -44,21 +48,31 @@
 
 static __thread int settle_depth;
 
-/* Looks REF's name up in EX, which adopts REF when its object is there:
- * 1 if the name now gives REF's node, 0 if not, or -errno. */
+/* Looks REF's name up in EX, which adopts REF when what it announced
+ * happened: 1 if it was adopted, 0 if not, or -errno. */
 static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref)
 {
+	struct un_node_name to = {ref->parent, ref->name, ref->len};
 	struct un_obj *dir = NULL, *o = NULL;
+	bool removal = ref->kind == UN_INTENT_REMOVE;
 	int err;
 
 	err = un_resolve(ex, ref->parent, &dir);
 	if (!err)
 		err = un_lookup(ex, dir, ref->name, &o);
-	if (!err)
-		err = o->id == ref->id;
+	/* A removal happened when the name is gone (another object there
+	 * adopted it in the lookup); a rename or link when the node is there,
+	 * which the lookup adopted unless it found the node by its inode (a
+	 * file with several links), not by the name. */
+	if (removal && err == -ENOENT)
+		err = un_node_intent_apply(ex->st, ref->id, &to);
+	else if (!err && !removal && o->id == ref->id)
+		err = un_node_intent_apply(ex->st, ref->id, &to);
+	else if (!err)
+		err = -ENOENT;
 	un_obj_put(o);
 	un_obj_put(dir);
-	return err;
+	return err ? err : 1;
 }
 
 /* The intents of EX (of node ID only, unless UN_ID_NONE), each looked up;
@@ -100,8 +114,8 @@ int un_intents_settle_open(struct un_export *ex)
 
 	if (adopted)
 		un_notice(ex->st,
-			  "export %s: %zu rename(s) or link(s) cut short by a crash "
-			  "kept their nodes",
+			  "export %s: %zu rename(s), link(s) or removal(s) cut short "
+			  "by a crash settled in the node table",
 			  ex->path, adopted);
 	return err;
 }

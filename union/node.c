@@ -1430,7 +1430,8 @@ static int intent_parse(const MDB_val *v, struct intent_view *iv)
 	memcpy(&r, v->mv_data, sizeof(r));
 	if (r.version != INTENT_VERSION || le16toh(r.fromlen) > UN_NAME_MAX ||
 	    v->mv_size != sizeof(r) + le16toh(r.fromlen) ||
-	    (r.kind != UN_INTENT_RENAME && r.kind != UN_INTENT_LINK))
+	    (r.kind != UN_INTENT_RENAME && r.kind != UN_INTENT_LINK &&
+	     r.kind != UN_INTENT_REMOVE))
 		return -ESTALE;
 	*iv = (struct intent_view){
 	    .kind = r.kind,
@@ -1452,6 +1453,31 @@ static int intent_get(struct un_state *st, MDB_txn *txn, const struct un_node_na
 	int err = un_mdb_err(mdb_get(txn, st->db_intents, &k, &v));
 
 	return err ? err : intent_parse(&v, iv);
+}
+
+/* Writes intent KIND of name TO for node ID of export ROOT (FROM: a
+ * rename's source, else NULL). */
+static int intent_put(struct un_state *st, MDB_txn *txn, enum un_intent_kind kind,
+		      un_id root, un_id id, const struct un_node_name *from,
+		      const struct un_node_name *to)
+{
+	uint8_t key[8 + UN_NAME_MAX], buf[sizeof(struct intent_rec) + UN_NAME_MAX];
+	size_t fromlen = from ? from->len : 0;
+	struct intent_rec r = {
+	    .version = INTENT_VERSION,
+	    .kind = (uint8_t)kind,
+	    .fromlen = htole16((uint16_t)fromlen),
+	    .run = htole64(st->run),
+	    .root = htole64(root),
+	    .id = htole64(id),
+	    .from_parent = htole64(from ? from->parent : 0),
+	};
+	MDB_val k = {nm_key(key, to), key}, v = {sizeof(r) + fromlen, buf};
+
+	memcpy(buf, &r, sizeof(r));
+	if (fromlen)
+		memcpy(buf + sizeof(r), from->name, fromlen);
+	return un_mdb_err(mdb_put(txn, st->db_intents, &k, &v, 0));
 }
 
 /* Deletes the intent of TO when it is ID's (or unreadable). */
@@ -1522,7 +1548,8 @@ static int remove_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 
 	if (err)
 		return err == -ENOENT ? 0 : err; /* never shown: nothing to forget */
-	return node_unname(st, txn, id, nm);
+	err = node_unname(st, txn, id, nm);
+	return err ? err : intent_del(st, txn, id, nm);
 }
 
 int un_node_remove(struct un_state *st, const struct un_node_name *nm)
@@ -1539,14 +1566,19 @@ void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
 }
 
 struct remove_ahead_args {
+	un_id root;
 	const struct un_node_name *nm;
-	bool write; /* else only decide */
+	bool intent; /* and a REMOVE intent of NM */
+	bool write;  /* else only decide */
 };
 
 /* A remove's write ahead (invariant 14): when NM's node has another name
- * (aliases) and its record names NM, the record moves to the other name;
- * 1 when nothing is to be done.  Both names still give the node, so the
- * record names a live name whether the removal reaches the disk or not. */
+ * (aliases) and its record names NM, the record moves to the other name,
+ * with a REMOVE intent of NM when asked; 1 when nothing is to be done.
+ * Both names still give the node, so the record names a live name
+ * whether the removal reaches the disk or not, and the intent drops NM
+ * from the aliases once it is gone, so that no later remove moves the
+ * record to a name that is not there. */
 static int remove_ahead_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct remove_ahead_args *a = arg;
@@ -1558,20 +1590,23 @@ static int remove_ahead_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 
 	if (!err)
 		err = rec_get(st, txn, id, &r);
-	if (err == -ENOENT || err == -ESTALE || (!err && !rec_named(&r, a->nm)))
-		return 1;
 	if (!err)
 		err = alias_scan(st, txn, id, a->nm, &n, &other);
-	if (!err && !other.len)
-		return 1;
+	if (err == -ENOENT || err == -ESTALE || (!err && !other.len))
+		return 1; /* one name: a crash leaves the node gone, as it is */
 	if (err || !a->write)
 		return err;
-	return rec_rename(st, txn, id, &r, other.parent, other.name, other.len);
+	if (rec_named(&r, a->nm))
+		err = rec_rename(st, txn, id, &r, other.parent, other.name, other.len);
+	if (!err && a->intent)
+		err = intent_put(st, txn, UN_INTENT_REMOVE, a->root, id, NULL, a->nm);
+	return err;
 }
 
-int un_node_remove_ahead(struct un_state *st, const struct un_node_name *nm)
+int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_name *nm,
+			 bool intent)
 {
-	struct remove_ahead_args a = {nm, false};
+	struct remove_ahead_args a = {root, nm, intent, false};
 	MDB_txn *txn;
 	int err = txn_begin(st, false, &txn);
 
@@ -1643,40 +1678,53 @@ struct intent_args {
 	enum un_intent_kind kind;
 	un_id root, id;
 	const struct un_node_name *from, *to;
-	uint64_t run;
 };
 
 static int intent_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct intent_args *a = arg;
-	uint8_t key[8 + UN_NAME_MAX], buf[sizeof(struct intent_rec) + UN_NAME_MAX];
-	size_t fromlen = a->from ? a->from->len : 0;
-	struct intent_rec r = {
-	    .version = INTENT_VERSION,
-	    .kind = (uint8_t)a->kind,
-	    .fromlen = htole16((uint16_t)fromlen),
-	    .run = htole64(a->run),
-	    .root = htole64(a->root),
-	    .id = htole64(a->id),
-	    .from_parent = htole64(a->from ? a->from->parent : 0),
-	};
-	MDB_val k = {nm_key(key, a->to), key}, v = {sizeof(r) + fromlen, buf};
 
-	memcpy(buf, &r, sizeof(r));
-	if (fromlen)
-		memcpy(buf + sizeof(r), a->from->name, fromlen);
-	return un_mdb_err(mdb_put(txn, st->db_intents, &k, &v, 0));
+	return intent_put(st, txn, a->kind, a->root, a->id, a->from, a->to);
 }
 
 int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un_id id,
 		   const struct un_node_name *from, const struct un_node_name *to)
 {
-	struct intent_args a = {kind, root, id, from, to, st->run};
+	struct intent_args a = {kind, root, id, from, to};
 	/* No bump: an intent changes no name's node until it is adopted. */
 	struct un_node_job j = {.fn = call_txn, .call = intent_txn, .arg = &a};
 
 	assert((kind == UN_INTENT_RENAME) == (from != NULL));
 	return write_job(st, &j);
+}
+
+/* Applies intent IV of name TO in TXN: the rename or link it announced,
+ * as un_node_rename or un_node_link would (DI: the object's top instance,
+ * for a link's links entry); both delete the intent. */
+static int intent_apply(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			const struct un_node_name *to, struct un_devino di)
+{
+	struct name_buf from;
+	int err;
+
+	from.parent = iv->from.parent;
+	from.len = (uint16_t)iv->from.len;
+	memcpy(from.name, iv->from.name, iv->from.len); /* puts move it */
+	if (iv->kind == UN_INTENT_REMOVE) {
+		err = node_unname(st, txn, iv->id, to);
+		if (!err)
+			err = intent_del(st, txn, iv->id, to);
+	} else if (iv->kind == UN_INTENT_RENAME)
+		err = rename_txn(
+		    st, txn,
+		    &(struct rename_args){
+			iv->id, &(struct un_node_name){from.parent, from.name, from.len},
+			to});
+	else
+		err = link_txn(st, txn, &(struct link_args){iv->root, iv->id, to, di});
+	if (!err)
+		st->node_adopted = true;
+	return err;
 }
 
 /* Invariant 14: when the intent of OBS's name is for a node whose record
@@ -1688,10 +1736,15 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 {
 	struct un_node_name to = {obs->parent, obs->name, obs->namelen};
 	struct intent_view iv;
-	struct name_buf from;
 	struct rec_view r;
 	int err = intent_get(st, txn, &to, &iv);
 
+	if (!err && iv.kind == UN_INTENT_REMOVE && iv.root == obs->root) {
+		/* another object at a name whose removal the crash cut short:
+		 * the removal happened; the new object gets a node of its own */
+		err = intent_apply(st, txn, &iv, &to, (struct un_devino){0, 0});
+		return err ? err : -ENOENT;
+	}
 	if (!err)
 		err = rec_get(st, txn, iv.id, &r);
 	if (err == -ESTALE)
@@ -1700,25 +1753,44 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 		err = -ENOENT;
 	if (err)
 		return err;
-	from.parent = iv.from.parent;
-	from.len = (uint16_t)iv.from.len;
-	memcpy(from.name, iv.from.name, iv.from.len); /* puts move it */
-	if (iv.kind == UN_INTENT_RENAME)
-		err = rename_txn(
-		    st, txn,
-		    &(struct rename_args){
-			iv.id, &(struct un_node_name){from.parent, from.name, from.len},
-			&to});
-	else
-		err = link_txn(
-		    st, txn, &(struct link_args){iv.root, iv.id, &to, obs_raw_top(obs)});
+	err = intent_apply(st, txn, &iv, &to, obs_raw_top(obs));
 	if (!err)
 		err = rec_get(st, txn, iv.id, &r);
 	if (err)
 		return err == -ESTALE ? -ENOENT : err;
-	st->node_adopted = true;
 	*f = (struct found){iv.id, r.fileid};
 	return 0;
+}
+
+struct intent_apply_args {
+	un_id id;
+	const struct un_node_name *to;
+};
+
+/* un_node_intent_apply's transaction: 1 when there was nothing to apply. */
+static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct intent_apply_args *a = arg;
+	struct intent_view iv;
+	struct rec_view r;
+	int err = intent_get(st, txn, a->to, &iv);
+
+	if (!err && iv.id != a->id)
+		return 1;
+	if (!err)
+		err = rec_get(st, txn, iv.id, &r);
+	if (err == -ENOENT || err == -ESTALE)
+		return 1;
+	return err ? err : intent_apply(st, txn, &iv, a->to, r.di);
+}
+
+int un_node_intent_apply(struct un_state *st, un_id id, const struct un_node_name *to)
+{
+	struct intent_apply_args a = {id, to};
+	struct un_node_job j = {.fn = call_txn, .call = intent_apply_txn, .arg = &a};
+	int err = write_job(st, &j);
+
+	return err == 1 ? 0 : err;
 }
 
 /* Appends the intent at K, V to *OUT when it is of ROOT (and of ID). */
@@ -1744,6 +1816,7 @@ static int intent_collect(struct un_state *st, const MDB_val *k, const MDB_val *
 	}
 	ref = &(*out)[(*n)++];
 	memcpy(&be, k->mv_data, 8);
+	ref->kind = iv.kind;
 	ref->id = iv.id;
 	ref->parent = be64toh(be);
 	ref->len = (uint16_t)(k->mv_size - 8);

@@ -423,6 +423,7 @@ int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *fro
 enum un_intent_kind {
 	UN_INTENT_RENAME = 1, /* the node moves from one name to another */
 	UN_INTENT_LINK = 2,   /* the node gets a second name */
+	UN_INTENT_REMOVE = 3, /* one of the node's several names goes */
 };
 /* Before a RENAME (FROM given) or a LINK (FROM NULL) changes the disk: TO
  * is about to name node ID of the export whose root is ROOT.  Committed
@@ -435,6 +436,7 @@ int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un
 		   const struct un_node_name *from, const struct un_node_name *to);
 /* One intent as un_node_intents lists it. */
 struct un_node_intent_ref {
+	enum un_intent_kind kind;
 	un_id id, parent; /* the node and the directory of the name TO */
 	uint16_t len;
 	char name[UN_NAME_MAX + 1];
@@ -444,6 +446,10 @@ struct un_node_intent_ref {
  * is UN_ID_NONE): *out (caller frees) gets *n of them. */
 int un_node_intents(struct un_state *st, un_id root, un_id id,
 		    struct un_node_intent_ref **out, size_t *n);
+/* Applies the intent of TO if it is still for ID: a lookup found ID's
+ * object at TO by another way than TO's own entry (a name of an inode with
+ * several links matches by its inode), so no lookup adopts it. */
+int un_node_intent_apply(struct un_state *st, un_id id, const struct un_node_name *to);
 /* Deletes the intent of TO if it is still for ID: its change did not
  * happen (a leftover intent is harmless: only ID's own object at TO is
  * ever adopted). */
@@ -502,11 +508,14 @@ int un_node_job_wait(struct un_state *st, struct un_node_job *job);
  * answers -ESTALE for it from now on, whatever appears under NM later),
  * unless the node keeps another name that un_node_link recorded. */
 int un_node_remove(struct un_state *st, const struct un_node_name *nm);
-/* Before NM is removed from the disk: when NM's node has another name
- * that LINK recorded and its record holds NM, the record moves to the
- * other name first (node.c invariant 14), so a crash between the removal
- * and un_node_remove leaves the node's handle resolving. */
-int un_node_remove_ahead(struct un_state *st, const struct un_node_name *nm);
+/* Before NM is removed from the disk (or renamed over): when NM's node
+ * has another name that LINK recorded, its record moves to the other name
+ * if it holds NM, and with INTENT a REMOVE intent of NM is written, in one
+ * commit (node.c invariant 14): a crash between the removal and
+ * un_node_remove leaves the node's handle resolving, and the name gone
+ * from its aliases once the intent is settled.  ROOT: the export's. */
+int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_name *nm,
+			 bool intent);
 /* NM is a new hard link to node ID of the export whose root is ROOT, whose
  * top-most instance is DI: both names give ID. */
 int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
