@@ -455,7 +455,7 @@ static bool run_one(struct worker *w)
 	struct pending *p = &w->m.p;
 	struct obj *a = p->a >= 0 ? &w->m.o[p->a] : NULL;
 	char buf[DATA_SIZE];
-	struct nfs_raw_obj l;
+	struct nfs_raw_obj l = {0};
 	int st = -1, n;
 
 	switch (p->op) {
