@@ -16,7 +16,10 @@
 # write: 1 GiB of sequential WRITE+COMMIT into a new file of the upper,
 # removed after each run; mgetattr, mreaddirplus: GETATTR of 10,000 merged
 # directories and whole listings of a directory of 10,000 merged ones, each
-# made in the lower layer and in every build's upper); TMPDIR (default
+# made in the lower layer and in every build's upper; createremove, renames:
+# 20,000 CREATE+REMOVE pairs and CREATE+RENAME+REMOVE triples, 32 in flight,
+# and renames1 2,000 triples one at a time, durable, in a new directory of
+# the upper); TMPDIR (default
 # /var/tmp) for the data: 10,000 files, 100,000 names and a 1 GiB file;
 # PORT (default 31000): the first of the loopback ports taken, 10 a build.
 # Root not needed.
@@ -92,6 +95,9 @@ for i in $(seq "$N"); do
 		mreaddirplus) args=(--dir=mbig --files=10000 --passes=100 readdirplus) ;;
 		read) args=(--depth=16 --dir=seq --name=data --size=1073741824 read) ;;
 		write) args=(--depth=16 --dir=wr --name=seq --size=1073741824 write) ;;
+		createremove) args=(--depth=32 --dir=wr --name="cr$i" --count=20000 createremove) ;;
+		renames) args=(--depth=32 --dir=wr --name="rn$i" --count=20000 renames) ;;
+		renames1) args=(--depth=1 --dir=wr --name="ro$i" --count=2000 renames) ;;
 		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
 		esac
 		order=("${NAMES[@]}")

@@ -30,6 +30,10 @@
  *                back, once each, each with attributes and a handle
  *   createremove CREATE (GUARDED) then REMOVE of a name, COUNT pairs, in a
  *                fresh directory DIR/NAME that must be empty at the end
+ *   renames      CREATE (GUARDED), RENAME to another name, REMOVE of that
+ *                name, COUNT triples, in a fresh directory DIR/NAME that must
+ *                be empty at the end (a RENAME commits the node table twice:
+ *                its intent, then the move)
  *   smallfiles   CREATE, 4 KiB WRITE (UNSTABLE), COMMIT of COUNT files in a
  *                fresh directory DIR/NAME; afterwards every file is listed
  *                and read back
@@ -881,6 +885,56 @@ static void on_pair(struct rpc_context *rpc, int status, void *data, void *priv)
 	}
 }
 
+/* ---- create, rename, remove triples ---- */
+
+static void on_triple(struct rpc_context *rpc, int status, void *data, void *priv);
+
+static int issue_triple(struct slot *s)
+{
+	struct bench *b = s->b;
+	char name[32], moved[32];
+
+	snprintf(name, sizeof(name), "n%07" PRIu64, s->item);
+	snprintf(moved, sizeof(moved), "r%07" PRIu64, s->item);
+	if (s->step == 0) {
+		CREATE3args a = {.where = {.dir = nfs_raw_fh3(&b->file), .name = name}};
+
+		a.how.mode = GUARDED;
+		a.how.createhow3_u.obj_attributes.mode.set_it = 1;
+		a.how.createhow3_u.obj_attributes.mode.set_mode3_u.mode = 0644;
+		return rpc_nfs3_create_async(s->rpc, on_triple, &a, s);
+	}
+	if (s->step == 1) {
+		RENAME3args a = {.from = {.dir = nfs_raw_fh3(&b->file), .name = name},
+				 .to = {.dir = nfs_raw_fh3(&b->file), .name = moved}};
+
+		return rpc_nfs3_rename_async(s->rpc, on_triple, &a, s);
+	}
+	REMOVE3args a = {.object = {.dir = nfs_raw_fh3(&b->file), .name = moved}};
+
+	return rpc_nfs3_remove_async(s->rpc, on_triple, &a, s);
+}
+
+static void on_triple(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	static const char *const steps[] = {"CREATE", "RENAME", "REMOVE"};
+	struct slot *s = priv;
+	nfsstat3 st = data ? *(nfsstat3 *)data : NFS3ERR_IO; /* status leads all */
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (st != NFS3_OK) {
+		fail(s->b, "%s n%07" PRIu64 ": status %d", steps[s->step], s->item,
+		     (int)st);
+		slot_next(s);
+	} else if (s->step++ < 2) {
+		slot_continue(s, issue_triple(s));
+	} else {
+		slot_next(s);
+	}
+}
+
 /* ---- small files: CREATE, WRITE 4 KiB, COMMIT ---- */
 
 static void on_small(struct rpc_context *rpc, int status, void *data, void *priv);
@@ -1229,6 +1283,22 @@ static int w_createremove(struct bench *b, struct result *r)
 	if (dir_is_empty(b))
 		return -1;
 	*r = (struct result){b->count, "pairs/s", 1};
+	return 0;
+}
+
+static int w_renames(struct bench *b, struct result *r)
+{
+	struct fh parent;
+
+	if (lookup_path(b, b->dir, &parent) || mkdir1(b, &parent, b->name, &b->file))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_triple, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	if (dir_is_empty(b))
+		return -1;
+	*r = (struct result){b->count, "triples/s", 1};
 	return 0;
 }
 
@@ -1809,7 +1879,8 @@ static void usage(void)
 	    "         [--depth=N] [--conns=N] [--count=N] [--files=N] [--size=BYTES]\n"
 	    "         [--io=BYTES] [--dir=PATH] [--name=NAME] [--passes=N] [--pid=PID]\n"
 	    "         [--nlm-port=P] [--dirs]\n"
-	    "         null|getattr|lookup|readdirplus|createremove|smallfiles|write|"
+	    "         "
+	    "null|getattr|lookup|readdirplus|createremove|renames|smallfiles|write|"
 	    "read|copyup|lockpairs\n"
 	    "       nfs_bench genfile PATH BYTES\n"
 	    "       nfs_bench memcpy [MIB]\n"
@@ -1913,6 +1984,7 @@ static const struct {
     {"lookup", w_lookup},
     {"readdirplus", w_readdirplus},
     {"createremove", w_createremove},
+    {"renames", w_renames},
     {"smallfiles", w_smallfiles},
     {"write", w_write},
     {"read", w_read},
