@@ -1286,6 +1286,10 @@ struct rn {
 	struct un_obj *fdir, *tdir, *src, *dst; /* dst NULL: nothing there */
 	const char *fname, *tname;
 	size_t flen, tlen;
+	struct un_node_job job; /* the table's move, waited for after the locks */
+	bool queued;
+	un_id intent;	/* the node the rename's intent is for (UN_ID_NONE: none) */
+	bool attempted; /* the upper was asked to change: the intent stays */
 };
 
 /* The checks of rename(2) on overlayfs, in its order: 1 for a rename of an
@@ -1451,27 +1455,79 @@ static int rename_upper(struct rn *r)
 	return err;
 }
 
-/* The checked rename: its intent first (node.c invariant 14), the
- * upper's change, then the table. */
-static int rename_run(struct rn *r)
+/* The names of R's rename, as the table knows them. */
+static void rename_names(const struct rn *r, struct un_node_name *from,
+			 struct un_node_name *to)
 {
-	struct un_node_name from = {r->fdir->id, r->fname, r->flen},
-			    to = {r->tdir->id, r->tname, r->tlen};
+	*from = (struct un_node_name){r->fdir->id, r->fname, r->flen};
+	*to = (struct un_node_name){r->tdir->id, r->tname, r->tlen};
+}
+
+/* Writes the intent of R's rename for node ID (node.c invariant 14),
+ * replacing one for another node. */
+static int rename_intent(struct rn *r, un_id id)
+{
+	struct un_node_name from, to;
 	int err;
 
+	rename_names(r, &from, &to);
+	if (r->intent != UN_ID_NONE)
+		un_node_intent_del(r->ex->st, r->intent, &to);
+	r->intent = UN_ID_NONE;
+	err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id, id, &from, &to);
+	if (!err)
+		r->intent = id;
+	return err;
+}
+
+/* The intent for the object the source name holds now, written before the
+ * locks: renames in one directory then share its commit instead of each
+ * waiting for one under the directories' lock (rename_run writes another
+ * if the source changed meanwhile).  Best effort: a lookup that fails here
+ * fails again under the locks. */
+static void rename_intent_early(struct rn *r)
+{
+	struct un_obj *o = NULL;
+
+	if (!un_lookup(r->ex, r->fdir, r->fname, &o))
+		rename_intent(r, o->id);
+	un_obj_put(o);
+}
+
+/* The intent of a rename that never reached the upper goes.  One that
+ * failed there may have changed it (a rename, then a white-out that
+ * failed): its intent stays for the next lookup or start to settle (a
+ * leftover is harmless: node.c invariant 14). */
+static void rename_intent_drop(struct rn *r)
+{
+	struct un_node_name from, to;
+
+	if (r->intent == UN_ID_NONE || r->queued || r->attempted)
+		return;
+	rename_names(r, &from, &to);
+	un_node_intent_del(r->ex->st, r->intent, &to);
+}
+
+/* The checked rename: its intent on disk, the upper's change, then the
+ * table's move, queued (step 6) and waited for after the locks. */
+static int rename_run(struct rn *r)
+{
+	struct un_node_name from, to;
+	int err;
+
+	rename_names(r, &from, &to);
 	/* A target with another name keeps a record that names a live one. */
 	err = r->dst ? un_node_remove_ahead(r->ex->st, r->ex->root_id, &to, false) : 0;
+	if (!err && r->intent != r->src->id)
+		err = rename_intent(r, r->src->id);
+	r->attempted = !err;
 	if (!err)
-		err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id,
-				     r->src->id, &from, &to);
+		err = rename_upper(r);
 	if (err)
 		return err;
-	err = rename_upper(r);
-	if (err) {
-		un_node_intent_del(r->ex->st, r->src->id, &to); /* leftover: harmless */
-		return err;
-	}
-	return un_node_rename(r->ex->st, r->src->id, &from, &to);
+	un_node_rename_queue(r->ex->st, r->src->id, &from, &to, &r->job);
+	r->queued = true;
+	return 0;
 }
 
 /* Locks both parents (and the rename lock across directories) and what
@@ -1505,7 +1561,8 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 		       .fdir = fromdir,
 		       .tdir = todir,
 		       .fname = fromname,
-		       .tname = toname};
+		       .tname = toname,
+		       .intent = UN_ID_NONE};
 	struct nslocks l;
 	int err;
 
@@ -1517,15 +1574,20 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 	if (!err && (is_dots(fromname) || is_dots(toname)))
 		err = -EINVAL;
 	if (!err)
+		rename_intent_early(&r);
+	if (!err)
 		err = rename_lock(&r, &l);
-	if (err)
-		return err;
-	err = un_lookup(ex, fromdir, fromname, &r.src);
-	if (!err)
-		err = rename_check(&r);
-	if (!err)
-		err = rename_run(&r);
-	rename_unlock(&r, &l);
+	if (!err) {
+		err = un_lookup(ex, fromdir, fromname, &r.src);
+		if (!err)
+			err = rename_check(&r);
+		if (!err)
+			err = rename_run(&r);
+		rename_unlock(&r, &l);
+	}
+	if (r.queued)
+		err = un_node_job_wait(ex->st, &r.job);
+	rename_intent_drop(&r);
 	un_obj_put(r.src);
 	un_obj_put(r.dst);
 	if (!err) /* 1: a rename onto itself changed nothing */
@@ -1535,27 +1597,23 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 
 /* ---- linking ---- */
 
-/* Makes NB (the link to O) at NM of DIR: its intent first (node.c
- * invariant 14), the upper's change, then the table. */
+/* Makes NB (the link to O) at NM of DIR, the upper's change, then the
+ * table's write, queued in JOB (step 6).  Once it runs, the link's intent
+ * stays whatever it answers: the upper may have changed. */
 static int link_run(struct un_export *ex, struct un_obj *o, struct un_obj *dir,
-		    const struct un_node_name *nm, struct newobj *nb)
+		    const struct un_node_name *nm, struct newobj *nb,
+		    struct un_node_job *job)
 {
 	struct stat st;
 	int err;
 
-	err = un_node_intent(ex->st, UN_INTENT_LINK, ex->root_id, o->id, NULL, nm);
-	if (err)
-		return err;
 	err = create_in(ex, dir, nm->name, nb);
-	if (err) {
-		un_node_intent_del(ex->st, o->id, nm); /* leftover: harmless */
-		return err;
-	}
-	err = un_sys_fstat(o->inst[0].fd, &st);
 	if (!err)
-		err =
-		    un_node_link(ex->st, ex->root_id, o->id, nm,
-				 (struct un_devino){.dev = st.st_dev, .ino = st.st_ino});
+		err = un_sys_fstat(o->inst[0].fd, &st);
+	if (!err)
+		un_node_link_queue(ex->st, ex->root_id, o->id, nm,
+				   (struct un_devino){.dev = st.st_dev, .ino = st.st_ino},
+				   job);
 	return err;
 }
 
@@ -1564,12 +1622,19 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 {
 	struct newobj nb = {.mode = o->type};
 	struct un_change ch = UN_CHANGE(cx);
+	struct un_node_job job = {0};
 	struct un_obj *c = NULL;
 	struct nslocks l;
+	bool attempted;
 	size_t len;
 	int err;
 
 	err = dir_args_check(ex, dir, name, &len);
+	/* The intent on disk before the link (node.c invariant 14), written
+	 * before the lock, so that links in one directory share its commit. */
+	if (!err)
+		err = un_node_intent(ex->st, UN_INTENT_LINK, ex->root_id, o->id, NULL,
+				     &(struct un_node_name){dir->id, name, len});
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
@@ -1583,10 +1648,16 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	if (!err)
 		err = un_copyup(ex, NULL, dir); /* a directory: no note */
 	nb.linkfd = o->inst[0].fd;
+	attempted = !err;
 	if (!err)
-		err =
-		    link_run(ex, o, dir, &(struct un_node_name){dir->id, name, len}, &nb);
+		err = link_run(ex, o, dir, &(struct un_node_name){dir->id, name, len},
+			       &nb, &job);
 	ns_unlock(ex, &l);
+	if (job.fn)
+		err = un_node_job_wait(ex->st, &job);
+	else if (!attempted) /* no link: its intent goes (a leftover is harmless) */
+		un_node_intent_del(ex->st, o->id,
+				   &(struct un_node_name){dir->id, name, len});
 	un_obj_put(c);
 	/* The link count before the entry that adds to it (step 7). */
 	return err ? err : un_sync_change(ex, &ch, o, dir);

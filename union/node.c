@@ -1540,6 +1540,19 @@ int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *fro
 	return in_write_txn(st, rename_txn, &a);
 }
 
+static int rename_job(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
+{
+	return rename_txn(st, txn, &(struct rename_args){j->id, &j->from, &j->to});
+}
+
+void un_node_rename_queue(struct un_state *st, un_id id, const struct un_node_name *from,
+			  const struct un_node_name *to, struct un_node_job *job)
+{
+	*job = (struct un_node_job){
+	    .fn = rename_job, .id = id, .from = *from, .to = *to, .bump = true};
+	job_queue(st, job);
+}
+
 static int remove_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct un_node_name *nm = arg;
@@ -1662,6 +1675,20 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	if (!err)
 		err = alias_put(st, txn, a->id, a->nm);
 	return err ? err : intent_del(st, txn, a->id, a->nm);
+}
+
+static int link_job(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
+{
+	return link_txn(st, txn, &(struct link_args){j->root, j->id, &j->to, j->di});
+}
+
+void un_node_link_queue(struct un_state *st, un_id root, un_id id,
+			const struct un_node_name *nm, struct un_devino di,
+			struct un_node_job *job)
+{
+	*job = (struct un_node_job){
+	    .fn = link_job, .root = root, .id = id, .to = *nm, .di = di, .bump = true};
+	job_queue(st, job);
 }
 
 int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,

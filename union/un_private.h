@@ -465,7 +465,9 @@ struct un_node_job {
 	const void *arg;
 	struct un_node_obs obs; /* un_node_assign_queue's */
 	struct un_devino di;
-	un_id id, fileid; /* un_node_assign_queue's answer */
+	un_id id, fileid;	      /* un_node_assign_queue's answer */
+	un_id root;		      /* un_node_link_queue's */
+	struct un_node_name from, to; /* un_node_rename_queue's, _link_queue's */
 	struct un_node_job *next;
 	int err;
 	bool bump;
@@ -478,6 +480,13 @@ struct un_node_job {
  * are the answer once un_node_job_wait returned 0. */
 void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
 			  struct un_node_job *job);
+/* un_node_rename and un_node_link as queued jobs: the names' bytes must
+ * stay valid until the wait. */
+void un_node_rename_queue(struct un_state *st, un_id id, const struct un_node_name *from,
+			  const struct un_node_name *to, struct un_node_job *job);
+void un_node_link_queue(struct un_state *st, un_id root, un_id id,
+			const struct un_node_name *nm, struct un_devino di,
+			struct un_node_job *job);
 /* The node names(NM) maps to, read in a read transaction: 0, -ENOENT, or
  * -errno. */
 int un_node_name_id(struct un_state *st, const struct un_node_name *nm, un_id *id);
