@@ -311,9 +311,12 @@ struct un_state {
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
 	struct un_counters counters; /* stats.c */
-	/* retire.c: the retired lower layers of each export opened since
-	 * the start, and how long they are kept (seconds, 0: until exit) */
+	/* retire.c: the ids of the exports opened since the start (sorted),
+	 * the retired lower layers of those that have any, and how long they
+	 * are kept (seconds, 0: until exit) */
 	pthread_mutex_t rt_lock;
+	uint32_t *rt_seen;
+	size_t rt_nseen, rt_capseen;
 	struct un_rt_export *rt_exports;
 	_Atomic int64_t retire_s;
 };
@@ -532,7 +535,7 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
 
 /* Whether export ID was opened before in this process (a reload), noting
  * that it has been: only a reload retires (retire.c rule 2). */
-bool un_retire_seen(struct un_state *st, uint32_t id, const char *path);
+bool un_retire_seen(struct un_state *st, uint32_t id);
 /* Layer PATH (O_PATH root ROOTFD, stat ROOT; index C whose keys have dev
  * KEY_DEV) left the lower stack of export ID (path EXPATH, for the log),
  * replaced by BY (NULL: removed): it is retired, taking ROOTFD and the
