@@ -3,6 +3,8 @@
  * and links, export checks, and failures injected through the sys seam. */
 #include "test_un.h"
 
+#include <pthread.h>
+
 static void layers(struct fx *fx, const char *names)
 {
 	char list[256], *save = NULL;
@@ -939,6 +941,71 @@ static void test_resolve_cache_grows_within_bound(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* Threads resolving the same names at once while the buckets grow under
+ * them (rcache.c rule 12): each finds its objects, a miss at worst. */
+enum { GROW_N = 2000, GROW_THREADS = 4, GROW_ROUNDS = 3 };
+
+struct grow_arg {
+	struct fx *fx;
+	const un_id *ids;
+	unsigned off, bad;
+	pthread_t t;
+};
+
+static void *grow_run(void *arg)
+{
+	struct grow_arg *a = arg;
+	struct un_obj *o;
+
+	for (unsigned r = 0; r < GROW_ROUNDS; r++)
+		for (unsigned i = 0; i < GROW_N; i++) {
+			unsigned k = (i * 7 + a->off * 499 + r) % GROW_N;
+
+			if (un_resolve(a->fx->ex, a->ids[k], &o)) {
+				a->bad++;
+				continue;
+			}
+			a->bad += un_obj_id(o) != a->ids[k] || un_obj_type(o) != S_IFREG;
+			un_obj_put(o);
+		}
+	return NULL;
+}
+
+static void test_resolve_cache_grows_under_walks(void **state)
+{
+	static un_id ids[GROW_N];
+	struct grow_arg a[GROW_THREADS];
+	struct fx *fx = *state;
+	unsigned bad = 0;
+	char rel[32];
+
+	un_lookup_test_settle_ns(0);
+	for (int i = 0; i < GROW_N; i++) {
+		snprintf(rel, sizeof(rel), "l1/d%d/f", i % 50);
+		t_mkdir(fx, rel);
+		snprintf(rel, sizeof(rel), "l1/d%d/f/%d", i % 50, i);
+		t_file(fx, rel, "");
+	}
+	usleep(20000);
+	t_export(fx, "l1", NULL, NULL);
+	for (int i = 0; i < GROW_N; i++) {
+		snprintf(rel, sizeof(rel), "d%d/f/%d", i % 50, i);
+		ids[i] = t_id(fx, rel);
+	}
+	t_export(fx, "l1", NULL, NULL); /* a cold cache again */
+	for (unsigned k = 0; k < GROW_THREADS; k++) {
+		a[k] = (struct grow_arg){.fx = fx, .ids = ids, .off = k};
+		assert_int_equal(pthread_create(&a[k].t, NULL, grow_run, &a[k]), 0);
+	}
+	for (unsigned k = 0; k < GROW_THREADS; k++) {
+		pthread_join(a[k].t, NULL);
+		bad += a[k].bad;
+	}
+	assert_int_equal(bad, 0);
+	assert_true(atomic_load(&fx->ex->rc.nb) >= 8 * UN_RC_BUCKETS_MIN);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* The size un_getattr gives of NAME in the view of directory DIR (or
  * -errno), looked up as the server's LOOKUP does: views both. */
 static long long view_size(struct fx *fx, un_id dir, const char *name)
@@ -1298,6 +1365,7 @@ int main(void)
 	    T_TEST(test_resolve_cache_follows_changes),
 	    T_TEST(test_file_cache_follows_changes),
 	    T_TEST(test_resolve_cache_grows_within_bound),
+	    T_TEST(test_resolve_cache_grows_under_walks),
 	    T_TEST(test_resolve_cache_parent_gains_layer),
 	    T_TEST(test_resolve_cache_settle_by_ctime),
 	    T_TEST(test_resolve_cache_dir_ctime_moves),
