@@ -28,7 +28,7 @@
 #define REPLY_TIMEOUT_S	  300	      /* `clients` sums every upper's size */
 #define EXIT_REFUSED	  1
 #define EXIT_USAGE	  2
-#define TABLE_MAX_COLUMNS 8
+#define TABLE_MAX_COLUMNS 9
 
 /* ---- tables for people ---- */
 
@@ -156,6 +156,7 @@ static const char *time_text(long long t, char *buf, size_t len)
 
 static void print_export(json_t *ex)
 {
+	char mem[32];
 	json_t *l;
 	size_t i;
 
@@ -168,7 +169,29 @@ static void print_export(json_t *ex)
 	    printf("  lower    %s\n", json_string_value(l));
 	printf("  clients  %s\n", str(ex, "clients"));
 	if (json_object_get(ex, "client_unions"))
-		printf("  client unions open  %lld\n", num(ex, "client_unions"));
+		printf("  client unions open  %lld, holding %s\n",
+		       num(ex, "client_unions"),
+		       bytes_text(ex, "client_unions_memory_bytes", mem, sizeof(mem)));
+}
+
+/* The limits of the client unions, when an export has them. */
+static void print_union_limits(json_t *r)
+{
+	json_t *lim = json_object_get(r, "client_union_limits"), *ex;
+	char all[32], each[32];
+	bool any = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(r, "exports"), i, ex)
+	{
+		any = any || json_is_true(json_object_get(ex, "per_client"));
+	}
+	if (!any || !lim)
+		return;
+	printf("\nclient unions: at most %lld open, holding at most %s together, %s "
+	       "each\n",
+	       num(lim, "max_open"), bytes_text(lim, "memory_bytes", all, sizeof(all)),
+	       bytes_text(lim, "union_bytes", each, sizeof(each)));
 }
 
 static void print_status(json_t *r)
@@ -185,6 +208,7 @@ static void print_status(json_t *r)
 	    num(ports, "nfs"), num(ports, "mount"), num(ports, "nlm"), num(ports, "nsm"),
 	    json_is_true(json_object_get(ports, "portmapper")) ? "on port 111" : "off");
 	json_array_foreach(json_object_get(r, "exports"), i, ex) print_export(ex);
+	print_union_limits(r);
 	if (!json_array_size(json_object_get(r, "retired")))
 		return;
 	printf("\nretired layers (union-nfsctl release):\n");
@@ -197,8 +221,8 @@ static void print_status(json_t *r)
 
 static void print_clients(json_t *r)
 {
-	struct table t = {.ncols = 6}, u = {.ncols = 8};
-	char since[64], idle[64], calls[32], size[32], ents[32], rd[32], wr[32];
+	struct table t = {.ncols = 6}, u = {.ncols = 9};
+	char since[64], idle[64], calls[32], size[32], ents[32], rd[32], wr[32], mem[32];
 	json_t *m;
 	size_t i;
 
@@ -213,13 +237,14 @@ static void print_clients(json_t *r)
 	if (!json_array_size(json_object_get(r, "unions")))
 		return;
 	printf("\n");
-	table_row(&u, "EXPORT", "CLIENT", "STATE", "MOUNTED", "IDLE", "CALLS", "UPPER",
-		  "ENTRIES");
+	table_row(&u, "EXPORT", "CLIENT", "STATE", "MOUNTED", "IDLE", "CALLS", "MEMORY",
+		  "UPPER", "ENTRIES");
 	json_array_foreach(json_object_get(r, "unions"), i, m)
 	    table_row(&u, str(m, "export"), str(m, "client"), str(m, "state"),
 		      json_is_true(json_object_get(m, "mounted")) ? "yes" : "no",
 		      duration_text(num(m, "idle"), idle, sizeof(idle)),
 		      num_or_dash(m, "calls", calls, sizeof(calls)),
+		      bytes_text(m, "memory_bytes", mem, sizeof(mem)),
 		      bytes_text(m, "upper_bytes", size, sizeof(size)),
 		      num_or_dash(m, "upper_entries", ents, sizeof(ents)));
 	table_print(&u);

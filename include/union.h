@@ -153,6 +153,12 @@ struct un_export_cfg {
 	 * left its stack retired, before un_stack_commit: a reload opens
 	 * its new unions first and commits them only once they serve. */
 	bool defer_commit;
+	/* Bound on what un_export_mem counts: the resolve cache grows only
+	 * into what the union's own part leaves of it (union/rcache.c rule
+	 * 13), and caches nothing when that is none.  A client union's share
+	 * of the memory its server gives them; 0: only the cache's slot
+	 * count bounds it. */
+	size_t mem_bytes;
 };
 
 /* Opens every layer root and checks the stack: each layer exists and is a
@@ -195,6 +201,10 @@ uint32_t un_export_id(const struct un_export *ex);
 /* The export id un_export_open gives a union whose cfg.path is PATH. */
 uint32_t un_export_id_of(const char *path);
 const char *un_export_path(const struct un_export *ex);
+/* The bytes EX holds in memory, as far as it counts them: itself, its
+ * layers and its resolve cache (buckets and entries).  The listing cache
+ * and the layer indexes are the state's, shared by every export. */
+size_t un_export_mem(const struct un_export *ex);
 bool un_export_writable(const struct un_export *ex);
 
 /* ---- the upper layer discarded or vanished (reset.c) ---- */

@@ -99,6 +99,32 @@ static bool parse_size_setting(const char *text, size_t *out)
 	return true;
 }
 
+/* A memory size: bytes, or a number followed by K, M, G or T (powers of
+ * 1024); 0 means the default. */
+static bool parse_bytes(const char *text, size_t *out)
+{
+	static const char units[] = "KMGT";
+	unsigned long long v;
+	const char *u = NULL;
+	unsigned shift = 0;
+	char *end;
+
+	if (text[0] < '0' || text[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (*end && !end[1])
+		u = strchr(units, *end);
+	if (errno || (*end && !u))
+		return false;
+	if (u)
+		shift = 10 * (unsigned)(u - units + 1);
+	if (v > (unsigned long long)SIZE_MAX >> shift)
+		return false;
+	*out = (size_t)(v << shift);
+	return true;
+}
+
 /* The listeners bind one address, given as a literal: no resolver at start. */
 static bool is_ip_literal(const char *text)
 {
@@ -269,6 +295,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = parse_conn_setting(value, &o->cfg.max_client_unions);
 	else if (strcmp(key, "client-union-idle") == 0)
 		ok = parse_conn_setting(value, &o->cfg.client_union_idle);
+	else if (strcmp(key, "client-unions-memory") == 0)
+		ok = parse_bytes(value, &o->cfg.client_unions_memory);
 	else if (strcmp(key, "log-level") == 0)
 		ok = rpc_log_level_parse(value, &o->log_level);
 	else if (strcmp(key, "portmapper") == 0)
@@ -577,6 +605,7 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_MAX_CLIENT_UNIONS,
 	OPT_CLIENT_UNION_IDLE,
+	OPT_CLIENT_UNIONS_MEMORY,
 	OPT_NLM_PORT,
 	OPT_NLM_MAX_LOCKS_PER_HOST,
 	OPT_NLM_MAX_LOCKS,
@@ -611,6 +640,7 @@ static const struct option long_opts[] = {
     {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"max-client-unions", required_argument, NULL, OPT_MAX_CLIENT_UNIONS},
     {"client-union-idle", required_argument, NULL, OPT_CLIENT_UNION_IDLE},
+    {"client-unions-memory", required_argument, NULL, OPT_CLIENT_UNIONS_MEMORY},
     {"nlm-port", required_argument, NULL, OPT_NLM_PORT},
     {"nlm-max-locks-per-host", required_argument, NULL, OPT_NLM_MAX_LOCKS_PER_HOST},
     {"nlm-max-locks", required_argument, NULL, OPT_NLM_MAX_LOCKS},
@@ -640,6 +670,7 @@ static void print_usage(void)
 	       "                  [--max-connections-per-address=N]\n"
 	       "                  [--idle-timeout=SECONDS]\n"
 	       "                  [--max-client-unions=N] [--client-union-idle=SECONDS]\n"
+	       "                  [--client-unions-memory=SIZE]\n"
 	       "                  [--nlm-port=N] [--nlm-max-locks-per-host=N]\n"
 	       "                  [--nlm-max-locks=N] [--nsm-port=N]\n"
 	       "                  [--grace-period=SECONDS] [--metrics=ADDR:PORT]\n"
@@ -668,10 +699,15 @@ static void print_usage(void)
 	       "  --idle-timeout  seconds before an idle connection is closed\n"
 	       "                (default %u; 0: never)\n"
 	       "  --max-client-unions  per-client unions open at once (default 0:\n"
-	       "                from the limit on open files); the least recently\n"
-	       "                used one is released, and reopens on its next call\n"
+	       "                from the limit on open files and the memory); the\n"
+	       "                least recently used one is released, and reopens\n"
+	       "                on its next call\n"
 	       "  --client-union-idle  seconds before an unmounted client's union\n"
 	       "                is released (default %u; 0: never)\n"
+	       "  --client-unions-memory  memory the open per-client unions may\n"
+	       "                hold together, in bytes or with K, M, G, T (default\n"
+	       "                0: an eighth of the machine's, or of the cgroup's\n"
+	       "                limit); each may hold an equal share of it\n"
 	       "  --nlm-port    NLM (lock manager) port of its own (default 0:\n"
 	       "                picks one); the NFS and MOUNT ports serve it too\n"
 	       "  --nlm-max-locks-per-host, --nlm-max-locks  locks, waiters and\n"
@@ -743,6 +779,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_IDLE_TIMEOUT - OPT_LOWERDIR] = "idle-timeout",
 	    [OPT_MAX_CLIENT_UNIONS - OPT_LOWERDIR] = "max-client-unions",
 	    [OPT_CLIENT_UNION_IDLE - OPT_LOWERDIR] = "client-union-idle",
+	    [OPT_CLIENT_UNIONS_MEMORY - OPT_LOWERDIR] = "client-unions-memory",
 	    [OPT_NLM_PORT - OPT_LOWERDIR] = "nlm-port",
 	    [OPT_NLM_MAX_LOCKS_PER_HOST - OPT_LOWERDIR] = "nlm-max-locks-per-host",
 	    [OPT_NLM_MAX_LOCKS - OPT_LOWERDIR] = "nlm-max-locks",
@@ -849,6 +886,8 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->cfg.max_client_unions = cli->server.cfg.max_client_unions;
 	if (*cli_given(cli, OPT_CLIENT_UNION_IDLE))
 		o->cfg.client_union_idle = cli->server.cfg.client_union_idle;
+	if (*cli_given(cli, OPT_CLIENT_UNIONS_MEMORY))
+		o->cfg.client_unions_memory = cli->server.cfg.client_unions_memory;
 	if (*cli_given(cli, OPT_NLM_PORT))
 		o->cfg.nlm_port = cli->server.cfg.nlm_port;
 	if (*cli_given(cli, OPT_NLM_MAX_LOCKS_PER_HOST))

@@ -301,7 +301,7 @@ static int root_node(struct un_export *ex)
 static struct un_export *export_alloc(struct un_state *st,
 				      const struct un_export_cfg *cfg)
 {
-	struct un_export *ex = un_sys_calloc(1, sizeof(*ex));
+	struct un_export *ex = un_rc_export_new();
 	size_t n = cfg->nlower + (cfg->upperdir != NULL);
 	pthread_rwlockattr_t ra;
 
@@ -368,6 +368,16 @@ static int stack_open(struct un_export *ex, const struct un_export_cfg *cfg,
 	return rc ? rc : un_work_open(ex, cfg->workdir, err, errlen);
 }
 
+/* The part of MEM (un_export_cfg.mem_bytes) that EX's resolve cache may
+ * hold: what EX's own part (itself, its paths, its layers) leaves, at least
+ * a byte, as 0 would mean no bound. */
+static size_t cache_budget(const struct un_export *ex, size_t mem)
+{
+	size_t own = un_export_mem(ex) - un_rc_bytes(ex);
+
+	return !mem ? 0 : mem > own ? mem - own : 1;
+}
+
 static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 		       const struct un_export *from, struct un_export **out, char *err,
 		       size_t errlen)
@@ -384,6 +394,7 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	rc = stack_open(ex, cfg, from, err, errlen);
 	if (rc)
 		goto fail;
+	ex->rc.budget = cache_budget(ex, cfg->mem_bytes);
 	ex->id = export_id_of(cfg->path);
 	if (!cfg->no_layer_index &&
 	    (rc = un_layers_index(ex, cfg->index_best_effort,
@@ -426,7 +437,6 @@ void un_export_close(struct un_export *ex)
 {
 	if (!ex)
 		return;
-	un_rc_clear(ex);
 	un_layers_unindex(ex);
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		un_sys_close(ex->layers[i].fd);
@@ -442,7 +452,17 @@ void un_export_close(struct un_export *ex)
 	pthread_mutex_destroy(&ex->rename_lock);
 	free(ex->layers);
 	free(ex->path);
-	free(ex);
+	un_rc_export_free(ex);
+}
+
+size_t un_export_mem(const struct un_export *ex)
+{
+	size_t n = un_rc_own_bytes(ex) + strlen(ex->path) + 1 + un_rc_bytes(ex);
+
+	for (size_t i = 0; i < ex->nlayers; i++)
+		n += sizeof(ex->layers[i]) +
+		     (ex->layers[i].dir ? strlen(ex->layers[i].dir) + 1 : 0);
+	return n;
 }
 
 uint32_t un_export_id(const struct un_export *ex)

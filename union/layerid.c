@@ -592,7 +592,7 @@ void un_stack_retire(struct un_stack_commit *c)
 	if (!c || c->retired)
 		return;
 	c->retired = true;
-	if (un_retire_seen(c->st, c->id, c->path)) /* rule 8: a reload */
+	if (un_retire_seen(c->st, c->id)) /* rule 8: a reload */
 		retire_gone(c);
 }
 

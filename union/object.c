@@ -71,6 +71,11 @@ struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who)
 	return o;
 }
 
+size_t un_obj_bytes(const struct un_obj *o)
+{
+	return sizeof(*o) + o->cap * sizeof(o->inst[0]);
+}
+
 /* Puts a duplicate of FD, of layer LAYER, below O's instances. */
 static int obj_add_dup(struct un_obj *o, int fd, uint16_t layer)
 {

@@ -53,6 +53,34 @@
  *     instance's own opaque flag reads as its lookup read it
  *     (rc_same_dir_inst); rc_refresh then remembers the new ctimes once
  *     they are settled.
+ * 12. The indexes grow with their entries, in the export's own mapping:
+ *     the export, then UN_RC_BUCKETS pairs of buckets (one of each
+ *     index) reserved as address space (un_rc_export_new), of which the
+ *     first nb are usable; a key's bucket is the low bits of its hash.  An
+ *     insert that leaves an index more than 3/4 full, or that replaced a
+ *     way of a full bucket while it is more than half full, doubles nb
+ *     (rc_grow, one thread at a time): the new half is made usable, the
+ *     new nb published, then each old bucket B of each index, under its
+ *     lock and that of B + the old nb, moves the entries whose hash now
+ *     names the latter there (rc_split).  A lookup that read the old nb
+ *     misses (as on a busy bucket); a swap reads nb again under its
+ *     bucket's lock and changes nothing if it moved, so no entry is put
+ *     where no lookup looks.  So an export that caches little holds three
+ *     pages with its buckets (the shared exports and the client unions
+ *     alike: un_export_open cannot tell which will be busy); the buckets
+ *     never shrink, and un_rc_export_free unmaps them with the export: no
+ *     allocation of the malloc heap is as large, so a union that goes
+ *     leaves no hole there that the next one would not fill.
+ * 13. An entry's bytes (its own, and a directory's object) count in
+ *     ex->rc.bytes while it holds a slot of either index (e->slots goes
+ *     from 0 to 1 and back); rc_total adds the usable buckets.  With a
+ *     budget (ex->rc.budget: what un_export_cfg.mem_bytes leaves of the
+ *     union's own part), an entry that would take the cache over it takes
+ *     no empty way and the buckets do not grow: it only replaces its own
+ *     key's entry, or the next way in turn of a full bucket, whose entry
+ *     then leaves the other index too (its bytes go with its last slot),
+ *     so the cache stays about at its budget and still follows the
+ *     working set.
  *
  * What ctime does not cover (opaque.c, "not covered") this does not either.
  */
@@ -63,6 +91,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "resolve.h"
 
@@ -73,6 +102,8 @@
  * not wait for its slot to be reused. */
 struct un_rc_entry {
 	atomic_uint ref;
+	atomic_uint slots; /* slots of the two indexes it holds (rule 13) */
+	uint32_t bytes;	   /* its allocation, and a directory's object */
 	un_id id, parent, fileid;
 	uint64_t epoch;	    /* node table epoch read before its walk */
 	mode_t type;	    /* S_IFMT */
@@ -138,77 +169,286 @@ static bool rc_is_name(const struct un_rc_entry *e, un_id parent, const char *na
 typedef bool rc_match_fn(const struct un_rc_entry *e, un_id k, const char *name,
 			 size_t len);
 
-static struct un_rc_slot *rc_slot_of(struct un_export *ex, un_id id)
+/* A key of either index: how an entry is recognised, and its hash, whose
+ * low bits pick its bucket (rule 12). */
+struct rc_key {
+	rc_match_fn *match;
+	un_id k;
+	const char *name;
+	size_t len;
+	uint64_t hash;
+};
+
+static uint64_t rc_hash_id(un_id id)
 {
-	return &ex->rc[(id * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
+	return (id * 0x9e3779b97f4a7c15ull) >> 40;
 }
 
-/* The name index (rule 7): entries by (parent, name), for
- * un_lookup, which has no node id to go by; also the negative ones. */
-static struct un_rc_slot *rn_slot_of(struct un_export *ex, un_id parent, const char *name,
-				     size_t len)
+/* The name index's (rule 7): by (parent, name), for un_lookup, which has
+ * no node id to go by; also the negative entries. */
+static uint64_t rc_hash_name(un_id parent, const char *name, size_t len)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ parent;
 
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
 	h ^= h >> 29;
-	return &ex->rn[(h * 0x9e3779b97f4a7c15ull) >> 40 & (UN_RC_BUCKETS - 1)];
+	return (h * 0x9e3779b97f4a7c15ull) >> 40;
 }
 
-/* The entry of bucket S that MATCH says is (K, NAME), with a reference of
- * the caller's, or NULL. */
-static struct un_rc_entry *bucket_get(struct un_rc_slot *s, rc_match_fn *match, un_id k,
-				      const char *name, size_t len)
+/* The hash of E's key in index T. */
+static uint64_t rc_hash_of(const struct un_rc_table *t, const struct un_rc_entry *e)
 {
+	return t->by_name ? rc_hash_name(e->parent, e->name, e->namelen)
+			  : rc_hash_id(e->id);
+}
+
+static bool slot_trylock(struct un_rc_slot *s)
+{
+	return !atomic_exchange_explicit(&s->busy, true, memory_order_acquire);
+}
+
+/* Only rc_split waits for a bucket: every holder holds it for a few
+ * compares, never across a call that could block. */
+static void slot_lock(struct un_rc_slot *s)
+{
+	while (!slot_trylock(s))
+		;
+}
+
+static void slot_unlock(struct un_rc_slot *s)
+{
+	atomic_store_explicit(&s->busy, false, memory_order_release);
+}
+
+/* Where the pairs of buckets start in an export's mapping (rule 12). */
+static size_t rc_head(void)
+{
+	return (sizeof(struct un_export) + 63) / 64 * 64;
+}
+
+/* The mapping of an export whose cache has NB pairs usable: the bytes
+ * made usable, and reserved. */
+static size_t rc_map_usable(size_t nb)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (rc_head() + nb * sizeof(struct un_rc_pair) + page - 1) / page * page;
+}
+
+static size_t rc_map_size(void)
+{
+	return rc_map_usable(UN_RC_BUCKETS);
+}
+
+static size_t rc_total(const struct un_rc *c)
+{
+	return atomic_load_explicit(&c->bytes, memory_order_relaxed) +
+	       atomic_load_explicit(&c->nb, memory_order_relaxed) *
+		   sizeof(struct un_rc_pair);
+}
+
+/* Whether ADD bytes more would take C over its budget (rule 13). */
+static bool rc_over(const struct un_rc *c, size_t add)
+{
+	return c->budget && rc_total(c) + add > c->budget;
+}
+
+/* E (NULL: none) took a slot, or left one (rule 13). */
+static void rc_hold(struct un_rc *c, struct un_rc_entry *e)
+{
+	if (e && atomic_fetch_add_explicit(&e->slots, 1, memory_order_relaxed) == 0)
+		atomic_fetch_add_explicit(&c->bytes, e->bytes, memory_order_relaxed);
+}
+
+static void rc_unhold(struct un_rc *c, struct un_rc_entry *e)
+{
+	if (e && atomic_fetch_sub_explicit(&e->slots, 1, memory_order_relaxed) == 1)
+		atomic_fetch_sub_explicit(&c->bytes, e->bytes, memory_order_relaxed);
+}
+
+/* Bucket I of index T of C. */
+static struct un_rc_slot *rc_slot(struct un_rc *c, const struct un_rc_table *t, size_t i)
+{
+	return t->by_name ? &c->pairs[i].name : &c->pairs[i].id;
+}
+
+/* The bucket of K in index T of C as NB pairs place it. */
+static struct un_rc_slot *rc_bucket(struct un_rc *c, const struct un_rc_table *t,
+				    const struct rc_key *k, size_t nb)
+{
+	return rc_slot(c, t, k->hash & (nb - 1));
+}
+
+/* The entry of index T of C that K names, with a reference of the
+ * caller's, or NULL. */
+static struct un_rc_entry *bucket_get(struct un_rc *c, const struct un_rc_table *t,
+				      const struct rc_key *k)
+{
+	struct un_rc_slot *s =
+	    rc_bucket(c, t, k, atomic_load_explicit(&c->nb, memory_order_acquire));
 	struct un_rc_entry *e = NULL;
 
-	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire))
+	if (!slot_trylock(s))
 		return NULL;
 	for (unsigned i = 0; i < UN_RC_WAYS && !e; i++)
-		if (s->e[i] && match(s->e[i], k, name, len)) {
+		if (s->e[i] && k->match(s->e[i], k->k, k->name, k->len)) {
 			e = s->e[i];
 			atomic_fetch_add(&e->ref, 1);
 		}
-	atomic_store_explicit(&s->busy, false, memory_order_release);
+	slot_unlock(s);
 	return e;
 }
 
-/* Puts E (the caller's reference moves) in bucket S: in place of the entry
- * of its own key (K, NAME), else in an empty way, else in place of the
- * next in turn.  With OLD: takes OLD's place only if it is still there
- * (NULL stays).  A busy bucket changes nothing. */
-static void bucket_swap(struct un_rc_slot *s, rc_match_fn *match, un_id k,
-			const char *name, size_t len, struct un_rc_entry *e,
+/* The way of bucket S (locked) that E takes: that of OLD if it is still
+ * there; without OLD, that of K's own entry, else an empty one if C has
+ * room for E (rule 13), else the next in turn when S is full (*FULL set).
+ * UN_RC_WAYS: none. */
+static unsigned way_pick(const struct un_rc *c, struct un_rc_slot *s,
+			 const struct rc_key *k, const struct un_rc_entry *e,
+			 const struct un_rc_entry *old, bool *full)
+{
+	unsigned w;
+
+	for (w = 0; w < UN_RC_WAYS; w++)
+		if (old ? s->e[w] == old
+			: s->e[w] && k->match(s->e[w], k->k, k->name, k->len))
+			return w;
+	if (old)
+		return UN_RC_WAYS;
+	for (w = 0; w < UN_RC_WAYS; w++)
+		if (!s->e[w])
+			return rc_over(c, e->bytes) ? UN_RC_WAYS : w;
+	*full = true;
+	return s->next++ % UN_RC_WAYS;
+}
+
+/* Whether C, of NB pairs, should double after an insert into index T
+ * (rule 12); FULL: the insert replaced a way of a full bucket. */
+static bool rc_wants_grow(const struct un_rc *c, const struct un_rc_table *t, size_t nb,
+			  bool full)
+{
+	size_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
+	size_t room = nb * UN_RC_WAYS;
+
+	if (nb >= UN_RC_BUCKETS || (full ? used * 2 <= room : used * 4 <= room * 3))
+		return false;
+	return !rc_over(c, nb * sizeof(struct un_rc_pair));
+}
+
+/* Moves the entries of bucket B of index T whose hash names B + NB now
+ * (rule 12); one that finds no empty way there leaves the cache. */
+static void rc_split(struct un_rc *c, struct un_rc_table *t, size_t b, size_t nb)
+{
+	struct un_rc_slot *lo = rc_slot(c, t, b), *hi = rc_slot(c, t, b + nb);
+	struct un_rc_entry *drop[UN_RC_WAYS], *e;
+	unsigned n = 0, h;
+
+	slot_lock(lo);
+	slot_lock(hi);
+	for (unsigned w = 0; w < UN_RC_WAYS; w++) {
+		e = lo->e[w];
+		if (!e || !(rc_hash_of(t, e) & nb))
+			continue;
+		lo->e[w] = NULL;
+		for (h = 0; h < UN_RC_WAYS && hi->e[h]; h++)
+			;
+		if (h < UN_RC_WAYS)
+			hi->e[h] = e;
+		else
+			drop[n++] = e;
+	}
+	slot_unlock(hi);
+	slot_unlock(lo);
+	for (unsigned i = 0; i < n; i++) {
+		atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
+		rc_unhold(c, drop[i]);
+		un_rc_put(drop[i]);
+	}
+}
+
+/* Doubles the pairs of buckets of EX's cache (rule 12), unless another
+ * thread is at it or the cache has no room for them. */
+static void rc_grow(struct un_export *ex)
+{
+	struct un_rc *c = &ex->rc;
+	size_t nb;
+
+	if (atomic_exchange(&c->growing, true))
+		return;
+	nb = atomic_load(&c->nb);
+	if (nb < UN_RC_BUCKETS && !rc_over(c, nb * sizeof(struct un_rc_pair)) &&
+	    un_sys_map_use(ex, rc_map_usable(2 * nb)) == 0) {
+		atomic_store(&c->nb, 2 * nb);
+		for (size_t b = 0; b < nb; b++) {
+			rc_split(c, &c->id, b, nb);
+			rc_split(c, &c->name, b, nb);
+		}
+	}
+	atomic_store(&c->growing, false);
+}
+
+/* Puts E (the caller's reference moves; NULL: none) in index T of EX's
+ * cache: in place of the entry of its own key K, else in an empty way,
+ * else in place of the next in turn (way_pick).  With OLD: takes OLD's
+ * place only if it is still there (NULL stays).  A busy bucket, or one
+ * whose cache grew meanwhile (rule 12), changes nothing. */
+static void bucket_swap(struct un_export *ex, struct un_rc_table *t,
+			const struct rc_key *k, struct un_rc_entry *e,
 			const struct un_rc_entry *old)
 {
+	struct un_rc *c = &ex->rc;
+	size_t nb = atomic_load_explicit(&c->nb, memory_order_acquire);
+	struct un_rc_slot *s = rc_bucket(c, t, k, nb);
 	struct un_rc_entry *gone = e;
+	bool full = false, grow = false, whole = false;
 	unsigned w = UN_RC_WAYS;
 
-	if (atomic_exchange_explicit(&s->busy, true, memory_order_acquire)) {
-		un_rc_put(gone);
-		return;
-	}
-	for (unsigned i = 0; i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
-		if (old ? s->e[i] == old : s->e[i] && match(s->e[i], k, name, len))
-			w = i;
-	for (unsigned i = 0; !old && i < UN_RC_WAYS && w == UN_RC_WAYS; i++)
-		if (!s->e[i])
-			w = i;
-	if (!old && w == UN_RC_WAYS)
-		w = s->next++ % UN_RC_WAYS;
+	assert(e || old);
+	if (!slot_trylock(s))
+		goto out;
+	if (atomic_load_explicit(&c->nb, memory_order_relaxed) == nb)
+		w = way_pick(c, s, k, e, old, &full);
 	if (w < UN_RC_WAYS) {
 		gone = s->e[w];
 		s->e[w] = e;
+		rc_hold(c, e);
+		rc_unhold(c, gone);
+		if (!gone != !e)
+			atomic_fetch_add_explicit(&t->used, e ? 1 : (size_t)-1,
+						  memory_order_relaxed);
+		grow = e && (!gone || full) && rc_wants_grow(c, t, nb, full);
+		whole = gone && full && rc_over(c, 0); /* rule 13 */
 	}
-	atomic_store_explicit(&s->busy, false, memory_order_release);
+	slot_unlock(s);
+out:
+	if (whole)
+		un_rc_evict(ex, gone);
 	un_rc_put(gone);
+	if (grow)
+		rc_grow(ex);
+}
+
+static struct rc_key rc_key_id(un_id id)
+{
+	return (struct rc_key){.match = rc_is_id, .k = id, .hash = rc_hash_id(id)};
+}
+
+static struct rc_key rc_key_name(un_id parent, const char *name, size_t len)
+{
+	return (struct rc_key){.match = rc_is_name,
+			       .k = parent,
+			       .name = name,
+			       .len = len,
+			       .hash = rc_hash_name(parent, name, len)};
 }
 
 /* The entry of ID with a reference of the caller's, or NULL. */
 struct un_rc_entry *un_rc_get(struct un_export *ex, un_id id)
 {
-	return bucket_get(rc_slot_of(ex, id), rc_is_id, id, NULL, 0);
+	struct rc_key k = rc_key_id(id);
+
+	return bucket_get(&ex->rc, &ex->rc.id, &k);
 }
 
 /* Puts E (the caller's reference moves) in the slot of ID, or, when OLD is
@@ -216,7 +456,9 @@ struct un_rc_entry *un_rc_get(struct un_export *ex, un_id id)
 static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
 		    const struct un_rc_entry *old)
 {
-	bucket_swap(rc_slot_of(ex, id), rc_is_id, id, NULL, 0, e, old);
+	struct rc_key k = rc_key_id(id);
+
+	bucket_swap(ex, &ex->rc.id, &k, e, old);
 }
 
 /* The entry of NAME in directory PARENT with a reference of the caller's,
@@ -224,18 +466,19 @@ static void rc_swap(struct un_export *ex, un_id id, struct un_rc_entry *e,
 struct un_rc_entry *un_rn_get(struct un_export *ex, un_id parent, const char *name,
 			      size_t len)
 {
-	return bucket_get(rn_slot_of(ex, parent, name, len), rc_is_name, parent, name,
-			  len);
+	struct rc_key k = rc_key_name(parent, name, len);
+
+	return bucket_get(&ex->rc, &ex->rc.name, &k);
 }
 
 /* As rc_swap, in E's (or OLD's) slot of the name index. */
 static void rn_swap(struct un_export *ex, struct un_rc_entry *e,
 		    const struct un_rc_entry *old)
 {
-	const struct un_rc_entry *k = e ? e : old;
+	const struct un_rc_entry *of = e ? e : old;
+	struct rc_key k = rc_key_name(of->parent, of->name, of->namelen);
 
-	bucket_swap(rn_slot_of(ex, k->parent, k->name, k->namelen), rc_is_name, k->parent,
-		    k->name, k->namelen, e, old);
+	bucket_swap(ex, &ex->rc.name, &k, e, old);
 }
 
 void un_rc_evict(struct un_export *ex, const struct un_rc_entry *e)
@@ -245,17 +488,48 @@ void un_rc_evict(struct un_export *ex, const struct un_rc_entry *e)
 		rc_swap(ex, e->id, NULL, e);
 }
 
-void un_rc_clear(struct un_export *ex)
+struct un_export *un_rc_export_new(void)
 {
+	size_t size = rc_map_size();
+	struct un_export *ex = un_sys_map_reserve(size);
+
+	if (ex && un_sys_map_use(ex, rc_map_usable(UN_RC_BUCKETS_MIN)) < 0) {
+		un_sys_unmap(ex, size);
+		ex = NULL;
+	}
+	if (!ex)
+		return NULL;
+	ex->rc.pairs = (struct un_rc_pair *)((char *)ex + rc_head());
+	atomic_init(&ex->rc.nb, UN_RC_BUCKETS_MIN);
+	ex->rc.name.by_name = true;
+	return ex;
+}
+
+void un_rc_export_free(struct un_export *ex)
+{
+	size_t nb = atomic_load(&ex->rc.nb);
+
 	un_obj_put(atomic_load(&ex->rc_root));
-	atomic_store(&ex->rc_root, NULL);
-	for (size_t i = 0; i < UN_RC_BUCKETS; i++)
+	for (size_t i = 0; i < nb; i++)
 		for (unsigned w = 0; w < UN_RC_WAYS; w++) {
-			un_rc_put(ex->rc[i].e[w]);
-			ex->rc[i].e[w] = NULL;
-			un_rc_put(ex->rn[i].e[w]);
-			ex->rn[i].e[w] = NULL;
+			un_rc_put(ex->rc.pairs[i].id.e[w]);
+			un_rc_put(ex->rc.pairs[i].name.e[w]);
 		}
+	un_sys_unmap(ex, rc_map_size());
+}
+
+size_t un_rc_own_bytes(const struct un_export *ex)
+{
+	size_t nb = atomic_load_explicit(&ex->rc.nb, memory_order_relaxed);
+
+	return rc_map_usable(nb) - nb * sizeof(struct un_rc_pair);
+}
+
+size_t un_rc_bytes(const struct un_export *ex)
+{
+	struct un_obj *root = atomic_load(&ex->rc_root);
+
+	return rc_total(&ex->rc) + (root ? un_obj_bytes(root) : 0);
 }
 
 static struct un_rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
@@ -529,13 +803,18 @@ bool un_rc_hit(struct un_walk *w, const struct un_rc_entry *e,
 static struct un_rc_entry *rc_entry_new(struct un_walk *w, const char *name, size_t len,
 					size_t nvis, size_t nst)
 {
-	struct un_rc_entry *e =
-	    un_sys_malloc(sizeof(*e) + nst * sizeof(e->st[0]) + len + 1);
+	size_t bytes =
+	    sizeof(struct un_rc_entry) + nst * sizeof(struct un_rc_stamp) + len + 1;
+	struct un_rc_entry *e = un_sys_malloc(bytes);
 
 	if (!e)
 		return NULL;
-	*e = (struct un_rc_entry){.parent = w->cur->id, .epoch = w->epoch, .nvis = nvis};
+	*e = (struct un_rc_entry){.parent = w->cur->id,
+				  .epoch = w->epoch,
+				  .nvis = nvis,
+				  .bytes = (uint32_t)bytes};
 	atomic_init(&e->ref, 1);
+	atomic_init(&e->slots, 0);
 	e->name = (char *)(e->st + nst);
 	e->namelen = (uint16_t)len;
 	memcpy(e->name, name, len);
@@ -604,6 +883,8 @@ bool un_rc_remember(struct un_walk *w, struct un_obj *next,
 	e->open = rd->open;
 	e->opq = rd->opq;
 	e->obj = dir ? un_obj_get(next) : NULL; /* rule 6 */
+	if (dir)
+		e->bytes += (uint32_t)un_obj_bytes(next);
 	for (size_t j = 0; j < nown; j++)
 		e->st[rd->nvis + j] = rc_own_kept(w, &w->nst[j]);
 	atomic_fetch_add(&e->ref, 1);

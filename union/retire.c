@@ -8,11 +8,15 @@
  *  1. The registry is memory only: per export id (st->rt_exports), the
  *     layers retired since the start, newest first, each its old path, an
  *     O_PATH descriptor of its root, a reference to its index (layerid.c)
- *     and the time it was retired.  A restart forgets them all.
+ *     and the time it was retired.  A restart forgets them all.  An export
+ *     is in it only once a layer of it is retired.
  *  2. Only a reload retires: un_retire_seen tells layerid.c whether the
- *     export was opened before in this process (layerid.c rule 8).  A
- *     reload retires only once it switches to the new stack (layerid.c
- *     rule 5): one that fails leaves the registry as it was.
+ *     export was opened before in this process (layerid.c rule 8), by the
+ *     sorted ids of those opened (st->rt_seen): four bytes an export, as
+ *     every client union ever opened is one, and a server that thousands
+ *     of clients came and went from keeps them all.  A reload retires
+ *     only once it switches to the new stack (layerid.c rule 5): one that
+ *     fails leaves the registry as it was.
  *  3. A retired layer serves only a node whose walk found it gone or
  *     replaced (un_resolve, after its tries), whose record holds an index
  *     key (layerid.c rule 6) of the layer's lineage, for a regular file or
@@ -103,21 +107,76 @@ static struct un_rt_export *rt_find(struct un_state *st, uint32_t id)
 	return NULL;
 }
 
-bool un_retire_seen(struct un_state *st, uint32_t id, const char *path)
+/* Whether ID is in st->rt_seen, and where it is or would go (*AT); under
+ * rt_lock. */
+static bool seen_has(const struct un_state *st, uint32_t id, size_t *at)
 {
-	struct un_rt_export *e;
+	size_t lo = 0, hi = st->rt_nseen;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (st->rt_seen[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return lo < st->rt_nseen && st->rt_seen[lo] == id;
+}
+
+/* Notes ID at AT of st->rt_seen (without memory it is not noted: the
+ * export's next open retires nothing, as after a restart); under rt_lock. */
+static void seen_add(struct un_state *st, uint32_t id, size_t at)
+{
+	size_t cap = st->rt_capseen ? 2 * st->rt_capseen : 64;
+	uint32_t *ids;
+
+	if (st->rt_nseen == st->rt_capseen) {
+		ids = un_sys_realloc(st->rt_seen, cap * sizeof(*ids));
+		if (!ids)
+			return;
+		st->rt_seen = ids;
+		st->rt_capseen = cap;
+	}
+	memmove(st->rt_seen + at + 1, st->rt_seen + at,
+		(st->rt_nseen - at) * sizeof(*st->rt_seen));
+	st->rt_seen[at] = id;
+	st->rt_nseen++;
+}
+
+bool un_retire_seen(struct un_state *st, uint32_t id)
+{
+	size_t at;
 	bool seen;
 
 	pthread_mutex_lock(&st->rt_lock);
-	seen = rt_find(st, id) != NULL;
-	if (!seen && (e = un_sys_calloc(1, sizeof(*e)))) {
+	seen = seen_has(st, id, &at);
+	if (!seen)
+		seen_add(st, id, at);
+	pthread_mutex_unlock(&st->rt_lock);
+	return seen;
+}
+
+/* Export ID's entry (path EXPATH), made if it has none; NULL without
+ * memory.  Under rt_lock. */
+static struct un_rt_export *rt_entry(struct un_state *st, uint32_t id, const char *expath)
+{
+	struct un_rt_export *e = rt_find(st, id);
+
+	if (e)
+		return e;
+	e = un_sys_calloc(1, sizeof(*e));
+	if (e && !(e->path = un_sys_strdup(expath))) {
+		free(e);
+		e = NULL;
+	}
+	if (e) {
 		e->id = id;
-		e->path = un_sys_strdup(path);
 		e->next = st->rt_exports;
 		st->rt_exports = e;
 	}
-	pthread_mutex_unlock(&st->rt_lock);
-	return seen;
+	return e;
 }
 
 /* Moves the layers of E that are past retire-time (rule 5), or all with
@@ -150,7 +209,7 @@ static void rt_release(struct un_state *st, struct un_retired *gone, const char 
 		un_notice(st,
 			  "export %s: retired layer %s released (%s); the handles it "
 			  "served are stale",
-			  gone->owner->path ? gone->owner->path : "?", gone->path, why);
+			  gone->owner->path, gone->path, why);
 		rt_put(st, gone);
 	}
 }
@@ -194,7 +253,7 @@ void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const c
 				 .key_dev = key_dev,
 				 .since = now_ns()};
 	pthread_mutex_lock(&st->rt_lock);
-	e = rt_find(st, id);
+	e = rt_entry(st, id, expath);
 	if (e) {
 		/* the same directory retired again (a version served twice):
 		 * the newer entry replaces the older one */
@@ -215,7 +274,9 @@ void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const c
 	pthread_mutex_unlock(&st->rt_lock);
 	if (gone)
 		rt_put(st, gone);
-	if (l) { /* no entry: un_retire_seen could not note the export */
+	if (l) { /* no memory for the export's entry */
+		un_notice(st, "export %s: layer %s not retired: out of memory", expath,
+			  path);
 		rt_put(st, l);
 		return;
 	}
@@ -245,7 +306,7 @@ void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg)
 	for (const struct un_rt_export *e = st->rt_exports; e; e = e->next)
 		for (const struct un_retired *l = e->layers; l; l = l->next) {
 			info = (struct un_retired_info){
-			    .export_path = e->path ? e->path : "?",
+			    .export_path = e->path,
 			    .export_id = e->id,
 			    .layer = l->path,
 			    .age_s = (uint64_t)(now - l->since) / 1000000000u};
@@ -304,6 +365,9 @@ void un_retire_fini(struct un_state *st)
 		free(e);
 	}
 	st->rt_exports = NULL;
+	free(st->rt_seen);
+	st->rt_seen = NULL;
+	st->rt_nseen = st->rt_capseen = 0;
 }
 
 /* ---- resolving (rule 3) ---- */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -907,6 +908,29 @@ void *un_sys_malloc(size_t n)
 	if (un_sys_fault(UN_SYS_ALLOC))
 		return NULL;
 	return malloc(n);
+}
+
+void *un_sys_map_reserve(size_t n)
+{
+	void *p;
+
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return NULL;
+	p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int un_sys_map_use(void *p, size_t n)
+{
+	if (un_sys_fault(UN_SYS_ALLOC))
+		return -ENOMEM;
+	return mprotect(p, n, PROT_READ | PROT_WRITE) < 0 ? -errno : 0;
+}
+
+void un_sys_unmap(void *p, size_t n)
+{
+	if (p)
+		munmap(p, n);
 }
 
 void *un_sys_calloc(size_t n, size_t size)

@@ -72,14 +72,17 @@
 /* ... for a ctime with nanoseconds: ten ticks of the coarsest kernel clock
  * a filesystem stamps it from (opaque.c, settle_of) */
 #define UN_SETTLE_FINE_NS 100000000ll
-/* Resolve cache slots per export and table (rcache.c), in buckets of
- * UN_RC_WAYS: a working set of tens of thousands of files fits; 640 KiB of
- * buckets per table, touched as used (the export is calloc'd), entries
- * ~100-200 bytes each. */
-#define UN_RC_SLOTS   65536
-#define UN_RC_WAYS    4
-#define UN_RC_BUCKETS (UN_RC_SLOTS / UN_RC_WAYS)
-#define UN_RC_FDS_MAX 4096 /* descriptors they hold, all exports together */
+/* Resolve cache slots per export and index (rcache.c), in buckets of
+ * UN_RC_WAYS: a working set of tens of thousands of files fits.  The
+ * buckets of the two indexes come in pairs, after the export in its own
+ * mapping: UN_RC_BUCKETS_MIN pairs (2.5 KiB, which with the export make
+ * three pages) to begin with, doubling as they fill, up to 1.25 MiB at
+ * UN_RC_BUCKETS (rcache.c rule 12); entries ~100-200 bytes each. */
+#define UN_RC_SLOTS	  65536
+#define UN_RC_WAYS	  4
+#define UN_RC_BUCKETS	  (UN_RC_SLOTS / UN_RC_WAYS)
+#define UN_RC_BUCKETS_MIN 32
+#define UN_RC_FDS_MAX	  4096 /* descriptors they hold, all exports together */
 
 /* ---- sys.c: the syscall seam ----
  *
@@ -184,6 +187,13 @@ int un_sys_unlinkat(int dirfd, const char *name, int flags);
  * by a full disk with EIO, which this turns into the ENOSPC it was. */
 bool un_sys_disk_full(const char *path);
 void *un_sys_malloc(size_t n);
+/* Address space of N bytes, none of it usable yet and none charged
+ * (PROT_NONE); un_sys_map_use makes its first N bytes usable, zero-filled
+ * where new, and un_sys_unmap gives it all back.  Counted as allocations
+ * (UN_SYS_ALLOC): map NULL, use -ENOMEM when a test injects. */
+void *un_sys_map_reserve(size_t n);
+int un_sys_map_use(void *p, size_t n);
+void un_sys_unmap(void *p, size_t n);
 void *un_sys_calloc(size_t n, size_t size);
 void *un_sys_realloc(void *p, size_t n);
 char *un_sys_strdup(const char *s);
@@ -318,9 +328,12 @@ struct un_state {
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
 	struct un_counters counters; /* stats.c */
-	/* retire.c: the retired lower layers of each export opened since
-	 * the start, and how long they are kept (seconds, 0: until exit) */
+	/* retire.c: the ids of the exports opened since the start (sorted),
+	 * the retired lower layers of those that have any, and how long they
+	 * are kept (seconds, 0: until exit) */
 	pthread_mutex_t rt_lock;
+	uint32_t *rt_seen;
+	size_t rt_nseen, rt_capseen;
 	struct un_rt_export *rt_exports;
 	_Atomic int64_t retire_s;
 };
@@ -593,7 +606,7 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
 
 /* Whether export ID was opened before in this process (a reload), noting
  * that it has been: only a reload retires (retire.c rule 2). */
-bool un_retire_seen(struct un_state *st, uint32_t id, const char *path);
+bool un_retire_seen(struct un_state *st, uint32_t id);
 /* Layer PATH (O_PATH root ROOTFD, stat ROOT; index C whose keys have dev
  * KEY_DEV) left the lower stack of export ID (path EXPATH, for the log),
  * replaced by BY (NULL: removed): it is retired, taking ROOTFD and the
@@ -643,6 +656,31 @@ static inline size_t un_stripe(un_id id)
 	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 58);
 }
 
+/* The resolve cache of an export (rcache.c): two indexes, whose buckets
+ * come in pairs (one of each) after the export in the export's own mapping,
+ * UN_RC_BUCKETS pairs of it reserved and the first NB usable, which grows as
+ * they fill (rule 12); and what its entries hold (rule 13). */
+struct un_rc_slot {
+	_Atomic bool busy; /* try-lock of the bucket */
+	uint8_t next;	   /* the way the next new key replaces */
+	struct un_rc_entry *e[UN_RC_WAYS];
+};
+struct un_rc_pair {
+	struct un_rc_slot id, name;
+};
+struct un_rc_table {
+	atomic_size_t used; /* ways holding an entry */
+	bool by_name;	    /* the name index (rule 7), else the id index */
+};
+struct un_rc {
+	struct un_rc_pair *pairs; /* after the export, in its mapping */
+	_Atomic size_t nb;	  /* pairs usable: a power of 2 */
+	atomic_bool growing;	  /* a thread is doubling NB */
+	struct un_rc_table id, name;
+	atomic_size_t bytes; /* of the entries in its slots, each counted once */
+	size_t budget;	     /* bound on them and the buckets' bytes; 0: none */
+};
+
 struct un_export {
 	struct un_state *st;
 	char *path;
@@ -673,11 +711,7 @@ struct un_export {
 	 * id and by (parent, name), the latter with names found absent too
 	 * (rcache.c). */
 	_Atomic(struct un_obj *) rc_root;
-	struct un_rc_slot {
-		_Atomic bool busy; /* try-lock of the bucket */
-		uint8_t next;	   /* the way the next new key replaces */
-		struct un_rc_entry *e[UN_RC_WAYS];
-	} rc[UN_RC_BUCKETS], rn[UN_RC_BUCKETS];
+	struct un_rc rc;
 };
 
 /* ---- whiteout.c: on-disk markers and the merge rule ---- */
@@ -729,8 +763,19 @@ void un_lookup_test_settle_ns(long long ns);
 
 /* ---- rcache.c: the resolve cache ---- */
 
-/* Drops the resolve cache of EX (un_export_close). */
-void un_rc_clear(struct un_export *ex);
+/* A new export, zeroed but for its resolve cache, empty and with no budget
+ * (ex->rc.budget, rule 13, is the opener's to set before the cache is
+ * used): the export and its cache's buckets share one mapping (rule 12).
+ * NULL without memory. */
+struct un_export *un_rc_export_new(void);
+/* Drops the resolve cache of EX and unmaps EX (un_export_close, last). */
+void un_rc_export_free(struct un_export *ex);
+/* The usable bytes of EX's mapping that are not its cache's buckets: the
+ * export itself, and the rest of the last page. */
+size_t un_rc_own_bytes(const struct un_export *ex);
+/* The bytes EX's resolve cache holds: its buckets and its entries (their
+ * objects included), and the root object walks share. */
+size_t un_rc_bytes(const struct un_export *ex);
 
 /* ---- object.c: objects ---- */
 
@@ -778,6 +823,8 @@ struct un_obj_ident {
  * NINST and one more, which a copy-up may put on top (object.c rule 2);
  * NULL without memory. */
 struct un_obj *un_obj_new(size_t ninst, const struct un_obj_ident *who);
+/* The bytes O was allocated with. */
+size_t un_obj_bytes(const struct un_obj *o);
 /* A copy of O with descriptors of its own, for a caller that may change
  * it (a copy-up puts a new top instance on its object). */
 int un_obj_copy(const struct un_obj *o, struct un_obj **out);

@@ -25,7 +25,10 @@
  *     client's first call.  At most SRV_C_CLIENTS records an export; the
  *     calls of addresses beyond them count on one record, "other".  The
  *     records live as long as the export, so a client that comes back
- *     continues its series, and the memory is bounded by the cap.
+ *     continues its series, and the memory is bounded by the cap.  They
+ *     are allocated SRV_C_SLAB at a time (record_new): one each, made
+ *     while clients' unions come and go around them, would each keep a
+ *     page of the heap resident once those are freed.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -48,11 +51,20 @@ struct srv_mclient {
 
 #define SRV_C_CLIENTS	     1024 /* records an export (note 3) */
 #define SRV_C_CLIENT_BUCKETS 256
+#define SRV_C_SLAB	     32 /* records allocated at once (note 3) */
+
+/* SRV_C_SLAB records, handed out in order (record_new). */
+struct srv_mclient_slab {
+	struct srv_mclient rec[SRV_C_SLAB];
+	struct srv_mclient_slab *next; /* the slab made before */
+};
 
 struct srv_mclients {
-	struct srv_mclient other; /* the addresses beyond the cap */
-	pthread_mutex_t lock;	  /* guards adding, and n */
-	unsigned n;		  /* records, other not counted */
+	struct srv_mclient other;	/* the addresses beyond the cap */
+	pthread_mutex_t lock;		/* guards adding, n and the slabs */
+	unsigned n;			/* records, other not counted */
+	struct srv_mclient_slab *slabs; /* the newest first */
+	unsigned slab_used;		/* records of the newest handed out */
 	struct srv_mclient *_Atomic chain[SRV_C_CLIENT_BUCKETS];
 };
 
@@ -193,6 +205,24 @@ static struct srv_mclients *clients_table(struct srv_export *ex)
 	return none;
 }
 
+/* A zeroed record of T's newest slab, made when that one is used up (note
+ * 3); NULL without memory.  Under T's lock. */
+static struct srv_mclient *record_new(struct srv_mclients *t)
+{
+	struct srv_mclient_slab *s = t->slabs;
+
+	if (!s || t->slab_used == SRV_C_SLAB) {
+		s = aligned_alloc(64, sizeof(*s));
+		if (!s)
+			return NULL;
+		memset(s, 0, sizeof(*s));
+		s->next = t->slabs;
+		t->slabs = s;
+		t->slab_used = 0;
+	}
+	return &s->rec[t->slab_used++];
+}
+
 /* Adds KEY's record to T, or finds the one another thread added first;
  * "other" beyond the cap or out of memory. */
 static struct srv_mclient *client_add(struct srv_mclients *t, const unsigned char key[16])
@@ -204,10 +234,9 @@ static struct srv_mclient *client_add(struct srv_mclients *t, const unsigned cha
 	c = chain_find(head, key);
 	if (c || t->n >= SRV_C_CLIENTS)
 		goto out;
-	c = aligned_alloc(64, sizeof(*c));
+	c = record_new(t);
 	if (!c)
 		goto out;
-	memset(c, 0, sizeof(*c));
 	memcpy(c->addr, key, 16);
 	c->next = atomic_load_explicit(head, memory_order_relaxed);
 	atomic_store_explicit(head, c, memory_order_release);
@@ -273,15 +302,14 @@ bool srv_counts_client(const struct srv *s, const struct srv_export *ex, const c
 
 static void clients_free(struct srv_mclients *t)
 {
-	struct srv_mclient *c, *next;
+	struct srv_mclient_slab *s, *next;
 
 	if (!t)
 		return;
-	for (size_t b = 0; b < SRV_C_CLIENT_BUCKETS; b++)
-		for (c = atomic_load(&t->chain[b]); c; c = next) {
-			next = c->next;
-			free(c);
-		}
+	for (s = t->slabs; s; s = next) {
+		next = s->next;
+		free(s);
+	}
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -296,6 +324,11 @@ void srv_counts_export_free(struct srv_export *ex)
 {
 	free(atomic_load(&ex->mcount));
 	clients_free(atomic_load(&ex->mclients));
+}
+
+size_t srv_counts_export_bytes(const struct srv *s, const struct srv_export *ex)
+{
+	return atomic_load(&ex->mcount) ? slot_count(s) * sizeof(struct srv_xcount) : 0;
 }
 
 bool srv_counts_export(const struct srv *s, const struct srv_export *ex, uint64_t v[3])

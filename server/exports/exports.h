@@ -170,6 +170,12 @@ struct srv_unions {
 	size_t nopen;	   /* instances in any state */
 	unsigned cap;	   /* at most this many open */
 	unsigned idle;	   /* seconds before an unmounted one is released; 0 never */
+	/* Memory (unions.c, rule 12): what the open ones may hold together,
+	 * and what each may (un_export_cfg.mem_bytes); releases since the
+	 * start, and as of the reaper's last malloc_trim, and when that was. */
+	size_t memory, share;
+	uint64_t released, trimmed;
+	time_t trim_at;
 	pthread_t reaper;
 	bool ready, reaping, stop;
 };
@@ -196,9 +202,12 @@ struct srv_config {
 	/* TCP connections (listen.c, rules 2, 3): 0 derives the cap
 	 * from RLIMIT_NOFILE; idle_timeout in seconds, 0 never. */
 	unsigned max_conns, max_conns_per_addr, idle_timeout;
-	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE;
-	 * seconds an unmounted one stays open unused, 0 never released. */
+	/* Client unions (unions.c): 0 derives the cap from RLIMIT_NOFILE
+	 * and the memory; seconds an unmounted one stays open unused, 0 never
+	 * released; bytes the open ones may hold together, 0: an eighth of the
+	 * machine's memory (or of the cgroup's limit). */
 	unsigned max_client_unions, client_union_idle;
+	size_t client_unions_memory;
 	/* NLM (lockd/nlm_proc.c): its own port (0: pick one); caps on locks, waiters
 	 * and share reservations per client host and in all (0: none). */
 	uint16_t nlm_port;
@@ -303,6 +312,10 @@ int srv_unions_start(struct srv *s);
 void srv_unions_stop(struct srv *s);
 void srv_unions_fini(struct srv *s);
 void srv_unions_limits(struct srv *s);
+/* Client union I's bytes in memory: its union's (un_export_mem) and the
+ * registry's record of it, its names and counters; 0 unless I is OPEN.
+ * Under s->unions.lock. */
+size_t srv_union_mem(const struct srv *s, const struct srv_export *i);
 /* Closes and frees every instance of template T (export_free). */
 void srv_unions_drop_template(struct srv *s, struct srv_export *t);
 /* After a reload kept template T: releases its client unions that no call
@@ -524,5 +537,7 @@ void srv_counts_clients_each(const struct srv_export *ex,
 			     void *arg);
 /* Frees EX's counters (the export is being freed). */
 void srv_counts_export_free(struct srv_export *ex);
+/* The bytes of EX's per-thread counters (0 before its first counted call). */
+size_t srv_counts_export_bytes(const struct srv *s, const struct srv_export *ex);
 
 #endif

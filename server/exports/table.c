@@ -456,6 +456,7 @@ static void warn_restart_settings(const struct srv *s, const struct srv_opts *o)
 	    a->idle_timeout != b->idle_timeout ||
 	    a->max_client_unions != b->max_client_unions ||
 	    a->client_union_idle != b->client_union_idle ||
+	    a->client_unions_memory != b->client_unions_memory ||
 	    a->layer_index != b->layer_index)
 		rpc_log(RPC_LOG_WARN,
 			"reload: ports, bind address, threads, connection "

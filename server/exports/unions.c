@@ -87,6 +87,22 @@
  *     commit is taken out of the union, which may be released by then.
  *     The successor of one taken out is closed with its commit undone;
  *     its reopen over the new stack records and retires as any open.
+ * 12. Memory: the open instances may hold unions.memory bytes together
+ *     (client-unions-memory; default an eighth of the machine's memory,
+ *     or of the cgroup's limit when that is lower: machine_memory), so
+ *     the cap is at most that over UNION_MEM_MIN as well as what the
+ *     descriptors allow, and each union gets an equal share of it
+ *     (unions.share, its un_export_cfg.mem_bytes), past which its resolve
+ *     cache stops growing (union/rcache.c rule 13).  An open union holds
+ *     15 KiB or so to begin with: a mapping of three pages (itself and its
+ *     cache's first buckets), its first entries and this registry's record
+ *     (srv_union_mem counts them; docs/client-unions.md has the figures).
+ *     A union's memory goes back when it is released: its mapping to the
+ *     system, the rest to the allocator, and the reaper then hands the
+ *     allocator's free pages back to the system (reap_trim: a second
+ *     after a release, at most once a second, and woken every TRIM_BATCH
+ *     releases): a churn of clients leaves holes in the heaps of the
+ *     allocator's arenas that would otherwise stay resident for good.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -96,6 +112,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +124,10 @@
 
 #include "exports.h"
 
-#define UNIONS_MIN	     16	 /* default cap, at least */
+#define UNIONS_MIN	     16		  /* default cap, at least */
+#define UNION_MEM_MIN	     (256u << 10) /* the least share a default cap gives */
+#define MEM_PART	     8	 /* of the machine's memory, by default (rule 12) */
+#define TRIM_BATCH	     64	 /* releases that wake the reaper to trim */
 #define REAP_PERIOD_MAX_S    15	 /* the reaper looks at least this often */
 #define CLIENT_ID_PATH_SLACK 32	 /* " (client upper )" around the dir */
 #define RESET_DEPTH_MAX	     512 /* a reset removes no deeper (tree_empty) */
@@ -562,6 +582,21 @@ static void instance_free(struct srv_export *i)
 	free(i);
 }
 
+/* The bytes of string S and its NUL; 0 for NULL. */
+static size_t str_bytes(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+size_t srv_union_mem(const struct srv *s, const struct srv_export *i)
+{
+	if (i->state != SRV_UNION_OPEN || !i->ux)
+		return 0;
+	return un_export_mem(i->ux) + sizeof(*i) + str_bytes(i->path) +
+	       str_bytes(i->client_key) + str_bytes(i->client_addr) +
+	       str_bytes(i->client_host) + srv_counts_export_bytes(s, i);
+}
+
 /* Closes I (CLOSING, taken out of the LRU under the lock) and takes it out
  * of its template's list. */
 static void instance_release(struct srv *s, struct srv_export *i)
@@ -570,6 +605,8 @@ static void instance_release(struct srv *s, struct srv_export *i)
 	pthread_mutex_lock(&s->unions.lock);
 	registry_del(&s->unions, i);
 	pthread_cond_broadcast(&s->unions.changed);
+	if (++s->unions.released - s->unions.trimmed == TRIM_BATCH)
+		pthread_cond_signal(&s->unions.wake); /* rule 12 */
 	pthread_mutex_unlock(&s->unions.lock);
 	RPC_LOG_LIMITED(RPC_LOG_INFO, "export %s: union %s %s released", i->path,
 			key_phrase(i->parent), i->client_key);
@@ -580,6 +617,17 @@ static bool instance_vanished(struct srv_req *req, struct srv_export *i);
 static bool template_match(const char *t, const char *p, struct client_dirs *d);
 
 /* ---- opening ---- */
+
+/* What each client union may hold in memory (rule 12). */
+static size_t union_share(struct srv *s)
+{
+	size_t share;
+
+	pthread_mutex_lock(&s->unions.lock);
+	share = s->unions.share;
+	pthread_mutex_unlock(&s->unions.lock);
+	return share;
+}
 
 /* A new OPENING instance of T for the client D names, or NULL. */
 static struct srv_export *instance_new(struct srv_export *t, const struct client_dirs *d)
@@ -629,6 +677,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 	    .workdir = d->work[0] ? d->work : NULL,
 	    .no_layer_index = !s->cfg.layer_index,
 	    .index_best_effort = true, /* a client's mount has no old stack */
+	    .mem_bytes = union_share(s),
 	};
 	int rc;
 
@@ -1069,6 +1118,23 @@ static void reap_once(struct srv *s)
 	srv_exports_read_end(s);
 }
 
+/* Hands the allocator's free pages back to the system when unions were
+ * released since the last time, at most once a second (rule 12): one left
+ * pending has the reaper look again in a second.  Under unions.lock, which
+ * it drops meanwhile. */
+static void reap_trim(struct srv_unions *u)
+{
+	time_t now = now_s();
+
+	if (u->released == u->trimmed || now == u->trim_at)
+		return;
+	u->trimmed = u->released;
+	u->trim_at = now;
+	pthread_mutex_unlock(&u->lock);
+	malloc_trim(0);
+	pthread_mutex_lock(&u->lock);
+}
+
 static void *reaper_main(void *arg)
 {
 	struct srv *s = arg;
@@ -1080,13 +1146,14 @@ static void *reaper_main(void *arg)
 	pthread_mutex_lock(&u->lock);
 	while (!u->stop) {
 		clock_gettime(CLOCK_MONOTONIC, &at);
-		at.tv_sec += period;
+		at.tv_sec += u->released != u->trimmed ? 1 : period; /* reap_trim */
 		pthread_cond_timedwait(&u->wake, &u->lock, &at);
 		if (u->stop)
 			break;
 		pthread_mutex_unlock(&u->lock);
 		reap_once(s);
 		pthread_mutex_lock(&u->lock);
+		reap_trim(u);
 	}
 	pthread_mutex_unlock(&u->lock);
 	return NULL;
@@ -1106,7 +1173,81 @@ static unsigned long union_fds_max(const struct srv *s)
 	return most;
 }
 
-void srv_unions_limits(struct srv *s)
+/* The cgroup (v2) of this process: PATH of the line "0::PATH" of
+ * /proc/self/cgroup, into OUT; false when there is none. */
+static bool own_cgroup(char *out, size_t len)
+{
+	char line[PATH_MAX + 8];
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strncmp(line, "0::/", 4) == 0;
+	if (f)
+		fclose(f);
+	if (found) {
+		line[strcspn(line, "\n")] = '\0';
+		found = snprintf(out, len, "%s", line + 3) < (int)len;
+	}
+	return found;
+}
+
+/* The memory.max of the cgroup at PATH (under /sys/fs/cgroup), or 0 when
+ * it has none ("max", or no such file: the root). */
+static uint64_t cgroup_max_of(const char *path)
+{
+	char file[PATH_MAX + 32], val[32], *end;
+	uint64_t v = 0;
+	FILE *f;
+
+	if (snprintf(file, sizeof(file), "/sys/fs/cgroup%s/memory.max", path) >=
+	    (int)sizeof(file))
+		return 0;
+	f = fopen(file, "r");
+	if (f && fgets(val, sizeof(val), f)) {
+		v = strtoull(val, &end, 10);
+		v = *end == '\n' || !*end ? v : 0;
+	}
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* The memory this process may have: the machine's, or the lowest
+ * memory.max on the path of its cgroup when that is less. */
+static uint64_t machine_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t most = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, v;
+	char path[PATH_MAX], *cut;
+
+	if (!own_cgroup(path, sizeof(path)))
+		return most;
+	for (;;) { /* the cgroup, then each parent up to the root's "" */
+		v = cgroup_max_of(path);
+		most = v && (!most || v < most) ? v : most;
+		cut = strrchr(path, '/');
+		if (!cut)
+			return most;
+		*cut = '\0';
+	}
+}
+
+/* What the open client unions may hold together (rule 12). */
+static size_t unions_memory(const struct srv *s)
+{
+	uint64_t m = s->cfg.client_unions_memory;
+
+	if (!m)
+		m = machine_memory() / MEM_PART;
+	return m > SIZE_MAX ? SIZE_MAX : (size_t)m;
+}
+
+/* The default cap: an eighth of the limit on open files over the most
+ * descriptors a client union holds, and MEMORY over UNION_MEM_MIN; at least
+ * UNIONS_MIN.  *BY_FDS and *BY_MEM get the two, for the log. */
+static unsigned unions_cap(const struct srv *s, size_t memory, unsigned long *by_fds,
+			   unsigned long *by_mem)
 {
 	unsigned long fds = 1024, per = union_fds_max(s), cap;
 	struct rlimit rl;
@@ -1114,16 +1255,35 @@ void srv_unions_limits(struct srv *s)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds =
 		    rl.rlim_cur == RLIM_INFINITY ? 1ul << 20 : (unsigned long)rl.rlim_cur;
-	cap = per ? fds / SRV_UNIONS_FDS_PART / per : UNIONS_MIN;
-	cap = cap < UNIONS_MIN ? UNIONS_MIN : cap;
+	*by_fds = per ? fds / SRV_UNIONS_FDS_PART / per : UNIONS_MIN;
+	*by_mem = memory / UNION_MEM_MIN;
+	cap = *by_fds < *by_mem ? *by_fds : *by_mem;
+	cap = cap < UNIONS_MIN ? UNIONS_MIN : cap > UINT_MAX ? UINT_MAX : cap;
+	return s->cfg.max_client_unions ? s->cfg.max_client_unions : (unsigned)cap;
+}
+
+void srv_unions_limits(struct srv *s)
+{
+	size_t memory = unions_memory(s);
+	unsigned long by_fds, by_mem;
+	unsigned cap = unions_cap(s, memory, &by_fds, &by_mem);
+	bool changed;
+
 	pthread_mutex_lock(&s->unions.lock);
-	s->unions.cap =
-	    s->cfg.max_client_unions ? s->cfg.max_client_unions : (unsigned)cap;
+	changed = cap != s->unions.cap || memory / cap != s->unions.share;
+	s->unions.cap = cap;
+	s->unions.memory = memory;
+	s->unions.share = memory / cap;
 	s->unions.idle = s->cfg.client_union_idle;
 	s->unions.nknown = 0; /* the templates may have changed: read again */
 	s->unions.known_read = 0;
 	pthread_cond_signal(&s->unions.wake);
 	pthread_mutex_unlock(&s->unions.lock);
+	if (changed && union_fds_max(s))
+		rpc_log(RPC_LOG_INFO,
+			"client unions: at most %u open (the descriptors allow %lu, "
+			"the memory %lu), each may hold %zu KiB of %zu MiB",
+			cap, by_fds, by_mem, memory / cap >> 10, memory >> 20);
 }
 
 void srv_unions_init(struct srv *s)
@@ -1618,6 +1778,7 @@ static int restack_one(struct srv *s, const struct srv_restack *r,
 	struct un_export_cfg cfg = {
 	    .path = id_path,
 	    .no_layer_index = !s->cfg.layer_index,
+	    .mem_bytes = union_share(s),
 	};
 	int rc;
 

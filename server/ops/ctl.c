@@ -76,14 +76,32 @@ static json_t *str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
-/* Client unions of template T open now; under unions.lock. */
-static json_int_t open_instances(const struct srv_export *t)
+/* Client unions of template T open now, and the bytes they hold, into O;
+ * under unions.lock. */
+static void open_instances(const struct srv *s, const struct srv_export *t, json_t *o)
 {
-	json_int_t n = 0;
+	json_int_t n = 0, bytes = 0;
 
-	for (const struct srv_export *in = t->instances; in; in = in->next)
+	for (const struct srv_export *in = t->instances; in; in = in->next) {
 		n += in->state == SRV_UNION_OPEN;
-	return n;
+		bytes += (json_int_t)srv_union_mem(s, in);
+	}
+	json_object_set_new(o, "client_unions", json_integer(n));
+	json_object_set_new(o, "client_unions_memory_bytes", json_integer(bytes));
+}
+
+/* The limits of the client unions: how many may be open, and the memory
+ * they may hold together and each (unions.c, rules 5 and 12). */
+static json_t *union_limits_json(struct srv *s)
+{
+	json_t *o;
+
+	pthread_mutex_lock(&s->unions.lock);
+	o = json_pack("{s:I, s:I, s:I}", "max_open", (json_int_t)s->unions.cap,
+		      "memory_bytes", (json_int_t)s->unions.memory, "union_bytes",
+		      (json_int_t)s->unions.share);
+	pthread_mutex_unlock(&s->unions.lock);
+	return o;
 }
 
 static json_t *export_json(struct srv *s, const struct srv_export *ex)
@@ -99,7 +117,7 @@ static json_t *export_json(struct srv *s, const struct srv_export *ex)
 		      "per_client", !ex->ux);
 	if (o && !ex->ux) {
 		pthread_mutex_lock(&s->unions.lock);
-		json_object_set_new(o, "client_unions", json_integer(open_instances(ex)));
+		open_instances(s, ex, o);
 		pthread_mutex_unlock(&s->unions.lock);
 	}
 	return o;
@@ -137,6 +155,7 @@ static int cmd_status(struct srv_ctl *c, const char *arg, json_t *out, char *err
 				      rpc_svc_service_port(c->svc, "nsm"), "portmapper",
 				      rpc_svc_service_port(c->svc, "portmapper") != 0));
 	json_object_set_new(out, "exports", list);
+	json_object_set_new(out, "client_union_limits", union_limits_json(s));
 	json_object_set_new(out, "retired", retired);
 	return 0;
 }
@@ -203,6 +222,7 @@ static const char *const union_state_names[] = {
     [SRV_UNION_OPENING] = "opening",
     [SRV_UNION_OPEN] = "open",
     [SRV_UNION_CLOSING] = "closing",
+    [SRV_UNION_RENEWING] = "renewing",
 };
 
 /* Instance IN of template T; under unions.lock.  Its "upper" is the dir
@@ -219,6 +239,9 @@ static json_t *instance_json(struct srv *s, const struct srv_export *t,
 		      own_upper ? json_string(in->client_key) : json_null(), "state",
 		      union_state_names[in->state], "mounted", in->mounted, "idle",
 		      (json_int_t)(now - in->last_used));
+	if (o && in->state == SRV_UNION_OPEN)
+		json_object_set_new(o, "memory_bytes",
+				    json_integer((json_int_t)srv_union_mem(s, in)));
 	if (o && srv_counts_export(s, in, v)) {
 		json_object_set_new(o, "calls", json_integer((json_int_t)v[0]));
 		json_object_set_new(o, "read_bytes", json_integer((json_int_t)v[1]));

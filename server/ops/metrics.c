@@ -15,6 +15,9 @@
  *     srv_counts_clients_each).
  *  3. The engine's counters (union.h, struct un_stats), which know nothing
  *     of this format.
+ *  4. The client unions open, the bytes they hold by their own count
+ *     (srv_union_mem) and their limits (server/exports/unions.c, rules 5
+ *     and 12).
  *
  * Counting is switched on (srv_metrics_start) with --metrics or the control
  * socket (ctl.c, whose `stats` reads the same page through
@@ -312,6 +315,37 @@ static void timed(FILE *f, const char *fam, const char *help, uint64_t count, ui
 		(unsigned long long)count);
 }
 
+/* Note 4: under the exports' read lock and the registry's lock. */
+static void write_unions(FILE *f, const struct srv_metrics *m)
+{
+	struct srv *s = m->srv;
+	size_t open = 0, bytes = 0, memory;
+	unsigned cap;
+
+	srv_exports_read_begin(s);
+	pthread_mutex_lock(&s->unions.lock);
+	for (size_t i = 0; i < s->nexports; i++)
+		for (const struct srv_export *in = s->exports[i]->instances; in;
+		     in = in->next) {
+			open += in->state == SRV_UNION_OPEN;
+			bytes += srv_union_mem(s, in);
+		}
+	cap = s->unions.cap;
+	memory = s->unions.memory;
+	pthread_mutex_unlock(&s->unions.lock);
+	srv_exports_read_end(s);
+	one(f, "union_nfsd_client_unions_open", "gauge", "Client unions open.",
+	    (double)open);
+	one(f, "union_nfsd_client_unions_max", "gauge",
+	    "Client unions that may be open at once.", (double)cap);
+	one(f, "union_nfsd_client_unions_memory_bytes", "gauge",
+	    "Bytes the open client unions hold, as they count them (their resolve "
+	    "caches and records).",
+	    (double)bytes);
+	one(f, "union_nfsd_client_unions_memory_max_bytes", "gauge",
+	    "Bytes the open client unions may hold together.", (double)memory);
+}
+
 static void write_engine(FILE *f, const struct srv_metrics *m)
 {
 	struct un_stats u;
@@ -375,6 +409,7 @@ static char *render(const struct srv_metrics *m, size_t *len)
 		return NULL;
 	write_calls(f, m);
 	write_exports(f, m);
+	write_unions(f, m);
 	write_engine(f, m);
 	write_transport(f, m);
 	if (fclose(f) != 0) {

@@ -7,7 +7,8 @@
 #    JSON (--json parsed by python3);
 #  - clients: a client that mounted shows in the mount list with its calls
 #    and bytes (those of its address on the export), and its union of the
-#    per-client export with its calls (the same) and its upper's size;
+#    per-client export with its calls (the same), its memory and its upper's
+#    size; status then shows that union's memory and the unions' limits;
 #  - stats: the counters, the NFS calls made among them, and the calls by
 #    export and client address;
 #  - reload: a new lower layer in the config file is served after it, and
@@ -116,8 +117,19 @@ ok status_json "${CTL[@]}" --json status
 "$NFS_POKE" "$(nfs_url /)" fileid /f >/dev/null || fail "nfs_poke fileid /f"
 ok clients "${CTL[@]}" clients
 grep -q "^127.0.0.1 .* /pc " "$T/out" || fail "clients: no mount of /pc: $(cat "$T/out")"
-grep -q "$T/pc/127.0.0.1/upper .* open" "$T/out" ||
-	fail "clients: no open union of /pc: $(cat "$T/out")"
+grep -Eq "$T/pc/127.0.0.1/upper +open +yes +[0-9]+s +[0-9]+ +[0-9.]+ KiB " "$T/out" ||
+	fail "clients: no open union of /pc with its memory: $(cat "$T/out")"
+# and in status: the open union's memory, the limits
+ok status_unions "${CTL[@]}" status
+grep -Eq "^  client unions open  1, holding [0-9.]+ KiB$" "$T/out" ||
+	fail "status: no client union of /pc with its memory: $(cat "$T/out")"
+grep -Eq "^client unions: at most [0-9]+ open, holding at most [0-9.]+ [KMGT]iB together, [0-9.]+ [KMGT]iB each$" "$T/out" ||
+	fail "status: no limits of the client unions: $(cat "$T/out")"
+ok status_unions_json "${CTL[@]}" --json status
+[ "$(jget 'r["exports"][1]["client_unions"] == 1 and r["exports"][1]["client_unions_memory_bytes"] >= 12288')" = True ] ||
+	fail "status --json: /pc's unions $(jget 'r["exports"][1]')"
+[ "$(jget 'r["client_union_limits"]["max_open"] >= 16 and r["client_union_limits"]["union_bytes"] * r["client_union_limits"]["max_open"] <= r["client_union_limits"]["memory_bytes"]')" = True ] ||
+	fail "status --json: limits $(jget 'r["client_union_limits"]')"
 ok clients_json "${CTL[@]}" --json clients
 # libnfs sends UMNT as it ends: /pc's MNT is on the list, / may not be
 [ "$(jget '"/pc" in [m["path"] for m in r["mounts"]] and all(m["host"] == "127.0.0.1" and abs(m["since"] - __import__("time").time()) < 600 for m in r["mounts"])')" = True ] ||
@@ -126,6 +138,9 @@ ok clients_json "${CTL[@]}" --json clients
 	fail "clients --json: union $(jget 'r["unions"]')"
 [ "$(jget 'r["unions"][0]["calls"] > 0 and r["unions"][0]["upper_entries"] >= 2')" = True ] ||
 	fail "clients --json: calls and upper size $(jget 'r["unions"]')"
+# its memory: at least the mapping of the union and its buckets (12 KiB)
+[ "$(jget '12288 <= r["unions"][0]["memory_bytes"] < 1 << 20')" = True ] ||
+	fail "clients --json: memory $(jget 'r["unions"]')"
 # the mount's calls are its address's on /pc: all of them its union's
 [ "$(jget '[(m["calls"], m["read_bytes"], m["written_bytes"]) for m in r["mounts"] if m["path"] == "/pc"] == [(r["unions"][0]["calls"], 0, 0)]')" = True ] ||
 	fail "clients --json: the mount's calls $(jget 'r["mounts"]'), union's $(jget 'r["unions"][0]["calls"]')"

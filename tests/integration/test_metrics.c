@@ -29,7 +29,9 @@
  *
  * A second server, with a per-client export (upper TMP/c/%a/upper), must show
  * its client union's calls under the labels export and client, and no series
- * of the template's own; its client's calls by address are the template's.
+ * of the template's own; its client's calls by address are the template's;
+ * the gauges of the client unions count it open, holding at least the
+ * 16 KiB of its own and its cache's tables.
  *
  * Exits 77 (skipped) when promtool is not installed.  The server is
  * stopped by pid and the temp dir removed also when a check fails.
@@ -647,6 +649,12 @@ static void test_client_label(void **state)
 	if (sample(page, CLIENT("calls", "127.0.0.1")) != N_GETATTR)
 		fail_msg("%s: %.0f, want %d", CLIENT("calls", "127.0.0.1"),
 			 sample(page, CLIENT("calls", "127.0.0.1")), N_GETATTR);
+	/* the union open, what it holds by its own count, and the limits */
+	assert_true(sample(page, "union_nfsd_client_unions_open") == 1);
+	assert_true(sample(page, "union_nfsd_client_unions_memory_bytes") >= 16384);
+	assert_true(sample(page, "union_nfsd_client_unions_max") >= 16);
+	assert_true(sample(page, "union_nfsd_client_unions_memory_max_bytes") >=
+		    sample(page, "union_nfsd_client_unions_memory_bytes"));
 	free(page);
 	test_server_stop(&g.csrv);
 }

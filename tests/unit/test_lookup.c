@@ -3,6 +3,8 @@
  * and links, export checks, and failures injected through the sys seam. */
 #include "test_un.h"
 
+#include <pthread.h>
+
 static void layers(struct fx *fx, const char *names)
 {
 	char list[256], *save = NULL;
@@ -868,6 +870,142 @@ static void test_file_cache_follows_changes(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* Opens the export "/" over LOWER alone with its memory bound to MEM
+ * (un_export_cfg.mem_bytes), closing the one open before. */
+static void export_bounded(struct fx *fx, const char *lower, size_t mem)
+{
+	const char *lowers[] = {t_path(fx, lower)};
+	struct un_export_cfg cfg = {
+	    .path = "/", .lowerdirs = lowers, .nlower = 1, .mem_bytes = mem};
+	char err[256];
+
+	t_export_close(fx);
+	if (un_export_open(fx->st, &cfg, &fx->ex, err, sizeof(err)))
+		fail_msg("un_export_open: %s", err);
+}
+
+/* Resolves IDS[0..N-1]; how many hops the resolve cache could not serve
+ * (a hit of the directory above counts too: only the misses tell). */
+static unsigned long cache_misses(struct fx *fx, const un_id *ids, size_t n)
+{
+	struct un_stats before, after;
+
+	assert_int_equal(un_state_stats(fx->st, &before), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(resolve_ninst(fx, ids[i]), 1);
+	assert_int_equal(un_state_stats(fx->st, &after), 0);
+	return (unsigned long)(after.rcache_misses - before.rcache_misses);
+}
+
+/* The resolve cache's buckets grow with its entries from a few pages, and
+ * with a bound on the export's memory it stays within it, still serving
+ * some (rcache.c rules 12, 13; settle time 0). */
+static void test_resolve_cache_grows_within_bound(void **state)
+{
+	enum { N = 1500, BOUND = 64 << 10 };
+	static un_id ids[N];
+	struct fx *fx = *state;
+	size_t empty, full;
+	unsigned long misses;
+	char rel[32];
+
+	un_lookup_test_settle_ns(0);
+	for (int i = 0; i < N; i++) {
+		snprintf(rel, sizeof(rel), "l1/a/f%d", i);
+		t_file(fx, rel, "");
+	}
+	usleep(20000);
+	t_export(fx, "l1", NULL, NULL);
+	empty = un_export_mem(fx->ex);
+	assert_true(empty < 16384);
+	for (int i = 0; i < N; i++) {
+		snprintf(rel, sizeof(rel), "a/f%d", i);
+		ids[i] = t_id(fx, rel);
+	}
+	misses = cache_misses(fx, ids, N);
+	full = un_export_mem(fx->ex);
+	assert_true(atomic_load(&fx->ex->rc.nb) >= 4 * UN_RC_BUCKETS_MIN);
+	assert_true(full > empty + N * 100);
+	assert_true(misses <= N / 10);
+	export_bounded(fx, "l1", BOUND);
+	for (int i = 0; i < N; i++) {
+		snprintf(rel, sizeof(rel), "a/f%d", i);
+		ids[i] = t_id(fx, rel);
+	}
+	misses = cache_misses(fx, ids, N);
+	/* about: the export's own part grows by a page rounding, an entry may
+	 * overshoot */
+	assert_true(un_export_mem(fx->ex) <= BOUND + 4096);
+	assert_true(un_export_mem(fx->ex) > BOUND / 2);
+	assert_true(misses > N / 2 && misses < N);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
+/* Threads resolving the same names at once while the buckets grow under
+ * them (rcache.c rule 12): each finds its objects, a miss at worst. */
+enum { GROW_N = 2000, GROW_THREADS = 4, GROW_ROUNDS = 3 };
+
+struct grow_arg {
+	struct fx *fx;
+	const un_id *ids;
+	unsigned off, bad;
+	pthread_t t;
+};
+
+static void *grow_run(void *arg)
+{
+	struct grow_arg *a = arg;
+	struct un_obj *o;
+
+	for (unsigned r = 0; r < GROW_ROUNDS; r++)
+		for (unsigned i = 0; i < GROW_N; i++) {
+			unsigned k = (i * 7 + a->off * 499 + r) % GROW_N;
+
+			if (un_resolve(a->fx->ex, a->ids[k], &o)) {
+				a->bad++;
+				continue;
+			}
+			a->bad += un_obj_id(o) != a->ids[k] || un_obj_type(o) != S_IFREG;
+			un_obj_put(o);
+		}
+	return NULL;
+}
+
+static void test_resolve_cache_grows_under_walks(void **state)
+{
+	static un_id ids[GROW_N];
+	struct grow_arg a[GROW_THREADS];
+	struct fx *fx = *state;
+	unsigned bad = 0;
+	char rel[32];
+
+	un_lookup_test_settle_ns(0);
+	for (int i = 0; i < GROW_N; i++) {
+		snprintf(rel, sizeof(rel), "l1/d%d/f", i % 50);
+		t_mkdir(fx, rel);
+		snprintf(rel, sizeof(rel), "l1/d%d/f/%d", i % 50, i);
+		t_file(fx, rel, "");
+	}
+	usleep(20000);
+	t_export(fx, "l1", NULL, NULL);
+	for (int i = 0; i < GROW_N; i++) {
+		snprintf(rel, sizeof(rel), "d%d/f/%d", i % 50, i);
+		ids[i] = t_id(fx, rel);
+	}
+	t_export(fx, "l1", NULL, NULL); /* a cold cache again */
+	for (unsigned k = 0; k < GROW_THREADS; k++) {
+		a[k] = (struct grow_arg){.fx = fx, .ids = ids, .off = k};
+		assert_int_equal(pthread_create(&a[k].t, NULL, grow_run, &a[k]), 0);
+	}
+	for (unsigned k = 0; k < GROW_THREADS; k++) {
+		pthread_join(a[k].t, NULL);
+		bad += a[k].bad;
+	}
+	assert_int_equal(bad, 0);
+	assert_true(atomic_load(&fx->ex->rc.nb) >= 8 * UN_RC_BUCKETS_MIN);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* The size un_getattr gives of NAME in the view of directory DIR (or
  * -errno), looked up as the server's LOOKUP does: views both. */
 static long long view_size(struct fx *fx, un_id dir, const char *name)
@@ -1226,6 +1364,8 @@ int main(void)
 	    T_TEST(test_resolve),
 	    T_TEST(test_resolve_cache_follows_changes),
 	    T_TEST(test_file_cache_follows_changes),
+	    T_TEST(test_resolve_cache_grows_within_bound),
+	    T_TEST(test_resolve_cache_grows_under_walks),
 	    T_TEST(test_resolve_cache_parent_gains_layer),
 	    T_TEST(test_resolve_cache_settle_by_ctime),
 	    T_TEST(test_resolve_cache_dir_ctime_moves),

@@ -82,8 +82,8 @@ static void test_all_flags(void **state)
 			       "--mount-port=0", "--bind=127.0.0.1",
 			       "--state-dir=/tmp/st", "--threads=3", "--log-level=debug",
 			       "--max-connections=300", "--max-connections-per-address=7",
-			       "--idle-timeout=0", "--foreground", "--no-rpcbind",
-			       "--no-portmapper", NULL),
+			       "--idle-timeout=0", "--client-unions-memory=3G",
+			       "--foreground", "--no-rpcbind", "--no-portmapper", NULL),
 			 SRV_ARGS_RUN);
 	assert_string_equal(o.exports[0].lowerdirs[0], "/l:1");
 	assert_string_equal(o.exports[0].lowerdirs[1], "/l2");
@@ -98,6 +98,7 @@ static void test_all_flags(void **state)
 	assert_int_equal(o.cfg.max_conns, 300);
 	assert_int_equal(o.cfg.max_conns_per_addr, 7);
 	assert_int_equal(o.cfg.idle_timeout, 0);
+	assert_int_equal(o.cfg.client_unions_memory, 3ull << 30);
 	assert_int_equal(o.log_level, RPC_LOG_DEBUG);
 	assert_true(o.foreground);
 	assert_false(o.cfg.register_rpcbind);
@@ -124,6 +125,15 @@ static void test_bad_flags(void **state)
 		     parse(&o, "--lowerdir=/a", "--max-connections=-5", NULL), &o);
 	expect_error("--idle-timeout",
 		     parse(&o, "--lowerdir=/a", "--idle-timeout=6m", NULL), &o);
+	expect_error("--client-unions-memory",
+		     parse(&o, "--lowerdir=/a", "--client-unions-memory=1MB", NULL), &o);
+	expect_error("--client-unions-memory",
+		     parse(&o, "--lowerdir=/a", "--client-unions-memory=k", NULL), &o);
+	expect_error("--client-unions-memory",
+		     parse(&o, "--lowerdir=/a", "--client-unions-memory=-1", NULL), &o);
+	expect_error(
+	    "--client-unions-memory",
+	    parse(&o, "--lowerdir=/a", "--client-unions-memory=99999999999T", NULL), &o);
 	expect_error("--log-level", parse(&o, "--lowerdir=/a", "--log-level=loud", NULL),
 		     &o);
 	expect_error("--bind 'localhost'",
@@ -248,6 +258,7 @@ static void test_config(void **state)
 				    "  threads = 5\n"
 				    "max-connections = 900\n"
 				    "idle-timeout = 60\n"
+				    "client-unions-memory = 512M\n"
 				    "bind = ::1\n"
 				    "state-dir = /tmp/s\n"
 				    "log-level = warn\n"
@@ -264,6 +275,7 @@ static void test_config(void **state)
 	assert_int_equal(o.cfg.nfs_port, 4049); /* the flag wins */
 	assert_int_equal(o.cfg.max_conns, 900);
 	assert_int_equal(o.cfg.idle_timeout, 60);
+	assert_int_equal(o.cfg.client_unions_memory, 512u << 20);
 	assert_int_equal(o.cfg.mount_port, 0);
 	assert_int_equal(o.cfg.nthreads, 5);
 	assert_string_equal(o.cfg.bind_addr, "::1");
