@@ -215,6 +215,8 @@ struct pc_counts {
 	int acked, synced, committed, names, inflight, applied;
 	int lost, stale, renewed, objects, fails;
 	int stale_inflight; /* of stale: the object of the call in flight */
+	int split;	    /* a LINK in flight gave its new name a fileid of its own */
+	int halfstale;	    /* a handle GETATTR takes but a COMMIT refuses */
 	int work;	    /* entries in the work dir after start-up */
 	bool verf_new;
 	char verf[17];

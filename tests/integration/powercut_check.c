@@ -308,6 +308,47 @@ static void rebase_names(struct wcheck *k)
 	k->c->lost += lost;
 }
 
+/* Removes name I through NFS (the check's clean-up of a name the model
+ * cannot follow); false if the REMOVE failed. */
+static bool drop_name(struct wcheck *k, int i)
+{
+	const char *base;
+	int d = pc_split(k->w->names[i].path, &base);
+	struct pc_res r = pc_remove(k->rpc, &k->m->dir_fh[d], base);
+
+	if (r.status != NFS3_OK)
+		printf("PC FAIL w%d REMOVE %s (clean-up): status %d\n", k->wi,
+		       k->w->names[i].path, r.status);
+	return r.status == NFS3_OK;
+}
+
+/* The LINK in flight happened (both names there, one file: nlink 2) but its
+ * new name shows a fileid of its own: one file, two identities.  Counted
+ * (split), and the new name removed, so the model goes on with the file as
+ * it was before the LINK.  True when that was it. */
+static bool split_link(struct wcheck *k)
+{
+	int a, b;
+	struct pc_name tmp[PC_MAXNAME];
+
+	if (!k->u || k->u->kind != 'L')
+		return false;
+	a = pc_name_find(k->w, k->u->a);
+	b = pc_name_find(k->w, k->u->b);
+	memcpy(tmp, k->alt[1], sizeof(tmp));
+	tmp[b].obj = NEWOBJ; /* any fileid but a's */
+	if (names_match(k, k->alt[1]) || !names_match(k, tmp))
+		return false;
+	printf(
+	    "PC SPLIT w%d %s: the LINK in flight (%s -> %s) happened, but the new name "
+	    "has fileid %" PRIu64 ", the file %" PRIu64 "\n",
+	    k->wi, k->u->b, k->u->a, k->u->b, k->obs[b].fileid, k->obs[a].fileid);
+	k->c->split++;
+	drop_name(k, b);
+	memcpy(k->w->names, k->alt[0], sizeof(k->alt[0]));
+	return true;
+}
+
 /* Picks the names the export shows among the model's alternatives. */
 static void settle_names(struct wcheck *k)
 {
@@ -318,6 +359,8 @@ static void settle_names(struct wcheck *k)
 	if (ns_kind(k->u))
 		pc_apply_names(k->alt[1], n, k->u, NEWOBJ);
 	observe(k);
+	if (split_link(k))
+		return;
 	if (ns_kind(k->u) && names_match(k, k->alt[1])) {
 		k->c->applied++;
 		for (int i = 0; i < n; i++)
@@ -504,6 +547,24 @@ static bool check_attrs(struct wcheck *k, struct pc_obj *o, int obj, const char 
 	return false;
 }
 
+/* A file whose handle answers GETATTR and READ must take a change too: a
+ * COMMIT through it (it changes nothing).  If it is refused, the file's
+ * names are removed, as the model cannot go on with it. */
+static void probe_changes(struct wcheck *k, struct pc_obj *o, int obj, const char *path)
+{
+	struct pc_res r = pc_commit(k->rpc, &o->fh[0]);
+
+	if (r.status == NFS3_OK)
+		return;
+	printf("PC HALFSTALE w%d %s (fileid %" PRIu64
+	       "): GETATTR and READ answer, COMMIT through the same handle: status %d\n",
+	       k->wi, path, o->fileid, r.status);
+	k->c->halfstale++;
+	for (int i = 0; i < k->w->nnames; i++)
+		if (k->w->names[i].obj == obj && drop_name(k, i))
+			k->w->names[i].obj = ABSENT;
+}
+
 /* The first name of OBJ. */
 static int name_of(const struct wcheck *k, int obj)
 {
@@ -550,6 +611,7 @@ static void check_obj(struct wcheck *k, int obj)
 	} else if (b.n)
 		report_data(k, o, path, &b);
 	k->c->lost += !attrs_ok || b.n; /* one object, one loss */
+	probe_changes(k, o, obj, path);
 	o->size = a.size;
 	o->mode = a.mode;
 	o->mode_alt = 0;
@@ -573,6 +635,9 @@ static void check_worker(struct wcheck *k)
 		else
 			check_obj(k, obj);
 	}
+	for (int obj = 0; obj < PC_MAXOBJ; obj++)
+		if (k->w->objs[obj].used && name_of(k, obj) < 0)
+			pc_obj_drop(&k->w->objs[obj]);
 	k->w->nops = 0;
 }
 

@@ -464,12 +464,11 @@ static void load(const char *mode, unsigned cut_ms, uint64_t seed)
 static void print_result(uint32_t boot, const struct pc_counts *c)
 {
 	printf("PC RESULT boot=%u acked=%d synced=%d committed=%d names=%d inflight=%d "
-	       "applied=%d objects=%d lost=%d stale=%d stale_inflight=%d renewed=%d "
-	       "fails=%d "
-	       "work=%d verf=%s verf_new=%d\n",
+	       "applied=%d objects=%d lost=%d stale=%d stale_inflight=%d split=%d "
+	       "halfstale=%d renewed=%d fails=%d work=%d verf=%s verf_new=%d\n",
 	       boot, c->acked, c->synced, c->committed, c->names, c->inflight, c->applied,
-	       c->objects, c->lost, c->stale, c->stale_inflight, c->renewed, c->fails,
-	       c->work, c->verf, c->verf_new);
+	       c->objects, c->lost, c->stale, c->stale_inflight, c->split, c->halfstale,
+	       c->renewed, c->fails, c->work, c->verf, c->verf_new);
 }
 
 /* The entries of the union's work dir (PC_WORKDIR): none once union-nfsd
@@ -540,7 +539,10 @@ static int run(int argc, char **argv)
 		load(mode, (unsigned)atoi(argv[8]), strtoull(argv[9], NULL, 0));
 	atomic_store(&stopping, true);
 	rpc_destroy_context(rpc);
-	return strcmp(mode, "check") || c.lost || c.stale || c.fails || c.work ? 1 : 0;
+	return strcmp(mode, "check") || c.lost || c.stale || c.split || c.halfstale ||
+		       c.fails || c.work
+		   ? 1
+		   : 0;
 }
 
 int main(int argc, char **argv)
