@@ -19,9 +19,10 @@
 #      fileid; every handle a reply gave for a live object (GETATTR: NFS3_OK,
 #      same fileid); every FILE_SYNC and COMMITted byte; pool files copied
 #      up hold the whole lower file with the writes over it, never a half
-#      copy-up; the write verifier differs from every earlier boot's.  A call
-#      in flight at the cut may have happened or not, as a whole (powercut_
-#      check.c); what it found becomes the next snapshot in the log;
+#      copy-up; each file takes a COMMIT through its handle; the write
+#      verifier differs from every earlier boot's.  A call in flight at the
+#      cut may have happened or not, as a whole (powercut_check.c); what it
+#      found becomes the next snapshot in the log;
 #   3. the load: CREATE, WRITE FILE_SYNC, WRITE UNSTABLE + COMMIT, RENAME
 #      (to free names and over files, across directories), REMOVE, LINK,
 #      SETATTR, and copy-ups of lower pool files (256 KiB - 2 MiB) by a
@@ -31,9 +32,11 @@
 #      of them at a random moment of the boot or the check instead; even
 #      cuts crash the kernel from inside (sysrq c, nothing synced).
 # A last boot checks the last cut and stops union-nfsd (it must exit 0); the
-# image must then pass fsck (e2fsck -fn, xfs_repair -n).  The test fails on
-# any loss or stale handle, a failed call, a work dir not emptied, a
-# verifier seen before, or a boot that did not get as far as it should.
+# image must then pass fsck (e2fsck -fn, xfs_repair -n), and most boots must
+# have replayed a journal or log.  The test fails on any loss or stale handle
+# (a file split into two fileids by a LINK counts as one), a failed call, a
+# work dir not emptied, a verifier seen before, or a boot that did not get as
+# far as it should.  ~6 s a boot under TCG on an idle 2-core machine.
 #
 # Env:
 #   KVMP_CUTS=N      cuts (default 30; ctest runs 30 per filesystem)
@@ -260,7 +263,7 @@ for ((boot = 1; boot <= CUTS + 1; boot++)); do
 	if [ $boot -gt "$CUTS" ]; then
 		mode=check
 	elif [ $((boot % 2)) = 1 ]; then
-		mode=kill
+		mode="kill"
 	else
 		mode=sysrq
 	fi

@@ -22,7 +22,13 @@
  *     which was not certain, or still what the snapshot held (lower data of
  *     a copied-up pool file: never a half copy-up);
  *   - the three directories keep their fileids and handles (mg and pool are
- *     copied up by the first change in them).
+ *     copied up by the first change in them);
+ *   - each file takes a change through its handle too: a COMMIT (it changes
+ *     nothing) must not answer NFS3ERR_STALE where GETATTR did not
+ *     (halfstale; the file's names are then removed, so that the workers do
+ *     not stop on it boot after boot).
+ * A LINK in flight that happened but gave its new name a fileid of its own
+ * (one file, two identities) is counted as a split and its new name removed.
  * A mismatch is printed ("PC LOSS", "PC STALE") and counted, and the model
  * then takes what was found, so that one loss does not hide the next boots'.
  */
