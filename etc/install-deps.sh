@@ -50,6 +50,9 @@ TESTS=(
 	# boots a Debian root made by debootstrap; kvm_readdir.sh and
 	# kvm_two_clients.sh build their guest helpers static (libc6-dev's libc.a)
 	qemu-system-x86 busybox-static xz-utils e2fsprogs debootstrap libc6-dev
+	# kvm_powercut.sh's XFS disk: mkfs.xfs (from a prototype file) and
+	# xfs_repair -n after the last boot
+	xfsprogs
 	# kvm_locks.sh copies the host's rpcbind, rpc.statd (nfs-common, in
 	# BUILD) and sqlite3 into its guests; the server side's rpcbind is below
 	sqlite3

@@ -44,6 +44,7 @@
 
 #include "args.h"
 #include "lockd.h"
+#include "nfs.h"
 #include "ops.h"
 #include "serve.h"
 
@@ -424,11 +425,14 @@ out:
  * then collide often and pages must carry whole groups of names.
  * UNION_NFSD_TEST_NO_SYNC=1 keeps the node table from ever being flushed
  * (un_state_test_no_sync), for the OS crash test
- * (tests/integration/kvm_crash.sh).  Both are read here, before the state
- * is opened: the engine reads no environment. */
+ * (tests/integration/kvm_crash.sh).  UNION_NFSD_TEST_LAZY_STABLE=1 answers
+ * stable WRITEs before their data is synced (nfs3_test_lazy_stable), for the
+ * power-cut soak's by-hand check that it catches a reply sent before its
+ * sync (tests/integration/kvm_powercut.sh).  All are read here, before the
+ * state is opened: the engine reads no environment. */
 static void test_hooks_from_env(void)
 {
-	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS"), *nosync;
+	const char *bits = getenv("UNION_NFSD_TEST_HASH_BITS"), *nosync, *lazy;
 
 	if (bits && *bits) {
 		un_readdir_test_hash_bits((unsigned)strtoul(bits, NULL, 10));
@@ -440,6 +444,12 @@ static void test_hooks_from_env(void)
 		un_state_test_no_sync(true);
 		rpc_log(RPC_LOG_WARN,
 			"test-only: the node table is never flushed to disk");
+	}
+	lazy = getenv("UNION_NFSD_TEST_LAZY_STABLE");
+	if (lazy && !strcmp(lazy, "1")) {
+		nfs3_test_lazy_stable(true);
+		rpc_log(RPC_LOG_WARN,
+			"test-only: stable WRITEs are answered before they sync");
 	}
 }
 

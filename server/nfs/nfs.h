@@ -23,4 +23,11 @@ bool nfs3_result_status(const struct rpc_proc *p, const void *res, uint32_t *cod
 #define NFS3_NSTATUS_NAMES 29
 extern const struct rpc_status_name nfs3_status_names[NFS3_NSTATUS_NAMES];
 
+/* ---- nfs3_write.c ---- */
+/* TEST ONLY: with ON, a WRITE that asks for DATA_SYNC or FILE_SYNC is written
+ * UNSTABLE and answered as asked, its reply sent before any sync; the server
+ * calls it for UNION_NFSD_TEST_LAZY_STABLE=1 (server/main.c), to show
+ * kvm_powercut.sh failing against a wrong order. */
+void nfs3_test_lazy_stable(bool on);
+
 #endif

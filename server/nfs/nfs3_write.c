@@ -67,6 +67,7 @@
 #define _GNU_SOURCE
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -281,12 +282,23 @@ static enum un_stable nfs3_un_stable(stable_how s)
 	return s == UNSTABLE ? UN_UNSTABLE : s == DATA_SYNC ? UN_DATA_SYNC : UN_FILE_SYNC;
 }
 
+/* TEST ONLY (nfs3_test_lazy_stable): stable WRITEs are written UNSTABLE and
+ * answered as asked, a reply sent before the sync it promises. */
+static atomic_bool lazy_stable;
+
+void nfs3_test_lazy_stable(bool on)
+{
+	atomic_store(&lazy_stable, on);
+}
+
 /* un_write of ARGS' data as the caller, or as the server where the owner
  * override applies. */
 static ssize_t nfs3_write_as(const struct srv_req *req, struct nfs3_file *f,
 			     const WRITE3args *args, enum un_stable *committed)
 {
-	enum un_stable how = nfs3_un_stable(args->stable);
+	enum un_stable how = atomic_load_explicit(&lazy_stable, memory_order_relaxed)
+				 ? UN_UNSTABLE
+				 : nfs3_un_stable(args->stable);
 	struct srv_ident saved;
 	ssize_t n = un_write(f->ex->ux, f->obj, args->data.data_val, args->count,
 			     args->offset, how, committed);
@@ -314,6 +326,9 @@ static nfsstat3 nfs3_write_data(struct srv_req *req, struct nfs3_file *f,
 		n = nfs3_write_as(req, f, args, &committed);
 		if (n < 0)
 			return nfs3_status_from_errno((int)n);
+		if (atomic_load_explicit(&lazy_stable, memory_order_relaxed) &&
+		    committed < nfs3_un_stable(args->stable))
+			committed = nfs3_un_stable(args->stable); /* the lie */
 		assert(committed >= nfs3_un_stable(args->stable) &&
 		       (size_t)n <= args->count);
 	}
