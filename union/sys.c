@@ -36,6 +36,22 @@
 
 #include "un_private.h"
 
+/* LeakSanitizer looks for pointers in the heap, globals, stacks and the
+ * regions it is told of.  An export lives in a mapping of its own
+ * (rcache.c) and points at heap blocks: untold, it would call those
+ * leaked while the export is open (libFuzzer checks for leaks after each
+ * input, with the fuzz target's export open). */
+#if defined(__SANITIZE_ADDRESS__)
+#define UN_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UN_LSAN 1
+#endif
+#endif
+#ifdef UN_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* "/proc/self/fd/" + an int + "/" + a name + NUL */
 #define PROC_FD_PATH_MAX (sizeof("/proc/self/fd/") + 12 + UN_NAME_MAX + 2)
 
@@ -917,7 +933,12 @@ void *un_sys_map_reserve(size_t n)
 	if (un_sys_fault(UN_SYS_ALLOC))
 		return NULL;
 	p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef UN_LSAN
+	__lsan_register_root_region(p, n); /* its readable part is scanned */
+#endif
+	return p;
 }
 
 int un_sys_map_use(void *p, size_t n)
@@ -929,8 +950,12 @@ int un_sys_map_use(void *p, size_t n)
 
 void un_sys_unmap(void *p, size_t n)
 {
-	if (p)
-		munmap(p, n);
+	if (!p)
+		return;
+#ifdef UN_LSAN
+	__lsan_unregister_root_region(p, n);
+#endif
+	munmap(p, n);
 }
 
 void *un_sys_calloc(size_t n, size_t size)
