@@ -1105,6 +1105,14 @@ int un_mknod(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 
 /* ---- removing ---- */
 
+/* What the node table wrote ahead of a change (an intent, a record moved
+ * off a name) on stable storage before the upper changes (node.c
+ * invariant 14), unless the call is async. */
+static int table_durable(struct un_export *ex, const struct un_change *ch)
+{
+	return ch->cx->async ? 0 : un_state_sync(ex->st);
+}
+
 /* Removes C, the non-directory NAME of DIR (whose upper instance exists). */
 static int remove_nondir(struct un_export *ex, struct un_change *ch, struct un_obj *dir,
 			 struct un_obj *c, const char *name, size_t len)
@@ -1180,6 +1188,8 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	err = dir_args_check(ex, dir, name, &nm.len);
 	if (!err) /* no lock needed: the record moves to a name of its own */
 		err = un_node_remove_ahead(ex->st, ex->root_id, &nm, true);
+	if (err == 1)
+		err = table_durable(ex, &ch);
 	if (err)
 		return err;
 	err = 1;
@@ -1196,11 +1206,15 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	/* Queued in the order of the removal, committed after the lock
 	 * (node.c, the writer). */
 	if (!err)
-		un_node_remove_queue(ex->st, &nm, &job);
+		un_node_remove_queue(ex->st, ex->root_id, &nm, &job);
 	ns_unlock(ex, &l);
 	if (!err)
 		err = un_node_job_wait(ex->st, &job);
-	return err ? err : un_sync_change(ex, &ch, dir, NULL);
+	if (!err)
+		err = un_sync_change(ex, &ch, dir, NULL);
+	if (!err)
+		un_node_intent_done(ex->st, &nm, job.seq);
+	return err;
 }
 
 /* Moves upper dir NAME of UDIR into the work dir and removes it there with
@@ -1253,6 +1267,7 @@ int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	struct un_obj *c = NULL;
 	struct nslocks l;
 	un_id ids[2] = {dir->id};
+	uint64_t seq = 0;
 	size_t len;
 	int err;
 
@@ -1272,10 +1287,15 @@ int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	if (!err)
 		err = remove_dir(ex, &ch, dir, c, name, len);
 	if (!err)
-		err = un_node_remove(ex->st, &(struct un_node_name){dir->id, name, len});
+		err = un_node_remove(ex->st, ex->root_id,
+				     &(struct un_node_name){dir->id, name, len}, &seq);
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	return err ? err : un_sync_change(ex, &ch, dir, NULL);
+	if (!err)
+		err = un_sync_change(ex, &ch, dir, NULL);
+	if (!err)
+		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len}, seq);
+	return err;
 }
 
 /* ---- renaming ---- */
@@ -1289,6 +1309,7 @@ struct rn {
 	struct un_node_job job; /* the table's move, waited for after the locks */
 	bool queued;
 	un_id intent;	/* the node the rename's intent is for (UN_ID_NONE: none) */
+	uint64_t seq;	/* its number */
 	bool attempted; /* the upper was asked to change: the intent stays */
 };
 
@@ -1464,7 +1485,7 @@ static void rename_names(const struct rn *r, struct un_node_name *from,
 }
 
 /* Writes the intent of R's rename for node ID (node.c invariant 14),
- * replacing one for another node. */
+ * replacing one for another node, durable before the upper changes. */
 static int rename_intent(struct rn *r, un_id id)
 {
 	struct un_node_name from, to;
@@ -1472,9 +1493,12 @@ static int rename_intent(struct rn *r, un_id id)
 
 	rename_names(r, &from, &to);
 	if (r->intent != UN_ID_NONE)
-		un_node_intent_del(r->ex->st, r->intent, &to);
+		un_node_intent_del(r->ex->st, &to, r->ex->st->run, r->seq);
 	r->intent = UN_ID_NONE;
-	err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id, id, &from, &to);
+	err = un_node_intent(r->ex->st, UN_INTENT_RENAME, r->ex->root_id, id, &from, &to,
+			     &r->seq);
+	if (!err)
+		err = table_durable(r->ex, &r->ch);
 	if (!err)
 		r->intent = id;
 	return err;
@@ -1505,7 +1529,7 @@ static void rename_intent_drop(struct rn *r)
 	if (r->intent == UN_ID_NONE || r->queued || r->attempted)
 		return;
 	rename_names(r, &from, &to);
-	un_node_intent_del(r->ex->st, r->intent, &to);
+	un_node_intent_del(r->ex->st, &to, r->ex->st->run, r->seq);
 }
 
 /* The checked rename: its intent on disk, the upper's change, then the
@@ -1518,6 +1542,8 @@ static int rename_run(struct rn *r)
 	rename_names(r, &from, &to);
 	/* A target with another name keeps a record that names a live one. */
 	err = r->dst ? un_node_remove_ahead(r->ex->st, r->ex->root_id, &to, false) : 0;
+	if (err == 1)
+		err = table_durable(r->ex, &r->ch);
 	if (!err && r->intent != r->src->id)
 		err = rename_intent(r, r->src->id);
 	r->attempted = !err;
@@ -1592,6 +1618,9 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 	un_obj_put(r.dst);
 	if (!err) /* 1: a rename onto itself changed nothing */
 		err = un_sync_change(ex, &r.ch, fromdir, todir);
+	if (!err && r.queued)
+		un_node_intent_done(
+		    ex->st, &(struct un_node_name){todir->id, toname, r.tlen}, r.seq);
 	return err < 0 ? err : 0;
 }
 
@@ -1625,6 +1654,7 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	struct un_node_job job = {0};
 	struct un_obj *c = NULL;
 	struct nslocks l;
+	uint64_t seq = 0;
 	bool attempted;
 	size_t len;
 	int err;
@@ -1634,7 +1664,9 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	 * before the lock, so that links in one directory share its commit. */
 	if (!err)
 		err = un_node_intent(ex->st, UN_INTENT_LINK, ex->root_id, o->id, NULL,
-				     &(struct un_node_name){dir->id, name, len});
+				     &(struct un_node_name){dir->id, name, len}, &seq);
+	if (!err)
+		err = table_durable(ex, &ch);
 	if (err)
 		return err;
 	ns_lock(ex, &l, &dir->id, 1);
@@ -1656,9 +1688,13 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	if (job.fn)
 		err = un_node_job_wait(ex->st, &job);
 	else if (!attempted) /* no link: its intent goes (a leftover is harmless) */
-		un_node_intent_del(ex->st, o->id,
-				   &(struct un_node_name){dir->id, name, len});
+		un_node_intent_del(ex->st, &(struct un_node_name){dir->id, name, len},
+				   ex->st->run, seq);
 	un_obj_put(c);
 	/* The link count before the entry that adds to it (step 7). */
-	return err ? err : un_sync_change(ex, &ch, o, dir);
+	if (!err)
+		err = un_sync_change(ex, &ch, o, dir);
+	if (!err)
+		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len}, seq);
+	return err;
 }

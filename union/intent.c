@@ -1,25 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* intent.c - a rename or link that a crash cut short keeps its object's
- * node: the intents node.c holds are adopted by looking their names up.
+/* intent.c - a rename, link or removal that a crash cut short keeps its
+ * objects' nodes: the intents node.c holds are settled by looking their
+ * names up.
  *
  * Design notes
  * ------------
- * A RENAME or LINK writes an intent before it changes the disk and deletes
- * it with its own commit (node.c invariant 14).  A crash, or a commit that
- * failed, between the two leaves the disk changed and the table behind:
- * the object is under a name the table does not give to its node.  The
- * lookup of that name adopts the intent (node.c, intent_adopt), so the
- * name gets the object's old node and fileid; what is left is the handle
- * a client already holds, whose record still names the old place.  The
- * REMOVE of one of several names of a node writes one too, with the move
- * of the record to another name: the removed name must leave the node's
- * aliases, or a later remove could move the record to it.  Two moments
- * settle intents here, both by looking the intent's name up:
+ * A RENAME or LINK writes an intent before it changes the disk (node.c
+ * invariant 14), and every change that takes a name from a node keeps
+ * one, with that node's record, until its directories are fsynced
+ * (invariant 15).  A crash leaves the disk and the table apart either
+ * way: the disk changed and the table behind (a process killed between
+ * the two), or the table's commit durable and the directory change lost
+ * (a power cut before the fsync).  The lookup of the name adopts an intent
+ * whose change the disk shows (node.c, intent_adopt), so the name gets the
+ * object's old node and fileid.  The REMOVE of one of several names of a
+ * node writes one ahead too, with the move of the record to another name:
+ * the removed name must leave the node's aliases, or a later remove could
+ * move the record to it.  Two moments settle intents here:
  *
- *   at the export's open (un_intents_settle_open): every intent of an
- *     earlier run (no change of this run is under way) is looked up, and
- *     deleted after, adopted or not: its rename or link either happened,
- *     and the lookup adopted it, or did not, and the intent is void;
+ *   at the export's open (un_intents_settle_open): the intents of an
+ *     earlier run (no change of this run is under way) are first taken
+ *     back in the table, newest first (un_node_intent_undo), then looked
+ *     up oldest first, which re-applies those the layers show done, and
+ *     deleted; all before the first call, flushed;
  *   at a handle that resolves to nothing (un_intents_settle_id, from
  *     lookup.c): the intents of that node, of any run, are looked up and
  *     the resolve is tried again when one was adopted.  A change of this
@@ -32,11 +35,16 @@
  *     lookup saw), a removal only when the name is gone or holds another
  *     object.
  *  2. Settling fails an export's open only when the table cannot be read
- *     (as the root's node would), never a resolve: what cannot be looked
- *     up stays as it was (a leftover intent is harmless, rule 1).
+ *     or written (as the root's node would), never a resolve: what cannot
+ *     be looked up stays as it was (a leftover intent is harmless, rule 1).
  *  3. A settle resolves the intent's directory, which may itself wait for
  *     a settle (a directory renamed, then its entry); SETTLE_DEPTH bounds
  *     that chain, per thread, as the table is data on disk.
+ *  4. Leftovers are undone newest first and looked up oldest first, in the
+ *     order their run wrote them (seq): a chain of renames of one object
+ *     (a to b, then b to c) goes back to a, and each step is re-applied
+ *     only if the disk has it.  A settle flushes before the export serves,
+ *     so the leftovers of two runs never meet.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,10 +83,9 @@ static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref
 	return err ? err : 1;
 }
 
-/* The intents of EX (of node ID only, unless UN_ID_NONE), each looked up;
- * with LEFTOVERS those of earlier runs only, deleted after.  *ADOPTED gets
- * how many were adopted; fails only when the table cannot be read. */
-static int settle(struct un_export *ex, un_id id, bool leftovers, size_t *adopted)
+/* The intents of EX of node ID (of any run), each looked up; *ADOPTED
+ * gets how many were adopted; fails only when the table cannot be read. */
+static int settle_id(struct un_export *ex, un_id id, size_t *adopted)
 {
 	struct un_node_intent_ref *refs;
 	size_t n;
@@ -91,32 +98,73 @@ static int settle(struct un_export *ex, un_id id, bool leftovers, size_t *adopte
 	if (err)
 		return err;
 	settle_depth++;
-	for (size_t i = 0; i < n; i++) {
-		const struct un_node_intent_ref *r = &refs[i];
-
-		if (leftovers && r->this_run)
-			continue;
-		*adopted += settle_one(ex, r) == 1;
-		if (leftovers)
-			un_node_intent_del(
-			    ex->st, r->id,
-			    &(struct un_node_name){r->parent, r->name, r->len});
-	}
+	for (size_t i = 0; i < n; i++)
+		*adopted += settle_one(ex, &refs[i]) == 1;
 	settle_depth--;
 	free(refs);
 	return 0;
 }
 
+/* Orders intents as their run wrote them (a settle sees one run's). */
+static int seq_order(const void *a, const void *b)
+{
+	const struct un_node_intent_ref *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Moves the intents of earlier runs to the front of REFS[0..n-1], in the
+ * order they were written; returns how many there are. */
+static size_t leftovers_sort(struct un_node_intent_ref *refs, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!refs[i].this_run)
+			refs[k++] = refs[i];
+	qsort(refs, k, sizeof(*refs), seq_order);
+	return k;
+}
+
+/* Undoes the leftovers REFS[0..n-1] newest first (rule 4), then looks
+ * them up oldest first; *ADOPTED gets how many the layers showed done. */
+static int settle_leftovers(struct un_export *ex, struct un_node_intent_ref *refs,
+			    size_t n, size_t *adopted)
+{
+	int err = 0;
+
+	*adopted = 0;
+	for (size_t i = n; i-- > 0 && !err;)
+		err = un_node_intent_undo(ex->st, &refs[i]);
+	settle_depth++;
+	for (size_t i = 0; i < n && !err; i++)
+		*adopted += settle_one(ex, &refs[i]) == 1;
+	settle_depth--;
+	for (size_t i = 0; i < n && !err; i++)
+		err = un_node_intent_del(
+		    ex->st, &(struct un_node_name){refs[i].parent, refs[i].name, refs[i].len},
+		    refs[i].run, refs[i].seq);
+	/* Durable before the first call is served: a later crash finds the
+	 * intents of one run at most. */
+	return err || !n ? err : un_state_sync(ex->st);
+}
+
 int un_intents_settle_open(struct un_export *ex)
 {
-	size_t adopted;
-	int err = settle(ex, UN_ID_NONE, true, &adopted);
+	struct un_node_intent_ref *refs;
+	size_t n, adopted;
+	int err = un_node_intents(ex->st, ex->root_id, UN_ID_NONE, &refs, &n);
 
-	if (adopted)
+	if (err)
+		return err;
+	n = leftovers_sort(refs, n);
+	err = settle_leftovers(ex, refs, n, &adopted);
+	free(refs);
+	if (!err && n)
 		un_notice(ex->st,
-			  "export %s: %zu rename(s), link(s) or removal(s) cut short "
-			  "by a crash settled in the node table",
-			  ex->path, adopted);
+			  "export %s: %zu change(s) a crash cut short settled in the node "
+			  "table as the layers show them (%zu done, %zu not)",
+			  ex->path, n, adopted, n - adopted);
 	return err;
 }
 
@@ -124,5 +172,5 @@ bool un_intents_settle_id(struct un_export *ex, un_id id)
 {
 	size_t adopted;
 
-	return !settle(ex, id, false, &adopted) && adopted;
+	return !settle_id(ex, id, &adopted) && adopted;
 }

@@ -23,8 +23,11 @@
  *          name, so that removing the name its record holds can move the
  *          record to another one instead of forgetting the node
  *   intents parent id (u64 BE) + name bytes -> struct intent_rec + name
- *          bytes: a RENAME or LINK about to give that name to a node,
- *          committed before the change on disk (invariant 14)
+ *          bytes + a record: a RENAME or LINK about to give that name to a
+ *          node, committed before the change on disk (invariant 14), or a
+ *          REMOVE that took it; each kept, with the record of the node the
+ *          change took the name from, until the change is durable
+ *          (invariant 15)
  *
  * Keys are big-endian so LMDB's byte order is numeric order; values are
  * little-endian.  A record is a versioned struct with a checked size
@@ -167,9 +170,24 @@
  *     un_node_link would, in the same transaction), and intent.c adopts
  *     the intents a crash left when the export opens, so an old handle
  *     resolves before anyone looks the new name up.  Only the intent's own
- *     object is ever adopted, so a leftover intent is harmless; the
- *     rename's or link's own commit deletes it.  A copy-up is written
- *     ahead by its own design (copyup.c invariant 5).
+ *     object is ever adopted, so a leftover intent is harmless.  A copy-up
+ *     is written ahead by its own design (copyup.c invariant 5).
+ * 15. The table is never durably ahead of the disk without the means to
+ *     take it back.  A commit becomes durable at the next flush, which may
+ *     come from any other change before this change's directories are
+ *     fsynced; a power cut then keeps the table's move or forgetting and
+ *     loses the directory change it followed.  So the intent outlives its
+ *     change's commit: a rename's, a link's or a removal's job keeps it,
+ *     notes in it the record of the node it took the name from (a target
+ *     renamed or linked over, a node removed: victim_note, in the same
+ *     transaction), and a removal writes its own there; dir.c hands it to
+ *     un_node_intent_done once the change is durable, and the writer's
+ *     next batch deletes it.  An intent of a sync call is itself flushed
+ *     before the upper changes (dir.c, table_durable).  At the next start
+ *     intent.c takes every leftover change back (un_node_intent_undo,
+ *     newest first: the move back, the victim's record and name given
+ *     back) and then looks each name up, oldest first, which re-applies
+ *     what the layers show done: the table follows the disk either way.
  *
  * Known limits: identity by raw (dev, ino) (the upper; a lower object its
  * index does not know; every record written before the indexes) trusts the
@@ -1119,11 +1137,15 @@ static int job_run(struct un_state *st, MDB_txn *txn, struct un_node_job *j, boo
 	return un_mdb_err(mdb_txn_commit(child));
 }
 
+static bool dones_run(struct un_state *st, MDB_txn *txn, struct un_intent_done *done);
+
 /* Runs the jobs of BATCH in one write transaction and commits what
- * succeeded: each job's err is its own failure or the commit's. */
-static void batch_run(struct un_state *st, struct un_node_job *batch)
+ * succeeded, with the deletions of the intents DONE lists: each job's err
+ * is its own failure or the commit's. */
+static void batch_run(struct un_state *st, struct un_node_job *batch,
+		      struct un_intent_done *done)
 {
-	bool alone = !batch->next, any = false, bump = false;
+	bool alone = !batch->next && !done, any = false, bump = false;
 	struct un_node_job *j;
 	MDB_txn *txn;
 	int err = txn_begin(st, true, &txn);
@@ -1134,6 +1156,10 @@ static void batch_run(struct un_state *st, struct un_node_job *batch)
 		any = any || !j->err;
 		bump = bump || j->bump;
 	}
+	if (!err)
+		any = dones_run(st, txn, done) || any;
+	else
+		dones_run(st, NULL, done); /* frees the list */
 	bump = bump || st->node_adopted; /* an adoption moves names (14) */
 	if (!err && !any)
 		mdb_txn_abort(txn);
@@ -1240,6 +1266,7 @@ static void batch_end(struct un_state *st, struct un_node_job *batch)
 /* Runs the queue as one batch: the caller holds the turn. */
 static void batch_next(struct un_state *st)
 {
+	struct un_intent_done *done;
 	struct un_node_job *batch;
 
 	pthread_mutex_lock(&st->wq_lock);
@@ -1248,8 +1275,10 @@ static void batch_next(struct un_state *st)
 	st->wq_tail = &st->wq_head;
 	for (struct un_node_job *j = batch; j; j = j->next)
 		j->taken = true;
+	done = st->intents_done;
+	st->intents_done = NULL;
 	pthread_mutex_unlock(&st->wq_lock);
-	batch_run(st, batch);
+	batch_run(st, batch, done);
 	batch_end(st, batch);
 }
 
@@ -1396,104 +1425,209 @@ int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino low
 
 /* ---- intents (invariant 14) ---- */
 
-#define INTENT_VERSION 1
+#define INTENT_V1	    1 /* without a number or a victim */
+#define INTENT_VERSION	    2 /* the version written */
+#define INTENT_VICTIM_LINKS 1u
 
 /* An intent as stored, little-endian; FROMLEN name bytes follow (a
- * rename's source name; none for a link). */
+ * rename's source name; none for a link or a removal), then VICTIMLEN
+ * bytes of the victim's record as the nodes database held it. */
 struct intent_rec {
 	uint8_t version;
 	uint8_t kind;	  /* enum un_intent_kind */
 	uint16_t fromlen; /* LE */
-	uint8_t reserved[4];
+	uint8_t flags;	  /* INTENT_VICTIM_LINKS: links mapped the victim's inode */
+	uint8_t reserved[3];
 	uint64_t run;	      /* LE: st->run of the process that wrote it */
 	uint64_t root;	      /* LE: the export's root */
-	uint64_t id;	      /* LE: the node that is to get the name */
+	uint64_t id;	      /* LE: the node that is to get (or lose) the name */
 	uint64_t from_parent; /* LE */
+	/* version 2 */
+	uint64_t seq;	    /* LE: its number in its run, in the order written */
+	uint64_t victim;    /* LE: the node the change took the name from; 0 none */
+	uint16_t victimlen; /* LE */
+	uint8_t pad[6];
 };
-_Static_assert(sizeof(struct intent_rec) == 40, "intent record layout is on disk");
+#define INTENT_V1_SIZE 40
+_Static_assert(offsetof(struct intent_rec, seq) == INTENT_V1_SIZE,
+	       "intent record version 1 layout is on disk");
+_Static_assert(sizeof(struct intent_rec) == 64, "intent record layout is on disk");
 
-/* An intent as read; FROM's name points into the read transaction. */
+#define NODE_VAL_MAX   (sizeof(struct node_rec) + UN_NAME_MAX)
+#define INTENT_VAL_MAX (sizeof(struct intent_rec) + UN_NAME_MAX + NODE_VAL_MAX)
+
+/* An intent as read, copied out of the table into the caller's buffer
+ * (intent_get): its parts stay valid across the transaction's puts. */
 struct intent_view {
 	enum un_intent_kind kind;
-	uint64_t run;
-	un_id root, id;
+	uint8_t flags;
+	uint64_t run, seq;
+	un_id root, id, victim;
 	struct un_node_name from;
+	MDB_val vrec; /* the victim's record (mv_size 0: none) */
 };
 
-/* Parses V into *IV: -ESTALE for a record of another version or size. */
-static int intent_parse(const MDB_val *v, struct intent_view *iv)
+/* Parses the N bytes at P into *IV: -ESTALE for a record of another
+ * version or size. */
+static int intent_parse(const uint8_t *p, size_t n, struct intent_view *iv)
 {
-	struct intent_rec r;
+	struct intent_rec r = {0};
+	size_t fixed, fromlen, vlen = 0;
 
-	if (v->mv_size < sizeof(r))
+	if (n < INTENT_V1_SIZE)
 		return -ESTALE;
-	memcpy(&r, v->mv_data, sizeof(r));
-	if (r.version != INTENT_VERSION || le16toh(r.fromlen) > UN_NAME_MAX ||
-	    v->mv_size != sizeof(r) + le16toh(r.fromlen) ||
+	memcpy(&r, p, INTENT_V1_SIZE);
+	fixed = r.version == INTENT_V1 ? INTENT_V1_SIZE : sizeof(r);
+	if ((r.version != INTENT_V1 && r.version != INTENT_VERSION) || n < fixed)
+		return -ESTALE;
+	memcpy(&r, p, fixed);
+	fromlen = le16toh(r.fromlen);
+	if (r.version == INTENT_VERSION)
+		vlen = le16toh(r.victimlen);
+	if (fromlen > UN_NAME_MAX || vlen > NODE_VAL_MAX || n != fixed + fromlen + vlen ||
 	    (r.kind != UN_INTENT_RENAME && r.kind != UN_INTENT_LINK &&
 	     r.kind != UN_INTENT_REMOVE))
 		return -ESTALE;
 	*iv = (struct intent_view){
 	    .kind = r.kind,
+	    .flags = r.flags,
 	    .run = le64toh(r.run),
+	    .seq = le64toh(r.seq),
 	    .root = le64toh(r.root),
 	    .id = le64toh(r.id),
-	    .from = {le64toh(r.from_parent), (const char *)v->mv_data + sizeof(r),
-		     le16toh(r.fromlen)},
+	    .victim = le64toh(r.victim),
+	    .from = {le64toh(r.from_parent), (const char *)p + fixed, fromlen},
+	    .vrec = {vlen, (uint8_t *)p + fixed + fromlen},
 	};
 	return 0;
 }
 
-/* The intent of name TO: 0, -ENOENT, -ESTALE (unreadable), or -errno. */
+/* The intent of name TO, copied into BUF (INTENT_VAL_MAX bytes): 0,
+ * -ENOENT, -ESTALE (unreadable), or -errno. */
 static int intent_get(struct un_state *st, MDB_txn *txn, const struct un_node_name *to,
-		      struct intent_view *iv)
+		      uint8_t *buf, struct intent_view *iv)
 {
 	uint8_t key[8 + UN_NAME_MAX];
 	MDB_val k = {nm_key(key, to), key}, v;
 	int err = un_mdb_err(mdb_get(txn, st->db_intents, &k, &v));
 
-	return err ? err : intent_parse(&v, iv);
+	if (err)
+		return err;
+	if (v.mv_size > INTENT_VAL_MAX)
+		return -ESTALE;
+	memcpy(buf, v.mv_data, v.mv_size);
+	return intent_parse(buf, v.mv_size, iv);
 }
 
-/* Writes intent KIND of name TO for node ID of export ROOT (FROM: a
- * rename's source, else NULL). */
-static int intent_put(struct un_state *st, MDB_txn *txn, enum un_intent_kind kind,
-		      un_id root, un_id id, const struct un_node_name *from,
-		      const struct un_node_name *to)
+/* Writes IV as the intent of name TO (IV's parts may point anywhere but
+ * into the intents database). */
+static int intent_write(struct un_state *st, MDB_txn *txn, const struct un_node_name *to,
+			const struct intent_view *iv)
 {
-	uint8_t key[8 + UN_NAME_MAX], buf[sizeof(struct intent_rec) + UN_NAME_MAX];
-	size_t fromlen = from ? from->len : 0;
+	uint8_t key[8 + UN_NAME_MAX], buf[INTENT_VAL_MAX];
 	struct intent_rec r = {
 	    .version = INTENT_VERSION,
-	    .kind = (uint8_t)kind,
-	    .fromlen = htole16((uint16_t)fromlen),
-	    .run = htole64(st->run),
-	    .root = htole64(root),
-	    .id = htole64(id),
-	    .from_parent = htole64(from ? from->parent : 0),
+	    .kind = (uint8_t)iv->kind,
+	    .fromlen = htole16((uint16_t)iv->from.len),
+	    .flags = iv->flags,
+	    .run = htole64(iv->run),
+	    .root = htole64(iv->root),
+	    .id = htole64(iv->id),
+	    .from_parent = htole64(iv->from.parent),
+	    .seq = htole64(iv->seq),
+	    .victim = htole64(iv->victim),
+	    .victimlen = htole16((uint16_t)iv->vrec.mv_size),
 	};
-	MDB_val k = {nm_key(key, to), key}, v = {sizeof(r) + fromlen, buf};
+	MDB_val k = {nm_key(key, to), key},
+		v = {sizeof(r) + iv->from.len + iv->vrec.mv_size, buf};
 
 	memcpy(buf, &r, sizeof(r));
-	if (fromlen)
-		memcpy(buf + sizeof(r), from->name, fromlen);
+	if (iv->from.len)
+		memcpy(buf + sizeof(r), iv->from.name, iv->from.len);
+	if (iv->vrec.mv_size)
+		memcpy(buf + sizeof(r) + iv->from.len, iv->vrec.mv_data, iv->vrec.mv_size);
 	return un_mdb_err(mdb_put(txn, st->db_intents, &k, &v, 0));
 }
 
-/* Deletes the intent of TO when it is ID's (or unreadable). */
-static int intent_del(struct un_state *st, MDB_txn *txn, un_id id,
-		      const struct un_node_name *to)
+/* Writes intent number SEQ, of KIND, of name TO for node ID of export
+ * ROOT (FROM: a rename's source, else NULL). */
+static int intent_put(struct un_state *st, MDB_txn *txn, enum un_intent_kind kind,
+		      un_id root, un_id id, const struct un_node_name *from,
+		      const struct un_node_name *to, uint64_t seq)
 {
-	uint8_t key[8 + UN_NAME_MAX];
+	struct intent_view iv = {
+	    .kind = kind, .run = st->run, .seq = seq, .root = root, .id = id};
+
+	if (from)
+		iv.from = *from;
+	return intent_write(st, txn, to, &iv);
+}
+
+/* Deletes the intent of TO when it is number SEQ of run RUN (or
+ * unreadable). */
+static int intent_del(struct un_state *st, MDB_txn *txn, const struct un_node_name *to,
+		      uint64_t run, uint64_t seq)
+{
+	uint8_t key[8 + UN_NAME_MAX], buf[INTENT_VAL_MAX];
 	MDB_val k = {nm_key(key, to), key};
 	struct intent_view iv;
-	int err = intent_get(st, txn, to, &iv);
+	int err = intent_get(st, txn, to, buf, &iv);
 
-	if (err == -ENOENT || (!err && iv.id != id))
+	if (err == -ENOENT || (!err && (iv.run != run || iv.seq != seq)))
 		return 0;
 	if (err && err != -ESTALE)
 		return err;
 	return del_ok(mdb_del(txn, st->db_intents, &k, NULL));
+}
+
+static uint64_t intent_seq_next(struct un_state *st)
+{
+	return atomic_fetch_add(&st->intent_seq, 1) + 1;
+}
+
+/* Notes in the intent of TO, when it is ID's, the record of VICTIM, the
+ * node the change is about to take TO from, so that a settle can give it
+ * back if the change did not reach the disk (intent_undo_txn). */
+static int victim_note(struct un_state *st, MDB_txn *txn, const struct un_node_name *to,
+		       un_id id, un_id victim)
+{
+	uint8_t buf[INTENT_VAL_MAX], rec[NODE_VAL_MAX], key[8], lkey[INODE_KEY];
+	MDB_val k = {sizeof(key), key}, v;
+	struct intent_view iv;
+	struct rec_view r;
+	un_id mapped;
+	int err = intent_get(st, txn, to, buf, &iv);
+
+	if (err == -ENOENT || err == -ESTALE || (!err && iv.id != id))
+		return 0; /* no intent of this change: nothing to note */
+	be64_put(key, victim);
+	if (!err)
+		err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+	if (!err && v.mv_size > sizeof(rec))
+		err = -ESTALE;
+	if (!err) {
+		memcpy(rec, v.mv_data, v.mv_size);
+		err = rec_get(st, txn, victim, &r);
+	}
+	if (err)
+		return err == -ENOENT || err == -ESTALE ? 0 : err;
+	inode_key(lkey, iv.root, r.di);
+	iv.flags = 0;
+	if (!index_get(txn, st->db_links, lkey, sizeof(lkey), &mapped) && mapped == victim)
+		iv.flags = INTENT_VICTIM_LINKS;
+	iv.victim = victim;
+	iv.vrec = (MDB_val){v.mv_size, rec};
+	return intent_write(st, txn, to, &iv);
+}
+
+/* Name NM goes from node VICTIM to node ID (a rename or a link over it),
+ * noted in ID's intent first. */
+static int name_take(struct un_state *st, MDB_txn *txn, const struct un_node_name *nm,
+		     un_id id, un_id victim)
+{
+	int err = victim_note(st, txn, nm, id, victim);
+
+	return err ? err : node_unname(st, txn, victim, nm);
 }
 
 struct rename_args {
@@ -1504,13 +1638,15 @@ struct rename_args {
 static int rename_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct rename_args *a = arg;
+	struct name_buf other;
 	struct rec_view r;
+	size_t n;
 	un_id old;
 	int err;
 
 	err = names_get(st, txn, a->to, &old);
 	if (!err && old != a->id)
-		err = node_unname(st, txn, old, a->to); /* the overwritten node */
+		err = name_take(st, txn, a->to, a->id, old); /* the overwritten node */
 	else if (err == -ENOENT || !err)
 		err = 0;
 	if (!err)
@@ -1519,17 +1655,19 @@ static int rename_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 		err = names_put(st, txn, a->to, a->id);
 	if (!err)
 		err = rec_get(st, txn, a->id, &r);
-	if (err == -ESTALE) /* no record: nothing more to move */
-		return intent_del(st, txn, a->id, a->to);
+	if (!err)
+		err = alias_scan(st, txn, a->id, NULL, &n, &other);
 	if (err)
-		return err;
-	if (rec_named(&r, a->from))
+		return err == -ESTALE ? 0 : err; /* no record: nothing more to move */
+	/* A node of one name is where that name went, wherever its record
+	 * was (a settle replays the renames of a chain one by one); one of
+	 * several keeps its record on another name (aliases list them all). */
+	if (n == 0 || rec_named(&r, a->from))
 		err = rec_rename(st, txn, a->id, &r, a->to->parent, a->to->name,
 				 a->to->len);
-	/* aliases list every name of a linked node, the record's too */
-	if (!err)
-		err = alias_move(st, txn, a->id, a->from, a->to);
-	return err ? err : intent_del(st, txn, a->id, a->to);
+	if (!err && n)
+		err = alias_del(st, txn, a->id, a->from);
+	return err || !n ? err : alias_put(st, txn, a->id, a->to);
 }
 
 int un_node_rename(struct un_state *st, un_id id, const struct un_node_name *from,
@@ -1553,28 +1691,51 @@ void un_node_rename_queue(struct un_state *st, un_id id, const struct un_node_na
 	job_queue(st, job);
 }
 
+struct remove_args {
+	un_id root;
+	const struct un_node_name *nm;
+	uint64_t seq;
+};
+
+/* Forgets NM's node, or drops NM from its names, with a REMOVE intent
+ * that keeps the node's record until the removal is durable (a settle
+ * gives it back if the removal did not reach the disk). */
 static int remove_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
-	const struct un_node_name *nm = arg;
+	const struct remove_args *a = arg;
 	un_id id;
-	int err = names_get(st, txn, nm, &id);
+	int err = names_get(st, txn, a->nm, &id);
 
 	if (err)
 		return err == -ENOENT ? 0 : err; /* never shown: nothing to forget */
-	err = node_unname(st, txn, id, nm);
-	return err ? err : intent_del(st, txn, id, nm);
+	err = intent_put(st, txn, UN_INTENT_REMOVE, a->root, id, NULL, a->nm, a->seq);
+	if (!err)
+		err = name_take(st, txn, a->nm, id, id);
+	return err;
 }
 
-int un_node_remove(struct un_state *st, const struct un_node_name *nm)
+int un_node_remove(struct un_state *st, un_id root, const struct un_node_name *nm,
+		   uint64_t *seq)
 {
-	return in_write_txn(st, remove_txn, nm);
+	struct remove_args a = {root, nm, intent_seq_next(st)};
+
+	*seq = a.seq;
+	return in_write_txn(st, remove_txn, &a);
 }
 
-void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
+static int remove_job(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
+{
+	return remove_txn(st, txn, &(struct remove_args){j->root, &j->to, j->seq});
+}
+
+void un_node_remove_queue(struct un_state *st, un_id root, const struct un_node_name *nm,
 			  struct un_node_job *job)
 {
-	*job = (struct un_node_job){
-	    .fn = call_txn, .call = remove_txn, .arg = nm, .bump = true};
+	*job = (struct un_node_job){.fn = remove_job,
+				    .root = root,
+				    .to = *nm,
+				    .seq = intent_seq_next(st),
+				    .bump = true};
 	job_queue(st, job);
 }
 
@@ -1612,7 +1773,8 @@ static int remove_ahead_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	if (rec_named(&r, a->nm))
 		err = rec_rename(st, txn, id, &r, other.parent, other.name, other.len);
 	if (!err && a->intent)
-		err = intent_put(st, txn, UN_INTENT_REMOVE, a->root, id, NULL, a->nm);
+		err = intent_put(st, txn, UN_INTENT_REMOVE, a->root, id, NULL, a->nm,
+				 intent_seq_next(st));
 	return err;
 }
 
@@ -1627,11 +1789,11 @@ int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_n
 		return err;
 	err = remove_ahead_txn(st, txn, &a); /* a read transaction decides */
 	mdb_txn_abort(txn);
-	if (!err) {
-		a.write = true;
-		err = in_write_txn(st, remove_ahead_txn, &a);
-	}
-	return err == 1 ? 0 : err;
+	if (err)
+		return err == 1 ? 0 : err;
+	a.write = true;
+	err = in_write_txn(st, remove_ahead_txn, &a);
+	return err ? err : 1;
 }
 
 struct link_args {
@@ -1653,7 +1815,7 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 
 	err = names_get(st, txn, a->nm, &old);
 	if (!err && old != a->id)
-		err = node_unname(st, txn, old, a->nm);
+		err = name_take(st, txn, a->nm, a->id, old);
 	else if (err == -ENOENT || !err)
 		err = 0;
 	if (!err)
@@ -1672,9 +1834,7 @@ static int link_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	err = alias_scan(st, txn, a->id, NULL, &n, &other);
 	if (!err && n == 0) /* the first second name: the record's joins it */
 		err = alias_put(st, txn, a->id, &ownnm);
-	if (!err)
-		err = alias_put(st, txn, a->id, a->nm);
-	return err ? err : intent_del(st, txn, a->id, a->nm);
+	return err ? err : alias_put(st, txn, a->id, a->nm);
 }
 
 static int link_job(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
@@ -1691,12 +1851,105 @@ void un_node_link_queue(struct un_state *st, un_id root, un_id id,
 	job_queue(st, job);
 }
 
-int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
-		 struct un_devino di)
-{
-	struct link_args a = {.root = root, .id = id, .nm = nm, .di = di};
+/* ---- intents: undoing a change the disk lost (invariant 15) ---- */
 
-	return in_write_txn(st, link_txn, &a);
+/* Gives name TO back to the victim IV noted (victim_note), unless TO is
+ * another node's now: its record (if it was forgotten), its links entry,
+ * and, for a node with another name, TO among its aliases. */
+static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			  const struct un_node_name *to)
+{
+	uint8_t key[8], lkey[INODE_KEY];
+	MDB_val k = {sizeof(key), key};
+	struct name_buf own;
+	struct rec_view r;
+	un_id cur;
+	int err;
+
+	if (iv->victim == UN_ID_NONE)
+		return 0;
+	err = names_get(st, txn, to, &cur);
+	if (err != -ENOENT)
+		return err;
+	err = rec_get(st, txn, iv->victim, &r);
+	if (err == -ESTALE && iv->vrec.mv_size) { /* forgotten: its record back */
+		be64_put(key, iv->victim);
+		err = un_mdb_err(
+		    mdb_put(txn, st->db_nodes, &k, (MDB_val *)&iv->vrec, 0));
+		if (!err)
+			err = rec_get(st, txn, iv->victim, &r);
+		if (!err && (iv->flags & INTENT_VICTIM_LINKS)) {
+			inode_key(lkey, iv->root, r.di);
+			err = index_put(txn, st->db_links, lkey, sizeof(lkey), iv->victim);
+		}
+		return err ? err : names_put(st, txn, to, iv->victim);
+	}
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	own = (struct name_buf){.parent = r.parent, .len = r.namelen};
+	memcpy(own.name, r.name, r.namelen);
+	err = names_put(st, txn, to, iv->victim);
+	if (!err && !rec_named(&r, to)) /* one name of several: both listed */
+		err = alias_put(st, txn, iv->victim, to);
+	if (!err && !rec_named(&r, to))
+		err = alias_put(st, txn, iv->victim,
+				&(struct un_node_name){own.parent, own.name, own.len});
+	return err;
+}
+
+/* A rename IV made in the table, from IV->from to TO, taken back. */
+static int rename_back(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+		       const struct un_node_name *to)
+{
+	struct rec_view r;
+	un_id cur;
+	int err = names_get(st, txn, &iv->from, &cur);
+
+	if (err == -ENOENT)
+		err = names_put(st, txn, &iv->from, iv->id);
+	if (!err)
+		err = rec_get(st, txn, iv->id, &r);
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	if (rec_named(&r, to))
+		err = rec_rename(st, txn, iv->id, &r, iv->from.parent, iv->from.name,
+				 iv->from.len);
+	return err ? err : alias_move(st, txn, iv->id, to, &iv->from);
+}
+
+static int intent_undo_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct un_node_intent_ref *ref = arg;
+	struct un_node_name to = {ref->parent, ref->name, ref->len};
+	uint8_t buf[INTENT_VAL_MAX];
+	struct intent_view iv;
+	un_id cur = UN_ID_NONE;
+	int err = intent_get(st, txn, &to, buf, &iv);
+
+	if (err == -ENOENT || err == -ESTALE ||
+	    (!err && (iv.run != ref->run || iv.seq != ref->seq)))
+		return 0;
+	if (!err)
+		err = names_get(st, txn, &to, &cur);
+	if (err && err != -ENOENT)
+		return err;
+	if (iv.kind == UN_INTENT_REMOVE) /* TO another node's: made again since */
+		return cur == UN_ID_NONE ? victim_restore(st, txn, &iv, &to) : 0;
+	if (cur != iv.id)
+		return 0; /* not in the table */
+	err = names_del(st, txn, &to, iv.id);
+	if (!err && iv.kind == UN_INTENT_RENAME)
+		err = rename_back(st, txn, &iv, &to);
+	else if (!err)
+		err = alias_del(st, txn, iv.id, &to);
+	if (!err && iv.kind == UN_INTENT_LINK)
+		err = alias_trim(st, txn, iv.id);
+	return err ? err : victim_restore(st, txn, &iv, &to);
+}
+
+int un_node_intent_undo(struct un_state *st, const struct un_node_intent_ref *ref)
+{
+	return in_write_txn(st, intent_undo_txn, ref);
 }
 
 /* ---- intents: the API (invariant 14) ---- */
@@ -1705,48 +1958,42 @@ struct intent_args {
 	enum un_intent_kind kind;
 	un_id root, id;
 	const struct un_node_name *from, *to;
+	uint64_t seq;
 };
 
 static int intent_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct intent_args *a = arg;
 
-	return intent_put(st, txn, a->kind, a->root, a->id, a->from, a->to);
+	return intent_put(st, txn, a->kind, a->root, a->id, a->from, a->to, a->seq);
 }
 
 int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un_id id,
-		   const struct un_node_name *from, const struct un_node_name *to)
+		   const struct un_node_name *from, const struct un_node_name *to,
+		   uint64_t *seq)
 {
-	struct intent_args a = {kind, root, id, from, to};
+	struct intent_args a = {kind, root, id, from, to, intent_seq_next(st)};
 	/* No bump: an intent changes no name's node until it is adopted. */
 	struct un_node_job j = {.fn = call_txn, .call = intent_txn, .arg = &a};
 
 	assert((kind == UN_INTENT_RENAME) == (from != NULL));
+	*seq = a.seq;
 	return write_job(st, &j);
 }
 
-/* Applies intent IV of name TO in TXN: the rename or link it announced,
- * as un_node_rename or un_node_link would (DI: the object's top instance,
- * for a link's links entry); both delete the intent. */
+/* Applies intent IV of name TO in TXN: the rename, link or removal it
+ * announced, as the change's own job would (DI: the object's top
+ * instance, for a link's links entry).  The intent stays: it is deleted
+ * once the change is durable, or by the settle that adopted it. */
 static int intent_apply(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
 			const struct un_node_name *to, struct un_devino di)
 {
-	struct name_buf from;
 	int err;
 
-	from.parent = iv->from.parent;
-	from.len = (uint16_t)iv->from.len;
-	memcpy(from.name, iv->from.name, iv->from.len); /* puts move it */
-	if (iv->kind == UN_INTENT_REMOVE) {
+	if (iv->kind == UN_INTENT_REMOVE)
 		err = node_unname(st, txn, iv->id, to);
-		if (!err)
-			err = intent_del(st, txn, iv->id, to);
-	} else if (iv->kind == UN_INTENT_RENAME)
-		err = rename_txn(
-		    st, txn,
-		    &(struct rename_args){
-			iv->id, &(struct un_node_name){from.parent, from.name, from.len},
-			to});
+	else if (iv->kind == UN_INTENT_RENAME)
+		err = rename_txn(st, txn, &(struct rename_args){iv->id, &iv->from, to});
 	else
 		err = link_txn(st, txn, &(struct link_args){iv->root, iv->id, to, di});
 	if (!err)
@@ -1762,9 +2009,10 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 			struct found *f)
 {
 	struct un_node_name to = {obs->parent, obs->name, obs->namelen};
+	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
 	struct rec_view r;
-	int err = intent_get(st, txn, &to, &iv);
+	int err = intent_get(st, txn, &to, buf, &iv);
 
 	if (!err && iv.kind == UN_INTENT_REMOVE && iv.root == obs->root) {
 		/* another object at a name whose removal the crash cut short:
@@ -1798,9 +2046,10 @@ struct intent_apply_args {
 static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct intent_apply_args *a = arg;
+	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
 	struct rec_view r;
-	int err = intent_get(st, txn, a->to, &iv);
+	int err = intent_get(st, txn, a->to, buf, &iv);
 
 	if (!err && iv.id != a->id)
 		return 1;
@@ -1829,8 +2078,9 @@ static int intent_collect(struct un_state *st, const MDB_val *k, const MDB_val *
 	struct intent_view iv;
 	uint64_t be;
 
-	if (k->mv_size <= 8 || k->mv_size > 8 + UN_NAME_MAX || intent_parse(v, &iv) ||
-	    iv.root != root || (id != UN_ID_NONE && iv.id != id))
+	if (k->mv_size <= 8 || k->mv_size > 8 + UN_NAME_MAX ||
+	    intent_parse(v->mv_data, v->mv_size, &iv) || iv.root != root ||
+	    (id != UN_ID_NONE && iv.id != id))
 		return 0;
 	if (*n == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 4;
@@ -1849,6 +2099,8 @@ static int intent_collect(struct un_state *st, const MDB_val *k, const MDB_val *
 	ref->len = (uint16_t)(k->mv_size - 8);
 	memcpy(ref->name, (const char *)k->mv_data + 8, ref->len);
 	ref->name[ref->len] = '\0';
+	ref->run = iv.run;
+	ref->seq = iv.seq;
 	ref->this_run = iv.run == st->run;
 	return 0;
 }
@@ -1885,23 +2137,89 @@ int un_node_intents(struct un_state *st, un_id root, un_id id,
 }
 
 struct intent_del_args {
-	un_id id;
 	const struct un_node_name *to;
+	uint64_t run, seq;
 };
 
 static int intent_del_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct intent_del_args *a = arg;
 
-	return intent_del(st, txn, a->id, a->to);
+	return intent_del(st, txn, a->to, a->run, a->seq);
 }
 
-int un_node_intent_del(struct un_state *st, un_id id, const struct un_node_name *to)
+int un_node_intent_del(struct un_state *st, const struct un_node_name *to, uint64_t run,
+		       uint64_t seq)
 {
-	struct intent_del_args a = {id, to};
+	struct intent_del_args a = {to, run, seq};
 	struct un_node_job j = {.fn = call_txn, .call = intent_del_txn, .arg = &a};
 
 	return write_job(st, &j);
+}
+
+void un_node_intent_done(struct un_state *st, const struct un_node_name *to, uint64_t seq)
+{
+	struct un_intent_done *d = un_sys_malloc(sizeof(*d));
+
+	if (!d) /* a leftover intent is settled at the next start */
+		return;
+	d->seq = seq;
+	d->parent = to->parent;
+	d->len = (uint16_t)to->len;
+	memcpy(d->name, to->name, to->len);
+	pthread_mutex_lock(&st->wq_lock);
+	d->next = st->intents_done;
+	st->intents_done = d;
+	pthread_mutex_unlock(&st->wq_lock);
+}
+
+/* Deletes, in a transaction nested in TXN, the intents of the changes
+ * DONE lists (un_node_intent_done), and frees the list: true when the
+ * deletions are to be committed.  Best effort: what fails stays for the
+ * next start to settle. */
+static bool dones_run(struct un_state *st, MDB_txn *txn, struct un_intent_done *done)
+{
+	struct un_intent_done *next;
+	MDB_txn *child = NULL;
+	int err = !done ? -ENOENT
+		  : !txn ? -EIO /* only to free the list */
+			 : un_mdb_err(mdb_txn_begin(st->env, txn, 0, &child));
+
+	for (; done; done = next) {
+		next = done->next;
+		if (!err)
+			err = intent_del(st, child,
+					 &(struct un_node_name){done->parent, done->name,
+								done->len},
+					 st->run, done->seq);
+		free(done);
+	}
+	if (child && err)
+		mdb_txn_abort(child);
+	return !err && !un_mdb_err(mdb_txn_commit(child));
+}
+
+static int nothing_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	(void)st, (void)txn, (void)arg;
+	return 0;
+}
+
+void un_node_dones_commit(struct un_state *st)
+{
+	struct un_node_job j = {.fn = call_txn, .call = nothing_txn};
+
+	if (st->intents_done)
+		write_job(st, &j);
+}
+
+void un_node_dones_free(struct un_state *st)
+{
+	for (struct un_intent_done *d = st->intents_done, *next; d; d = next) {
+		next = d->next;
+		free(d);
+	}
+	st->intents_done = NULL;
 }
 
 /* ---- a reset of the upper layer ---- */

@@ -212,6 +212,7 @@ static void state_free(struct un_state *st)
 	un_fsyncs_free(st->fsyncs);
 	if (st->env)
 		mdb_env_close(st->env);
+	un_node_dones_free(st);
 	pthread_mutex_destroy(&st->wq_lock);
 	un_retire_fini(st);
 	pthread_mutex_destroy(&st->rt_lock);
@@ -270,6 +271,7 @@ void un_state_close(struct un_state *st)
 {
 	if (!st)
 		return;
+	un_node_dones_commit(st);
 	un_syncer_stop(st);
 	mdb_env_sync(st->env, 1);
 	state_free(st);

@@ -291,6 +291,7 @@ struct un_state {
 	 * another run is a leftover of a crash, one of this run may be a
 	 * change still under way (intent.c) */
 	uint64_t run;
+	_Atomic uint64_t intent_seq; /* node.c: the last intent's number */
 	bool node_adopted; /* node.c's writer: a batch adopted an intent */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
@@ -312,6 +313,9 @@ struct un_state {
 	pthread_mutex_t wq_lock;
 	struct un_node_job *wq_head, **wq_tail;
 	bool wq_running; /* a thread runs a batch, or was handed the turn */
+	/* node.c: intents whose changes are durable, deleted by the next batch
+	 * (un_node_intent_done; under wq_lock) */
+	struct un_intent_done *intents_done;
 
 	/* sync.c: the syncer thread and the table's flushes */
 	pthread_t syncer;
@@ -440,21 +444,29 @@ enum un_intent_kind {
 };
 /* Before a RENAME (FROM given) or a LINK (FROM NULL) changes the disk: TO
  * is about to name node ID of the export whose root is ROOT.  Committed
- * when this returns, so a crash after the change on disk and before its
- * un_node_rename or un_node_link leaves the intent, and the name TO is
- * adopted by ID once a lookup finds ID's object there (un_node_assign, and
- * intent.c at the next start): the node id of a live object never changes
- * because the table lagged the disk. */
+ * when this returns (durable once the table is flushed), so a crash after
+ * the change on disk and before its job leaves the intent, and the name TO
+ * is adopted by ID once a lookup finds ID's object there (un_node_assign,
+ * and intent.c at the next start): the node id of a live object never
+ * changes because the table lagged the disk.  *SEQ gets the intent's
+ * number, for un_node_intent_done. */
 int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un_id id,
-		   const struct un_node_name *from, const struct un_node_name *to);
+		   const struct un_node_name *from, const struct un_node_name *to,
+		   uint64_t *seq);
 /* One intent as un_node_intents lists it. */
 struct un_node_intent_ref {
 	enum un_intent_kind kind;
 	un_id id, parent; /* the node and the directory of the name TO */
 	uint16_t len;
 	char name[UN_NAME_MAX + 1];
+	uint64_t run, seq; /* the run that wrote it, and its number there */
 	bool this_run;
 };
+/* Takes back, if the table holds it, the change of REF (an intent of an
+ * earlier run): a rename's move, a link's name, a removal's forgetting
+ * (node.c invariant 15).  The intent stays, for the lookup that re-applies
+ * the change if the disk has it (intent.c). */
+int un_node_intent_undo(struct un_state *st, const struct un_node_intent_ref *ref);
 /* The intents of the export whose root is ROOT (of node ID only, unless ID
  * is UN_ID_NONE): *out (caller frees) gets *n of them. */
 int un_node_intents(struct un_state *st, un_id root, un_id id,
@@ -463,10 +475,26 @@ int un_node_intents(struct un_state *st, un_id root, un_id id,
  * object at TO by another way than TO's own entry (a name of an inode with
  * several links matches by its inode), so no lookup adopts it. */
 int un_node_intent_apply(struct un_state *st, un_id id, const struct un_node_name *to);
-/* Deletes the intent of TO if it is still for ID: its change did not
- * happen (a leftover intent is harmless: only ID's own object at TO is
- * ever adopted). */
-int un_node_intent_del(struct un_state *st, un_id id, const struct un_node_name *to);
+/* Deletes the intent of TO if it is still number SEQ of run RUN: its
+ * change did not happen, or a settle decided it. */
+int un_node_intent_del(struct un_state *st, const struct un_node_name *to, uint64_t run,
+		       uint64_t seq);
+/* The change of intent SEQ of this run, of name TO, is durable: the intent
+ * goes with the next batch of the writer (node.c invariant 15). */
+void un_node_intent_done(struct un_state *st, const struct un_node_name *to, uint64_t seq);
+/* An intent list of un_node_intent_done awaiting a batch. */
+struct un_intent_done {
+	struct un_intent_done *next;
+	uint64_t seq;
+	un_id parent;
+	uint16_t len;
+	char name[UN_NAME_MAX];
+};
+/* Commits the deletions un_node_intent_done queued (at a clean close). */
+void un_node_dones_commit(struct un_state *st);
+/* Frees the intents_done list of ST (what it lists stays in the table for
+ * the next start to settle). */
+void un_node_dones_free(struct un_state *st);
 
 /* A write of the table queued in the order of the caller's change and
  * waited for once the caller's locks are dropped, so that the changes of one
@@ -479,8 +507,10 @@ struct un_node_job {
 	struct un_node_obs obs; /* un_node_assign_queue's */
 	struct un_devino di;
 	un_id id, fileid;	      /* un_node_assign_queue's answer */
-	un_id root;		      /* un_node_link_queue's */
-	struct un_node_name from, to; /* un_node_rename_queue's, _link_queue's */
+	un_id root;		      /* un_node_link_queue's, _remove_queue's */
+	uint64_t seq;		      /* un_node_remove_queue's intent number */
+	struct un_node_name from, to; /* un_node_rename_queue's, _link_queue's,
+					 _remove_queue's */
 	struct un_node_job *next;
 	int err;
 	bool bump;
@@ -493,7 +523,7 @@ struct un_node_job {
  * are the answer once un_node_job_wait returned 0. */
 void un_node_assign_queue(struct un_state *st, const struct un_node_obs *obs,
 			  struct un_node_job *job);
-/* un_node_rename and un_node_link as queued jobs: the names' bytes must
+/* A rename's and a link's writes as queued jobs: the names' bytes must
  * stay valid until the wait. */
 void un_node_rename_queue(struct un_state *st, un_id id, const struct un_node_name *from,
 			  const struct un_node_name *to, struct un_node_job *job);
@@ -520,28 +550,30 @@ struct un_node_upper {
  * origin.  *FORGOT gets how many nodes were forgotten. */
 int un_node_forget_upper(struct un_state *st, const struct un_node_upper *up, size_t n,
 			 size_t *forgot);
-/* un_node_remove of NM (which must stay valid until the wait) as a job. */
-void un_node_remove_queue(struct un_state *st, const struct un_node_name *nm,
+/* un_node_remove of NM (which must stay valid until the wait) as a job;
+ * JOB's seq is its intent's number. */
+void un_node_remove_queue(struct un_state *st, un_id root, const struct un_node_name *nm,
 			  struct un_node_job *job);
 /* Returns once JOB's batch has committed, with JOB's result; runs a batch
  * itself when none is running. */
 int un_node_job_wait(struct un_state *st, struct un_node_job *job);
 /* NM was removed: it names nothing; its node is forgotten (un_resolve
  * answers -ESTALE for it from now on, whatever appears under NM later),
- * unless the node keeps another name that un_node_link recorded. */
-int un_node_remove(struct un_state *st, const struct un_node_name *nm);
+ * unless the node keeps another name that LINK recorded.  A REMOVE intent
+ * of NM (number *SEQ) keeps the node's record until the removal is
+ * durable (un_node_intent_done).  ROOT: the export's. */
+int un_node_remove(struct un_state *st, un_id root, const struct un_node_name *nm,
+		   uint64_t *seq);
 /* Before NM is removed from the disk (or renamed over): when NM's node
  * has another name that LINK recorded, its record moves to the other name
  * if it holds NM, and with INTENT a REMOVE intent of NM is written, in one
  * commit (node.c invariant 14): a crash between the removal and
  * un_node_remove leaves the node's handle resolving, and the name gone
- * from its aliases once the intent is settled.  ROOT: the export's. */
+ * from its aliases once the intent is settled.  ROOT: the export's.  1
+ * when it wrote (to be made durable before the disk changes), 0 when
+ * there was nothing to do. */
 int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_name *nm,
 			 bool intent);
-/* NM is a new hard link to node ID of the export whose root is ROOT, whose
- * top-most instance is DI: both names give ID. */
-int un_node_link(struct un_state *st, un_id root, un_id id, const struct un_node_name *nm,
-		 struct un_devino di);
 
 /* ---- layer.c: exports and their layer stacks ---- */
 

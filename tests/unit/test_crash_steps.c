@@ -16,6 +16,16 @@
  * either is gone (its node stale) or is still itself; the work dir is
  * empty after a restart.  A change that can be retried (an exclusive
  * create) succeeds when retried with the same verifier.
+ *
+ * A power cut can do what no kill does (node.c invariant 15): keep the
+ * table's commits and lose the directory change they followed.  Each
+ * change with a way to lose it runs whole in a child that ends without
+ * closing anything (the intents the change leaves until its directories
+ * are fsynced stay in the table); the parent puts the upper back as it was
+ * before the change (LOSE, with the inodes it kept aside: KEEP) and
+ * restarts: every watched object is at its old name with its node and
+ * fileid, and no intent is left.  The same run without LOSE finds the
+ * change made.
  */
 #include "test_wr.h"
 
@@ -44,6 +54,10 @@ struct scenario {
 	bool retry_succeeds; /* the change again must answer 0 */
 	/* more changes after the checks, and their own check (may be NULL) */
 	void (*then)(struct fx *fx, const struct recorded *rec);
+	/* the upper as before the change, as a power cut may leave it (may be
+	 * NULL), with the inode KEEP names in the upper linked aside first */
+	void (*lose)(struct fx *fx);
+	const char *keep;
 };
 
 /* ---- the changes ---- */
@@ -172,6 +186,11 @@ static int ch_remove_lower(struct fx *fx)
 	return do_remove(fx, "d", "low", false);
 }
 
+static int ch_remove_upper(struct fx *fx)
+{
+	return do_remove(fx, "d", "up", false);
+}
+
 static int ch_rmdir_upper(struct fx *fx)
 {
 	return do_remove(fx, "d", "emptyup", true);
@@ -195,6 +214,90 @@ static int ch_create_verf(struct fx *fx)
 	return rc;
 }
 
+/* ---- the upper as a power cut may leave it: the change lost ---- */
+
+static void mv(struct fx *fx, const char *from, const char *to)
+{
+	char f[PATH_MAX];
+
+	snprintf(f, sizeof(f), "%s", t_path(fx, from));
+	if (rename(f, t_path(fx, to)))
+		fail_msg("rename %s %s: %s", from, to, strerror(errno));
+}
+
+static void ln(struct fx *fx, const char *from, const char *to)
+{
+	char f[PATH_MAX];
+
+	snprintf(f, sizeof(f), "%s", t_path(fx, from));
+	if (link(f, t_path(fx, to)))
+		fail_msg("link %s %s: %s", from, to, strerror(errno));
+}
+
+static void rm(struct fx *fx, const char *path)
+{
+	if (unlink(t_path(fx, path)))
+		fail_msg("unlink %s: %s", path, strerror(errno));
+}
+
+static void lose_rename_upper(struct fx *fx)
+{
+	mv(fx, "u/d/moved", "u/d/up");
+}
+
+/* The copy-up stays (it is durable on its own), the move goes. */
+static void lose_rename_lower(struct fx *fx)
+{
+	mv(fx, "u/q/low2", "u/d/low");
+}
+
+static void lose_rename_over(struct fx *fx)
+{
+	mv(fx, "u/d/target", "u/d/top");
+	ln(fx, "keep/inode", "u/d/target");
+}
+
+static void lose_rename_over_linked(struct fx *fx)
+{
+	mv(fx, "u/d/target", "u/d/top");
+	ln(fx, "u/q/tlink", "u/d/target");
+}
+
+static void lose_rename_dir(struct fx *fx)
+{
+	mv(fx, "u/q/sub2", "u/p/sub");
+}
+
+static void lose_link_lower(struct fx *fx)
+{
+	rm(fx, "u/q/hard");
+}
+
+static void lose_link_upper(struct fx *fx)
+{
+	rm(fx, "u/d/up2");
+}
+
+static void lose_remove_linked(struct fx *fx)
+{
+	ln(fx, "u/q/other", "u/d/up");
+}
+
+static void lose_remove_upper(struct fx *fx)
+{
+	ln(fx, "keep/inode", "u/d/up");
+}
+
+static void lose_whiteout_low(struct fx *fx)
+{
+	rm(fx, "u/d/low");
+}
+
+static void lose_whiteout_emptylow(struct fx *fx)
+{
+	rm(fx, "u/d/emptylow");
+}
+
 #define MOVES(a, b)                                                                      \
 	{                                                                                \
 		.before = (a), .after = (b)                                              \
@@ -212,42 +315,58 @@ static const struct scenario scenarios[] = {
     {.name = "rename of an upper file",
      .layers = layers_std,
      .change = ch_rename_upper,
-     .w = {MOVES("d/up", "d/moved"), MOVES("d/low", "d/low")}},
+     .w = {MOVES("d/up", "d/moved"), MOVES("d/low", "d/low")},
+     .lose = lose_rename_upper},
     {.name = "rename of a lower file across dirs (copy-up)",
      .layers = layers_std,
      .change = ch_rename_lower,
-     .w = {MOVES("d/low", "q/low2"), MOVES("d/top", "d/top")}},
+     .w = {MOVES("d/low", "q/low2"), MOVES("d/top", "d/top")},
+     .lose = lose_rename_lower},
     {.name = "rename over an existing name",
      .layers = layers_std,
      .change = ch_rename_over,
-     .w = {MOVES("d/top", "d/target"), GOES("d/target")}},
+     .w = {MOVES("d/top", "d/target"), GOES("d/target")},
+     .lose = lose_rename_over,
+     .keep = "d/target"},
     {.name = "rename over a name with another link",
      .layers = layers_std,
      .prepare = prep_link_target,
      .change = ch_rename_over,
-     .w = {MOVES("d/top", "d/target"), MOVES("q/tlink", "q/tlink")}},
+     .w = {MOVES("d/top", "d/target"), MOVES("q/tlink", "q/tlink")},
+     .lose = lose_rename_over_linked},
     {.name = "rename of a directory",
      .layers = layers_std,
      .change = ch_rename_dir,
-     .w = {MOVES("p/sub", "q/sub2"), MOVES("p/sub/f", "q/sub2/f")}},
+     .w = {MOVES("p/sub", "q/sub2"), MOVES("p/sub/f", "q/sub2/f")},
+     .lose = lose_rename_dir},
     {.name = "link of a lower file (copy-up)",
      .layers = layers_std,
      .change = ch_link_lower,
-     .w = {LINKS("d/low", "q/hard")}},
+     .w = {LINKS("d/low", "q/hard")},
+     .lose = lose_link_lower},
     {.name = "link of an upper file",
      .layers = layers_std,
      .change = ch_link_upper,
-     .w = {LINKS("d/up", "d/up2")}},
+     .w = {LINKS("d/up", "d/up2")},
+     .lose = lose_link_upper},
     {.name = "remove of a name with another link",
      .layers = layers_std,
      .prepare = prep_link,
      .change = ch_remove_linked,
      .w = {MOVES("q/other", "q/other"), MOVES("d/low", "d/low")},
-     .then = then_relink},
+     .then = then_relink,
+     .lose = lose_remove_linked},
     {.name = "remove of a lower file (white-out)",
      .layers = layers_std,
      .change = ch_remove_lower,
-     .w = {GOES("d/low"), MOVES("d/top", "d/top")}},
+     .w = {GOES("d/low"), MOVES("d/top", "d/top")},
+     .lose = lose_whiteout_low},
+    {.name = "remove of an upper file",
+     .layers = layers_std,
+     .change = ch_remove_upper,
+     .w = {GOES("d/up"), MOVES("d/low", "d/low")},
+     .lose = lose_remove_upper,
+     .keep = "d/up"},
     {.name = "rmdir of an upper dir",
      .layers = layers_std,
      .change = ch_rmdir_upper,
@@ -255,7 +374,8 @@ static const struct scenario scenarios[] = {
     {.name = "rmdir of a lower dir (white-out)",
      .layers = layers_std,
      .change = ch_rmdir_lower,
-     .w = {GOES("d/emptylow"), MOVES("d/up", "d/up")}},
+     .w = {GOES("d/emptylow"), MOVES("d/up", "d/up")},
+     .lose = lose_whiteout_emptylow},
     {.name = "exclusive create",
      .layers = layers_std,
      .change = ch_create_verf,
@@ -294,7 +414,7 @@ static void restart(struct fx *fx)
  * (through an engine that is closed again when this returns). */
 static void start(struct fx *fx, const struct scenario *sc, struct recorded *rec)
 {
-	static const char *const dirs[] = {"l1", "l2", "u", "w", "state"};
+	static const char *const dirs[] = {"l1", "l2", "u", "w", "state", "keep"};
 
 	state_close(fx);
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
@@ -476,6 +596,91 @@ static void run_failed(struct fx *fx, const struct scenario *sc, unsigned long s
 	check_then(fx, sc, rec);
 }
 
+/* Whether W's object (recorded as R) is where it was before the change,
+ * and nowhere else. */
+static void check_before(struct fx *fx, const struct scenario *sc, const char *when,
+			 const struct watch *w, const struct recorded *r)
+{
+	struct un_obj *o = NULL;
+	un_id id, fileid;
+	int res = un_resolve(fx->ex, r->id, &o);
+
+	if (res || o->fileid != r->fileid)
+		fail_msg("%s %s: %s's node does not resolve to it (%d)", sc->name, when,
+			 w->before, res);
+	un_obj_put(o);
+	if (!holds(fx, w->before, r))
+		fail_msg("%s %s: %s lost its node", sc->name, when, w->before);
+	if (w->stays && at(fx, w->after, &id, &fileid) != -ENOENT)
+		fail_msg("%s %s: %s is there", sc->name, when, w->after);
+}
+
+static void check_no_intents(struct fx *fx, const struct scenario *sc, const char *when)
+{
+	struct un_node_intent_ref *refs;
+	size_t n;
+
+	assert_int_equal(un_node_intents(fx->st, fx->ex->root_id, UN_ID_NONE, &refs, &n),
+			 0);
+	free(refs);
+	if (n)
+		fail_msg("%s %s: %zu intent(s) left", sc->name, when, n);
+}
+
+/* SC run whole in a child that ends without closing anything; with LOST
+ * its change is then taken off the upper, as a power cut before the
+ * directories' fsync may leave it. */
+static void run_cut(struct fx *fx, const struct scenario *sc, bool lost)
+{
+	const char *when = lost ? "lost by a power cut" : "cut before its intent went";
+	struct recorded rec[WATCH_MAX];
+	int status;
+	pid_t pid;
+
+	start(fx, sc, rec);
+	if (lost && sc->keep) {
+		char up[PATH_MAX];
+
+		snprintf(up, sizeof(up), "u/%s", sc->keep);
+		ln(fx, up, "keep/inode");
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		state_open(fx);
+		export_open(fx);
+		_exit(sc->change(fx) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("%s: the change failed (status %#x)", sc->name, status);
+	if (lost)
+		sc->lose(fx);
+	for (int round = 0; round < 2; round++) { /* the settle holds a restart */
+		state_open(fx);
+		export_open(fx);
+		check_no_intents(fx, sc, when);
+		for (size_t i = 0; lost && i < WATCH_MAX && sc->w[i].before; i++)
+			check_before(fx, sc, when, &sc->w[i], &rec[i]);
+		if (!lost)
+			check_all(fx, sc, 0, when, rec);
+		if (round)
+			check_then(fx, sc, rec);
+		state_close(fx);
+	}
+}
+
+static void test_cut_after_the_change(void **state)
+{
+	struct fx *fx = *state;
+
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		run_cut(fx, &scenarios[i], false);
+		if (scenarios[i].lose)
+			run_cut(fx, &scenarios[i], true);
+	}
+}
+
 static void test_killed_at_each_step(void **state)
 {
 	struct fx *fx = *state;
@@ -505,6 +710,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    W_TEST(test_killed_at_each_step),
 	    W_TEST(test_failed_at_each_step),
+	    W_TEST(test_cut_after_the_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

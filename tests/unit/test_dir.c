@@ -1218,7 +1218,7 @@ static void test_lookup_after_queued_remove(void **state)
 	assert_int_equal(link(t_path(fx, "u/d/f"), t_path(fx, "u/keep")), 0);
 	assert_int_equal(unlink(t_path(fx, "u/d/f")), 0);
 	nm.parent = d->id;
-	un_node_remove_queue(fx->st, &nm, &job);
+	un_node_remove_queue(fx->st, fx->ex->root_id, &nm, &job);
 	assert_int_equal(link(t_path(fx, "u/keep"), t_path(fx, "u/d/f")), 0);
 	assert_int_equal(unlink(t_path(fx, "u/keep")), 0);
 	o = NULL;

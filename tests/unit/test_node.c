@@ -546,6 +546,7 @@ static void *churn_run(void *arg)
 	char name[32];
 	struct un_node_obs o;
 	struct un_node_job j;
+	uint64_t seq;
 	un_id id;
 
 	for (int i = 0; i < 64 && !c->rc; i++) {
@@ -561,8 +562,9 @@ static void *churn_run(void *arg)
 			c->rc = -EINVAL;
 		if (!c->rc && i % 2)
 			c->rc = un_node_remove(
-			    c->fx->st, &(struct un_node_name){c->fx->ex->root_id, name,
-							      strlen(name)});
+			    c->fx->st, c->fx->ex->root_id,
+			    &(struct un_node_name){c->fx->ex->root_id, name, strlen(name)},
+			    &seq);
 	}
 	return NULL;
 }
