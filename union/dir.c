@@ -1294,7 +1294,8 @@ int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	if (!err)
 		err = un_sync_change(ex, &ch, dir, NULL);
 	if (!err)
-		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len}, seq);
+		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len},
+				    seq);
 	return err;
 }
 
@@ -1695,6 +1696,7 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 	if (!err)
 		err = un_sync_change(ex, &ch, o, dir);
 	if (!err)
-		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len}, seq);
+		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len},
+				    seq);
 	return err;
 }

@@ -122,7 +122,8 @@ static size_t leftovers_sort(struct un_node_intent_ref *refs, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (!refs[i].this_run)
 			refs[k++] = refs[i];
-	qsort(refs, k, sizeof(*refs), seq_order);
+	if (k > 1) /* REFS is NULL when there are none */
+		qsort(refs, k, sizeof(*refs), seq_order);
 	return k;
 }
 
@@ -142,7 +143,8 @@ static int settle_leftovers(struct un_export *ex, struct un_node_intent_ref *ref
 	settle_depth--;
 	for (size_t i = 0; i < n && !err; i++)
 		err = un_node_intent_del(
-		    ex->st, &(struct un_node_name){refs[i].parent, refs[i].name, refs[i].len},
+		    ex->st,
+		    &(struct un_node_name){refs[i].parent, refs[i].name, refs[i].len},
 		    refs[i].run, refs[i].seq);
 	/* Durable before the first call is served: a later crash finds the
 	 * intents of one run at most. */
@@ -161,10 +163,11 @@ int un_intents_settle_open(struct un_export *ex)
 	err = settle_leftovers(ex, refs, n, &adopted);
 	free(refs);
 	if (!err && n)
-		un_notice(ex->st,
-			  "export %s: %zu change(s) a crash cut short settled in the node "
-			  "table as the layers show them (%zu done, %zu not)",
-			  ex->path, n, adopted, n - adopted);
+		un_notice(
+		    ex->st,
+		    "export %s: %zu change(s) a crash cut short settled in the node "
+		    "table as the layers show them (%zu done, %zu not)",
+		    ex->path, n, adopted, n - adopted);
 	return err;
 }
 

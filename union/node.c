@@ -1160,7 +1160,7 @@ static void batch_run(struct un_state *st, struct un_node_job *batch,
 		any = dones_run(st, txn, done) || any;
 	else
 		dones_run(st, NULL, done); /* frees the list */
-	bump = bump || st->node_adopted; /* an adoption moves names (14) */
+	bump = bump || st->node_adopted;   /* an adoption moves names (14) */
 	if (!err && !any)
 		mdb_txn_abort(txn);
 	else if (!err)
@@ -1545,7 +1545,8 @@ static int intent_write(struct un_state *st, MDB_txn *txn, const struct un_node_
 	if (iv->from.len)
 		memcpy(buf + sizeof(r), iv->from.name, iv->from.len);
 	if (iv->vrec.mv_size)
-		memcpy(buf + sizeof(r) + iv->from.len, iv->vrec.mv_data, iv->vrec.mv_size);
+		memcpy(buf + sizeof(r) + iv->from.len, iv->vrec.mv_data,
+		       iv->vrec.mv_size);
 	return un_mdb_err(mdb_put(txn, st->db_intents, &k, &v, 0));
 }
 
@@ -1613,7 +1614,8 @@ static int victim_note(struct un_state *st, MDB_txn *txn, const struct un_node_n
 		return err == -ENOENT || err == -ESTALE ? 0 : err;
 	inode_key(lkey, iv.root, r.di);
 	iv.flags = 0;
-	if (!index_get(txn, st->db_links, lkey, sizeof(lkey), &mapped) && mapped == victim)
+	if (!index_get(txn, st->db_links, lkey, sizeof(lkey), &mapped) &&
+	    mapped == victim)
 		iv.flags = INTENT_VICTIM_LINKS;
 	iv.victim = victim;
 	iv.vrec = (MDB_val){v.mv_size, rec};
@@ -1874,13 +1876,13 @@ static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent
 	err = rec_get(st, txn, iv->victim, &r);
 	if (err == -ESTALE && iv->vrec.mv_size) { /* forgotten: its record back */
 		be64_put(key, iv->victim);
-		err = un_mdb_err(
-		    mdb_put(txn, st->db_nodes, &k, (MDB_val *)&iv->vrec, 0));
+		err = un_mdb_err(mdb_put(txn, st->db_nodes, &k, (MDB_val *)&iv->vrec, 0));
 		if (!err)
 			err = rec_get(st, txn, iv->victim, &r);
 		if (!err && (iv->flags & INTENT_VICTIM_LINKS)) {
 			inode_key(lkey, iv->root, r.di);
-			err = index_put(txn, st->db_links, lkey, sizeof(lkey), iv->victim);
+			err =
+			    index_put(txn, st->db_links, lkey, sizeof(lkey), iv->victim);
 		}
 		return err ? err : names_put(st, txn, to, iv->victim);
 	}
@@ -2181,17 +2183,17 @@ static bool dones_run(struct un_state *st, MDB_txn *txn, struct un_intent_done *
 {
 	struct un_intent_done *next;
 	MDB_txn *child = NULL;
-	int err = !done ? -ENOENT
+	int err = !done	 ? -ENOENT
 		  : !txn ? -EIO /* only to free the list */
 			 : un_mdb_err(mdb_txn_begin(st->env, txn, 0, &child));
 
 	for (; done; done = next) {
 		next = done->next;
 		if (!err)
-			err = intent_del(st, child,
-					 &(struct un_node_name){done->parent, done->name,
-								done->len},
-					 st->run, done->seq);
+			err = intent_del(
+			    st, child,
+			    &(struct un_node_name){done->parent, done->name, done->len},
+			    st->run, done->seq);
 		free(done);
 	}
 	if (child && err)

@@ -292,7 +292,7 @@ struct un_state {
 	 * change still under way (intent.c) */
 	uint64_t run;
 	_Atomic uint64_t intent_seq; /* node.c: the last intent's number */
-	bool node_adopted; /* node.c's writer: a batch adopted an intent */
+	bool node_adopted;	     /* node.c's writer: a batch adopted an intent */
 	/* Keys derived from the secret file, one per purpose (state.c). */
 	uint8_t key_handle[32];		/* handle MAC (generichash) */
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
@@ -481,7 +481,8 @@ int un_node_intent_del(struct un_state *st, const struct un_node_name *to, uint6
 		       uint64_t seq);
 /* The change of intent SEQ of this run, of name TO, is durable: the intent
  * goes with the next batch of the writer (node.c invariant 15). */
-void un_node_intent_done(struct un_state *st, const struct un_node_name *to, uint64_t seq);
+void un_node_intent_done(struct un_state *st, const struct un_node_name *to,
+			 uint64_t seq);
 /* An intent list of un_node_intent_done awaiting a batch. */
 struct un_intent_done {
 	struct un_intent_done *next;

@@ -16,8 +16,7 @@ target_link_libraries(powercut_client PRIVATE it_nfs_raw Threads::Threads)
 target_compile_options(powercut_client PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 # 30 cuts each: 4.8 and 5.2 min side by side under ctest -j2 on the 2-core
 # VM busy with other jobs (load 6), 8 min for ext4 with three CPU hogs beside
-# that; the TIMEOUT leaves room above.  They fail until union/ keeps the
-# identity of the file of a call in flight at a power cut (docs/durability.md).
+# that; the TIMEOUT leaves room above.
 # Not in the sanitizer trees: the soak's worth is the number of cuts, and a
 # second run there would double its cost in tests/run.sh; kvm_crash runs the
 # crash recovery under ASan.  KVMP_CUTS=300 by hand is the long run.
@@ -26,16 +25,7 @@ if(NOT CMAKE_BUILD_TYPE MATCHES "^(asan|tsan)$")
     add_test(NAME integration/kvm_powercut_${fs}
              COMMAND bash ${IT_DIR}/kvm_powercut.sh ${fs} $<TARGET_FILE:union-nfsd>
                      $<TARGET_FILE:powercut_client>)
-    # DISABLED (ctest lists them "Not Run (Disabled)") while they fail:
-    # issue 29 is open on what they find (docs/durability.md, "Power cuts at
-    # random moments"): the node table's intent is not durable before the
-    # change it announces, and a rename's or remove's table commit can be
-    # durable before the change itself.  Run by hand:
-    #   ctest --test-dir build -R kvm_powercut (after removing DISABLED)
-    #   bash tests/integration/kvm_powercut.sh ext4 build/union-nfsd \
-    #        build/tests/integration/powercut_client
     set_tests_properties(integration/kvm_powercut_${fs} PROPERTIES
-                         LABELS "integration;kvm" TIMEOUT 1500 COST 150 SKIP_RETURN_CODE 77
-                         DISABLED TRUE)
+                         LABELS "integration;kvm" TIMEOUT 1500 COST 150 SKIP_RETURN_CODE 77)
   endforeach()
 endif()

@@ -561,10 +561,10 @@ static void *churn_run(void *arg)
 		if (!c->rc && id != j.id)
 			c->rc = -EINVAL;
 		if (!c->rc && i % 2)
-			c->rc = un_node_remove(
-			    c->fx->st, c->fx->ex->root_id,
-			    &(struct un_node_name){c->fx->ex->root_id, name, strlen(name)},
-			    &seq);
+			c->rc = un_node_remove(c->fx->st, c->fx->ex->root_id,
+					       &(struct un_node_name){c->fx->ex->root_id,
+								      name, strlen(name)},
+					       &seq);
 	}
 	return NULL;
 }
