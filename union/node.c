@@ -1173,6 +1173,8 @@ static void batch_run(struct un_state *st, struct un_node_job *batch,
 			err = j->err;
 	if (err)
 		un_state_failed(st, err, "write");
+	else
+		un_state_map_trim(st); /* the writer's turn: one thread at a time */
 	/* After the commit, so a reader that saw the old epoch read the table
 	 * no later than this change (invariant 10). */
 	if (bump)

@@ -28,6 +28,20 @@
  *     (tests/integration/kvm_crash.sh) can show that it notices lost
  *     handles.  Never in production: an OS crash then loses every node
  *     made since the last clean shutdown.
+ *  4. The table's pages are mapped (LMDB reads through its map), and every
+ *     page a lookup touched would count in the process's RSS for good: a
+ *     server that serves new clients (each one's handles are recorded for
+ *     good) would grow by the table's growth, in what `ps`, the kernel's
+ *     OOM score and the admin's eyes take for the server's memory.  So
+ *     once the table's file grew by TRIM_BYTES since the last time, at
+ *     most once a second, the writer drops the whole map from the
+ *     process's page tables (un_state_map_trim, MADV_DONTNEED): the map is
+ *     shared, read-only and never dirty (no MDB_WRITEMAP: commits write
+ *     with pwrite), so its pages stay in the page cache and the next read
+ *     of one faults it back in, with its current contents; a reader in the
+ *     middle of a transaction sees the same bytes.  What a busy server
+ *     reads often comes back at the cost of a minor fault a page, at most
+ *     once a second and only while the table grows.
  *
  * Why not MDB_NOSYNC: a commit then reaches only the page cache, and the
  * table is whole after an OS crash only if the filesystem writes the file in
@@ -45,8 +59,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "un_private.h"
@@ -57,6 +75,8 @@
 #define KDF_CONTEXT  "unfsd-k1"
 #define MAX_DBS	     8
 #define MAX_READERS  512
+#define TRIM_BYTES   (64u << 10)   /* rule 4: growth of the file, */
+#define TRIM_NS	     1000000000ull /* at most once a second */
 
 /* Subkey ids: never renumber, or every handle and cookie issued changes. */
 enum {
@@ -265,6 +285,51 @@ int un_state_open(const char *dir, struct un_state **out)
 fail:
 	state_free(st);
 	return err;
+}
+
+/* The address of the table's map in this process: LMDB does not tell it
+ * (mdb_env_info's me_mapaddr is the fixed address the file asks for, NULL),
+ * so it is looked up in /proc/self/maps by data.mdb's inode, at offset 0;
+ * NULL when not found. */
+static void *map_find(struct un_state *st)
+{
+	unsigned long lo, hi, off, ino;
+	unsigned maj, mnr;
+	char line[512];
+	struct stat sb;
+	void *addr = NULL;
+	FILE *f;
+	int fd;
+
+	if (mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb))
+		return NULL;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return NULL;
+	while (!addr && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &mnr,
+			   &ino) == 6 &&
+		    ino == sb.st_ino && makedev(maj, mnr) == sb.st_dev && off == 0)
+			addr = (void *)lo;
+	fclose(f);
+	return addr;
+}
+
+void un_state_map_trim(struct un_state *st)
+{
+	uint64_t now = un_now_ns();
+	struct stat sb;
+	int fd;
+
+	if (now - st->trimmed_ns < TRIM_NS || mdb_env_get_fd(st->env, &fd) ||
+	    fstat(fd, &sb) || (uint64_t)sb.st_size < st->trimmed_size + TRIM_BYTES)
+		return;
+	if (!st->map_addr)
+		st->map_addr = map_find(st);
+	st->trimmed_size = (uint64_t)sb.st_size;
+	st->trimmed_ns = now;
+	if (st->map_addr)
+		madvise(st->map_addr, (size_t)sb.st_size, MADV_DONTNEED);
 }
 
 void un_state_close(struct un_state *st)

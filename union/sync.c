@@ -75,8 +75,9 @@
  *     change begins meanwhile serves it.
  *  5. An idle table is whole on disk within a second: the syncer thread
  *     flushes once a period (syncer_main), sooner when kicked
- *     (un_state_sync_kick).  state.c starts it once the table is open and
- *     stops it before the table closes (un_syncer_start, un_syncer_stop).
+ *     (un_state_sync_kick).  state.c starts
+ * it once the table is open and stops it before the table closes (un_syncer_start,
+ * un_syncer_stop).
  */
 #define _GNU_SOURCE
 #include <errno.h>

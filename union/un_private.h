@@ -323,6 +323,9 @@ struct un_state {
 	pthread_cond_t sync_cond;  /* wakes the syncer */
 	bool stopping;
 	bool kicked;		  /* flush now (un_state_sync_kick) */
+	uint64_t trimmed_size;	  /* state.c: the table's size at the last trim, */
+	uint64_t trimmed_ns;	  /* and its time (un_now_ns) */
+	void *map_addr;		  /* state.c: the table's map (NULL: not found) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
 	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
@@ -1000,6 +1003,10 @@ int un_state_sync_wait(struct un_state *st, uint64_t ticket);
 /* Has the syncer thread start a flush now, unless one is under way: a caller
  * about to fsync other files lets the flush it will wait for run beside them. */
 void un_state_sync_kick(struct un_state *st);
+/* Lets the node table's pages go from the process's mapping once the
+ * table grew by a few hundred KiB since they last went (state.c rule 4);
+ * the writer's, after a commit (node.c; one thread at a time). */
+void un_state_map_trim(struct un_state *st);
 
 /* ---- write.c: attributes and data ----
  * Besides the functions of union.h (un_setattr, un_write, un_commit): */

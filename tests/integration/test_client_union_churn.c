@@ -17,11 +17,15 @@
  *    must grow by less than 5% over the last 10,000 addresses: by the
  *    least-squares line through their 11 samples, as one sample moves by
  *    a few percent with when the reaper last trimmed.  VmRSS is printed
- *    too; it also holds the node table's file pages (RssFile), which grow
- *    with the table, as every client's handles are recorded for good, and
- *    are the page cache's to drop: over the last 10,000 addresses RssFile
- *    must grow by no more than the table's file (data.mdb) did, and a
- *    little slack.  In an ASan build the
+ *    too; it also holds the node table's file pages (RssFile): the table
+ *    grows (every client's handles are recorded for good, about 0.4 KiB
+ *    an address here), and the server lets its pages go from its mapping
+ *    once a second while it grows (state.c rule 4), so what stays is the
+ *    pages read since, which a table of random keys spreads over all its
+ *    leaves: over the last 10,000 addresses RssFile must grow by less
+ *    than half what the table's file (data.mdb) did (a quarter in runs
+ *    under load; all of it before the trim).  In an
+ *    ASan build the
  *    allocator's quarantine and shadow make RSS say nothing of the
  *    server's: the churn runs and is checked, the memory is only printed;
  *  - reclaim: --client-union-idle=1; RECLAIM addresses mount and stay
@@ -420,7 +424,7 @@ static void churn(void **state)
 	assert_int_equal(failed, 0);
 	assert_true(at_cap > 0);
 	assert_true(test_server_alive(&server));
-	assert_true(file_grew <= table_grew + FILE_SLACK_KB);
+	assert_true(file_grew <= table_grew / 2 + FILE_SLACK_KB);
 	if (!RSS_MEANINGFUL) {
 		printf("churn: ASan build: its allocator makes RSS say nothing of the "
 		       "server's; the growth is not checked\n");
