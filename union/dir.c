@@ -64,7 +64,10 @@
  *      own fsync was a commit of its own (a mode fixed or attributes set
  *      after the entry keep the object's fsync: struct newobj's changed).
  *      Concurrent changes share these fsyncs and the flushes of the node
- *      table (sync.c, group commit).  A call whose context is `async`
+ *      table (sync.c, group commit).  Once durable, a rename, link, remove
+ *      or rmdir lets the intent its table write kept go (change_durable,
+ *      node.c invariant 15); the intent of a rename or link was flushed
+ *      before step 5 (table_durable).  A call whose context is `async`
  *      (exports(5); union.h, struct un_ctx) skips step 7: the 1-second flush of
  *      the table and the filesystem's own writeback bound the loss, as on
  *      knfsd.
@@ -1103,6 +1106,18 @@ int un_mknod(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	return create_obj(cx, ex, dir, name, &nb, EXIST_FAIL, NULL, out);
 }
 
+/* Step 7 of a change whose table write kept intent SEQ of name NM (node.c
+ * invariant 15), which goes once the change is durable. */
+static int change_durable(struct un_export *ex, struct un_change *ch, struct un_obj *a,
+			  struct un_obj *b, const struct un_node_name *nm, uint64_t seq)
+{
+	int err = un_sync_change(ex, ch, a, b);
+
+	if (!err)
+		un_node_intent_done(ex->st, nm, seq);
+	return err;
+}
+
 /* ---- removing ---- */
 
 /* What the node table wrote ahead of a change (an intent, a record moved
@@ -1210,11 +1225,7 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 	ns_unlock(ex, &l);
 	if (!err)
 		err = un_node_job_wait(ex->st, &job);
-	if (!err)
-		err = un_sync_change(ex, &ch, dir, NULL);
-	if (!err)
-		un_node_intent_done(ex->st, &nm, job.seq);
-	return err;
+	return err ? err : change_durable(ex, &ch, dir, NULL, &nm, job.seq);
 }
 
 /* Moves upper dir NAME of UDIR into the work dir and removes it there with
@@ -1291,12 +1302,9 @@ int un_rmdir(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 				     &(struct un_node_name){dir->id, name, len}, &seq);
 	ns_unlock(ex, &l);
 	un_obj_put(c);
-	if (!err)
-		err = un_sync_change(ex, &ch, dir, NULL);
-	if (!err)
-		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len},
-				    seq);
-	return err;
+	return err ? err
+		   : change_durable(ex, &ch, dir, NULL,
+				    &(struct un_node_name){dir->id, name, len}, seq);
 }
 
 /* ---- renaming ---- */
@@ -1617,11 +1625,12 @@ int un_rename(const struct un_ctx *cx, struct un_export *ex, struct un_obj *from
 	rename_intent_drop(&r);
 	un_obj_put(r.src);
 	un_obj_put(r.dst);
-	if (!err) /* 1: a rename onto itself changed nothing */
-		err = un_sync_change(ex, &r.ch, fromdir, todir);
 	if (!err && r.queued)
-		un_node_intent_done(
-		    ex->st, &(struct un_node_name){todir->id, toname, r.tlen}, r.seq);
+		err = change_durable(ex, &r.ch, fromdir, todir,
+				     &(struct un_node_name){todir->id, toname, r.tlen},
+				     r.seq);
+	else if (!err) /* 1: a rename onto itself changed nothing */
+		err = un_sync_change(ex, &r.ch, fromdir, todir);
 	return err < 0 ? err : 0;
 }
 
@@ -1693,10 +1702,7 @@ int un_link(const struct un_ctx *cx, struct un_export *ex, struct un_obj *o,
 				   ex->st->run, seq);
 	un_obj_put(c);
 	/* The link count before the entry that adds to it (step 7). */
-	if (!err)
-		err = un_sync_change(ex, &ch, o, dir);
-	if (!err)
-		un_node_intent_done(ex->st, &(struct un_node_name){dir->id, name, len},
-				    seq);
-	return err;
+	return err ? err
+		   : change_durable(ex, &ch, o, dir,
+				    &(struct un_node_name){dir->id, name, len}, seq);
 }
