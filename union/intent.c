@@ -45,6 +45,11 @@
  *     (a to b, then b to c) goes back to a, and each step is re-applied
  *     only if the disk has it.  A settle flushes before the export serves,
  *     so the leftovers of two runs never meet.
+ *  5. An undo that cannot give a node back a name, as an object made there
+ *     later holds it (a create at the name a rename left), writes an
+ *     intent of that name for the node instead (node.c, name_back); the
+ *     settle looks those up last, so that whichever object the disk shows
+ *     there keeps or takes the name, and deletes them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,7 +65,6 @@ static __thread int settle_depth;
  * happened: 1 if it was adopted, 0 if not, or -errno. */
 static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref)
 {
-	struct un_node_name to = {ref->parent, ref->name, ref->len};
 	struct un_obj *dir = NULL, *o = NULL;
 	bool removal = ref->kind == UN_INTENT_REMOVE;
 	int err;
@@ -73,9 +77,9 @@ static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref
 	 * which the lookup adopted unless it found the node by its inode (a
 	 * file with several links), not by the name. */
 	if (removal && err == -ENOENT)
-		err = un_node_intent_apply(ex->st, ref->id, &to);
+		err = un_node_intent_apply(ex->st, ref);
 	else if (!err && !removal && o->id == ref->id)
-		err = un_node_intent_apply(ex->st, ref->id, &to);
+		err = un_node_intent_apply(ex->st, ref);
 	else if (!err)
 		err = -ENOENT;
 	un_obj_put(o);
@@ -127,6 +131,46 @@ static size_t leftovers_sort(struct un_node_intent_ref *refs, size_t n)
 	return k;
 }
 
+/* Looks REFS[0..n-1] up in order; *ADOPTED gets how many were adopted. */
+static void lookup_all(struct un_export *ex, const struct un_node_intent_ref *refs,
+		       size_t n, size_t *adopted)
+{
+	settle_depth++;
+	for (size_t i = 0; i < n; i++)
+		*adopted += settle_one(ex, &refs[i]) == 1;
+	settle_depth--;
+}
+
+static int del_all(struct un_export *ex, const struct un_node_intent_ref *refs, size_t n)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < n && !err; i++)
+		err = un_node_intent_del(
+		    ex->st,
+		    &(struct un_node_name){refs[i].parent, refs[i].name, refs[i].len},
+		    refs[i].run, refs[i].seq);
+	return err;
+}
+
+/* The intents the undo wrote (rule 5), looked up and deleted. */
+static int settle_undo_intents(struct un_export *ex)
+{
+	struct un_node_intent_ref *refs;
+	size_t n, k = 0, adopted = 0;
+	int err = un_node_intents(ex->st, ex->root_id, UN_ID_NONE, &refs, &n);
+
+	for (size_t i = 0; !err && i < n; i++)
+		if (refs[i].this_run)
+			refs[k++] = refs[i];
+	if (!err) {
+		lookup_all(ex, refs, k, &adopted);
+		err = del_all(ex, refs, k);
+	}
+	free(refs);
+	return err;
+}
+
 /* Undoes the leftovers REFS[0..n-1] newest first (rule 4), then looks
  * them up oldest first; *ADOPTED gets how many the layers showed done. */
 static int settle_leftovers(struct un_export *ex, struct un_node_intent_ref *refs,
@@ -137,15 +181,12 @@ static int settle_leftovers(struct un_export *ex, struct un_node_intent_ref *ref
 	*adopted = 0;
 	for (size_t i = n; i-- > 0 && !err;)
 		err = un_node_intent_undo(ex->st, &refs[i]);
-	settle_depth++;
-	for (size_t i = 0; i < n && !err; i++)
-		*adopted += settle_one(ex, &refs[i]) == 1;
-	settle_depth--;
-	for (size_t i = 0; i < n && !err; i++)
-		err = un_node_intent_del(
-		    ex->st,
-		    &(struct un_node_name){refs[i].parent, refs[i].name, refs[i].len},
-		    refs[i].run, refs[i].seq);
+	if (!err)
+		lookup_all(ex, refs, n, adopted);
+	if (!err)
+		err = del_all(ex, refs, n);
+	if (!err && n)
+		err = settle_undo_intents(ex);
 	/* Durable before the first call is served: a later crash finds the
 	 * intents of one run at most. */
 	return err || !n ? err : un_state_sync(ex->st);

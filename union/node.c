@@ -185,9 +185,15 @@
  *     next batch deletes it.  An intent of a sync call is itself flushed
  *     before the upper changes (dir.c, table_durable).  At the next start
  *     intent.c takes every leftover change back (un_node_intent_undo,
- *     newest first: the move back, the victim's record and name given
- *     back) and then looks each name up, oldest first, which re-applies
- *     what the layers show done: the table follows the disk either way.
+ *     newest first: the move back, the victim's name given back) and then
+ *     looks each name up, oldest first, which re-applies what the layers
+ *     show done: the table follows the disk either way.  Two changes of
+ *     one name under way at once (a remove of the name a rename just
+ *     made, a rename onto the name a remove just freed) share its intent:
+ *     the newer one carries the older one's undo (intent_put).  A node a
+ *     change forgot gets its record back only from the lookup that finds
+ *     an object matching it (victim_revive), never by the undo itself: an
+ *     object made since may have its inode number.
  *
  * Known limits: identity by raw (dev, ino) (the upper; a lower object its
  * index does not know; every record written before the indexes) trusts the
@@ -299,29 +305,24 @@ static int timed_commit(struct un_state *st, MDB_txn *txn)
 
 /* ---- records ---- */
 
-static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view *out)
+/* Parses record V of node ID into *OUT (whose NAME points into V):
+ * -ESTALE for a record of an unknown version or size. */
+static int rec_parse(const MDB_val *v, un_id id, struct rec_view *out)
 {
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
 	struct node_rec r;
 	size_t fixed;
-	int err;
 
-	be64_put(key, id);
-	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
-	if (err)
-		return err == -ENOENT ? -ESTALE : err;
-	if (v.mv_size < NODE_REC_V1_SIZE)
+	if (v->mv_size < NODE_REC_V1_SIZE)
 		return -ESTALE;
 	memset(&r, 0, sizeof(r));
-	memcpy(&r, v.mv_data, NODE_REC_V1_SIZE);
+	memcpy(&r, v->mv_data, NODE_REC_V1_SIZE);
 	fixed = r.version == NODE_REC_V1   ? NODE_REC_V1_SIZE
 		: r.version == NODE_REC_V2 ? NODE_REC_V2_SIZE
 					   : sizeof(r);
 	if (r.version < NODE_REC_V1 || r.version > NODE_REC_VERSION ||
-	    v.mv_size != fixed + le16toh(r.namelen) || le16toh(r.namelen) > UN_NAME_MAX)
+	    v->mv_size != fixed + le16toh(r.namelen) || le16toh(r.namelen) > UN_NAME_MAX)
 		return -ESTALE;
-	memcpy(&r, v.mv_data, fixed);
+	memcpy(&r, v->mv_data, fixed);
 	out->parent = le64toh(r.parent);
 	out->fileid = r.version == NODE_REC_VERSION ? le64toh(r.fileid) : id;
 	out->type = (mode_t)le32toh(r.type);
@@ -330,8 +331,21 @@ static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view 
 	out->origin.dev = le64toh(r.odev);
 	out->origin.ino = le64toh(r.oino);
 	out->namelen = le16toh(r.namelen);
-	out->name = (const char *)v.mv_data + fixed;
+	out->name = (const char *)v->mv_data + fixed;
 	return 0;
+}
+
+static int rec_get(struct un_state *st, MDB_txn *txn, un_id id, struct rec_view *out)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int err;
+
+	be64_put(key, id);
+	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	return rec_parse(&v, id, out);
 }
 
 /* Writes record ID from R (whose NAME must not point into the table: a put
@@ -1427,9 +1441,10 @@ int un_node_part(struct un_state *st, un_id root, un_id id, struct un_devino low
 
 /* ---- intents (invariant 14) ---- */
 
-#define INTENT_V1	    1 /* without a number or a victim */
-#define INTENT_VERSION	    2 /* the version written */
-#define INTENT_VICTIM_LINKS 1u
+#define INTENT_V1	    1  /* without a number or a victim */
+#define INTENT_VERSION	    2  /* the version written */
+#define INTENT_VICTIM_LINKS 1u /* flags: links mapped the victim's inode */
+#define INTENT_SETTLE	    2u /* flags: written by a settle's undo */
 
 /* An intent as stored, little-endian; FROMLEN name bytes follow (a
  * rename's source name; none for a link or a removal), then VICTIMLEN
@@ -1438,7 +1453,7 @@ struct intent_rec {
 	uint8_t version;
 	uint8_t kind;	  /* enum un_intent_kind */
 	uint16_t fromlen; /* LE */
-	uint8_t flags;	  /* INTENT_VICTIM_LINKS: links mapped the victim's inode */
+	uint8_t flags;	  /* INTENT_VICTIM_LINKS, INTENT_SETTLE */
 	uint8_t reserved[3];
 	uint64_t run;	      /* LE: st->run of the process that wrote it */
 	uint64_t root;	      /* LE: the export's root */
@@ -1553,16 +1568,33 @@ static int intent_write(struct un_state *st, MDB_txn *txn, const struct un_node_
 }
 
 /* Writes intent number SEQ, of KIND, of name TO for node ID of export
- * ROOT (FROM: a rename's source, else NULL). */
+ * ROOT (FROM: a rename's source, else NULL).  An intent of this run that
+ * TO already holds is of an earlier change of the name whose undo the new
+ * one must carry (invariant 15: two changes of one name under way at a
+ * cut): the node it took the name from, and for a removal of the node a
+ * rename just brought there, where it came from. */
 static int intent_put(struct un_state *st, MDB_txn *txn, enum un_intent_kind kind,
 		      un_id root, un_id id, const struct un_node_name *from,
 		      const struct un_node_name *to, uint64_t seq)
 {
 	struct intent_view iv = {
 	    .kind = kind, .run = st->run, .seq = seq, .root = root, .id = id};
+	uint8_t buf[INTENT_VAL_MAX];
+	struct intent_view prev;
+	int err = intent_get(st, txn, to, buf, &prev);
 
+	if (err && err != -ENOENT && err != -ESTALE)
+		return err;
 	if (from)
 		iv.from = *from;
+	if (!err && prev.run == st->run && prev.victim != UN_ID_NONE) {
+		iv.victim = prev.victim;
+		iv.flags = prev.flags;
+		iv.vrec = prev.vrec;
+	}
+	if (!err && prev.run == st->run && kind == UN_INTENT_REMOVE && prev.id == id &&
+	    prev.kind != UN_INTENT_LINK)
+		iv.from = prev.from;
 	return intent_write(st, txn, to, &iv);
 }
 
@@ -1857,14 +1889,37 @@ void un_node_link_queue(struct un_state *st, un_id root, un_id id,
 
 /* ---- intents: undoing a change the disk lost (invariant 15) ---- */
 
-/* Gives name TO back to the victim IV noted (victim_note), unless TO is
- * another node's now: its record (if it was forgotten), its links entry,
- * and, for a node with another name, TO among its aliases. */
-static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
-			  const struct un_node_name *to)
+/* Gives name AT back to node ID of export ROOT, whose record says it was
+ * there: its entry, unless another node holds AT now (an object made there
+ * after ID left, whose fate only the disk knows): then an intent of AT for
+ * ID, which the lookup that finds ID's object there adopts (intent_adopt),
+ * as another object found there keeps AT. */
+static int name_back(struct un_state *st, MDB_txn *txn, un_id root, un_id id,
+		     const struct un_node_name *at)
 {
-	uint8_t key[8], lkey[INODE_KEY];
-	MDB_val k = {sizeof(key), key};
+	un_id cur;
+	int err = names_get(st, txn, at, &cur);
+
+	if (err == -ENOENT)
+		return names_put(st, txn, at, id);
+	if (err || cur == id)
+		return err;
+	return intent_put(st, txn, UN_INTENT_RENAME, root, id, at, at,
+			  intent_seq_next(st));
+}
+
+/* Gives the victim IV noted (victim_note) the name AT back, unless another
+ * node holds AT now.  A victim with other names gets AT among its aliases
+ * again.  A forgotten one gets nothing here: an object made since may have
+ * its inode number (ext4 and xfs reuse a freed one at once), and a record
+ * given back would take that object for the victim; instead an intent of
+ * AT offers it (the one undone, when AT is its name; else one written
+ * here), and the lookup that finds an object matching the victim's record
+ * there gives it back (intent_adopt), after the node of the newer change. */
+static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			  const struct un_node_name *at, bool own_name)
+{
+	struct intent_view offer;
 	struct name_buf own;
 	struct rec_view r;
 	un_id cur;
@@ -1872,33 +1927,76 @@ static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent
 
 	if (iv->victim == UN_ID_NONE)
 		return 0;
-	err = names_get(st, txn, to, &cur);
-	if (err != -ENOENT)
+	err = names_get(st, txn, at, &cur);
+	if (!err && cur != iv->victim)
+		return 0;
+	if (err && err != -ENOENT)
 		return err;
 	err = rec_get(st, txn, iv->victim, &r);
-	if (err == -ESTALE && iv->vrec.mv_size) { /* forgotten: its record back */
-		be64_put(key, iv->victim);
-		err = un_mdb_err(mdb_put(txn, st->db_nodes, &k, (MDB_val *)&iv->vrec, 0));
-		if (!err)
-			err = rec_get(st, txn, iv->victim, &r);
-		if (!err && (iv->flags & INTENT_VICTIM_LINKS)) {
-			inode_key(lkey, iv->root, r.di);
-			err =
-			    index_put(txn, st->db_links, lkey, sizeof(lkey), iv->victim);
-		}
-		return err ? err : names_put(st, txn, to, iv->victim);
+	if (err == -ESTALE && !own_name && iv->vrec.mv_size) {
+		offer = *iv;
+		offer.kind = UN_INTENT_REMOVE;
+		offer.id = iv->victim;
+		offer.from = (struct un_node_name){0, NULL, 0};
+		offer.run = st->run;
+		offer.seq = intent_seq_next(st);
+		offer.flags |= INTENT_SETTLE;
+		return intent_write(st, txn, at, &offer);
 	}
 	if (err)
 		return err == -ESTALE ? 0 : err;
 	own = (struct name_buf){.parent = r.parent, .len = r.namelen};
 	memcpy(own.name, r.name, r.namelen);
-	err = names_put(st, txn, to, iv->victim);
-	if (!err && !rec_named(&r, to)) /* one name of several: both listed */
-		err = alias_put(st, txn, iv->victim, to);
-	if (!err && !rec_named(&r, to))
+	err = names_put(st, txn, at, iv->victim);
+	if (!err && !rec_named(&r, at)) /* one name of several: both listed */
+		err = alias_put(st, txn, iv->victim, at);
+	if (!err && !rec_named(&r, at))
 		err = alias_put(st, txn, iv->victim,
 				&(struct un_node_name){own.parent, own.name, own.len});
 	return err;
+}
+
+/* Invariant 15: the victim of intent IV, forgotten, whose record as IV
+ * saved it matches OBS at name TO, gets that record back and TO: an
+ * intent of an earlier run, or one a settle wrote, only (at run time an
+ * object there is a new one, whatever its inode number).  -ENOENT when
+ * there is none to give back. */
+static int victim_revive(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			 const struct un_node_obs *obs, const struct un_node_name *to,
+			 struct found *f)
+{
+	uint8_t key[8], lkey[INODE_KEY];
+	MDB_val k = {sizeof(key), key};
+	struct rec_view r;
+	int err;
+
+	if (iv->victim == UN_ID_NONE || !iv->vrec.mv_size ||
+	    (iv->run == st->run && !(iv->flags & INTENT_SETTLE)))
+		return -ENOENT;
+	if (rec_parse(&iv->vrec, iv->victim, &r) || !rec_matches(&r, obs))
+		return -ENOENT;
+	err = rec_get(st, txn, iv->victim, &r);
+	if (err != -ESTALE)
+		return err ? err : -ENOENT; /* alive: not forgotten */
+	be64_put(key, iv->victim);
+	err = un_mdb_err(mdb_put(txn, st->db_nodes, &k, (MDB_val *)&iv->vrec, 0));
+	if (!err)
+		err = rec_get(st, txn, iv->victim, &r);
+	if (!err && !rec_named(&r, to))
+		err = rec_rename(st, txn, iv->victim, &r, to->parent, to->name, to->len);
+	if (!err && (iv->flags & INTENT_VICTIM_LINKS)) {
+		inode_key(lkey, iv->root, r.di);
+		err = index_put(txn, st->db_links, lkey, sizeof(lkey), iv->victim);
+	}
+	if (!err)
+		err = names_put(st, txn, to, iv->victim);
+	if (!err)
+		err = rec_get(st, txn, iv->victim, &r);
+	if (err)
+		return err;
+	st->node_adopted = true;
+	*f = (struct found){iv->victim, r.fileid};
+	return 0;
 }
 
 /* A rename IV made in the table, from IV->from to TO, taken back. */
@@ -1906,11 +2004,8 @@ static int rename_back(struct un_state *st, MDB_txn *txn, const struct intent_vi
 		       const struct un_node_name *to)
 {
 	struct rec_view r;
-	un_id cur;
-	int err = names_get(st, txn, &iv->from, &cur);
+	int err = name_back(st, txn, iv->root, iv->id, &iv->from);
 
-	if (err == -ENOENT)
-		err = names_put(st, txn, &iv->from, iv->id);
 	if (!err)
 		err = rec_get(st, txn, iv->id, &r);
 	if (err)
@@ -1937,18 +2032,25 @@ static int intent_undo_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 		err = names_get(st, txn, &to, &cur);
 	if (err && err != -ENOENT)
 		return err;
-	if (iv.kind == UN_INTENT_REMOVE) /* TO another node's: made again since */
-		return cur == UN_ID_NONE ? victim_restore(st, txn, &iv, &to) : 0;
-	if (cur != iv.id)
-		return 0; /* not in the table */
-	err = names_del(st, txn, &to, iv.id);
-	if (!err && iv.kind == UN_INTENT_RENAME)
+	/* A removal gives its node back where it was: TO, or where a rename
+	 * had just brought it from (intent_put); the intent stays for the
+	 * lookup of TO, which adopts the rename if the node is there. */
+	if (iv.kind == UN_INTENT_REMOVE)
+		return cur == iv.id  ? 0
+		       : iv.from.len ? victim_restore(st, txn, &iv, &iv.from, false)
+				     : victim_restore(st, txn, &iv, &to, true);
+	err = 0;
+	if (cur == iv.id)
+		err = names_del(st, txn, &to, iv.id);
+	if (!err && cur == iv.id && iv.kind == UN_INTENT_RENAME)
 		err = rename_back(st, txn, &iv, &to);
-	else if (!err)
+	else if (!err && cur == iv.id)
 		err = alias_del(st, txn, iv.id, &to);
-	if (!err && iv.kind == UN_INTENT_LINK)
+	if (!err && cur == iv.id && iv.kind == UN_INTENT_LINK)
 		err = alias_trim(st, txn, iv.id);
-	return err ? err : victim_restore(st, txn, &iv, &to);
+	/* The victim even when the change itself is not in the table: it may
+	 * be an earlier change's (intent_put). */
+	return err ? err : victim_restore(st, txn, &iv, &to, true);
 }
 
 int un_node_intent_undo(struct un_state *st, const struct un_node_intent_ref *ref)
@@ -2007,8 +2109,9 @@ static int intent_apply(struct un_state *st, MDB_txn *txn, const struct intent_v
 
 /* Invariant 14: when the intent of OBS's name is for a node whose record
  * matches OBS, the rename or link it announced happened on disk; it is
- * applied here and *F gets the node.  -ENOENT when there is nothing to
- * adopt. */
+ * applied here and *F gets the node.  Invariant 15: else a node the intent
+ * took the name from may be given it back (victim_revive).  -ENOENT when
+ * there is nothing to adopt. */
 static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
 			struct found *f)
 {
@@ -2016,22 +2119,38 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
 	struct rec_view r;
+	bool mine;
 	int err = intent_get(st, txn, &to, buf, &iv);
 
-	if (!err && iv.kind == UN_INTENT_REMOVE && iv.root == obs->root) {
+	if (err == -ESTALE)
+		err = -ENOENT; /* unreadable */
+	if (!err && iv.root != obs->root)
+		err = -ENOENT;
+	if (err)
+		return err;
+	/* The intent's own node there: its rename or link happened, or for a
+	 * removal of a node a rename had just brought, the rename did and the
+	 * removal did not (intent_put). */
+	err = rec_get(st, txn, iv.id, &r);
+	mine =
+	    !err && rec_matches(&r, obs) && (iv.kind != UN_INTENT_REMOVE || iv.from.len);
+	if (err && err != -ESTALE)
+		return err;
+	if (mine && iv.kind == UN_INTENT_REMOVE)
+		iv.kind = UN_INTENT_RENAME;
+	if (!mine) {
+		err = victim_revive(st, txn, &iv, obs, &to, f);
+		if (err != -ENOENT)
+			return err;
+	}
+	if (!mine && iv.kind == UN_INTENT_REMOVE) {
 		/* another object at a name whose removal the crash cut short:
 		 * the removal happened; the new object gets a node of its own */
 		err = intent_apply(st, txn, &iv, &to, (struct un_devino){0, 0});
 		return err ? err : -ENOENT;
 	}
-	if (!err)
-		err = rec_get(st, txn, iv.id, &r);
-	if (err == -ESTALE)
-		err = -ENOENT; /* unreadable, or its node is gone */
-	if (!err && (iv.root != obs->root || !rec_matches(&r, obs)))
-		err = -ENOENT;
-	if (err)
-		return err;
+	if (!mine)
+		return -ENOENT;
 	err = intent_apply(st, txn, &iv, &to, obs_raw_top(obs));
 	if (!err)
 		err = rec_get(st, txn, iv.id, &r);
@@ -2041,33 +2160,28 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 	return 0;
 }
 
-struct intent_apply_args {
-	un_id id;
-	const struct un_node_name *to;
-};
-
 /* un_node_intent_apply's transaction: 1 when there was nothing to apply. */
 static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
-	const struct intent_apply_args *a = arg;
+	const struct un_node_intent_ref *ref = arg;
+	struct un_node_name to = {ref->parent, ref->name, ref->len};
 	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
 	struct rec_view r;
-	int err = intent_get(st, txn, a->to, buf, &iv);
+	int err = intent_get(st, txn, &to, buf, &iv);
 
-	if (!err && iv.id != a->id)
+	if (!err && (iv.id != ref->id || iv.run != ref->run || iv.seq != ref->seq))
 		return 1;
 	if (!err)
 		err = rec_get(st, txn, iv.id, &r);
 	if (err == -ENOENT || err == -ESTALE)
 		return 1;
-	return err ? err : intent_apply(st, txn, &iv, a->to, r.di);
+	return err ? err : intent_apply(st, txn, &iv, &to, r.di);
 }
 
-int un_node_intent_apply(struct un_state *st, un_id id, const struct un_node_name *to)
+int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref)
 {
-	struct intent_apply_args a = {id, to};
-	struct un_node_job j = {.fn = call_txn, .call = intent_apply_txn, .arg = &a};
+	struct un_node_job j = {.fn = call_txn, .call = intent_apply_txn, .arg = ref};
 	int err = write_job(st, &j);
 
 	return err == 1 ? 0 : err;

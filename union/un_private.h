@@ -474,10 +474,11 @@ int un_node_intent_undo(struct un_state *st, const struct un_node_intent_ref *re
  * is UN_ID_NONE): *out (caller frees) gets *n of them. */
 int un_node_intents(struct un_state *st, un_id root, un_id id,
 		    struct un_node_intent_ref **out, size_t *n);
-/* Applies the intent of TO if it is still for ID: a lookup found ID's
- * object at TO by another way than TO's own entry (a name of an inode with
- * several links matches by its inode), so no lookup adopts it. */
-int un_node_intent_apply(struct un_state *st, un_id id, const struct un_node_name *to);
+/* Applies the intent REF if the table still holds it: a lookup found its
+ * node's object at its name by another way than the name's own entry (a
+ * name of an inode with several links matches by its inode), so no lookup
+ * adopts it; or its removal happened. */
+int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref);
 /* Deletes the intent of TO if it is still number SEQ of run RUN: its
  * change did not happen, or a settle decided it. */
 int un_node_intent_del(struct un_state *st, const struct un_node_name *to, uint64_t run,
