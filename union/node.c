@@ -1589,7 +1589,7 @@ static int intent_put(struct un_state *st, MDB_txn *txn, enum un_intent_kind kin
 		iv.from = *from;
 	if (!err && prev.run == st->run && prev.victim != UN_ID_NONE) {
 		iv.victim = prev.victim;
-		iv.flags = prev.flags;
+		iv.flags = prev.flags & INTENT_VICTIM_LINKS; /* never a settle's */
 		iv.vrec = prev.vrec;
 	}
 	if (!err && prev.run == st->run && kind == UN_INTENT_REMOVE && prev.id == id &&
