@@ -87,6 +87,16 @@ static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref
 	return err ? err : 1;
 }
 
+/* Looks REFS[0..n-1] up in order; *ADOPTED gets how many were adopted. */
+static void lookup_all(struct un_export *ex, const struct un_node_intent_ref *refs,
+		       size_t n, size_t *adopted)
+{
+	settle_depth++;
+	for (size_t i = 0; i < n; i++)
+		*adopted += settle_one(ex, &refs[i]) == 1;
+	settle_depth--;
+}
+
 /* The intents of EX of node ID (of any run), each looked up; *ADOPTED
  * gets how many were adopted; fails only when the table cannot be read. */
 static int settle_id(struct un_export *ex, un_id id, size_t *adopted)
@@ -101,10 +111,7 @@ static int settle_id(struct un_export *ex, un_id id, size_t *adopted)
 	err = un_node_intents(ex->st, ex->root_id, id, &refs, &n);
 	if (err)
 		return err;
-	settle_depth++;
-	for (size_t i = 0; i < n; i++)
-		*adopted += settle_one(ex, &refs[i]) == 1;
-	settle_depth--;
+	lookup_all(ex, refs, n, adopted);
 	free(refs);
 	return 0;
 }
@@ -129,16 +136,6 @@ static size_t leftovers_sort(struct un_node_intent_ref *refs, size_t n)
 	if (k > 1) /* REFS is NULL when there are none */
 		qsort(refs, k, sizeof(*refs), seq_order);
 	return k;
-}
-
-/* Looks REFS[0..n-1] up in order; *ADOPTED gets how many were adopted. */
-static void lookup_all(struct un_export *ex, const struct un_node_intent_ref *refs,
-		       size_t n, size_t *adopted)
-{
-	settle_depth++;
-	for (size_t i = 0; i < n; i++)
-		*adopted += settle_one(ex, &refs[i]) == 1;
-	settle_depth--;
 }
 
 static int del_all(struct un_export *ex, const struct un_node_intent_ref *refs, size_t n)

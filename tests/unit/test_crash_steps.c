@@ -358,11 +358,6 @@ static void lose_remove_upper(struct fx *fx)
 	ln(fx, "keep/inode", "u/d/up");
 }
 
-static void lose_rename_remove(struct fx *fx)
-{
-	ln(fx, "keep/inode", "u/d/up");
-}
-
 static void lose_remove_only(struct fx *fx)
 {
 	ln(fx, "keep/inode", "u/d/moved");
@@ -463,7 +458,7 @@ static const struct scenario scenarios[] = {
      .layers = layers_std,
      .change = ch_rename_remove,
      .w = {GOES("d/up"), MOVES("d/low", "d/low")},
-     .lose = lose_rename_remove,
+     .lose = lose_remove_upper, /* the file back at its first name */
      .keep = "d/up",
      .cut_only = true},
     {.name = "rename, then remove of the new name (only the remove lost)",
