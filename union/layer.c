@@ -42,7 +42,6 @@
 #include "un_private.h"
 
 #define EXPORT_ID_KEY "union-nfsd export id, version 1"
-#define ROOT_NAME_FMT "export:%08x"
 #define WALK_UP_MAX   4096 /* bounds the ".." walk of inside() */
 
 /* Writes one line into ERR and returns RC. */
@@ -278,24 +277,20 @@ static uint32_t export_id_of(const char *path)
 	return id ? id : 1; /* 0 is no export */
 }
 
-/* Gives the export root its node (pinned: the same whatever the layers). */
+/* Gives the export root its node (roots.c: the same whatever the layers). */
 static int root_node(struct un_export *ex)
 {
 	struct un_devino inst[UN_LAYERS_MAX];
-	char name[sizeof(ROOT_NAME_FMT) + 8];
 	struct un_node_obs obs = {
-	    .parent = UN_ID_NONE,
-	    .name = name,
 	    .type = S_IFDIR,
 	    .inst = inst,
 	    .ninst = ex->nlayers,
 	    .pinned = true,
 	};
 
-	obs.namelen = (size_t)snprintf(name, sizeof(name), ROOT_NAME_FMT, ex->id);
 	for (size_t i = 0; i < ex->nlayers; i++)
 		inst[i] = ex->layers[i].di;
-	return un_node_get_or_create(ex->st, &obs, &ex->root_id);
+	return un_root_get(ex->st, ex->id, &obs, &ex->root_id);
 }
 
 static struct un_export *export_alloc(struct un_state *st,

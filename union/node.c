@@ -7,7 +7,8 @@
  * The table lives in the state dir's LMDB environment, in eight named
  * databases:
  *
- *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id
+ *   meta   "format" -> u32 LE (NODE_FORMAT), "next" -> u64 LE: the next id,
+ *          "roots" -> u32 LE 1: every root is linked (roots.c rule 3)
  *   nodes  id (u64 BE) -> struct node_rec + name bytes
  *   names  parent id (u64 BE) + name bytes -> id (u64 LE)
  *   links  root id (u64 BE) + dev (u64 BE) + ino (u64 BE) -> id (u64 LE): the
@@ -37,8 +38,10 @@
  * their nodes.  (Tables written before the root id was in the key hold 16-byte
  * links keys; they are never read, so such a name gets a node of its own.)
  *
- * An export's root is the node with parent 0 and name "export:<id in hex>",
- * so every export has its own root id and ids are unique across exports.
+ * An export's root is a node with parent 0, named "root:<its own id in
+ * hex>" (un_node_root_create), or "export:<export id in hex>" in tables
+ * written before roots.c linked roots, so every export has its own root id
+ * and ids are unique across exports.  roots.c says which root is whose.
  *
  * A node remembers (dev, ino) of its object's top-most layer instance when it
  * was first seen, and after a copy-up the upper instance with the lower one
@@ -207,10 +210,13 @@
  */
 #define _GNU_SOURCE
 #include <assert.h>
+#include <ctype.h>
 #include <endian.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/futex.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -631,6 +637,10 @@ static void obs_check(const struct un_node_obs *obs)
 
 /* ---- the API of node.c ---- */
 
+static int roots_mark_txn(struct un_state *st, MDB_txn *txn, const void *arg);
+static int write_job(struct un_state *st, struct un_node_job *j);
+static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j);
+
 int un_node_init(struct un_state *st, MDB_txn *txn)
 {
 	MDB_val k = {6, "format"}, v;
@@ -661,7 +671,119 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 		return err;
 	k = (MDB_val){4, "next"};
 	v = (MDB_val){sizeof(next), &next};
+	err = un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+	return err ? err
+		   : roots_mark_txn(st, txn, NULL); /* a new table has no old roots */
+}
+
+/* ---- export roots (roots.c) ---- */
+
+struct root_args {
+	const struct un_node_obs *obs;
+	un_id *id;
+};
+
+/* Names the new root by its own id: ids only grow, so a new root's names
+ * key lands next to the last one's, whoever its export is (roots.c). */
+static int root_create_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	const struct root_args *a = arg;
+	struct un_node_obs o = *a->obs;
+	uint8_t key[8 + UN_NAME_MAX];
+	char name[32];
+	un_id nid;
+	int err;
+
+	err = id_alloc(st, txn, &nid);
+	if (err)
+		return err;
+	o.root = o.parent = UN_ID_NONE;
+	o.name = name;
+	o.namelen = (size_t)snprintf(name, sizeof(name), UN_ROOT_NAME_FMT, nid);
+	err = rec_put(st, txn, nid, nid, &o);
+	if (!err)
+		err = index_put(txn, st->db_names, key, name_key(key, &o), nid);
+	if (!err)
+		*a->id = nid;
+	return err;
+}
+
+int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id *id)
+{
+	struct root_args a = {obs, id};
+	struct un_node_job j = {.fn = call_txn, .call = root_create_txn, .arg = &a};
+
+	return write_job(st, &j);
+}
+
+/* The export id in NAME when it is an old root's name, "export:" and 8 hex
+ * digits; 0 when not. */
+static uint32_t legacy_root_export(const MDB_val *k)
+{
+	char hex[9];
+	char *end;
+	unsigned long v;
+
+	if (k->mv_size != 8 + UN_LEGACY_ROOT_LEN ||
+	    memcmp((const uint8_t *)k->mv_data + 8, "export:", 7))
+		return 0;
+	memcpy(hex, (const uint8_t *)k->mv_data + 15, 8);
+	hex[8] = '\0';
+	v = strtoul(hex, &end, 16);
+	return *end == '\0' && isxdigit((unsigned char)hex[0]) ? (uint32_t)v : 0;
+}
+
+static bool roots_marked(struct un_state *st, MDB_txn *txn)
+{
+	MDB_val k = {5, "roots"}, v;
+
+	return mdb_get(txn, st->db_meta, &k, &v) == 0;
+}
+
+int un_node_roots_legacy(struct un_state *st, un_node_root_fn *fn, void *arg)
+{
+	uint8_t zero[8] = {0};
+	MDB_val k = {sizeof(zero), zero}, v;
+	MDB_cursor *c = NULL;
+	MDB_txn *txn;
+	uint32_t xid;
+	int rc, err;
+
+	err = txn_begin(st, false, &txn);
+	if (err)
+		return err;
+	if (roots_marked(st, txn)) {
+		mdb_txn_abort(txn);
+		return 1;
+	}
+	err = un_mdb_err(mdb_cursor_open(txn, st->db_names, &c));
+	for (rc = err ? MDB_NOTFOUND : mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     !err && !rc && k.mv_size >= 8 && !memcmp(k.mv_data, zero, 8);
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if ((xid = legacy_root_export(&k)) && v.mv_size == 8)
+			err = fn(arg, xid, le64_get(&v));
+	if (!err && rc && rc != MDB_NOTFOUND)
+		err = un_mdb_err(rc);
+	if (c)
+		mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	return err;
+}
+
+static int roots_mark_txn(struct un_state *st, MDB_txn *txn, const void *arg)
+{
+	uint32_t one = htole32(1);
+	MDB_val k = {5, "roots"}, v = {sizeof(one), &one};
+
+	(void)arg;
 	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+int un_node_roots_mark(struct un_state *st)
+{
+	struct un_node_job j = {.fn = call_txn, .call = roots_mark_txn};
+
+	return write_job(st, &j);
 }
 
 int un_node_get_or_create(struct un_state *st, const struct un_node_obs *obs, un_id *out)
@@ -728,9 +850,6 @@ static int assign_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	}
 	return err;
 }
-
-static int write_job(struct un_state *st, struct un_node_job *j);
-static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j);
 
 /* assign_txn in a committed write transaction.  The commit comes before any
  * id leaves the engine: a handle handed out names a node a crash of the

@@ -8,6 +8,7 @@
  *   secret               32 random bytes, mode 0600, written once
  *   layers/              the lower layers' indexes and each export's lower
  *                        stack (layerid.c)
+ *   roots/               a link per export naming its root node (roots.c)
  *
  * Rules:
  *  1. The secret never leaves this file.  It is written once, 0600, and
@@ -230,6 +231,8 @@ static void state_free(struct un_state *st)
 	if (st->cache)
 		un_listing_cache_free(st->cache);
 	un_fsyncs_free(st->fsyncs);
+	if (st->roots_fd >= 0)
+		un_sys_close(st->roots_fd);
 	if (st->env)
 		mdb_env_close(st->env);
 	un_node_dones_free(st);
@@ -259,6 +262,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	atomic_init(&st->retire_s, 0);
 	atomic_init(&st->on_notice, NULL);
 	st->wq_tail = &st->wq_head;
+	st->roots_fd = -1;
 	atomic_init(&st->on_error, NULL);
 	randombytes_buf(&st->run, sizeof(st->run)); /* node.c: intents */
 	st->dir = un_sys_strdup(dir);
@@ -280,6 +284,11 @@ int un_state_open(const char *dir, struct un_state **out)
 	err = un_syncer_start(st);
 	if (err)
 		goto fail;
+	err = un_roots_open(st);
+	if (err) {
+		un_syncer_stop(st);
+		goto fail;
+	}
 	*out = st;
 	return 0;
 fail:

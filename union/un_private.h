@@ -6,11 +6,12 @@
  * mdb.c maps LMDB's return codes and report.c carries the engine's reports
  * to the server, leaves that any file may call; state.c owns the state dir
  * (LMDB env, secret, derived keys) and starts what lives as long as it;
- * node.c keeps the node table; layer.c opens and checks the layer stack of
- * an export, layerid.c gives its lowers their indexes (lindex.c), shared
- * through lxcache.c, and retire.c keeps the lowers a reload retired;
- * whiteout.c knows the on-disk markers (white-outs, opaque dirs, OCI names)
- * and the one merge rule; object.c holds objects and reads them; lookup.c
+ * node.c keeps the node table, and roots.c which of its nodes is each
+ * export's root; layer.c opens and checks the layer stack of an export,
+ * layerid.c gives its lowers their indexes (lindex.c), shared through
+ * lxcache.c, and retire.c keeps the lowers a reload retired; whiteout.c
+ * knows the on-disk markers (white-outs, opaque dirs, OCI names) and the
+ * one merge rule; object.c holds objects and reads them; lookup.c
  * resolves names and ids to objects, through the opaque memo (opaque.c) and
  * the resolve cache (rcache.c), which share resolve.h; readdir.c builds,
  * caches and serves merged listings; read.c reads file data, copied or
@@ -37,6 +38,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -331,6 +333,7 @@ struct un_state {
 	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
 	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
 	char *dir;				 /* the state dir's path, for it */
+	int roots_fd;				 /* roots.c: the roots dir, or -1 */
 	/* lxcache.c: the open layer indexes, shared by the exports */
 	pthread_mutex_t lx_lock;
 	struct un_lxc *lx_open;
@@ -407,6 +410,21 @@ int un_node_init(struct un_state *st, MDB_txn *txn);
  * before the call returns. */
 int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
 		   un_id *ids, un_id *fileids);
+/* Export roots (roots.c).  A new root is named UN_ROOT_NAME_FMT with its
+ * own id; roots of older tables "export:" and 8 hex digits of the export id
+ * (UN_LEGACY_ROOT_LEN bytes). */
+#define UN_ROOT_NAME_FMT   "root:%016" PRIx64
+#define UN_LEGACY_ROOT_LEN 15
+/* Creates a root node with OBS's type and instances (its name and parents
+ * are the root's own), committed before the call returns. */
+int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id *id);
+typedef int un_node_root_fn(void *arg, uint32_t export_id, un_id root);
+/* Calls FN for each root named after its export id, in a read transaction;
+ * 1 without calling it when the table is marked as having none to link,
+ * else 0 or FN's first error. */
+int un_node_roots_legacy(struct un_state *st, un_node_root_fn *fn, void *arg);
+/* Marks the table: its roots are all linked. */
+int un_node_roots_mark(struct un_state *st);
 /* un_node_assign's node id of one object, and of a batch. */
 int un_node_get_or_create(struct un_state *st, const struct un_node_obs *obs, un_id *out);
 int un_node_ids_batch(struct un_state *st, const struct un_node_obs *obs, size_t n,
@@ -579,6 +597,16 @@ int un_node_remove(struct un_state *st, un_id root, const struct un_node_name *n
  * there was nothing to do. */
 int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_name *nm,
 			 bool intent);
+
+/* ---- roots.c: export roots ---- */
+
+/* Opens (making) the state dir's roots dir and links the roots of an older
+ * table (roots.c rule 3); the syncer must be running. */
+int un_roots_open(struct un_state *st);
+/* The root node of export EXPORT_ID into *OUT, made from OBS (its type and
+ * instances) when the export has none, durable before the call returns. */
+int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_obs *obs,
+		un_id *out);
 
 /* ---- layer.c: exports and their layer stacks ---- */
 

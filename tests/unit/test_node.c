@@ -253,6 +253,133 @@ static void test_state_dir(void **state)
 	assert_int_equal(un_state_open(t_path(fx, "bad"), &st), -EPROTO);
 }
 
+/* STATE/roots/<export id>: the root id its link names, 0 when none. */
+static un_id root_link(struct fx *fx, uint32_t eid)
+{
+	char rel[64], buf[32];
+	ssize_t n;
+
+	snprintf(rel, sizeof(rel), "state/roots/%08" PRIx32, eid);
+	n = readlink(t_path(fx, rel), buf, sizeof(buf) - 1);
+	if (n < 0)
+		return UN_ID_NONE;
+	buf[n] = '\0';
+	return strtoull(buf, NULL, 16);
+}
+
+/* Makes the table at DIR what a table written before roots.c was: no
+ * "roots" mark, and ROOT named "export:<EID>" instead of "root:<ROOT>". */
+static void make_legacy(const char *dir, uint32_t eid, un_id root)
+{
+	char old[32], now[32];
+	uint8_t okey[40] = {0}, nkey[40] = {0};
+	uint64_t le = htole64(root);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi meta, names;
+	MDB_val mk = {5, "roots"}, v = {sizeof(le), &le};
+	MDB_val ok, nk;
+
+	snprintf(old, sizeof(old), UN_ROOT_NAME_FMT, root);
+	snprintf(now, sizeof(now), "export:%08" PRIx32, eid);
+	memcpy(okey + 8, old, strlen(old));
+	memcpy(nkey + 8, now, strlen(now));
+	ok = (MDB_val){8 + strlen(old), okey};
+	nk = (MDB_val){8 + strlen(now), nkey};
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	assert_int_equal(mdb_dbi_open(txn, "names", 0, &names), 0);
+	assert_int_equal(mdb_del(txn, meta, &mk, NULL), 0);
+	assert_int_equal(mdb_del(txn, names, &ok, NULL), 0);
+	assert_int_equal(mdb_put(txn, names, &nk, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void state_reopen(struct fx *fx)
+{
+	t_export_close(fx);
+	un_state_close(fx->st);
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+}
+
+/* An export's root is found through its link (roots.c), and keeps its id
+ * and its children theirs across restarts, in a table that named roots
+ * after their exports before the links (rule 3), and a new export's root
+ * is named by its own id. */
+static void test_roots_linked(void **state)
+{
+	struct fx *fx = *state;
+	const char *low[] = {NULL};
+	struct un_export_cfg cfg = {.path = "/second", .lowerdirs = low, .nlower = 1};
+	struct un_export *ex2;
+	char err[256], rel[64];
+	uint32_t eid;
+	un_id root, f;
+
+	t_file(fx, "l1/f", "1");
+	t_export(fx, "l1", NULL, NULL);
+	eid = un_export_id(fx->ex);
+	root = t_id(fx, "");
+	f = t_id(fx, "f");
+	assert_int_equal(root_link(fx, eid), root);
+	state_reopen(fx);
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(t_id(fx, ""), root);
+	assert_int_equal(t_id(fx, "f"), f);
+
+	t_export_close(fx);
+	un_state_close(fx->st);
+	snprintf(rel, sizeof(rel), "state/roots/%08" PRIx32, eid);
+	assert_int_equal(unlink(t_path(fx, rel)), 0);
+	make_legacy(t_path(fx, "state"), eid, root);
+	assert_int_equal(un_state_open(t_path(fx, "state"), &fx->st), 0);
+	assert_int_equal(root_link(fx, eid), root); /* linked by the open */
+	t_export(fx, "l1", NULL, NULL);
+	assert_int_equal(t_id(fx, ""), root);
+	assert_int_equal(t_id(fx, "f"), f);
+	low[0] = t_path(fx, "l1");
+	assert_int_equal(un_export_open(fx->st, &cfg, &ex2, err, sizeof(err)), 0);
+	assert_true(root_link(fx, un_export_id(ex2)) > f);
+	un_export_close(ex2);
+}
+
+/* A link that names no root (a state dir restored in parts) is replaced
+ * by a new root's (roots.c rule 2). */
+static void test_roots_bad_link(void **state)
+{
+	struct fx *fx = *state;
+	char rel[64], target[32];
+	uint32_t eid;
+	un_id root, f, root2, root3;
+
+	t_file(fx, "l1/f", "1");
+	t_export(fx, "l1", NULL, NULL);
+	eid = un_export_id(fx->ex);
+	root = t_id(fx, "");
+	f = t_id(fx, "f");
+	snprintf(rel, sizeof(rel), "state/roots/%08" PRIx32, eid);
+	snprintf(target, sizeof(target), "%" PRIx64, f);
+	state_reopen(fx);
+	assert_int_equal(unlink(t_path(fx, rel)), 0);
+	assert_int_equal(symlink(target, t_path(fx, rel)), 0);
+	t_export(fx, "l1", NULL, NULL);
+	root2 = t_id(fx, "");
+	assert_true(root2 != root && root2 != f);
+	assert_int_equal(root_link(fx, eid), root2);
+
+	state_reopen(fx);
+	assert_int_equal(unlink(t_path(fx, rel)), 0);
+	assert_int_equal(symlink("not an id", t_path(fx, rel)), 0);
+	t_export(fx, "l1", NULL, NULL);
+	root3 = t_id(fx, "");
+	assert_true(root3 > root2);
+	assert_int_equal(root_link(fx, eid), root3);
+}
+
 /* The table's commits keep it whole across an OS crash (state.c, design
  * notes): each fdatasyncs its pages before its meta page points at them. */
 static void test_table_commits_ordered(void **state)
@@ -602,6 +729,8 @@ int main(void)
 	    T_TEST(test_dir_keeps_id_when_upper_appears),
 	    T_TEST(test_root_pinned),
 	    T_TEST(test_unique_across_exports),
+	    T_TEST(test_roots_linked),
+	    T_TEST(test_roots_bad_link),
 	    T_TEST(test_hard_links),
 	    T_TEST(test_hard_links_two_exports),
 	    T_TEST(test_state_dir),
