@@ -56,6 +56,11 @@ struct un_listing; /* one merged directory listing, one directory version */
 /* Opens (creating if needed) the state dir DIR: its LMDB node table and its
  * secret key.  One state may back many exports. */
 int un_state_open(const char *dir, struct un_state **out);
+/* un_state_open with the keys derived from KEY_FILE (32 bytes, readable by
+ * its owner only: -EACCES otherwise, -EINVAL for another size) instead of
+ * the state dir's secret: states opened with one key file give the objects
+ * of the same read-only layers the same handles (docs/gateways.md). */
+int un_state_open_keyed(const char *dir, const char *key_file, struct un_state **out);
 void un_state_close(struct un_state *st);
 /* Makes every node handed out so far durable (the table is otherwise synced at
  * least once a second by a background thread).  Concurrent callers share

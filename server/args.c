@@ -223,6 +223,7 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->exports);
 	free(o->bind_addr);
 	free(o->state_dir);
+	free(o->key_file);
 	free(o->metrics);
 	free(o->control_socket);
 	free(o->config_path);
@@ -307,6 +308,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = is_ip_literal(value) && set_str(&o->bind_addr, value);
 	else if (strcmp(key, "state-dir") == 0)
 		ok = value[0] != '\0' && set_str(&o->state_dir, value);
+	else if (strcmp(key, "key-file") == 0)
+		ok = value[0] != '\0' && set_str(&o->key_file, value);
 	else if (strcmp(key, "metrics") == 0)
 		ok = rpc_addr_port_parse(value, NULL) && set_str(&o->metrics, value);
 	else if (strcmp(key, "control-socket") == 0)
@@ -599,6 +602,7 @@ enum {
 	OPT_MOUNT_PORT,
 	OPT_BIND,
 	OPT_STATE_DIR,
+	OPT_KEY_FILE,
 	OPT_THREADS,
 	OPT_MAX_CONNS,
 	OPT_MAX_CONNS_PER_ADDR,
@@ -634,6 +638,7 @@ static const struct option long_opts[] = {
     {"mount-port", required_argument, NULL, OPT_MOUNT_PORT},
     {"bind", required_argument, NULL, OPT_BIND},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"key-file", required_argument, NULL, OPT_KEY_FILE},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
     {"max-connections-per-address", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
@@ -665,7 +670,8 @@ static void print_usage(void)
 	printf("usage: union-nfsd --lowerdir=L1:L2:... [--upperdir=U --workdir=W]\n"
 	       "                  [--export=/PATH] [--clients='SPEC(opts) ...']\n"
 	       "                  [--nfs-port=N] [--mount-port=N]\n"
-	       "                  [--bind=ADDR] [--state-dir=DIR] [--threads=N]\n"
+	       "                  [--bind=ADDR] [--state-dir=DIR] [--key-file=FILE]\n"
+	       "                  [--threads=N]\n"
 	       "                  [--max-connections=N]\n"
 	       "                  [--max-connections-per-address=N]\n"
 	       "                  [--idle-timeout=SECONDS]\n"
@@ -693,6 +699,10 @@ static void print_usage(void)
 	       "  --nfs-port    NFS port (default %d; 0 picks one)\n"
 	       "  --mount-port  MOUNT port (default %d; 0 picks one)\n"
 	       "  --state-dir   node table and handle key (default %s)\n"
+	       "  --key-file    32 bytes, mode 0600, that the handle, cookie and\n"
+	       "                verifier keys come from instead of the state dir:\n"
+	       "                gateways given the same file serve the same layers\n"
+	       "                with the same handles (default: none)\n"
 	       "  --max-connections, --max-connections-per-address\n"
 	       "                TCP connections at once (default 0: from the limit on\n"
 	       "                open files); at the cap the oldest idle one is closed\n"
@@ -773,6 +783,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_MOUNT_PORT - OPT_LOWERDIR] = "mount-port",
 	    [OPT_BIND - OPT_LOWERDIR] = "bind",
 	    [OPT_STATE_DIR - OPT_LOWERDIR] = "state-dir",
+	    [OPT_KEY_FILE - OPT_LOWERDIR] = "key-file",
 	    [OPT_THREADS - OPT_LOWERDIR] = "threads",
 	    [OPT_MAX_CONNS - OPT_LOWERDIR] = "max-connections",
 	    [OPT_MAX_CONNS_PER_ADDR - OPT_LOWERDIR] = "max-connections-per-address",
@@ -918,6 +929,11 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->state_dir = cli->server.state_dir;
 		cli->server.state_dir = NULL;
 	}
+	if (cli->server.key_file) {
+		free(o->key_file);
+		o->key_file = cli->server.key_file;
+		cli->server.key_file = NULL;
+	}
 	if (cli->server.metrics) {
 		free(o->metrics);
 		o->metrics = cli->server.metrics;
@@ -987,7 +1003,8 @@ static bool control_socket_path(struct srv_opts *o)
 
 static bool make_paths_absolute(struct srv_opts *o)
 {
-	bool ok = make_absolute(&o->state_dir) && control_socket_path(o);
+	bool ok = make_absolute(&o->state_dir) && make_absolute(&o->key_file) &&
+		  control_socket_path(o);
 
 	for (size_t i = 0; ok && i < o->nexports; i++) {
 		struct srv_export_opts *e = &o->exports[i];
@@ -1031,6 +1048,7 @@ out:
 	srv_export_opts_free(&cli.ex);
 	free(cli.server.bind_addr);
 	free(cli.server.state_dir);
+	free(cli.server.key_file);
 	free(cli.server.metrics);
 	free(cli.server.control_socket);
 	return res;

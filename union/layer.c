@@ -290,7 +290,7 @@ static int root_node(struct un_export *ex)
 
 	for (size_t i = 0; i < ex->nlayers; i++)
 		inst[i] = ex->layers[i].di;
-	return un_root_get(ex->st, ex->id, &obs, &ex->root_id);
+	return un_root_get(ex->st, ex->id, &obs, un_lower_root_id(ex), &ex->root_id);
 }
 
 static struct un_export *export_alloc(struct un_state *st,

@@ -451,6 +451,39 @@ static int resolve_once(struct un_walk *w, un_id id, bool first, bool view,
 	return err;
 }
 
+static int lookup(struct un_export *ex, struct un_obj *dir, const char *name, bool view,
+		  struct un_obj **out);
+
+/* An id the table does not hold that a layer index computes (lowerid.c
+ * rule 5): walked to from the root by the path the index gives, as a first
+ * LOOKUP would, and standing only if the walk ends at a node of that id. */
+static int lower_resolve(struct un_export *ex, un_id id, struct un_obj **out)
+{
+	struct un_obj *cur = NULL, *next;
+	char *path, *save = NULL;
+	int err;
+
+	err = un_lower_path(ex, id, &path);
+	if (!err)
+		err = un_root(ex, &cur);
+	for (char *t = err ? NULL : strtok_r(path, "/", &save); t && !err;
+	     t = strtok_r(NULL, "/", &save)) {
+		err = lookup(ex, cur, t, false, &next);
+		un_obj_put(cur);
+		cur = err ? NULL : next;
+	}
+	free(path);
+	if (!err && cur->id != id)
+		err = -ESTALE;
+	if (err) {
+		if (cur)
+			un_obj_put(cur);
+		return err == -ENOENT || err == -ENOTDIR ? -ESTALE : err;
+	}
+	*out = cur;
+	return 0;
+}
+
 static int resolve(struct un_export *ex, un_id id, bool view, struct un_obj **out)
 {
 	struct un_creds saved;
@@ -479,6 +512,8 @@ static int resolve(struct un_export *ex, un_id id, bool view, struct un_obj **ou
 	 * (retire.c rule 3); never a view, which is no loss to its caller. */
 	if (err == -ESTALE)
 		err = un_retire_resolve(ex, id, out);
+	if (err == -ESTALE && un_id_is_lower(id))
+		err = lower_resolve(ex, id, out);
 	un_sys_creds_revert(&saved);
 	walk_fini(&w);
 	return err;

@@ -562,12 +562,31 @@ static int id_alloc(struct un_state *st, MDB_txn *txn, un_id *id)
 	if (v.mv_size != sizeof(next))
 		return -EIO;
 	next = le64_get(&v);
-	if (next < NODE_FIRST_ID || next == UINT64_MAX)
+	if (next < NODE_FIRST_ID || un_id_is_lower(next)) /* lowerid.c: never met */
 		return -EIO;
 	*id = next;
 	next = htole64(next + 1);
 	v = (MDB_val){sizeof(next), &next};
 	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
+}
+
+/* The id of a new node: PREFER (a lower id, lowerid.c rule 4) when it is
+ * not UN_ID_NONE and no record holds it, else the counter's next. */
+static int id_choose(struct un_state *st, MDB_txn *txn, un_id prefer, un_id *id)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int err;
+
+	if (prefer == UN_ID_NONE)
+		return id_alloc(st, txn, id);
+	be64_put(key, prefer);
+	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+	if (err == -ENOENT) {
+		*id = prefer;
+		return 0;
+	}
+	return err ? err : id_alloc(st, txn, id);
 }
 
 /* The fileid a new name of group OBS joins: the group's; with no group
@@ -610,7 +629,7 @@ static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	un_id nid, fileid;
 	int err;
 
-	err = id_alloc(st, txn, &nid);
+	err = id_choose(st, txn, un_lower_id_of(st, obs), &nid);
 	if (err)
 		return err;
 	fileid = nid;
@@ -680,7 +699,7 @@ int un_node_init(struct un_state *st, MDB_txn *txn)
 
 struct root_args {
 	const struct un_node_obs *obs;
-	un_id *id;
+	un_id prefer, *id;
 };
 
 /* Names the new root by its own id: ids only grow, so a new root's names
@@ -694,7 +713,7 @@ static int root_create_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	un_id nid;
 	int err;
 
-	err = id_alloc(st, txn, &nid);
+	err = id_choose(st, txn, a->prefer, &nid);
 	if (err)
 		return err;
 	o.root = o.parent = UN_ID_NONE;
@@ -708,9 +727,10 @@ static int root_create_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	return err;
 }
 
-int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id *id)
+int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id prefer,
+			un_id *id)
 {
-	struct root_args a = {obs, id};
+	struct root_args a = {obs, prefer, id};
 	struct un_node_job j = {.fn = call_txn, .call = root_create_txn, .arg = &a};
 
 	return write_job(st, &j);

@@ -21,7 +21,12 @@
  *
  * The version of a directory is a keyed hash over (layer index, dev, ino,
  * mtime, ctime, size) of every layer dir of its stack, so a change in any
- * layer, or a layer dir appearing or disappearing, is a new version.
+ * layer, or a layer dir appearing or disappearing, is a new version.  With
+ * lower ids (lowerid.c rule 1: a key file, shared by gateways), a lower
+ * layer dir the layer's index knows counts by its index key and mtime
+ * instead, which every gateway's copy of the layer shares (its inode
+ * numbers, ctime and, for a directory, size are the copy's own), so that
+ * gateways give the same verifiers (version_part).
  *
  * Invariants
  *  1. A listing never changes once listing_build returns it; it is shared by
@@ -481,12 +486,37 @@ static long long ts_ns(const struct timespec *t)
 	return (long long)t->tv_sec * 1000000000ll + t->tv_nsec;
 }
 
+/* Writes into REC what layer dir IN (its stat ST) adds to the version (see
+ * the notes); returns the bytes written. */
+static size_t version_part(struct un_export *ex, const struct un_inst *in,
+			   const struct stat *st, uint8_t *rec)
+{
+	struct un_devino key = {0};
+	uint8_t *p = rec;
+
+	put_le64(p, in->layer), p += 8;
+	if (ex->st->lower_ids && ex->layers[in->layer].lower &&
+	    !un_layer_key(ex, in->layer, st, &key) &&
+	    (key.dev & UN_KEY_DEV) == UN_KEY_DEV) {
+		put_le64(p, key.dev), p += 8;
+		put_le64(p, key.ino), p += 8;
+		put_le64(p, (uint64_t)ts_ns(&st->st_mtim)), p += 8;
+		return (size_t)(p - rec);
+	}
+	put_le64(p, st->st_dev), p += 8;
+	put_le64(p, st->st_ino), p += 8;
+	put_le64(p, (uint64_t)ts_ns(&st->st_mtim)), p += 8;
+	put_le64(p, (uint64_t)ts_ns(&st->st_ctim)), p += 8;
+	put_le64(p, (uint64_t)st->st_size), p += 8;
+	return (size_t)(p - rec);
+}
+
 /* The version of DIR's stack (see the notes); *settled tells whether it may
  * be cached (invariant 3). */
 static int dir_version(struct un_export *ex, const struct un_obj *dir, uint64_t *version,
 		       bool *settled)
 {
-	uint8_t rec[8 * 8], *p;
+	uint8_t rec[8 * 8];
 	crypto_generichash_state hs;
 	uint8_t h[crypto_generichash_BYTES_MIN];
 	struct timespec now;
@@ -502,14 +532,8 @@ static int dir_version(struct un_export *ex, const struct un_obj *dir, uint64_t 
 		err = un_sys_fstat(dir->inst[i].fd, &st);
 		if (err)
 			return err;
-		p = rec;
-		put_le64(p, dir->inst[i].layer), p += 8;
-		put_le64(p, st.st_dev), p += 8;
-		put_le64(p, st.st_ino), p += 8;
-		put_le64(p, (uint64_t)ts_ns(&st.st_mtim)), p += 8;
-		put_le64(p, (uint64_t)ts_ns(&st.st_ctim)), p += 8;
-		put_le64(p, (uint64_t)st.st_size), p += 8;
-		crypto_generichash_update(&hs, rec, (size_t)(p - rec));
+		crypto_generichash_update(&hs, rec,
+					  version_part(ex, &dir->inst[i], &st, rec));
 		if (ts_ns(&st.st_ctim) > newest)
 			newest = ts_ns(&st.st_ctim);
 	}

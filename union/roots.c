@@ -107,13 +107,13 @@ static int root_is(struct un_state *st, un_id id, bool *is)
 
 /* Rule 1: a new root for link NAME (STALE: the link there names none). */
 static int root_make(struct un_state *st, const char *name, bool stale,
-		     const struct un_node_obs *obs, un_id *out)
+		     const struct un_node_obs *obs, un_id prefer, un_id *out)
 {
 	bool is = false;
 	un_id id;
 	int rc;
 
-	rc = un_node_root_create(st, obs, &id);
+	rc = un_node_root_create(st, obs, prefer, &id);
 	if (!rc)
 		rc = un_state_sync(st);
 	if (rc)
@@ -134,7 +134,7 @@ static int root_make(struct un_state *st, const char *name, bool stale,
 }
 
 int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_obs *obs,
-		un_id *out)
+		un_id prefer, un_id *out)
 {
 	char name[9];
 	bool is = false;
@@ -146,11 +146,11 @@ int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_ob
 	if (!rc)
 		rc = root_is(st, id, &is);
 	else if (rc == -ENOENT || rc == -EIO)
-		return root_make(st, name, rc == -EIO, obs, out);
+		return root_make(st, name, rc == -EIO, obs, prefer, out);
 	if (rc)
 		return rc;
 	if (!is)
-		return root_make(st, name, true, obs, out);
+		return root_make(st, name, true, obs, prefer, out);
 	*out = id;
 	return 0;
 }

@@ -12,7 +12,10 @@
  *
  * Rules:
  *  1. The secret never leaves this file.  It is written once, 0600, and
- *     read on every later open (secret_get); each purpose gets its own key,
+ *     read on every later open (secret_get), unless a key file is given
+ *     (un_state_open_keyed: 32 bytes, readable by its owner only, read
+ *     instead, so that gateways given one file derive the same keys and
+ *     serve the same handles, docs/gateways.md); each purpose gets its own key,
  *     derived with crypto_kdf under the context "unfsd-k1" and a fixed
  *     subkey id (keys_derive), so the handle MAC, the cookie hash and the
  *     verifier MAC cannot be played against one another, and all of them
@@ -85,6 +88,7 @@ enum {
 	KEY_ID_COOKIE = 2,
 	KEY_ID_VERF = 3,
 	KEY_ID_VERSION = 4,
+	KEY_ID_LOWER = 5,
 };
 
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
@@ -143,6 +147,32 @@ static int secret_create(int dirfd, uint8_t key[SECRET_BYTES])
 	return un_sys_fsync(dirfd);
 }
 
+/* Rule 1: the key file PATH, exactly SECRET_BYTES long and readable by
+ * its owner only (-EACCES otherwise: a key others can read lets them
+ * forge handles). */
+static int key_file_read(const char *path, uint8_t key[SECRET_BYTES])
+{
+	uint8_t buf[SECRET_BYTES + 1];
+	struct stat sb;
+	ssize_t n;
+	int fd, err;
+
+	fd = un_sys_openat(AT_FDCWD, path, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	err = un_sys_fstat(fd, &sb);
+	if (!err && (!S_ISREG(sb.st_mode) || (sb.st_mode & 077)))
+		err = -EACCES;
+	n = err ? 0 : un_sys_pread(fd, buf, sizeof(buf), 0);
+	if (!err)
+		err = n < 0 ? (int)n : n != SECRET_BYTES ? -EINVAL : 0;
+	if (!err)
+		memcpy(key, buf, SECRET_BYTES);
+	sodium_memzero(buf, sizeof(buf));
+	un_sys_close(fd);
+	return err;
+}
+
 static int secret_get(int dirfd, uint8_t key[SECRET_BYTES])
 {
 	int err = secret_read(dirfd, key);
@@ -165,10 +195,13 @@ static void keys_derive(struct un_state *st, const uint8_t secret[SECRET_BYTES])
 				   KDF_CONTEXT, secret);
 	crypto_kdf_derive_from_key(st->key_version, sizeof(st->key_version),
 				   KEY_ID_VERSION, KDF_CONTEXT, secret);
+	crypto_kdf_derive_from_key(st->key_lower, sizeof(st->key_lower), KEY_ID_LOWER,
+				   KDF_CONTEXT, secret);
 }
 
-/* Opens (creating) DIR and derives ST's keys from its secret. */
-static int state_dir_open(struct un_state *st, const char *dir)
+/* Opens (creating) DIR and derives ST's keys from its secret, or from
+ * KEY_FILE when not NULL. */
+static int state_dir_open(struct un_state *st, const char *dir, const char *key_file)
 {
 	uint8_t secret[SECRET_BYTES];
 	int dirfd, err;
@@ -179,7 +212,8 @@ static int state_dir_open(struct un_state *st, const char *dir)
 	dirfd = un_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0)
 		return dirfd;
-	err = secret_get(dirfd, secret);
+	err = key_file ? key_file_read(key_file, secret) : secret_get(dirfd, secret);
+	st->lower_ids = key_file != NULL; /* lowerid.c rule 1 */
 	if (!err)
 		keys_derive(st, secret);
 	sodium_memzero(secret, sizeof(secret));
@@ -247,6 +281,11 @@ static void state_free(struct un_state *st)
 
 int un_state_open(const char *dir, struct un_state **out)
 {
+	return un_state_open_keyed(dir, NULL, out);
+}
+
+int un_state_open_keyed(const char *dir, const char *key_file, struct un_state **out)
+{
 	struct un_state *st;
 	int err = -EIO;
 
@@ -266,7 +305,7 @@ int un_state_open(const char *dir, struct un_state **out)
 	atomic_init(&st->on_error, NULL);
 	randombytes_buf(&st->run, sizeof(st->run)); /* node.c: intents */
 	st->dir = un_sys_strdup(dir);
-	err = st->dir ? state_dir_open(st, dir) : -ENOMEM;
+	err = st->dir ? state_dir_open(st, dir, key_file) : -ENOMEM;
 	if (err)
 		goto fail;
 	err = env_open(st, dir);

@@ -300,6 +300,8 @@ struct un_state {
 	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
 	uint8_t key_verf[16];		/* cookie verifier MAC (siphash) */
 	uint8_t key_version[16];	/* directory version hash (siphash) */
+	uint8_t key_lower[16];		/* lower ids' tags (lowerid.c; siphash) */
+	bool lower_ids;			/* opened with a key file (lowerid.c rule 1) */
 	struct un_listing_cache *cache; /* readdir.c */
 	/* node.c: grows after every commit that may change the node an existing
 	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
@@ -416,8 +418,10 @@ int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
 #define UN_ROOT_NAME_FMT   "root:%016" PRIx64
 #define UN_LEGACY_ROOT_LEN 15
 /* Creates a root node with OBS's type and instances (its name and parents
- * are the root's own), committed before the call returns. */
-int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id *id);
+ * are the root's own), with the id PREFER when that is not UN_ID_NONE and
+ * free, committed before the call returns. */
+int un_node_root_create(struct un_state *st, const struct un_node_obs *obs, un_id prefer,
+			un_id *id);
 typedef int un_node_root_fn(void *arg, uint32_t export_id, un_id root);
 /* Calls FN for each root named after its export id, in a read transaction;
  * 1 without calling it when the table is marked as having none to link,
@@ -598,15 +602,30 @@ int un_node_remove(struct un_state *st, un_id root, const struct un_node_name *n
 int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_name *nm,
 			 bool intent);
 
+/* ---- lowerid.c: node ids computed from the layer index ---- */
+
+/* True for an id with the lower bit set (never a counter id). */
+bool un_id_is_lower(un_id id);
+/* The lower id the object OBS describes takes when it is first recorded
+ * (rules 1, 2), or UN_ID_NONE for a counter id. */
+un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs);
+/* The lower id of EX's root (rule 3), or UN_ID_NONE. */
+un_id un_lower_root_id(const struct un_export *ex);
+/* The path from EX's root ("a/b/c"; "" for the root; malloc'd into *OUT)
+ * that lower id ID names in its layer's index (rule 5); -ESTALE for an id
+ * of no layer of EX or an objnum its index does not know. */
+int un_lower_path(const struct un_export *ex, un_id id, char **out);
+
 /* ---- roots.c: export roots ---- */
 
 /* Opens (making) the state dir's roots dir and links the roots of an older
  * table (roots.c rule 3); the syncer must be running. */
 int un_roots_open(struct un_state *st);
 /* The root node of export EXPORT_ID into *OUT, made from OBS (its type and
- * instances) when the export has none, durable before the call returns. */
+ * instances) when the export has none, with the id PREFER when that is not
+ * UN_ID_NONE and no node holds it yet, durable before the call returns. */
 int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_obs *obs,
-		un_id *out);
+		un_id prefer, un_id *out);
 
 /* ---- layer.c: exports and their layer stacks ---- */
 

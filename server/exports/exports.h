@@ -485,6 +485,9 @@ struct srv_opts {
 	struct srv_config cfg; /* cfg.bind_addr points into bind_addr below */
 	char *bind_addr;
 	char *state_dir;
+	/* --key-file: the 32 bytes the handle, cookie and verifier keys are
+	 * derived from, absolute; NULL: the state dir's own secret */
+	char *key_file;
 	char *metrics; /* --metrics ADDR:PORT; NULL: off */
 	/* --control-socket (ops/ctl.c), absolute; NULL: off.  DEFAULT: not
 	 * given, so STATE_DIR/ctl.sock (a failure to serve it is a warning) */

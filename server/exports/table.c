@@ -319,6 +319,26 @@ void srv_sweep_indexes(struct srv *s)
 		un_state_sweep_indexes(s->state);
 }
 
+/* Opens the state dir with the key file, if any; ERR names which of the
+ * two failed. */
+static int state_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
+{
+	int rc = un_state_open_keyed(o->state_dir, o->key_file, &s->state);
+	struct stat sb;
+
+	if (rc >= 0)
+		return rc;
+	if (o->key_file && (rc == -EACCES || rc == -EINVAL))
+		snprintf(err, errlen,
+			 "key file %s: must be a file of 32 bytes, mode 0600",
+			 o->key_file);
+	else if (o->key_file && stat(o->key_file, &sb))
+		snprintf(err, errlen, "key file %s: %s", o->key_file, strerror(errno));
+	else
+		snprintf(err, errlen, "state dir %s: %s", o->state_dir, strerror(-rc));
+	return rc;
+}
+
 int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -339,11 +359,9 @@ int srv_open(struct srv *s, const struct srv_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	rc = un_state_open(o->state_dir, &s->state);
-	if (rc < 0) {
-		snprintf(err, errlen, "state dir %s: %s", o->state_dir, strerror(-rc));
+	rc = state_open(s, o, err, errlen);
+	if (rc < 0)
 		goto fail;
-	}
 	un_state_on_error(s->state, log_table_error);
 	un_state_on_notice(s->state, log_notice);
 	un_state_retire_time(s->state, o->cfg.retire_time);

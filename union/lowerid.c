@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* lowerid.c - lower ids: node ids computed from the layer index, so that
+ * gateways with their own state dirs and one key file give every object of
+ * the same read-only layers the same id, and resolve each other's
+ * (docs/gateways.md, part 1).
+ *
+ * A lower id has its top bit set:
+ *
+ *     1 | tag (24 bits) | objnum (39 bits)
+ *
+ * tag is a keyed hash (the state's key_lower, derived from the key file) of
+ * the layer's key dev (UN_KEY_DEV | 48 bits of its lineage, layerid.c rule
+ * 6) and the export's root id, so that two exports over one layer do not
+ * share ids; objnum is the object's link leader in that layer's index.
+ * Counter ids stay below 2^63 (node.c), so the two never meet.
+ *
+ * Rules:
+ *  1. Only a state opened with a key file computes ids (st->lower_ids):
+ *     without one, the keys of the handles are the state dir's own and no
+ *     other gateway could use them anyway, and a counter keeps the table's
+ *     keys in the order they are written (roots.c says why that matters).
+ *  2. Which instance names an object (un_lower_id_of): a non-directory's
+ *     top-most one; a directory's lowest one, the last of its instances, as
+ *     images are stacked base first and updated on top, so a layer added
+ *     above keeps every id.  An instance without an index key (the upper,
+ *     a layer without an index, an object added to a layer while served)
+ *     gives none, and the object a counter id.
+ *  3. An export's root is the root (UN_LX_ROOT) of its bottom-most lower
+ *     layer, under a tag of that layer and the export id
+ *     (un_lower_root_id): its children's tags need the root id first.
+ *  4. The table still records a lower-id node exactly as any other; the id
+ *     is only chosen here (node.c, node_create), and taken only where no
+ *     record holds it already: a collision of tags, or a second name of an
+ *     inode whose names are nodes of their own, gets a counter id, on every
+ *     gateway alike.
+ *  5. A lower id that the table does not hold decodes to a layer of the
+ *     export and a path in its index (un_lower_path), which lookup.c walks
+ *     from the root, as a first LOOKUP would: the id stands if the walk
+ *     ends at a node of that id, and is stale otherwise (the path is now
+ *     hidden, or names another object).
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lindex.h"
+#include "un_private.h"
+
+#define LOWER_BIT     (1ull << 63)
+#define TAG_BITS      24
+#define OBJNUM_BITS   39
+#define OBJNUM_MAX    ((1ull << OBJNUM_BITS) - 1)
+#define ROOT_SALT     (1ull << 32) /* rule 3: above every export id */
+#define PATH_HOPS_MAX 4096	   /* bounds the walk up a damaged index */
+
+static uint32_t tag_of(const struct un_state *st, uint64_t key_dev, uint64_t salt)
+{
+	uint8_t in[16], h[crypto_shorthash_BYTES];
+	uint64_t v;
+
+	key_dev = htole64(key_dev);
+	salt = htole64(salt);
+	memcpy(in, &key_dev, 8);
+	memcpy(in + 8, &salt, 8);
+	crypto_shorthash(h, in, sizeof(in), st->key_lower);
+	memcpy(&v, h, sizeof(v));
+	return (uint32_t)(le64toh(v) & ((1u << TAG_BITS) - 1));
+}
+
+static un_id lower_id(uint32_t tag, uint64_t objnum)
+{
+	if (objnum == 0 || objnum > OBJNUM_MAX)
+		return UN_ID_NONE;
+	return LOWER_BIT | (uint64_t)tag << OBJNUM_BITS | objnum;
+}
+
+static bool is_key(struct un_devino di)
+{
+	return (di.dev & UN_KEY_DEV) == UN_KEY_DEV;
+}
+
+bool un_id_is_lower(un_id id)
+{
+	return id & LOWER_BIT;
+}
+
+un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs)
+{
+	struct un_devino k;
+
+	if (!st->lower_ids || obs->root == UN_ID_NONE)
+		return UN_ID_NONE;
+	k = S_ISDIR(obs->type) ? obs->inst[obs->ninst - 1] : obs->inst[0];
+	return is_key(k) ? lower_id(tag_of(st, k.dev, obs->root), k.ino) : UN_ID_NONE;
+}
+
+un_id un_lower_root_id(const struct un_export *ex)
+{
+	const struct un_layer *bottom;
+
+	if (!ex->st->lower_ids || !ex->nlayers)
+		return UN_ID_NONE;
+	bottom = &ex->layers[ex->nlayers - 1];
+	if (!bottom->lower || !bottom->lxc)
+		return UN_ID_NONE;
+	return lower_id(tag_of(ex->st, bottom->key_dev, ROOT_SALT | ex->id), UN_LX_ROOT);
+}
+
+/* The index of the layer of EX whose tag ID carries, or NULL. */
+static struct un_lx *layer_of(const struct un_export *ex, un_id id)
+{
+	uint32_t tag = (uint32_t)(id >> OBJNUM_BITS) & ((1u << TAG_BITS) - 1);
+
+	for (size_t i = 0; i < ex->nlayers; i++) {
+		const struct un_layer *l = &ex->layers[i];
+
+		if (l->lower && l->lxc && tag_of(ex->st, l->key_dev, ex->root_id) == tag)
+			return un_lxc_lx(l->lxc);
+	}
+	return NULL;
+}
+
+/* Puts NAME before the path that starts at BUF + *AT, with a '/' after it
+ * unless it is the path's last name (TAIL). */
+static int path_prepend(char *buf, size_t *at, const char *name, size_t len, bool tail)
+{
+	size_t need = len + !tail;
+
+	if (need > *at)
+		return -ENAMETOOLONG;
+	*at -= need;
+	memcpy(buf + *at, name, len);
+	if (!tail)
+		buf[*at + len] = '/';
+	return 0;
+}
+
+int un_lower_path(const struct un_export *ex, un_id id, char **out)
+{
+	struct un_lx_entry e;
+	struct un_lx *lx;
+	size_t cap = 4096, at = cap;
+	char *buf;
+	int err;
+
+	*out = NULL;
+	if (!ex->st->lower_ids || !un_id_is_lower(id) || !(lx = layer_of(ex, id)))
+		return -ESTALE;
+	buf = un_sys_malloc(cap + 1);
+	if (!buf)
+		return -ENOMEM;
+	buf[cap] = '\0';
+	err = un_lx_get(lx, id & OBJNUM_MAX, &e);
+	for (int hops = 0; !err && e.parent != 0; hops++) {
+		err = hops < PATH_HOPS_MAX
+			  ? path_prepend(buf, &at, e.name, e.namelen, at == cap)
+			  : -ELOOP;
+		if (!err)
+			err = un_lx_get(lx, e.parent, &e);
+	}
+	if (err) {
+		free(buf);
+		return err == -ENOENT ? -ESTALE : err;
+	}
+	memmove(buf, buf + at, cap - at + 1);
+	*out = buf;
+	return 0;
+}
