@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ struct spawn_how {
 	bool portmapper;
 	/* stderr (the log) to STATE_DIR/stderr, with or without the portmapper */
 	bool log_file;
+	/* the server runs in the network namespace of NETNS_FD */
+	bool netns;
+	int netns_fd;
 };
 
 /* In the child: stdout to OUT_PATH, and stderr to STATE_DIR/stderr when HOW
@@ -94,6 +98,8 @@ static pid_t spawn(const char *bin, const char *state_dir, const char *const *ar
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (how->nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			_exit(125);
+		if (how->netns && setns(how->netns_fd, CLONE_NEWNET) < 0)
+			_exit(124);
 		if (!redirect(out_path, state_dir, how))
 			_exit(126);
 		execv(bin, argv);
@@ -195,6 +201,14 @@ int test_server_start_logged(const char *bin, const char *state_dir,
 			     const char *const *args, struct test_server *s)
 {
 	const struct spawn_how how = {.test_clients = true, .log_file = true};
+	return start(bin, state_dir, args, &how, s);
+}
+
+int test_server_start_netns(const char *bin, const char *state_dir,
+			    const char *const *args, int netns_fd, struct test_server *s)
+{
+	const struct spawn_how how = {
+	    .test_clients = true, .log_file = true, .netns = true, .netns_fd = netns_fd};
 	return start(bin, state_dir, args, &how, s);
 }
 

@@ -55,6 +55,12 @@ int test_server_start_portmapper(const char *bin, const char *state_dir,
  * for a test that waits for a line of it. */
 int test_server_start_logged(const char *bin, const char *state_dir,
 			     const char *const *args, struct test_server *s);
+/* test_server_start_logged in the network namespace NETNS_FD (an open
+ * /proc/PID/ns/net): the server's sockets are there, and a client reaches it
+ * only through a socket made in that namespace (setns on the thread that
+ * makes it). */
+int test_server_start_netns(const char *bin, const char *state_dir,
+			    const char *const *args, int netns_fd, struct test_server *s);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);
