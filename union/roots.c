@@ -110,7 +110,7 @@ static int root_make(struct un_state *st, const char *name, bool stale,
 		     const struct un_node_obs *obs, un_id prefer, un_id *out)
 {
 	bool is = false;
-	un_id id;
+	un_id id = UN_ID_NONE;
 	int rc;
 
 	rc = un_node_root_create(st, obs, prefer, &id);
@@ -138,7 +138,7 @@ int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_ob
 {
 	char name[9];
 	bool is = false;
-	un_id id;
+	un_id id = UN_ID_NONE;
 	int rc;
 
 	link_name(name, export_id);
