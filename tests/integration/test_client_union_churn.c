@@ -15,8 +15,10 @@
  *    call must succeed, the cap must be reached, and the server's RSS
  *    (VmRSS) and its anonymous memory (RssAnon: its heap, stacks and the
  *    unions' caches) must each grow by less than 5% over the last 10,000
- *    addresses: by the least-squares line through their 11 samples, as
- *    one sample moves by a few percent with when the reaper last trimmed.
+ *    addresses: by the least-squares line through their 11 samples, each
+ *    taken 1.5 s after its thousand's last call, once the reaper has given
+ *    the heap's free pages back (a sample taken in the churn moves by a
+ *    few percent with when the reaper last trimmed).
  *    VmRSS also holds the node table's file pages (RssFile): the table
  *    grows (every client's handles are recorded for good, about 0.4 KiB
  *    an address here), the server lets its pages go from its mapping once
@@ -67,11 +69,15 @@
 #include "rawrpc.h"
 #include "start_server.h"
 
-#define SERVER_NOFILE	20000
-#define CHURN		20000
-#define SAMPLE_EVERY	1000
-#define NSAMPLES	(CHURN / SAMPLE_EVERY)
-#define TAIL		10000 /* the addresses whose growth is bounded */
+#define SERVER_NOFILE 20000
+#define CHURN	      20000
+#define SAMPLE_EVERY  1000
+#define NSAMPLES      (CHURN / SAMPLE_EVERY)
+#define TAIL	      10000 /* the addresses whose growth is bounded */
+/* A sample waits this long after its thousand's last call: the reaper hands
+ * the heap's free pages back at most once a second after releases, and a
+ * sample taken just before or just after that differs by a few percent. */
+#define SAMPLE_QUIET_MS 1500
 #define GROWTH_MAX	0.05
 #define FILE_SLACK_KB	256 /* RssFile beyond the table's growth: libraries' pages */
 #define CHURN_THREADS	4
@@ -401,6 +407,7 @@ static void churn(void **state)
 	print_sample(&s[0]);
 	for (unsigned k = 1; k <= NSAMPLES; k++) {
 		failed += visit_range((k - 1) * SAMPLE_EVERY, SAMPLE_EVERY, VISIT_ALL);
+		it_sleep_ms(SAMPLE_QUIET_MS);
 		s[k] = take(k * SAMPLE_EVERY, t0);
 		at_cap += s[k].u.open >= s[k].u.max_open;
 		print_sample(&s[k]);
