@@ -166,10 +166,16 @@ struct un_export_cfg {
 	size_t mem_bytes;
 };
 
+/* The files a writable union keeps in its workdir besides overlayfs' own
+ * layout: the lock that lets one server at a time open it (workdir.c rule 3). */
+#define UN_WORK_LOCK_NAME "union-nfsd.lock"
+
 /* Opens every layer root and checks the stack: each layer exists and is a
  * directory, the upper is not inside a lower (nor a lower inside the upper), the
- * workdir is on the upper's filesystem.  On failure writes one line naming the
- * problem into ERR (errlen bytes) and returns -errno. */
+ * workdir is on the upper's filesystem.  A writable one takes the workdir's
+ * lock first: -EAGAIN, touching nothing, while another server (or another
+ * open here) holds it.  On failure writes one line naming the problem into
+ * ERR (errlen bytes) and returns -errno. */
 int un_export_open(struct un_state *st, const struct un_export_cfg *cfg,
 		   struct un_export **out, char *err, size_t errlen);
 /* A union over the lower stack CFG gives (the same path, and an upper dir

@@ -303,7 +303,7 @@ static struct un_export *export_alloc(struct un_state *st,
 	if (!ex)
 		return NULL;
 	ex->st = st;
-	ex->workfd = ex->tmpfd = -1;
+	ex->workfd = ex->tmpfd = ex->lockfd = -1;
 	pthread_rwlockattr_init(&ra);
 	/* A stream of creates must not hold off a rename (dir.c). */
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -338,6 +338,8 @@ static int work_take(struct un_export *ex, const struct un_export *from, char *e
 	rc = ex->workfd = un_sys_dup(from->workfd);
 	if (rc >= 0)
 		rc = ex->tmpfd = un_sys_dup(from->tmpfd);
+	if (rc >= 0) /* one open file description: the lock stays (workdir.c rule 3) */
+		rc = ex->lockfd = un_sys_dup(from->lockfd);
 	if (rc < 0)
 		return fail(err, errlen, rc, "workdir: %s", strerror(-rc));
 	ex->dirsync_orders = from->dirsync_orders;
@@ -439,6 +441,7 @@ void un_export_close(struct un_export *ex)
 	}
 	un_sys_close(ex->workfd);
 	un_sys_close(ex->tmpfd);
+	un_sys_close(ex->lockfd);
 	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
 		pthread_mutex_destroy(&ex->cu_locks[i]);
 		pthread_rwlock_destroy(&ex->ns_locks[i]);

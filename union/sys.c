@@ -532,6 +532,17 @@ int un_sys_ftruncate(int fd, off_t len)
 	return (int)ret(ftruncate(fd, len));
 }
 
+int un_sys_ofd_trylock(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	int err = un_sys_fault(UN_SYS_LOCK);
+
+	if (err)
+		return -err;
+	err = (int)ret(fcntl(fd, F_OFD_SETLK, &fl));
+	return err == -EACCES ? -EAGAIN : err;
+}
+
 off_t un_sys_lseek(int fd, off_t off, int whence)
 {
 	int err = un_sys_fault(UN_SYS_SEEK);

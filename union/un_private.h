@@ -118,6 +118,7 @@ enum un_sys_op {
 	UN_SYS_CLONE,	  /* ioctl FICLONE */
 	UN_SYS_COPY,	  /* copy_file_range */
 	UN_SYS_SEEK,	  /* lseek SEEK_DATA / SEEK_HOLE */
+	UN_SYS_LOCK,	  /* fcntl F_OFD_SETLK */
 	UN_SYS_ANY,	  /* not a call: arms "the Nth seam call of any kind" */
 	UN_SYS_NOPS
 };
@@ -163,6 +164,9 @@ int un_sys_fdatasync(int fd);
 /* Writes all N bytes at OFF (retrying short writes). */
 ssize_t un_sys_pwrite(int fd, const void *buf, size_t n, off_t off);
 int un_sys_ftruncate(int fd, off_t len);
+/* Takes an OFD write lock on all of FD (open for writing) without waiting:
+ * -EAGAIN when another open file description holds one. */
+int un_sys_ofd_trylock(int fd);
 off_t un_sys_lseek(int fd, off_t off, int whence);
 /* ioctl(DST, FICLONE, SRC): shares SRC's blocks where the filesystem can. */
 int un_sys_clone(int dst, int src);
@@ -773,6 +777,7 @@ struct un_export {
 	const char *xattr_prefix; /* namespace our own markers are written in */
 	int workfd;		  /* -1 when read-only */
 	int tmpfd;		  /* O_PATH of WORKDIR/work: temps live here (copyup.c) */
+	int lockfd;		  /* WORKDIR's lock (workdir.c rule 3), or -1 */
 	bool dirsync_orders;	  /* a dir's fsync carries new inodes (sync.c) */
 	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
 	atomic_bool gone;	  /* its upper or work dir was removed (reset.c) */

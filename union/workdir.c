@@ -15,11 +15,19 @@
  *     rule 4).
  *  2. A temp's name is "#un-" and 64 random bits (un_work_tmpname), so the
  *     temps that threads make at the same time do not collide.
+ *  3. One server at a time writes an upper (docs/gateways.md, part 2): the
+ *     open takes an OFD write lock on WORKDIR/union-nfsd.lock before it
+ *     empties anything (work_lock) and the export holds it while open (a
+ *     successor of a reload shares it, layer.c rule 4).  The lock goes
+ *     with its holder's death; a dir on NFS, CephFS or GFS2 locks across
+ *     hosts.  A server that finds it held answers -EAGAIN, touches nothing
+ *     and names the holder, whose pid and host the file holds, in ERR.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +37,8 @@
 #include "un_private.h"
 
 #define WORK_NAME	 "work"
+#define LOCK_NAME	 UN_WORK_LOCK_NAME
+#define HOLDER_MAX	 (HOST_NAME_MAX + 48)
 #define WORK_CLEAN_DEPTH 8
 #define DENTS_BUF	 (16u << 10)
 
@@ -85,10 +95,66 @@ int un_work_remove(int dirfd, const char *name, int depth)
 	return un_sys_unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
+/* Rule 3: writes who holds the lock into its file FD, for the next one. */
+static int holder_write(int fd)
+{
+	char who[HOLDER_MAX], host[HOST_NAME_MAX + 1] = "";
+	int n;
+	ssize_t w;
+
+	gethostname(host, sizeof(host) - 1);
+	n = snprintf(who, sizeof(who), "pid %ld host %s\n", (long)getpid(), host);
+	w = un_sys_pwrite(fd, who, (size_t)n, 0);
+	if (w < 0)
+		return (int)w;
+	return un_sys_ftruncate(fd, w);
+}
+
+/* Rule 3: who the lock file FD names, into WHO (a line, or "?"). */
+static void holder_read(int fd, char who[HOLDER_MAX])
+{
+	ssize_t n = un_sys_pread(fd, who, HOLDER_MAX - 1, 0);
+
+	who[n > 0 ? n : 0] = '\0';
+	who[strcspn(who, "\n")] = '\0';
+	if (!who[0])
+		snprintf(who, HOLDER_MAX, "?");
+}
+
+/* Rule 3: EX's lock on its work dir, into ex->lockfd. */
+static int work_lock(struct un_export *ex, const char *workdir, char *err, size_t errlen)
+{
+	char who[HOLDER_MAX];
+	int fd, rc;
+
+	fd = un_sys_openat(ex->workfd, LOCK_NAME,
+			   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		rc = fd;
+	else if ((rc = un_sys_ofd_trylock(fd)) == 0)
+		rc = holder_write(fd);
+	if (rc == -EAGAIN && err && errlen) {
+		holder_read(fd, who);
+		snprintf(err, errlen, "workdir %s: served by another server (%s)",
+			 workdir, who);
+	} else if (rc && err && errlen) {
+		snprintf(err, errlen, "workdir %s/%s: %s", workdir, LOCK_NAME,
+			 strerror(-rc));
+	}
+	if (rc && fd >= 0)
+		un_sys_close(fd);
+	if (!rc)
+		ex->lockfd = fd;
+	return rc;
+}
+
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen)
 {
 	int rc;
 
+	rc = work_lock(ex, workdir, err, errlen);
+	if (rc)
+		return rc;
 	rc = un_sys_mkdirat(ex->workfd, WORK_NAME, 0700);
 	if (rc == -EEXIST)
 		rc = 0;

@@ -390,6 +390,10 @@ struct srv_req {
 	/* The client unions this call uses (unions.c, rule 2). */
 	struct srv_export *pins[SRV_REQ_PINS];
 	unsigned npins;
+	/* Why the last client union this call asked for did not open (a
+	 * negative errno; -EAGAIN: another server holds it, unions.c rule 13),
+	 * 0 when it did or none was asked for. */
+	int union_err;
 	/* The engine's context of this call (include/union.h), which the
 	 * handler passes to the engine's changes: `async` from the caller's
 	 * client rule (exports(5)).  Set by srv_call_handler; zero (sync)

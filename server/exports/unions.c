@@ -103,6 +103,13 @@
  *     after a release, at most once a second, and woken every TRIM_BATCH
  *     releases): a churn of clients leaves holes in the heaps of the
  *     allocator's arenas that would otherwise stay resident for good.
+ * 13. One server at a time serves a writable union (union/workdir.c rule
+ *     3: an OFD lock on its work dir): an open that finds it held by
+ *     another server (a gateway behind the same floating address, over
+ *     shared storage) fails with -EAGAIN, logs the holder once in a while,
+ *     and leaves req->union_err so that the call is answered
+ *     NFS3ERR_JUKEBOX (the client retries) instead of STALE; the next call
+ *     after the holder released the union or died opens it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -364,14 +371,17 @@ static int client_dirs_make(const char *top, struct srv_export *i, const char *u
 	return rc;
 }
 
-/* Removes what client_dirs_make made for I, and the temp dir the union
- * makes in the work dir (un_work_open), when empty. */
+/* Removes what client_dirs_make made for I, and what the union makes in
+ * the work dir (un_work_open): its temp dir, when empty, and its lock. */
 static void client_dirs_unmake(const struct srv_export *i, const char *work)
 {
 	char sub[PATH_MAX];
 
 	if (i->made_work && snprintf(sub, sizeof(sub), "%s/work", work) < PATH_MAX)
 		rmdir(sub);
+	if (i->made_work &&
+	    snprintf(sub, sizeof(sub), "%s/" UN_WORK_LOCK_NAME, work) < PATH_MAX)
+		unlink(sub);
 	dirs_remove(work, i->made_work);
 	dirs_remove(i->client_key, i->made_upper);
 }
@@ -728,6 +738,7 @@ static struct srv_export *instance_settle(struct srv_req *req, struct srv_export
 	} else {
 		registry_del(&s->unions, i);
 		req->npins--; /* pinned last, by instance_get */
+		req->union_err = rc;
 	}
 	pthread_cond_broadcast(&s->unions.changed);
 	pthread_mutex_unlock(&s->unions.lock);

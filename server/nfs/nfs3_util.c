@@ -54,8 +54,8 @@ static nfsstat3 nfs3_file_resolve(struct srv_req *req, const nfs_fh3 *fh, bool v
 	/* A well-formed handle of an export we no longer serve is stale, not
 	 * bad: the client held it legitimately. */
 	ex = srv_export_for_handle(req, export_id);
-	if (!ex)
-		return NFS3ERR_STALE;
+	if (!ex) /* held by another server: the client retries (unions.c rule 13) */
+		return req->union_err == -EAGAIN ? NFS3ERR_JUKEBOX : NFS3ERR_STALE;
 	return file_in(req, ex, id, view, f);
 }
 
@@ -433,6 +433,10 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 							      sizeof(addr))
 					       : "-");
 		*status = NFS3ERR_ACCES;
+		return false;
+	}
+	if (!ex && req->union_err == -EAGAIN) { /* unions.c rule 13 */
+		*status = NFS3ERR_JUKEBOX;
 		return false;
 	}
 	if (!ex)
