@@ -12,7 +12,7 @@
 # GATEWAYS_NO_KEY_FILE=1 runs it without the option (the checks then fail).
 # ~8 s, ~15 s in the ASan tree, ~30 s there beside two CPU-bound processes.
 add_executable(test_gateways test_gateways.c)
-target_link_libraries(test_gateways PRIVATE it_server it_util it_nfs_raw PkgConfig::CMOCKA)
+target_link_libraries(test_gateways PRIVATE it_server it_util it_netns PkgConfig::CMOCKA)
 target_compile_options(test_gateways PRIVATE ${IT_WARN} -fno-sanitize=alignment)
 add_test(NAME integration/gateways
          COMMAND test_gateways $<TARGET_FILE:union-nfsd>)

@@ -146,6 +146,73 @@ int nfs_raw_mnt(int port, const char *path, struct fh *root)
 	return o.status;
 }
 
+int nfs_raw_umnt(int port, const char *path)
+{
+	struct rpc_context *rpc = nfs_raw_connect(port, MOUNT_PROG, 3);
+	struct call c = {0};
+	int rc;
+
+	if (!rpc)
+		return -1;
+	rc = nfs_raw_finish(
+	    rpc, &c, rpc_mount3_umnt_async(rpc, nfs_raw_on_reply, (char *)path, &c));
+	rpc_destroy_context(rpc);
+	return rc;
+}
+
+struct stat_name {
+	int status;
+	const char *name;
+};
+
+#define SN(x) x, #x /* an entry: the value and its name */
+static const struct stat_name nfs3_names[] = {
+    {SN(NFS3_OK)},	     {SN(NFS3ERR_PERM)},	{SN(NFS3ERR_NOENT)},
+    {SN(NFS3ERR_IO)},	     {SN(NFS3ERR_NXIO)},	{SN(NFS3ERR_ACCES)},
+    {SN(NFS3ERR_EXIST)},     {SN(NFS3ERR_XDEV)},	{SN(NFS3ERR_NODEV)},
+    {SN(NFS3ERR_NOTDIR)},    {SN(NFS3ERR_ISDIR)},	{SN(NFS3ERR_INVAL)},
+    {SN(NFS3ERR_FBIG)},	     {SN(NFS3ERR_NOSPC)},	{SN(NFS3ERR_ROFS)},
+    {SN(NFS3ERR_MLINK)},     {SN(NFS3ERR_NAMETOOLONG)}, {SN(NFS3ERR_NOTEMPTY)},
+    {SN(NFS3ERR_DQUOT)},     {SN(NFS3ERR_STALE)},	{SN(NFS3ERR_REMOTE)},
+    {SN(NFS3ERR_BADHANDLE)}, {SN(NFS3ERR_NOT_SYNC)},	{SN(NFS3ERR_BAD_COOKIE)},
+    {SN(NFS3ERR_NOTSUPP)},   {SN(NFS3ERR_TOOSMALL)},	{SN(NFS3ERR_SERVERFAULT)},
+    {SN(NFS3ERR_BADTYPE)},   {SN(NFS3ERR_JUKEBOX)},
+};
+static const struct stat_name mnt3_names[] = {
+    {SN(MNT3_OK)},	   {SN(MNT3ERR_PERM)},
+    {SN(MNT3ERR_NOENT)},   {SN(MNT3ERR_IO)},
+    {SN(MNT3ERR_ACCES)},   {SN(MNT3ERR_NOTDIR)},
+    {SN(MNT3ERR_INVAL)},   {SN(MNT3ERR_NAMETOOLONG)},
+    {SN(MNT3ERR_NOTSUPP)}, {SN(MNT3ERR_SERVERFAULT)},
+};
+#undef SN
+
+static const char *stat_name(const struct stat_name *t, size_t n, int status)
+{
+	static char other[4][32]; /* a few names in one printf */
+	static unsigned next;
+	char *buf;
+
+	if (status == -1)
+		return "no reply";
+	for (size_t i = 0; i < n; i++)
+		if (t[i].status == status)
+			return t[i].name;
+	buf = other[next++ % 4];
+	snprintf(buf, sizeof(other[0]), "status %d", status);
+	return buf;
+}
+
+const char *nfs_raw_stat_name(int status)
+{
+	return stat_name(nfs3_names, sizeof(nfs3_names) / sizeof(nfs3_names[0]), status);
+}
+
+const char *nfs_raw_mnt_stat_name(int status)
+{
+	return stat_name(mnt3_names, sizeof(mnt3_names) / sizeof(mnt3_names[0]), status);
+}
+
 void nfs_raw_keep_status(void *data, void *out)
 {
 	*(int *)out = *(int *)data;

@@ -84,6 +84,17 @@ void nfs_raw_copy_fh(struct fh *dst, const nfs_fh3 *src);
  * is empty. */
 int nfs_raw_mnt(int port, const char *path, struct fh *root);
 
+/* UMNT of export PATH through a new connection to the MOUNT program at PORT
+ * (its reply is void): 0 with an accepted reply, else -1. */
+int nfs_raw_umnt(int port, const char *path);
+
+/* The name of an nfsstat3 ("NFS3ERR_JUKEBOX"), or of a mountstat3
+ * ("MNT3ERR_SERVERFAULT"); -1 is "no reply", a value of neither kind
+ * "status N" (in one of four static buffers, so that a printf may name
+ * four such; not for tests that call from threads). */
+const char *nfs_raw_stat_name(int status);
+const char *nfs_raw_mnt_stat_name(int status);
+
 /* A struct call's keep for a result read only for its status (every NFSv3
  * result starts with it): OUT is an int. */
 void nfs_raw_keep_status(void *data, void *out);

@@ -212,6 +212,22 @@ int test_server_start_netns(const char *bin, const char *state_dir,
 	return start(bin, state_dir, args, &how, s);
 }
 
+void test_server_print_log(const char *state_dir, const char *name)
+{
+	char p[4096], line[1024];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/stderr", state_dir);
+	f = fopen(p, "r");
+	if (!f)
+		return;
+	fprintf(stderr, "---- %s's log (%s):\n", name, p);
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  %s", line);
+	fprintf(stderr, "----\n");
+	fclose(f);
+}
+
 int test_server_stop(struct test_server *s)
 {
 	int st = -1;

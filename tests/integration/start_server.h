@@ -61,6 +61,10 @@ int test_server_start_logged(const char *bin, const char *state_dir,
  * makes it). */
 int test_server_start_netns(const char *bin, const char *state_dir,
 			    const char *const *args, int netns_fd, struct test_server *s);
+/* Prints the log a logged start keeps (STATE_DIR/stderr) to the test's
+ * stderr, each line indented, under the heading "---- NAME's log (PATH):";
+ * nothing when there is no such file. */
+void test_server_print_log(const char *state_dir, const char *name);
 /* Returns the wait status (as waitpid), or -1 if there was no process. */
 int test_server_stop(struct test_server *s);
 bool test_server_alive(const struct test_server *s);

@@ -63,7 +63,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <net/if.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -73,10 +72,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -87,6 +84,7 @@
 #include <cmocka.h>
 
 #include "it_util.h"
+#include "netns_util.h"
 #include "nfs_raw.h"
 #include "start_server.h"
 
@@ -325,34 +323,6 @@ static const char *verf_hex(const char *v, char *buf, size_t len)
 	for (int i = 0; i < NFS3_COOKIEVERFSIZE && k + 3 <= len; i++)
 		k += (size_t)snprintf(buf + k, len - k, "%02x", (unsigned char)v[i]);
 	return buf;
-}
-
-static const char *stat_name(int status)
-{
-	static char other[32];
-
-	switch (status) {
-	case NFS3_OK:
-		return "NFS3_OK";
-	case NFS3ERR_NOENT:
-		return "NFS3ERR_NOENT";
-	case NFS3ERR_IO:
-		return "NFS3ERR_IO";
-	case NFS3ERR_ACCES:
-		return "NFS3ERR_ACCES";
-	case NFS3ERR_STALE:
-		return "NFS3ERR_STALE";
-	case NFS3ERR_BADHANDLE:
-		return "NFS3ERR_BADHANDLE";
-	case NFS3ERR_BAD_COOKIE:
-		return "NFS3ERR_BAD_COOKIE";
-	case NFS3ERR_SERVERFAULT:
-		return "NFS3ERR_SERVERFAULT";
-	case -1:
-		return "no reply";
-	}
-	snprintf(other, sizeof(other), "status %d", status);
-	return other;
 }
 
 static bool fh_equal(const struct fh *a, const struct fh *b)
@@ -609,45 +579,17 @@ static void check_copy(const struct gw *gw)
 		fail_setup("cp -a: links, mtime or device not as planned for", p);
 }
 
-/* ---- namespaces ---- */
-
-static bool enter_ns(int fd)
-{
-	if (!setns(fd, CLONE_NEWNET))
-		return true;
-	fprintf(stderr, "setns: %s\n", strerror(errno));
-	return false;
-}
-
-static void lo_up(void)
-{
-	struct ifreq r = {0};
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	snprintf(r.ifr_name, sizeof(r.ifr_name), "lo");
-	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &r))
-		fail_setup("SIOCGIFFLAGS", "lo");
-	r.ifr_flags |= IFF_UP;
-	if (ioctl(fd, SIOCSIFFLAGS, &r))
-		fail_setup("SIOCSIFFLAGS", "lo");
-	close(fd);
-}
+/* ---- namespaces (netns_util.h) ---- */
 
 /* A new network namespace with its loopback up, kept alive by the
  * descriptor returned; the calling thread goes back to the test's own
  * namespace, once that exists. */
 static int new_ns(void)
 {
-	int fd;
+	int fd = netns_new(g.home_ns);
 
-	if (unshare(CLONE_NEWNET))
-		fail_setup("unshare", "CLONE_NEWNET");
-	lo_up();
-	fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		fail_setup("open", "/proc/thread-self/ns/net");
-	if (g.home_ns >= 0 && !enter_ns(g.home_ns))
-		fail_setup("setns", "back");
+		fail_setup("make a network", "namespace");
 	return fd;
 }
 
@@ -662,18 +604,10 @@ static void disconnect(void)
 
 static void print_log(const struct gw *gw)
 {
-	char p[PATH_MAX + 32], line[1024];
-	FILE *f;
+	char name[16];
 
-	snprintf(p, sizeof(p), "%s/stderr", gw->state);
-	f = fopen(p, "r");
-	if (!f)
-		return;
-	fprintf(stderr, "---- gateway %c's log (%s):\n", gw->name, p);
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  %s", line);
-	fprintf(stderr, "----\n");
-	fclose(f);
+	snprintf(name, sizeof(name), "gateway %c", gw->name);
+	test_server_print_log(gw->state, name);
 }
 
 static int gw_start(struct gw *gw)
@@ -755,14 +689,8 @@ static void write_keys(void)
  * GW's network namespace. */
 static struct rpc_context *gw_connect(const struct gw *gw)
 {
-	bool in;
-
 	disconnect();
-	in = enter_ns(gw->ns);
-	if (in)
-		g.rpc = nfs_raw_connect(NFS_PORT, NFS_PROG, 3);
-	if (!enter_ns(g.home_ns))
-		fail_msg("cannot go back to the test's network namespace");
+	g.rpc = netns_connect(gw->ns, g.home_ns, NFS_PORT, NFS_PROG, 3);
 	if (!g.rpc)
 		fail_msg("no connection to gateway %c", gw->name);
 	return g.rpc;
@@ -770,17 +698,8 @@ static struct rpc_context *gw_connect(const struct gw *gw)
 
 static int gw_mnt(const struct gw *gw, struct fh *root)
 {
-	int status = -1;
-	bool in = enter_ns(gw->ns);
-
-	if (in)
-		status = nfs_raw_mnt(MOUNT_PORT, EXPORT, root);
-	if (!enter_ns(g.home_ns))
-		fail_msg("cannot go back to the test's network namespace");
-	if (!in)
-		fail_msg("cannot enter gateway %c's network namespace", gw->name);
 	g.calls++;
-	return status;
+	return netns_mnt(gw->ns, g.home_ns, MOUNT_PORT, EXPORT, root);
 }
 
 /* ---- the record ---- */
@@ -1100,7 +1019,8 @@ static void lookup_names(struct rpc_context *rpc, struct record *r, size_t d,
 				rec_add(r, path, &os[k]);
 				continue;
 			}
-			differ(t, K_LOOKUP, "'%s': %s%s", path, stat_name(os[k].status),
+			differ(t, K_LOOKUP, "'%s': %s%s", path,
+			       nfs_raw_stat_name(os[k].status),
 			       os[k].status == NFS3_OK ? " without handle or attributes"
 						       : "");
 			free(path);
@@ -1121,7 +1041,8 @@ static void walk(struct rpc_context *rpc, const struct fh *root, struct record *
 	queue_getattr(rpc, root, &c, &o);
 	wait_all(rpc, &c, 1);
 	if (o.status != NFS3_OK) {
-		differ(t, K_LOOKUP, "GETATTR of the root: %s", stat_name(o.status));
+		differ(t, K_LOOKUP, "GETATTR of the root: %s",
+		       nfs_raw_stat_name(o.status));
 		return;
 	}
 	rec_add(r, strdup(""), &o);
@@ -1134,7 +1055,7 @@ static void walk(struct rpc_context *rpc, const struct fh *root, struct record *
 				differ(t, K_LIST, "%s of '%s' at page %zu: %s",
 				       k == PLUS ? "READDIRPLUS" : "READDIR",
 				       r->o[r->d[d].obj].path, ls->n - 1,
-				       stat_name(ls->p[ls->n - 1].status));
+				       nfs_raw_stat_name(ls->p[ls->n - 1].status));
 		}
 		lookup_names(rpc, r, d, t);
 	}
@@ -1149,8 +1070,8 @@ static bool same_page(const struct page *a, const struct page *b, char *why, siz
 	char ha[HEX_LEN], hb[HEX_LEN];
 
 	if (a->status != b->status) {
-		snprintf(why, len, "status %s, A's %s", stat_name(b->status),
-			 stat_name(a->status));
+		snprintf(why, len, "status %s, A's %s", nfs_raw_stat_name(b->status),
+			 nfs_raw_stat_name(a->status));
 		return false;
 	}
 	for (size_t i = 0; i < a->n || i < b->n; i++) {
@@ -1231,7 +1152,7 @@ static void check_getattrs(struct rpc_context *rpc, struct tally *t)
 			if (os[k].status != NFS3_OK)
 				differ(t, K_GA_STATUS, "'%s' handle %s: %s", x->path,
 				       hex(&x->fh, ha, sizeof(ha)),
-				       stat_name(os[k].status));
+				       nfs_raw_stat_name(os[k].status));
 			else if (os[k].fileid != x->fileid)
 				differ(t, K_GA_FILEID,
 				       "'%s' handle %s: fileid 0x%" PRIx64
@@ -1280,7 +1201,7 @@ static void check_resumed(struct rpc_context *rpc, struct tally *t,
 			       " verifier %s: %s",
 			       list_name(rs[i].kind), path, rs[i].pg, a->cookie,
 			       verf_hex(a->verf_in, va, sizeof(va)),
-			       stat_name(p->status));
+			       nfs_raw_stat_name(p->status));
 		else if (!same_page(a, p, why, sizeof(why)))
 			differ(t, K_RD_PAGE,
 			       "%s of '%s' page %zu from cookie 0x%" PRIx64 ": %s",
