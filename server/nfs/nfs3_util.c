@@ -423,6 +423,10 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 	req->fh.id = id;
 	req->fh.err = -ESTALE; /* until its export is found and admits */
 	ex = srv_export_for_handle(req, export_id);
+	if (!ex && req->union_err == -EAGAIN) { /* unions.c rule 13 */
+		*status = NFS3ERR_JUKEBOX;
+		return false;
+	}
 	if (!ex && srv_export_id_is_client_union(req->srv, export_id)) {
 		/* another client's union, not open (yet, or again): refused as
 		 * when it is open, never STALE to one caller and ACCES to the next */
@@ -433,10 +437,6 @@ bool nfs3_admit(struct rpc_req *rq, const void *fhp, void *res)
 							      sizeof(addr))
 					       : "-");
 		*status = NFS3ERR_ACCES;
-		return false;
-	}
-	if (!ex && req->union_err == -EAGAIN) { /* unions.c rule 13 */
-		*status = NFS3ERR_JUKEBOX;
 		return false;
 	}
 	if (!ex)
