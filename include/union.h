@@ -164,6 +164,9 @@ struct un_export_cfg {
 	 * of the memory its server gives them; 0: only the cache's slot
 	 * count bounds it. */
 	size_t mem_bytes;
+	/* What the export id is derived from instead of PATH (NULL: PATH):
+	 * exports with one id_name share their ids whatever their paths. */
+	const char *id_name;
 };
 
 /* The files a writable union keeps in its workdir besides overlayfs' own

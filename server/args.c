@@ -365,6 +365,12 @@ static bool set_export_key(struct srv_export_opts *e, const char *key, const cha
 		slot = &e->upperdir;
 	else if (strcmp(key, "workdir") == 0)
 		slot = &e->workdir;
+	else if (strcmp(key, "fsid") == 0 && value[0])
+		slot = &e->fsid;
+	if (!slot && strcmp(key, "fsid") == 0) {
+		snprintf(err, errlen, "empty fsid");
+		return false;
+	}
 	if (!slot) {
 		snprintf(err, errlen, "unknown key '%s' in [export]", key);
 		return false;

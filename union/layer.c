@@ -9,7 +9,8 @@
  *     unmounting a layer's path after the start changes nothing the engine
  *     sees.
  *  2. The export id is the first 4 bytes of a BLAKE2b hash of the export
- *     path, keyed with the fixed context EXPORT_ID_KEY, never 0
+ *     path (or of cfg->id_name, the server's fsid key, when given), keyed
+ *     with the fixed context EXPORT_ID_KEY, never 0
  *     (export_id_of).  It is also the fsid clients see and lives in every
  *     handle, so it must not change when the state dir is recreated, and it
  *     carries no secret.
@@ -392,7 +393,7 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	if (rc)
 		goto fail;
 	ex->rc.budget = cache_budget(ex, cfg->mem_bytes);
-	ex->id = export_id_of(cfg->path);
+	ex->id = export_id_of(cfg->id_name ? cfg->id_name : cfg->path);
 	if (!cfg->no_layer_index &&
 	    (rc = un_layers_index(ex, cfg->index_best_effort,
 				  cfg->defer_commit || from != NULL, err, errlen)))

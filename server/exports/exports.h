@@ -54,6 +54,10 @@ struct srv_export_opts {
 	size_t nlower;
 	/* exports(5) client rules; NULL: the loopback default (SRV_LOOPBACK_CLIENTS) */
 	char *clients;
+	/* What its export id is derived from instead of PATH (the fsid key):
+	 * gateways that export one image under other paths, or a path
+	 * renamed, keep the handles (docs/gateways.md); NULL: PATH. */
+	char *fsid;
 	int cfg_line; /* line of its [export] in --config; 0 from the flags */
 };
 

@@ -208,6 +208,7 @@ static struct un_export_cfg export_cfg(const struct srv *s,
 	    .lowerdirs = (const char *const *)eo->lowerdirs,
 	    .nlower = eo->nlower,
 	    .no_layer_index = !s->cfg.layer_index,
+	    .id_name = eo->fsid,
 	};
 }
 
@@ -444,7 +445,7 @@ static bool same_dirs(const struct srv_export *old, const struct srv_export_opts
 	const struct srv_export_opts *c = old->conf;
 
 	return strcmp(old->path, norm) == 0 && same_str(c->upperdir, eo->upperdir) &&
-	       same_str(c->workdir, eo->workdir) &&
+	       same_str(c->workdir, eo->workdir) && same_str(c->fsid, eo->fsid) &&
 	       srv_export_per_client(c) == srv_export_per_client(eo) &&
 	       client_names(c) == client_names(eo);
 }

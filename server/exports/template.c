@@ -19,6 +19,7 @@ void srv_export_opts_free(struct srv_export_opts *e)
 	free(e->upperdir);
 	free(e->workdir);
 	free(e->clients);
+	free(e->fsid);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -38,7 +39,8 @@ int srv_export_opts_copy(struct srv_export_opts *dst, const struct srv_export_op
 	dst->lowerdirs = calloc(src->nlower ? src->nlower : 1, sizeof(*dst->lowerdirs));
 	ok = dst->lowerdirs && dup_opt(&dst->path, src->path) &&
 	     dup_opt(&dst->upperdir, src->upperdir) &&
-	     dup_opt(&dst->workdir, src->workdir) && dup_opt(&dst->clients, src->clients);
+	     dup_opt(&dst->workdir, src->workdir) &&
+	     dup_opt(&dst->clients, src->clients) && dup_opt(&dst->fsid, src->fsid);
 	for (size_t i = 0; ok && i < src->nlower; i++, dst->nlower++)
 		ok = dup_opt(&dst->lowerdirs[i], src->lowerdirs[i]);
 	if (!ok)

@@ -232,7 +232,7 @@ static bool client_dirs(struct srv *s, const struct srv_export *t,
 static void client_id_path(const struct srv_export *t, const char *key, char *out,
 			   size_t len)
 {
-	snprintf(out, len, "%s (client %s%s)", t->path,
+	snprintf(out, len, "%s (client %s%s)", t->conf->fsid ? t->conf->fsid : t->path,
 		 upper_per_client(t) ? "upper " : "", key);
 }
 

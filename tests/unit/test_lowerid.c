@@ -202,6 +202,36 @@ static void test_same_ids_across_states(void **state)
 	gw_close(&a);
 }
 
+/* The fsid key: exports of one id_name share their export id whatever
+ * their paths, so gateways that mount one image elsewhere (or a path
+ * renamed) keep the handles. */
+static void test_id_name(void **state)
+{
+	struct fx *fx = *state;
+	const char *low[] = {NULL};
+	struct un_export_cfg a = {.path = "/a",
+				  .lowerdirs = low,
+				  .nlower = 1,
+				  .id_name = "img"},
+			     b = a, c = a;
+	struct un_export *ea, *eb, *ec;
+	char err[256];
+
+	t_file(fx, "l1/f", "1");
+	low[0] = t_path(fx, "l1");
+	b.path = "/b";
+	c.id_name = NULL;
+	assert_int_equal(un_export_open(fx->st, &a, &ea, err, sizeof(err)), 0);
+	assert_int_equal(un_export_open(fx->st, &b, &eb, err, sizeof(err)), 0);
+	assert_int_equal(un_export_open(fx->st, &c, &ec, err, sizeof(err)), 0);
+	assert_int_equal(un_export_id(ea), un_export_id(eb));
+	assert_int_not_equal(un_export_id(ea), un_export_id(ec));
+	assert_int_equal(un_export_id(ec), un_export_id_of("/a"));
+	un_export_close(ea);
+	un_export_close(eb);
+	un_export_close(ec);
+}
+
 static void test_no_key_file(void **state)
 {
 	static const char *const la[] = {"ga/l1", "ga/l2"};
@@ -229,6 +259,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    T_TEST(test_same_ids_across_states),
+	    T_TEST(test_id_name),
 	    T_TEST(test_no_key_file),
 	};
 

@@ -261,6 +261,7 @@ static void test_config(void **state)
 				    "client-unions-memory = 512M\n"
 				    "bind = ::1\n"
 				    "state-dir = /tmp/s\n"
+				    "key-file = /etc/k\n"
 				    "log-level = warn\n"
 				    "portmapper = no\n"
 				    "[export]\n"
@@ -269,7 +270,8 @@ static void test_config(void **state)
 				    "path = /two\n"
 				    "lowerdir = /z\n"
 				    "upperdir = /u\n"
-				    "workdir = /w\n",
+				    "workdir = /w\n"
+				    "fsid = image-7\n",
 				    "--nfs-port=4049"),
 			 SRV_ARGS_RUN);
 	assert_int_equal(o.cfg.nfs_port, 4049); /* the flag wins */
@@ -280,6 +282,7 @@ static void test_config(void **state)
 	assert_int_equal(o.cfg.nthreads, 5);
 	assert_string_equal(o.cfg.bind_addr, "::1");
 	assert_string_equal(o.state_dir, "/tmp/s");
+	assert_string_equal(o.key_file, "/etc/k");
 	assert_int_equal(o.log_level, RPC_LOG_WARN);
 	assert_false(o.cfg.portmapper);
 	assert_int_equal(o.nexports, 2);
@@ -289,6 +292,8 @@ static void test_config(void **state)
 	assert_string_equal(o.exports[1].lowerdirs[0], "/z");
 	assert_string_equal(o.exports[1].upperdir, "/u");
 	assert_string_equal(o.exports[1].workdir, "/w");
+	assert_null(o.exports[0].fsid);
+	assert_string_equal(o.exports[1].fsid, "image-7");
 	srv_opts_free(&o);
 }
 
@@ -342,6 +347,7 @@ static void test_config_errors(void **state)
 			  "3: lowerdir given twice");
 	expect_conf_error("[export]\nlowerdir = /a\nflavour = x\n",
 			  "3: unknown key 'flavour' in [export]");
+	expect_conf_error("[export]\nlowerdir = /a\nfsid =\n", "3: empty fsid");
 }
 
 static void test_example_config(void **state)
