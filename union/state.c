@@ -94,20 +94,30 @@ enum {
 _Static_assert(SECRET_BYTES == crypto_kdf_KEYBYTES, "the secret is a kdf master key");
 _Static_assert(sizeof(KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "kdf context size");
 
-/* Reads the secret; -ENOENT when there is none yet, -EINVAL when the file is
- * not exactly SECRET_BYTES long (a damaged state dir is not silently reset:
- * that would turn every handle clients hold stale). */
-static int secret_read(int dirfd, uint8_t key[SECRET_BYTES])
+/* Reads the SECRET_BYTES key file NAME of DIRFD into KEY: -EINVAL when it
+ * is not exactly that long (a damaged state dir is not silently reset:
+ * that would turn every handle clients hold stale), -EACCES with
+ * OWNER_ONLY when it is not a regular file or others may read it (a key
+ * others can read lets them forge handles). */
+static int key_read(int dirfd, const char *name, bool owner_only,
+		    uint8_t key[SECRET_BYTES])
 {
 	uint8_t buf[SECRET_BYTES + 1];
-	ssize_t n;
-	int fd, err;
+	struct stat sb;
+	ssize_t n = 0;
+	int fd, err = 0;
 
-	fd = un_sys_openat(dirfd, SECRET_FILE, O_RDONLY | O_NOFOLLOW, 0);
+	fd = un_sys_openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return fd;
-	n = un_sys_pread(fd, buf, sizeof(buf), 0);
-	err = n < 0 ? (int)n : n != SECRET_BYTES ? -EINVAL : 0;
+	if (owner_only)
+		err = un_sys_fstat(fd, &sb);
+	if (!err && owner_only && (!S_ISREG(sb.st_mode) || (sb.st_mode & 077)))
+		err = -EACCES;
+	if (!err)
+		n = un_sys_pread(fd, buf, sizeof(buf), 0);
+	if (!err)
+		err = n < 0 ? (int)n : n != SECRET_BYTES ? -EINVAL : 0;
 	if (!err)
 		memcpy(key, buf, SECRET_BYTES);
 	sodium_memzero(buf, sizeof(buf));
@@ -147,41 +157,15 @@ static int secret_create(int dirfd, uint8_t key[SECRET_BYTES])
 	return un_sys_fsync(dirfd);
 }
 
-/* Rule 1: the key file PATH, exactly SECRET_BYTES long and readable by
- * its owner only (-EACCES otherwise: a key others can read lets them
- * forge handles). */
-static int key_file_read(const char *path, uint8_t key[SECRET_BYTES])
-{
-	uint8_t buf[SECRET_BYTES + 1];
-	struct stat sb;
-	ssize_t n;
-	int fd, err;
-
-	fd = un_sys_openat(AT_FDCWD, path, O_RDONLY | O_NOFOLLOW, 0);
-	if (fd < 0)
-		return fd;
-	err = un_sys_fstat(fd, &sb);
-	if (!err && (!S_ISREG(sb.st_mode) || (sb.st_mode & 077)))
-		err = -EACCES;
-	n = err ? 0 : un_sys_pread(fd, buf, sizeof(buf), 0);
-	if (!err)
-		err = n < 0 ? (int)n : n != SECRET_BYTES ? -EINVAL : 0;
-	if (!err)
-		memcpy(key, buf, SECRET_BYTES);
-	sodium_memzero(buf, sizeof(buf));
-	un_sys_close(fd);
-	return err;
-}
-
 static int secret_get(int dirfd, uint8_t key[SECRET_BYTES])
 {
-	int err = secret_read(dirfd, key);
+	int err = key_read(dirfd, SECRET_FILE, false, key);
 
-	if (err != -ENOENT)
+	if (err != -ENOENT) /* -ENOENT: none yet */
 		return err;
 	err = secret_create(dirfd, key);
-	if (err == -EEXIST)
-		err = secret_read(dirfd, key);
+	if (err == -EEXIST) /* a concurrent creator's */
+		err = key_read(dirfd, SECRET_FILE, false, key);
 	return err;
 }
 
@@ -212,7 +196,8 @@ static int state_dir_open(struct un_state *st, const char *dir, const char *key_
 	dirfd = un_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0)
 		return dirfd;
-	err = key_file ? key_file_read(key_file, secret) : secret_get(dirfd, secret);
+	err = key_file ? key_read(AT_FDCWD, key_file, true, secret)
+		       : secret_get(dirfd, secret);
 	st->lower_ids = key_file != NULL; /* lowerid.c rule 1 */
 	if (!err)
 		keys_derive(st, secret);
