@@ -24,6 +24,9 @@
  *     (the table hands out an id again only if it lost it, node.c
  *     invariant 1), and a root a client was shown has its link for good.
  *     A crash in between leaves a root no link names: never used, a record.
+ *     A link whose run crashed before that fsync may still be in the page
+ *     cache only: each start fsyncs the roots dir (un_roots_open) before
+ *     any export serves.
  *  2. A link whose node is not a root (a state dir restored in parts) is
  *     replaced by a new root's, atomically (link_replace).
  *  3. A table written before the links holds roots named "export:<id>":
@@ -169,7 +172,7 @@ static int link_legacy(void *arg, uint32_t export_id, un_id root)
 
 int un_roots_open(struct un_state *st)
 {
-	int dirfd, rc;
+	int dirfd, rc, marked = 0;
 
 	dirfd = un_sys_openat(AT_FDCWD, st->dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0)
@@ -185,10 +188,10 @@ int un_roots_open(struct un_state *st)
 	}
 	un_sys_close(dirfd);
 	if (!rc)
-		rc = un_node_roots_legacy(st, link_legacy, st);
-	if (!rc) /* every old root linked: durable before the mark */
+		rc = marked = un_node_roots_legacy(st, link_legacy, st);
+	if (rc >= 0) /* rules 1 and 3: durable before anything serves, or the mark */
 		rc = un_sys_fsync(st->roots_fd);
-	if (!rc)
+	if (!rc && !marked)
 		rc = un_node_roots_mark(st);
-	return rc == 1 ? 0 : rc;
+	return rc;
 }
