@@ -575,16 +575,13 @@ static void shorter_retire_time(const char *dir)
 	write_config(g.version, true);
 }
 
-/* The layer indexes in the state dir: one a lower of the stack once
- * those of the layers that left it are swept (layerid.c rule 9). */
-static void indexes_are_the_stacks(const char *event)
+/* The layer indexes in DIR. */
+static size_t indexes_in(const char *event, const char *dir)
 {
-	char dir[sizeof(g.state) + 16];
 	struct dirent *de;
 	size_t n = 0, len;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/layers", g.state);
 	d = opendir(dir);
 	if (!d)
 		fail_msg("%s: %s: %s", event, dir, strerror(errno));
@@ -592,6 +589,22 @@ static void indexes_are_the_stacks(const char *event)
 		n += (len = strlen(de->d_name)) > 3 &&
 		     !strcmp(de->d_name + len - 3, ".lx");
 	closedir(d);
+	return n;
+}
+
+/* The layer indexes in the state dir: one a lower of the stack once
+ * those of the layers that left it are swept (layerid.c rule 9).  The
+ * sweep follows the release of a retired layer within the same reload, so
+ * a test that saw the release waits for it, RELOAD_S at most. */
+static void indexes_are_the_stacks(const char *event)
+{
+	char dir[sizeof(g.state) + 16];
+	double t0 = it_now_s();
+	size_t n;
+
+	snprintf(dir, sizeof(dir), "%s/layers", g.state);
+	while ((n = indexes_in(event, dir)) != 2 && it_now_s() - t0 < RELOAD_S)
+		it_sleep_ms(20);
 	if (n != 2)
 		fail_msg("%s: %zu layer indexes in %s, want the stack's 2", event, n,
 			 dir);
