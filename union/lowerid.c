@@ -77,11 +77,6 @@ static un_id lower_id(uint32_t tag, uint64_t objnum)
 	return LOWER_BIT | (uint64_t)tag << OBJNUM_BITS | objnum;
 }
 
-static bool is_key(struct un_devino di)
-{
-	return (di.dev & UN_KEY_DEV) == UN_KEY_DEV;
-}
-
 bool un_id_is_lower(un_id id)
 {
 	return id & LOWER_BIT;
@@ -94,7 +89,8 @@ un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs)
 	if (!st->lower_ids || obs->root == UN_ID_NONE)
 		return UN_ID_NONE;
 	k = S_ISDIR(obs->type) ? obs->inst[obs->ninst - 1] : obs->inst[0];
-	return is_key(k) ? lower_id(tag_of(st, k.dev, obs->root), k.ino) : UN_ID_NONE;
+	return un_devino_is_key(k) ? lower_id(tag_of(st, k.dev, obs->root), k.ino)
+				   : UN_ID_NONE;
 }
 
 un_id un_lower_root_id(const struct un_export *ex)

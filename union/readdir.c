@@ -496,8 +496,7 @@ static size_t version_part(struct un_export *ex, const struct un_inst *in,
 
 	put_le64(p, in->layer), p += 8;
 	if (ex->st->lower_ids && ex->layers[in->layer].lower &&
-	    !un_layer_key(ex, in->layer, st, &key) &&
-	    (key.dev & UN_KEY_DEV) == UN_KEY_DEV) {
+	    !un_layer_key(ex, in->layer, st, &key) && un_devino_is_key(key)) {
 		put_le64(p, key.dev), p += 8;
 		put_le64(p, key.ino), p += 8;
 		put_le64(p, (uint64_t)ts_ns(&st->st_mtim)), p += 8;

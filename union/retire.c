@@ -557,8 +557,7 @@ int un_retire_resolve(struct un_export *ex, un_id id, struct un_obj **out)
 	h = &hops[n - 1];
 	err = -ESTALE;
 	if (n >= 2 && hops[0].id == ex->root_id &&
-	    (S_ISREG(h->type) || S_ISLNK(h->type)) &&
-	    (h->di.dev & UN_KEY_DEV) == UN_KEY_DEV)
+	    (S_ISREG(h->type) || S_ISLNK(h->type)) && un_devino_is_key(h->di))
 		err = retire_open_obj(ex, h, out);
 	free(hops);
 	return err;

@@ -673,6 +673,13 @@ struct un_lx *un_lxc_lx(const struct un_lxc *c);
 /* The dev of a key; no real st_dev is that large (layerid.c rule 6). */
 #define UN_KEY_DEV 0xffff000000000000ull
 
+/* True when DI is a key (un_layer_key found it in a layer's index), not a
+ * raw (st_dev, st_ino). */
+static inline bool un_devino_is_key(struct un_devino di)
+{
+	return (di.dev & UN_KEY_DEV) == UN_KEY_DEV;
+}
+
 /* Finds or builds the index of every lower layer of EX (layerid.c's
  * rules), unless the export was opened without; ERR as un_export_open.
  * BEST_EFFORT (rule 7): an index that cannot be had leaves EX known by

@@ -37,7 +37,6 @@
 #include "un_private.h"
 
 #define WORK_NAME	 "work"
-#define LOCK_NAME	 UN_WORK_LOCK_NAME
 #define HOLDER_MAX	 (HOST_NAME_MAX + 48)
 #define WORK_CLEAN_DEPTH 8
 #define DENTS_BUF	 (16u << 10)
@@ -127,7 +126,7 @@ static int work_lock(struct un_export *ex, const char *workdir, char *err, size_
 	char who[HOLDER_MAX];
 	int fd, rc;
 
-	fd = un_sys_openat(ex->workfd, LOCK_NAME,
+	fd = un_sys_openat(ex->workfd, UN_WORK_LOCK_NAME,
 			   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		rc = fd;
@@ -138,7 +137,7 @@ static int work_lock(struct un_export *ex, const char *workdir, char *err, size_
 		snprintf(err, errlen, "workdir %s: served by another server (%s)",
 			 workdir, who);
 	} else if (rc && err && errlen) {
-		snprintf(err, errlen, "workdir %s/%s: %s", workdir, LOCK_NAME,
+		snprintf(err, errlen, "workdir %s/%s: %s", workdir, UN_WORK_LOCK_NAME,
 			 strerror(-rc));
 	}
 	if (rc && fd >= 0)
