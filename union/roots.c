@@ -172,19 +172,19 @@ static int link_legacy(void *arg, uint32_t export_id, un_id root)
 
 int un_roots_open(struct un_state *st)
 {
-	int dirfd, rc, marked = 0;
+	int dirfd, rc, made, marked = 0;
 
 	dirfd = un_sys_openat(AT_FDCWD, st->dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0)
 		return dirfd;
-	rc = un_sys_mkdirat(dirfd, ROOTS_DIR, 0700);
+	made = rc = un_sys_mkdirat(dirfd, ROOTS_DIR, 0700);
 	if (rc == -EEXIST)
 		rc = 0;
 	if (!rc)
 		rc = un_sys_openat(dirfd, ROOTS_DIR, O_RDONLY | O_DIRECTORY, 0);
 	if (rc >= 0) {
 		st->roots_fd = rc;
-		rc = un_sys_fsync(dirfd);
+		rc = made == 0 ? un_sys_fsync(dirfd) : 0; /* its name, when new */
 	}
 	un_sys_close(dirfd);
 	if (!rc)
