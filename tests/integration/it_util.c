@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "it_util.h"
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -80,4 +81,13 @@ int it_free_port(void)
 		port = ntohs(a.sin_port);
 	close(fd);
 	return port;
+}
+
+void it_setup_failed(const char *what, const char *path, void (*cleanup)(void))
+{
+	int e = errno;
+
+	fprintf(stderr, "%s %s: %s\n", what, path, strerror(e));
+	cleanup();
+	exit(e == EPERM ? 77 : 1);
 }

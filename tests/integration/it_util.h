@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* it_util.h - small helpers the integration tests and their tools share
- * (time, file types, a test's temp dir of layers).  Library it_util; it
+ * (time, file types, a test's temp dir of layers, a failed set-up).  Library it_util; it
  * needs nothing beyond libc, so the libnfs tools link it too.
  */
 #ifndef IT_UTIL_H
@@ -23,5 +23,9 @@ int it_tmp_layers(char *tmp, size_t len, const char *template);
 /* A loopback TCP port free now (bound and released: a server started next
  * binds it), or -1. */
 int it_free_port(void);
+/* A set-up step failed: prints WHAT, PATH and errno's message, runs
+ * CLEANUP (everything made so far goes) and ends the test, as skipped (77)
+ * when the machine refused the step (EPERM), else failed. */
+_Noreturn void it_setup_failed(const char *what, const char *path, void (*cleanup)(void));
 
 #endif

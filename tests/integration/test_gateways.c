@@ -291,15 +291,10 @@ static struct {
 
 static void cleanup(void);
 
-/* A set-up step failed: everything made so far goes, and the test ends
- * (skipped when the machine refused the step to us). */
+/* A set-up step failed: it_setup_failed with this test's cleanup. */
 static void fail_setup(const char *what, const char *path)
 {
-	int e = errno;
-
-	fprintf(stderr, "%s %s: %s\n", what, path, strerror(e));
-	cleanup();
-	exit(e == EPERM ? 77 : 1);
+	it_setup_failed(what, path, cleanup);
 }
 
 static const char *hex(const struct fh *f, char *buf, size_t len)
