@@ -47,9 +47,12 @@
  *     so the leftovers of two runs never meet.
  *  5. An undo that cannot give a node back a name, as an object made there
  *     later holds it (a create at the name a rename left), writes an
- *     intent of that name for the node instead (node.c, name_back); the
- *     settle looks those up last, so that whichever object the disk shows
- *     there keeps or takes the name, and deletes them.
+ *     intent of that name for the node instead (node.c, name_back); so
+ *     does the undo of a removal that gives its node the name a rename had
+ *     just brought it from, as no intent of that rename is left (node.c,
+ *     victim_restore).  The settle looks those up last, so that whichever
+ *     object the disk shows there keeps or takes the name, and deletes
+ *     them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,16 +78,15 @@ static int settle_one(struct un_export *ex, const struct un_node_intent_ref *ref
 	/* A removal happened when the name is gone (another object there
 	 * adopted it in the lookup); a rename or link when the node is there,
 	 * which the lookup adopted unless it found the node by its inode (a
-	 * file with several links), not by the name. */
+	 * file with several links), not by the name; so did the rename that a
+	 * removal of the node there carries (node.c, intent_put). */
 	if (removal && err == -ENOENT)
-		err = un_node_intent_apply(ex->st, ref);
-	else if (!err && !removal && o->id == ref->id)
-		err = un_node_intent_apply(ex->st, ref);
+		err = un_node_intent_apply(ex->st, ref, false);
 	else if (!err)
-		err = -ENOENT;
+		err = o->id == ref->id ? un_node_intent_apply(ex->st, ref, true) : 0;
 	un_obj_put(o);
 	un_obj_put(dir);
-	return err ? err : 1;
+	return err;
 }
 
 /* Looks REFS[0..n-1] up in order; *ADOPTED gets how many were adopted. */

@@ -2047,6 +2047,22 @@ static int name_back(struct un_state *st, MDB_txn *txn, un_id root, un_id id,
 			  intent_seq_next(st));
 }
 
+/* Writes an intent of AT, of this run's settle, that offers AT to the
+ * victim of IV: the settle's lookup of AT decides (intent.c rule 5). */
+static int victim_offer(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			const struct un_node_name *at)
+{
+	struct intent_view offer = *iv;
+
+	offer.kind = UN_INTENT_REMOVE;
+	offer.id = iv->victim;
+	offer.from = (struct un_node_name){0, NULL, 0};
+	offer.run = st->run;
+	offer.seq = intent_seq_next(st);
+	offer.flags |= INTENT_SETTLE;
+	return intent_write(st, txn, at, &offer);
+}
+
 /* Gives the victim IV noted (victim_note) the name AT back, unless another
  * node holds AT now.  A victim with other names gets AT among its aliases
  * again.  A forgotten one gets nothing here: an object made since may have
@@ -2054,11 +2070,15 @@ static int name_back(struct un_state *st, MDB_txn *txn, un_id root, un_id id,
  * given back would take that object for the victim; instead an intent of
  * AT offers it (the one undone, when AT is its name; else one written
  * here), and the lookup that finds an object matching the victim's record
- * there gives it back (intent_adopt), after the node of the newer change. */
+ * there gives it back (intent_adopt), after the node of the newer change.
+ * A name not its own (!OWN_NAME: where a rename had just brought it from)
+ * is offered to a live victim too, after it is given back: no intent of
+ * the rename is left to look it up (intent_put), and a name the disk does
+ * not hold must not stay among the victim's aliases, where a later remove
+ * would move its record (node_unname). */
 static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
 			  const struct un_node_name *at, bool own_name)
 {
-	struct intent_view offer;
 	struct name_buf own;
 	struct rec_view r;
 	un_id cur;
@@ -2072,16 +2092,8 @@ static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent
 	if (err && err != -ENOENT)
 		return err;
 	err = rec_get(st, txn, iv->victim, &r);
-	if (err == -ESTALE && !own_name && iv->vrec.mv_size) {
-		offer = *iv;
-		offer.kind = UN_INTENT_REMOVE;
-		offer.id = iv->victim;
-		offer.from = (struct un_node_name){0, NULL, 0};
-		offer.run = st->run;
-		offer.seq = intent_seq_next(st);
-		offer.flags |= INTENT_SETTLE;
-		return intent_write(st, txn, at, &offer);
-	}
+	if (err == -ESTALE && !own_name && iv->vrec.mv_size)
+		return victim_offer(st, txn, iv, at);
 	if (err)
 		return err == -ESTALE ? 0 : err;
 	own = (struct name_buf){.parent = r.parent, .len = r.namelen};
@@ -2092,7 +2104,7 @@ static int victim_restore(struct un_state *st, MDB_txn *txn, const struct intent
 	if (!err && !rec_named(&r, at))
 		err = alias_put(st, txn, iv->victim,
 				&(struct un_node_name){own.parent, own.name, own.len});
-	return err;
+	return err || own_name ? err : victim_offer(st, txn, iv, at);
 }
 
 /* Invariant 15: the victim of intent IV, forgotten, whose record as IV
@@ -2155,6 +2167,29 @@ static int rename_back(struct un_state *st, MDB_txn *txn, const struct intent_vi
 	return err ? err : alias_move(st, txn, iv->id, to, &iv->from);
 }
 
+/* A link IV made in the table, of name TO, taken back: TO leaves the
+ * node's names, and its record, when a remove moved it there while the
+ * link was under way (remove_ahead_txn), goes to a name the node had. */
+static int link_back(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+		     const struct un_node_name *to)
+{
+	struct name_buf other;
+	struct rec_view r;
+	size_t n;
+	int err = rec_get(st, txn, iv->id, &r);
+
+	if (!err)
+		err = alias_scan(st, txn, iv->id, to, &n, &other);
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	if (rec_named(&r, to) && other.len)
+		err =
+		    rec_rename(st, txn, iv->id, &r, other.parent, other.name, other.len);
+	if (!err)
+		err = alias_del(st, txn, iv->id, to);
+	return err ? err : alias_trim(st, txn, iv->id);
+}
+
 static int intent_undo_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
 	const struct un_node_intent_ref *ref = arg;
@@ -2184,9 +2219,7 @@ static int intent_undo_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	if (!err && cur == iv.id && iv.kind == UN_INTENT_RENAME)
 		err = rename_back(st, txn, &iv, &to);
 	else if (!err && cur == iv.id)
-		err = alias_del(st, txn, iv.id, &to);
-	if (!err && cur == iv.id && iv.kind == UN_INTENT_LINK)
-		err = alias_trim(st, txn, iv.id);
+		err = link_back(st, txn, &iv, &to);
 	/* The victim even when the change itself is not in the table: it may
 	 * be an earlier change's (intent_put). */
 	return err ? err : victim_restore(st, txn, &iv, &to, true);
@@ -2299,10 +2332,16 @@ static int intent_adopt(struct un_state *st, MDB_txn *txn, const struct un_node_
 	return 0;
 }
 
+struct intent_apply_args {
+	const struct un_node_intent_ref *ref;
+	bool present;
+};
+
 /* un_node_intent_apply's transaction: 1 when there was nothing to apply. */
 static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
-	const struct un_node_intent_ref *ref = arg;
+	const struct intent_apply_args *a = arg;
+	const struct un_node_intent_ref *ref = a->ref;
 	struct un_node_name to = {ref->parent, ref->name, ref->len};
 	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
@@ -2311,6 +2350,12 @@ static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 
 	if (!err && (iv.id != ref->id || iv.run != ref->run || iv.seq != ref->seq))
 		return 1;
+	if (!err && a->present != (iv.kind != UN_INTENT_REMOVE) &&
+	    !(a->present && iv.from.len))
+		return 1; /* a removal that did not happen; a rename or link that did not
+			   */
+	if (!err && iv.kind == UN_INTENT_REMOVE && a->present)
+		iv.kind = UN_INTENT_RENAME; /* the rename it carries did (intent_put) */
 	if (!err)
 		err = rec_get(st, txn, iv.id, &r);
 	if (err == -ENOENT || err == -ESTALE)
@@ -2318,12 +2363,14 @@ static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	return err ? err : intent_apply(st, txn, &iv, &to, r.di);
 }
 
-int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref)
+int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref,
+			 bool present)
 {
-	struct un_node_job j = {.fn = call_txn, .call = intent_apply_txn, .arg = ref};
+	struct intent_apply_args a = {ref, present};
+	struct un_node_job j = {.fn = call_txn, .call = intent_apply_txn, .arg = &a};
 	int err = write_job(st, &j);
 
-	return err == 1 ? 0 : err;
+	return err == 1 ? 0 : err ? err : 1;
 }
 
 /* Appends the intent at K, V to *OUT when it is of ROOT (and of ID). */

@@ -500,11 +500,15 @@ int un_node_intent_undo(struct un_state *st, const struct un_node_intent_ref *re
  * is UN_ID_NONE): *out (caller frees) gets *n of them. */
 int un_node_intents(struct un_state *st, un_id root, un_id id,
 		    struct un_node_intent_ref **out, size_t *n);
-/* Applies the intent REF if the table still holds it: a lookup found its
- * node's object at its name by another way than the name's own entry (a
- * name of an inode with several links matches by its inode), so no lookup
- * adopts it; or its removal happened. */
-int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref);
+/* Applies the intent REF if the table still holds it, as the disk shows
+ * it: PRESENT, a lookup found its node's object at its name by another way
+ * than the name's own entry (a name of an inode with several links matches
+ * by its inode), so no lookup adopted it: the rename or link happened, and
+ * of a removal that carries the rename before it only that rename; else
+ * the name is gone: the removal happened.  1 when it was applied, 0 when
+ * there was nothing to apply, or -errno. */
+int un_node_intent_apply(struct un_state *st, const struct un_node_intent_ref *ref,
+			 bool present);
 /* Deletes the intent of TO if it is still number SEQ of run RUN: its
  * change did not happen, or a settle decided it. */
 int un_node_intent_del(struct un_state *st, const struct un_node_name *to, uint64_t run,

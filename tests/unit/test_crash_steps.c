@@ -183,6 +183,53 @@ static void then_relink(struct fx *fx, const struct recorded *rec)
 	assert_int_equal(t_id(fx, "d/zz"), rec[0].id);
 }
 
+/* d/up gets two more names, q/other and q/third. */
+static int prep_links2(struct fx *fx)
+{
+	int rc = do_link(fx, "d/up", "q", "other");
+
+	return rc ? rc : do_link(fx, "d/up", "q", "third");
+}
+
+/* One name of several renamed, then the new name removed: the remove's
+ * intent carries the rename's undo (node.c, intent_put). */
+static int ch_rename_remove_linked(struct fx *fx)
+{
+	int rc = do_rename(fx, "d", "up", "d", "moved");
+
+	return rc ? rc : do_remove(fx, "d", "moved", false);
+}
+
+/* REC's node resolves to its object, which LIVE (a path) gives too. */
+static void node_at(struct fx *fx, const struct recorded *rec, const char *live)
+{
+	struct un_obj *o = NULL;
+
+	assert_int_equal(un_resolve(fx->ex, rec->id, &o), 0);
+	assert_int_equal(o->fileid, rec->fileid);
+	un_obj_put(o);
+	assert_int_equal(t_id(fx, live), rec->id);
+}
+
+/* The node's names removed one by one down to the last the disk holds: it
+ * lives on under the others, whatever the changes before left in the
+ * table (a name the disk does not hold must not be among its names, where
+ * its record could go; a name it holds must be, or its last remove would
+ * forget the node). */
+static void then_remove_other(struct fx *fx, const struct recorded *rec)
+{
+	const char *last = !t_lookup_rc(fx, "d/up")	 ? "d/up"
+			   : !t_lookup_rc(fx, "d/moved") ? "d/moved"
+							 : NULL;
+
+	assert_int_equal(do_remove(fx, "q", "other", false), 0);
+	node_at(fx, &rec[0], "q/third");
+	if (!last)
+		return;
+	assert_int_equal(do_remove(fx, "q", "third", false), 0);
+	node_at(fx, &rec[0], last);
+}
+
 static int ch_remove_lower(struct fx *fx)
 {
 	return do_remove(fx, "d", "low", false);
@@ -259,6 +306,31 @@ static int ch_remove_create(struct fx *fx)
 	int rc = in_flight(remove_up, 1, fx);
 
 	return rc ? rc : ch_create(fx, "d", "up");
+}
+
+static int link_up(struct fx *fx)
+{
+	return do_link(fx, "d/up", "q", "other");
+}
+
+/* A link still under way when the name its record holds is removed: the
+ * record moves to the link's name (node.c, remove_ahead_txn). */
+static int ch_link_remove(struct fx *fx)
+{
+	int rc = in_flight(link_up, 2, fx);
+
+	return rc ? rc : do_remove(fx, "d", "up", false);
+}
+
+/* The names the node has left, but the last, removed: it lives on under
+ * that one. */
+static void then_keep_one(struct fx *fx, const struct recorded *rec)
+{
+	bool up = !t_lookup_rc(fx, "d/up"), other = !t_lookup_rc(fx, "q/other");
+
+	if (up && other)
+		assert_int_equal(do_remove(fx, "d", "up", false), 0);
+	node_at(fx, &rec[0], other ? "q/other" : "d/up");
 }
 
 static int ch_rmdir_upper(struct fx *fx)
@@ -353,6 +425,22 @@ static void lose_remove_linked(struct fx *fx)
 	ln(fx, "u/q/other", "u/d/up");
 }
 
+static void lose_rename_remove_linked(struct fx *fx)
+{
+	ln(fx, "u/q/other", "u/d/up");
+}
+
+static void lose_remove_linked_only(struct fx *fx)
+{
+	ln(fx, "u/q/other", "u/d/moved");
+}
+
+static void lose_link_remove(struct fx *fx)
+{
+	rm(fx, "u/q/other");
+	ln(fx, "keep/inode", "u/d/up");
+}
+
 static void lose_remove_upper(struct fx *fx)
 {
 	ln(fx, "keep/inode", "u/d/up");
@@ -443,6 +531,22 @@ static const struct scenario scenarios[] = {
      .w = {MOVES("q/other", "q/other"), MOVES("d/low", "d/low")},
      .then = then_relink,
      .lose = lose_remove_linked},
+    {.name = "rename of one of several names, then remove of the new name",
+     .layers = layers_std,
+     .prepare = prep_links2,
+     .change = ch_rename_remove_linked,
+     .w = {MOVES("q/other", "q/other"), MOVES("q/third", "q/third")},
+     .then = then_remove_other,
+     .lose = lose_rename_remove_linked},
+    {.name = "rename of one of several names, then remove of the new name (only "
+	     "the remove lost)",
+     .layers = layers_std,
+     .prepare = prep_links2,
+     .change = ch_rename_remove_linked,
+     .w = {MOVES("q/other", "q/other"), MOVES("q/third", "q/third")},
+     .then = then_remove_other,
+     .lose = lose_remove_linked_only,
+     .cut_only = true},
     {.name = "remove of a lower file (white-out)",
      .layers = layers_std,
      .change = ch_remove_lower,
@@ -485,6 +589,14 @@ static const struct scenario scenarios[] = {
      .layers = layers_std,
      .change = ch_remove_create,
      .w = {GOES("d/up")},
+     .cut_only = true},
+    {.name = "link, then remove of the name the record holds",
+     .layers = layers_std,
+     .change = ch_link_remove,
+     .w = {MOVES("d/up", "q/other")},
+     .then = then_keep_one,
+     .lose = lose_link_remove,
+     .keep = "d/up",
      .cut_only = true},
     {.name = "rmdir of an upper dir",
      .layers = layers_std,
