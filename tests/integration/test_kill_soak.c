@@ -24,7 +24,9 @@
  *     one in flight), a lower file's is the lower file's whole: never a
  *     half copy-up;
  *   - the union's work dir is empty once the server is up again.
- * The summary line counts the calls cut short by kind.
+ * The summary line counts the calls cut short by kind.  Each worker keeps
+ * a history of its calls (TMP/history<k>: round, call, names, fileid,
+ * answer); a failed check prints the failing worker's last lines.
  *
  * Env: KILL_SOAK_ROUNDS (default 30), KILL_SOAK_SEED (default: the time).
  * Exit: 0 passed, 1 failed, 77 skipped.
@@ -153,7 +155,31 @@ struct worker {
 	unsigned seed;
 	unsigned long acked;
 	char path[PATH_MAX];
+	FILE *history; /* line-buffered: _exit loses nothing */
+	int round;
 };
+
+#define HISTORY_TAIL 60
+
+/* Prints the last HISTORY_TAIL lines of W's history to stderr. */
+static void history_tail(struct worker *w)
+{
+	static char lines[HISTORY_TAIL][160];
+	char p[PATH_MAX];
+	unsigned long n = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/history%d", g.tmp, w->k);
+	f = fopen(p, "r");
+	if (!f)
+		return;
+	while (fgets(lines[n % HISTORY_TAIL], sizeof(lines[0]), f))
+		n++;
+	fclose(f);
+	fprintf(stderr, "worker %d's last calls:\n", w->k);
+	for (unsigned long i = n > HISTORY_TAIL ? n - HISTORY_TAIL : 0; i < n; i++)
+		fprintf(stderr, "  %s", lines[i % HISTORY_TAIL]);
+}
 
 static void wfail(struct worker *w, const char *fmt, ...)
 {
@@ -164,7 +190,24 @@ static void wfail(struct worker *w, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (w->history)
+		fprintf(w->history, "FAIL\n");
+	history_tail(w);
 	_exit(1);
+}
+
+/* Appends a line to W's history. */
+static void note(struct worker *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!w->history)
+		return;
+	fprintf(w->history, "r%d ", w->round);
+	va_start(ap, fmt);
+	vfprintf(w->history, fmt, ap);
+	va_end(ap);
+	fputc('\n', w->history);
 }
 
 static void pattern(char *buf, int k, int idx, uint32_t version)
@@ -276,6 +319,8 @@ static void settle_pending(struct worker *w)
 	case OP_CREATE:
 	case OP_LINK:
 		l = look(w, p->dir, p->name);
+		note(w, "settled: %c/%s answers %d fileid %llu", p->dir, p->name,
+		     l.status, (unsigned long long)l.fileid);
 		if (l.status == NFS3_OK) {
 			struct obj *n = &w->m.o[slot_new(w)];
 
@@ -301,6 +346,7 @@ static void settle_pending(struct worker *w)
 	case OP_RENAME:
 	case OP_RENAME_OVER:
 		if (at_name(w, p->dir, p->name, a->fileid)) {
+			note(w, "settled: renamed");
 			if (p->op == OP_RENAME_OVER)
 				w->m.o[p->b].live = false;
 			a->dir = p->dir;
@@ -308,8 +354,10 @@ static void settle_pending(struct worker *w)
 		}
 		break;
 	case OP_REMOVE:
-		if (look(w, a->dir, a->name).status == NFS3ERR_NOENT)
+		if (look(w, a->dir, a->name).status == NFS3ERR_NOENT) {
+			note(w, "settled: removed");
 			a->live = false;
+		}
 		break;
 	default:
 		break;
@@ -380,6 +428,7 @@ static void check_obj(struct worker *w, int idx)
 
 static void check_all(struct worker *w)
 {
+	note(w, "in flight at the kill: %s", op_names[w->m.p.op]);
 	settle_pending(w);
 	for (int i = 0; i < w->m.nobj; i++)
 		if (w->m.o[i].live)
@@ -458,6 +507,9 @@ static bool run_one(struct worker *w)
 	struct nfs_raw_obj l = {0};
 	int st = -1, n;
 
+	note(w, "%s %c/%s (fileid %llu) -> %c/%s", op_names[p->op], a ? a->dir : '-',
+	     a ? a->name : "-", a ? (unsigned long long)a->fileid : 0ull,
+	     p->dir ? p->dir : '-', p->name[0] ? p->name : "-");
 	switch (p->op) {
 	case OP_CREATE:
 		st = nfs_raw_create_or_remove(w->rpc, dir_fh(w, p->dir), p->name, true);
@@ -480,6 +532,7 @@ static bool run_one(struct worker *w)
 	default:
 		break;
 	}
+	note(w, "  = %d", st);
 	if (st < 0)
 		return false;
 	if (st != NFS3_OK)
@@ -494,6 +547,7 @@ static bool run_one(struct worker *w)
 			return false;
 		if (l.status != NFS3_OK)
 			wfail(w, "LOOKUP of new %s answered %d", p->name, l.status);
+		note(w, "  fileid %llu", (unsigned long long)l.fileid);
 		if (p->op == OP_LINK && l.fileid != a->fileid)
 			wfail(w, "LINK %s has fileid %llu, its source %llu", p->name,
 			      (unsigned long long)l.fileid,
@@ -582,6 +636,12 @@ static void worker_main(int k, int round, int ready, bool check_only)
 			   .seed = g.seed * 31 + (unsigned)round * 7 + (unsigned)k};
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	snprintf(w.path, sizeof(w.path), "%s/history%d", g.tmp, k);
+	w.history = fopen(w.path, "a");
+	if (w.history)
+		setvbuf(w.history, NULL, _IOLBF, 0);
+	w.round = round;
+	note(&w, "start");
 	snprintf(w.path, sizeof(w.path), "%s/model%d", g.tmp, k);
 	worker_connect(&w);
 	if (round == 0)
