@@ -122,7 +122,9 @@ enum srv_union_state {
 	SRV_UNION_OPEN,
 	SRV_UNION_CLOSING,  /* being released: out of the LRU, still listed */
 	SRV_UNION_RENEWING, /* its dirs being emptied or made again (a reset,
-			     * a vanished upper): out of the LRU, listed */
+			     * a vanished upper), or its stack outdated by a
+			     * reload until its pins are gone: out of the
+			     * LRU, listed */
 };
 struct srv_export {
 	char *path;		      /* as clients mount it */
@@ -141,6 +143,7 @@ struct srv_export {
 	enum srv_union_state state;
 	unsigned pins;		    /* calls using it (unions.c, rule 2) */
 	bool mounted;		    /* MNT since the last UMNT/UMNTALL */
+	bool outdated;		    /* a reload met it pinned (unions.c, rule 8) */
 	time_t last_used;	    /* CLOCK_MONOTONIC seconds of the last pin */
 	char *made_upper;	    /* the first dir its open made, or NULL */
 	char *made_work;	    /* (for srv_export_abandon) */
@@ -295,7 +298,9 @@ void srv_export_unmounted(struct srv_req *req, struct srv_export *t);
 /* The MNT that opened client union EX failed: closes it and removes the dirs
  * its open made, unless another call uses it. */
 void srv_export_abandon(struct srv_req *req, struct srv_export *ex);
-/* Drops the pins REQ's call holds (srv_call_serve, after encoding). */
+/* Drops the pins REQ's call holds (srv_call_serve, after encoding, under
+ * the exports read lock), releasing an outdated union it held the last pin
+ * of (unions.c, rule 8). */
 void srv_unions_unpin(struct srv_req *req);
 /* False (with a log line) when EX is a client instance but not REQ's
  * caller's: a handle of one client's union gives another client nothing. */
@@ -324,7 +329,8 @@ size_t srv_union_mem(const struct srv *s, const struct srv_export *i);
 void srv_unions_drop_template(struct srv *s, struct srv_export *t);
 /* After a reload kept template T: releases its client unions that no call
  * uses when it has per-client lowers, so that each reopens over the layers
- * there are now. */
+ * there are now; those that calls use are marked outdated, and released by the
+ * unpin that leaves them none (srv_unions_unpin). */
 void srv_unions_recheck(struct srv *s, struct srv_export *t);
 /* reset CLIENT: empties the upper and work dirs of CLIENT's unions (every
  * export with a per-client upper), after waiting out the calls that use

@@ -17,7 +17,7 @@
  *  2. A call uses an instance only while it holds a pin on it (pin_locked,
  *     recorded in req->pins), taken under the lock where it was found and
  *     dropped by srv_unions_unpin once the reply is encoded (rpc_process).
- *     Only an OPEN instance without pins is released.
+ *     Only an instance without pins is released.
  *  3. One union per upper dir: an instance is in its template's list from
  *     before it opens (OPENING) until after it is closed (CLOSING), and a
  *     caller that meets its key or id in either state waits on
@@ -42,7 +42,16 @@
  *     own, placed where it is listed.  Its stack is looked at when its union
  *     opens (client_stack): a per-client lower that is not a directory then
  *     is left out, with one log line, until the union next opens (a
- *     release, or a reload: srv_unions_recheck).  Whether it is there never
+ *     release, or a reload: srv_unions_recheck).  The reload releases the
+ *     instances no call pins and marks the others outdated (recheck_take;
+ *     one being opened too, which may have looked before the change): an
+ *     outdated one is RENEWING, so that a call that comes later waits as
+ *     for a reset instead of getting the old stack, and the unpin that
+ *     leaves it no pins releases it (unpin_locked, under the call's
+ *     exports read lock: rule 6), so that the next call opens it over the
+ *     stack there is now.  A call that pins another union already pins an
+ *     outdated one as it is instead of waiting (must_wait: two such calls
+ *     would wait for each other).  Whether the layer is there never
  *     enters the export id: with a per-client upper the id stays the upper
  *     dir's, and without one it is the export path's and the client's names
  *     that its lowers use ("a=ADDR", "h=NAME": client_key_of), so a new
@@ -527,6 +536,18 @@ static bool pinned_by(const struct srv_req *req, const struct srv_export *i)
 	return false;
 }
 
+/* True when REQ's call must wait for I to settle before it pins I (rules 3,
+ * 8, 9): not when I is OPEN or the call pins it already, nor when I is
+ * outdated and the call pins another union: two calls that each pin an
+ * outdated union and want the other's would wait for good, so it is used
+ * as it is and its release waits for this call's pin too. */
+static bool must_wait(const struct srv_req *req, const struct srv_export *i)
+{
+	if (i->state == SRV_UNION_OPEN || pinned_by(req, i))
+		return false;
+	return !(i->outdated && i->state == SRV_UNION_RENEWING && req->npins);
+}
+
 static struct srv_export *find_key(struct srv_export *t, const char *key)
 {
 	struct srv_export *i;
@@ -729,9 +750,11 @@ static struct srv_export *instance_settle(struct srv_req *req, struct srv_export
 	rc = instance_open(s, i, d);
 	pthread_mutex_lock(&s->unions.lock);
 	if (rc == 0) {
-		i->state = SRV_UNION_OPEN;
+		/* outdated while it opened: it waits for its pins to go (rule 8) */
+		i->state = i->outdated ? SRV_UNION_RENEWING : SRV_UNION_OPEN;
 		i->last_used = now_s();
-		lru_touch(&s->unions, i);
+		if (!i->outdated)
+			lru_touch(&s->unions, i);
 		known_add(&s->unions, i->id);
 		if (s->unions.nopen > s->unions.cap)
 			pthread_cond_signal(&s->unions.wake); /* rule 5 */
@@ -771,8 +794,7 @@ static struct srv_export *instance_get(struct srv_req *req, struct srv_export *t
 		return NULL;
 again:
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_key(t, d.key)) != NULL && i->state != SRV_UNION_OPEN &&
-	       !pinned_by(req, i))
+	while ((i = find_key(t, d.key)) != NULL && must_wait(req, i))
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i) {
 		fresh = !pinned_by(req, i);
@@ -822,8 +844,7 @@ static struct srv_export *instance_by_id(struct srv_req *req, uint32_t id)
 
 again:
 	pthread_mutex_lock(&u->lock);
-	while ((i = find_id(u, id)) != NULL && i->state != SRV_UNION_OPEN &&
-	       !pinned_by(req, i))
+	while ((i = find_id(u, id)) != NULL && must_wait(req, i))
 		pthread_cond_wait(&u->changed, &u->lock);
 	if (i) {
 		fresh = !pinned_by(req, i);
@@ -903,7 +924,8 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 		return;
 	pthread_mutex_lock(&s->unions.lock);
 	/* only dirs this open made, when nothing else came to use them */
-	drop = i->made_upper && i->state == SRV_UNION_OPEN && i->pins == 1 && !i->mounted;
+	drop = i->made_upper && (i->state == SRV_UNION_OPEN || i->outdated) &&
+	       i->pins == 1 && !i->mounted;
 	if (drop) {
 		lru_unlink(&s->unions, i);
 		i->state = SRV_UNION_CLOSING;
@@ -924,21 +946,38 @@ void srv_export_abandon(struct srv_req *req, struct srv_export *i)
 	instance_free(i);
 }
 
+/* Drops one pin of I (under the lock).  True when that leaves an outdated I
+ * no pins: I is CLOSING then, for the caller to release once the lock is
+ * let go (rule 8). */
+static bool unpin_locked(struct srv_unions *u, struct srv_export *i)
+{
+	if (--i->pins > 0 || i->state != SRV_UNION_RENEWING)
+		return false;
+	pthread_cond_broadcast(&u->changed); /* rule 9 */
+	if (!i->outdated)
+		return false;
+	i->state = SRV_UNION_CLOSING;
+	return true;
+}
+
 void srv_unions_unpin(struct srv_req *req)
 {
 	struct srv_unions *u = &req->srv->unions;
+	struct srv_export *outdated[SRV_REQ_PINS];
+	unsigned n = 0;
 
 	if (!req->npins)
 		return;
 	pthread_mutex_lock(&u->lock);
 	for (unsigned k = 0; k < req->npins; k++)
-		if (--req->pins[k]->pins == 0 &&
-		    req->pins[k]->state == SRV_UNION_RENEWING)
-			pthread_cond_broadcast(&u->changed); /* rule 9 */
+		if (unpin_locked(u, req->pins[k]))
+			outdated[n++] = req->pins[k];
 	if (u->nopen > u->cap)
 		pthread_cond_signal(&u->wake); /* rule 5 */
 	pthread_mutex_unlock(&u->lock);
 	req->npins = 0;
+	for (unsigned k = 0; k < n; k++)
+		instance_release(req->srv, outdated[k]);
 }
 
 /* ---- handles of unions not open ---- */
@@ -1350,15 +1389,32 @@ void srv_unions_fini(struct srv *s)
 	u->ready = false;
 }
 
+/* Marks I, which calls pin, outdated (rule 8): an OPEN one goes RENEWING
+ * and out of the LRU, one being opened does so as it settles
+ * (instance_settle). */
+static void recheck_outdate(struct srv_unions *u, struct srv_export *i)
+{
+	i->outdated = true;
+	if (i->state != SRV_UNION_OPEN)
+		return;
+	lru_unlink(u, i);
+	i->state = SRV_UNION_RENEWING;
+}
+
 /* An open instance of T that no call uses, marked CLOSING and out of the
- * LRU; NULL when there is none. */
+ * LRU; NULL when there is none.  Those that calls pin (an opening one is
+ * pinned by its opener) are marked outdated on the way (rule 8). */
 static struct srv_export *recheck_take(struct srv_unions *u, struct srv_export *t)
 {
 	struct srv_export *i;
 
-	for (i = t->instances; i; i = i->next)
+	for (i = t->instances; i; i = i->next) {
 		if (i->state == SRV_UNION_OPEN && !i->pins)
 			break;
+		if (i->pins && !i->outdated &&
+		    (i->state == SRV_UNION_OPEN || i->state == SRV_UNION_OPENING))
+			recheck_outdate(u, i);
+	}
 	if (i) {
 		lru_unlink(u, i);
 		i->state = SRV_UNION_CLOSING;
@@ -1548,10 +1604,10 @@ static int dirs_empty(const struct srv_export *t, const struct client_dirs *d, c
 	return rc;
 }
 
-/* Closes I (RENEWING, no pins), empties its dirs when EMPTY (a reset),
- * makes them again as its client's first MNT does (when D names them), and
- * takes I out of the registry: its client's next call opens it afresh
- * (rule 9). */
+/* Closes I (RENEWING, or CLOSING when outdated; no pins), empties its dirs
+ * when EMPTY (a reset), makes them again as its client's first MNT does
+ * (when D names them), and takes I out of the registry: its client's next
+ * call opens it afresh (rule 9). */
 static int instance_renew(struct srv *s, struct srv_export *i,
 			  const struct client_dirs *d, bool empty, char *why, size_t len)
 {
@@ -1585,14 +1641,13 @@ static void renew_take(struct srv_unions *u, struct srv_export *i)
 		pthread_cond_wait(&u->changed, &u->lock);
 }
 
-/* Drops REQ's pin of I (under the lock). */
-static void unpin_one(struct srv_req *req, struct srv_export *i)
+/* Drops REQ's pin of I (under the lock); true as unpin_locked. */
+static bool unpin_one(struct srv_req *req, struct srv_export *i)
 {
 	for (unsigned k = 0; k < req->npins; k++)
 		if (req->pins[k] == i)
 			req->pins[k] = req->pins[--req->npins];
-	if (--i->pins == 0 && i->state == SRV_UNION_RENEWING)
-		pthread_cond_broadcast(&req->srv->unions.changed);
+	return unpin_locked(&req->srv->unions, i);
 }
 
 static bool instance_vanished(struct srv_req *req, struct srv_export *i)
@@ -1605,10 +1660,11 @@ static bool instance_vanished(struct srv_req *req, struct srv_export *i)
 	if (!i->ux || !req->writes || !un_export_vanished(i->ux))
 		return false;
 	pthread_mutex_lock(&u->lock);
-	unpin_one(req, i);
-	renew = i->state == SRV_UNION_OPEN; /* else another call renews it */
-	if (renew)
+	renew = unpin_one(req, i); /* outdated, now CLOSING: renewed all the same */
+	if (!renew && i->state == SRV_UNION_OPEN) { /* else another call renews it */
 		renew_take(u, i);
+		renew = true;
+	}
 	pthread_mutex_unlock(&u->lock);
 	if (!renew)
 		return true;
@@ -1844,8 +1900,12 @@ static int restack_pin(struct srv_unions *u, struct srv_restack *r)
 static void restack_unpin(struct srv_unions *u, struct srv_restack *r)
 {
 	pthread_mutex_lock(&u->lock);
-	for (size_t k = 0; k < r->n; k++)
+	for (size_t k = 0; k < r->n; k++) {
+		/* pinned OPEN, so not outdated: no recheck runs before the
+		 * swap (srv_reload) */
+		assert(!r->v[k].i->outdated);
 		r->v[k].i->pins--;
+	}
 	pthread_cond_broadcast(&u->changed); /* a renewal waits for pins */
 	pthread_mutex_unlock(&u->lock);
 }
