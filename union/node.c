@@ -2259,6 +2259,52 @@ int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un
 	return write_job(st, &j);
 }
 
+#define CHAIN_MAX 8 /* renames of one chain re-applied at once (bounded: data on disk)   \
+		     */
+
+/* Re-applies, before rename IV, the rename of the same run that brought
+ * IV's node to IV->from, when the table does not give the node that name:
+ * the undo took a chain of renames of one node back to its start (a to b,
+ * then b to c: intent.c rule 4), and the lookup of b found nothing there.
+ * A node of one name would follow the last rename alone (rename_txn); one
+ * of several would keep its record on a, which the disk no longer holds. */
+static int rename_chain(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			int depth)
+{
+	uint8_t buf[INTENT_VAL_MAX];
+	struct intent_view prev;
+	un_id cur;
+	int err;
+
+	if (depth >= CHAIN_MAX || !iv->from.len)
+		return 0;
+	err = names_get(st, txn, &iv->from, &cur);
+	if (!err && cur == iv->id)
+		return 0;
+	if (err && err != -ENOENT)
+		return err;
+	err = intent_get(st, txn, &iv->from, buf, &prev);
+	if (err)
+		return err == -ENOENT || err == -ESTALE ? 0 : err;
+	if (prev.kind != UN_INTENT_RENAME || prev.id != iv->id || prev.run != iv->run ||
+	    prev.seq >= iv->seq)
+		return 0;
+	err = rename_chain(st, txn, &prev, depth + 1);
+	return err ? err
+		   : rename_txn(st, txn,
+				&(struct rename_args){prev.id, &prev.from, &iv->from});
+}
+
+/* Rename IV to TO, after the renames of its chain. */
+static int rename_apply(struct un_state *st, MDB_txn *txn, const struct intent_view *iv,
+			const struct un_node_name *to)
+{
+	int err = rename_chain(st, txn, iv, 0);
+
+	return err ? err
+		   : rename_txn(st, txn, &(struct rename_args){iv->id, &iv->from, to});
+}
+
 /* Applies intent IV of name TO in TXN: the rename, link or removal it
  * announced, as the change's own job would (DI: the object's top
  * instance, for a link's links entry).  The intent stays: it is deleted
@@ -2271,7 +2317,7 @@ static int intent_apply(struct un_state *st, MDB_txn *txn, const struct intent_v
 	if (iv->kind == UN_INTENT_REMOVE)
 		err = node_unname(st, txn, iv->id, to);
 	else if (iv->kind == UN_INTENT_RENAME)
-		err = rename_txn(st, txn, &(struct rename_args){iv->id, &iv->from, to});
+		err = rename_apply(st, txn, iv, to);
 	else
 		err = link_txn(st, txn, &(struct link_args){iv->root, iv->id, to, di});
 	if (!err)

@@ -287,6 +287,15 @@ static int ch_rename_remove(struct fx *fx)
 	return rc ? rc : do_remove(fx, "d", "moved", false);
 }
 
+/* Two renames of one name of several, the first still under way: a chain
+ * (intent.c rule 4). */
+static int ch_rename_chain_linked(struct fx *fx)
+{
+	int rc = in_flight(rename_up, 2, fx);
+
+	return rc ? rc : do_rename(fx, "d", "moved", "d", "last");
+}
+
 static int ch_rename_create(struct fx *fx)
 {
 	int rc = in_flight(rename_up, 2, fx);
@@ -441,6 +450,11 @@ static void lose_link_remove(struct fx *fx)
 	ln(fx, "keep/inode", "u/d/up");
 }
 
+static void lose_rename_chain_linked(struct fx *fx)
+{
+	mv(fx, "u/d/last", "u/d/up");
+}
+
 static void lose_remove_upper(struct fx *fx)
 {
 	ln(fx, "keep/inode", "u/d/up");
@@ -589,6 +603,14 @@ static const struct scenario scenarios[] = {
      .layers = layers_std,
      .change = ch_remove_create,
      .w = {GOES("d/up")},
+     .cut_only = true},
+    {.name = "rename of one of several names, then again",
+     .layers = layers_std,
+     .prepare = prep_links2,
+     .change = ch_rename_chain_linked,
+     .w = {MOVES("d/up", "d/last"), MOVES("q/other", "q/other")},
+     .then = then_remove_other,
+     .lose = lose_rename_chain_linked,
      .cut_only = true},
     {.name = "link, then remove of the name the record holds",
      .layers = layers_std,
