@@ -434,11 +434,6 @@ static void lose_remove_linked(struct fx *fx)
 	ln(fx, "u/q/other", "u/d/up");
 }
 
-static void lose_rename_remove_linked(struct fx *fx)
-{
-	ln(fx, "u/q/other", "u/d/up");
-}
-
 static void lose_remove_linked_only(struct fx *fx)
 {
 	ln(fx, "u/q/other", "u/d/moved");
@@ -551,7 +546,7 @@ static const struct scenario scenarios[] = {
      .change = ch_rename_remove_linked,
      .w = {MOVES("q/other", "q/other"), MOVES("q/third", "q/third")},
      .then = then_remove_other,
-     .lose = lose_rename_remove_linked},
+     .lose = lose_remove_linked}, /* d/up back, d/moved never made */
     {.name = "rename of one of several names, then remove of the new name (only "
 	     "the remove lost)",
      .layers = layers_std,
