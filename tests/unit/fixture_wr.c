@@ -44,6 +44,65 @@ void w_reset_upper(struct fx *fx)
 	t_export(fx, "l1:l2", "u", "w");
 }
 
+/* ---- namespace changes through the engine, as a `sync` caller ---- */
+
+static int walk2(struct fx *fx, const char *a, struct un_obj **oa, const char *b,
+		 struct un_obj **ob)
+{
+	int rc = t_walk(fx, a, oa);
+
+	return rc ? rc : t_walk(fx, b, ob);
+}
+
+int w_rename(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
+	     const char *tname)
+{
+	struct un_obj *f = NULL, *t = NULL;
+	int rc = walk2(fx, fdir, &f, tdir, &t);
+
+	if (!rc)
+		rc = un_rename(SYNC_CX, fx->ex, f, fname, t, tname);
+	un_obj_put(f);
+	un_obj_put(t);
+	return rc;
+}
+
+int w_link(struct fx *fx, const char *path, const char *dir, const char *name)
+{
+	struct un_obj *o = NULL, *d = NULL;
+	int rc = walk2(fx, path, &o, dir, &d);
+
+	if (!rc)
+		rc = un_link(SYNC_CX, fx->ex, o, d, name);
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
+int w_remove(struct fx *fx, const char *dir, const char *name, bool isdir)
+{
+	struct un_obj *d = NULL;
+	int rc = t_walk(fx, dir, &d);
+
+	if (!rc)
+		rc = isdir ? un_rmdir(SYNC_CX, fx->ex, d, name)
+			   : un_remove(SYNC_CX, fx->ex, d, name);
+	un_obj_put(d);
+	return rc;
+}
+
+int w_create(struct fx *fx, const char *dir, const char *name)
+{
+	struct un_obj *d = NULL, *o = NULL;
+	int rc = t_walk(fx, dir, &d);
+
+	if (!rc)
+		rc = un_create(SYNC_CX, fx->ex, d, name, 0644, true, NULL, &o);
+	un_obj_put(o);
+	un_obj_put(d);
+	return rc;
+}
+
 bool w_exists(struct fx *fx, const char *rel)
 {
 	struct stat st;

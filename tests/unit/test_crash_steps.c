@@ -64,51 +64,6 @@ struct scenario {
 
 /* ---- the changes ---- */
 
-static int walk2(struct fx *fx, const char *a, struct un_obj **oa, const char *b,
-		 struct un_obj **ob)
-{
-	int rc = t_walk(fx, a, oa);
-
-	return rc ? rc : t_walk(fx, b, ob);
-}
-
-static int do_rename(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
-		     const char *tname)
-{
-	struct un_obj *f = NULL, *t = NULL;
-	int rc = walk2(fx, fdir, &f, tdir, &t);
-
-	if (!rc)
-		rc = un_rename(SYNC_CX, fx->ex, f, fname, t, tname);
-	un_obj_put(f);
-	un_obj_put(t);
-	return rc;
-}
-
-static int do_link(struct fx *fx, const char *path, const char *dir, const char *name)
-{
-	struct un_obj *o = NULL, *d = NULL;
-	int rc = walk2(fx, path, &o, dir, &d);
-
-	if (!rc)
-		rc = un_link(SYNC_CX, fx->ex, o, d, name);
-	un_obj_put(o);
-	un_obj_put(d);
-	return rc;
-}
-
-static int do_remove(struct fx *fx, const char *dir, const char *name, bool isdir)
-{
-	struct un_obj *d = NULL;
-	int rc = t_walk(fx, dir, &d);
-
-	if (!rc)
-		rc = isdir ? un_rmdir(SYNC_CX, fx->ex, d, name)
-			   : un_remove(SYNC_CX, fx->ex, d, name);
-	un_obj_put(d);
-	return rc;
-}
-
 /* The usual tree: d merges l1, l2 and the upper; p and q are upper only. */
 static void layers_std(struct fx *fx)
 {
@@ -125,47 +80,47 @@ static void layers_std(struct fx *fx)
 
 static int ch_rename_upper(struct fx *fx)
 {
-	return do_rename(fx, "d", "up", "d", "moved");
+	return w_rename(fx, "d", "up", "d", "moved");
 }
 
 static int ch_rename_lower(struct fx *fx)
 {
-	return do_rename(fx, "d", "low", "q", "low2");
+	return w_rename(fx, "d", "low", "q", "low2");
 }
 
 static int ch_rename_over(struct fx *fx)
 {
-	return do_rename(fx, "d", "top", "d", "target");
+	return w_rename(fx, "d", "top", "d", "target");
 }
 
 static int ch_rename_dir(struct fx *fx)
 {
-	return do_rename(fx, "p", "sub", "q", "sub2");
+	return w_rename(fx, "p", "sub", "q", "sub2");
 }
 
 static int ch_link_lower(struct fx *fx)
 {
-	return do_link(fx, "d/low", "q", "hard");
+	return w_link(fx, "d/low", "q", "hard");
 }
 
 static int ch_link_upper(struct fx *fx)
 {
-	return do_link(fx, "d/up", "d", "up2");
+	return w_link(fx, "d/up", "d", "up2");
 }
 
 static int prep_link(struct fx *fx)
 {
-	return do_link(fx, "d/up", "q", "other");
+	return w_link(fx, "d/up", "q", "other");
 }
 
 static int prep_link_target(struct fx *fx)
 {
-	return do_link(fx, "d/target", "q", "tlink");
+	return w_link(fx, "d/target", "q", "tlink");
 }
 
 static int ch_remove_linked(struct fx *fx)
 {
-	return do_remove(fx, "d", "up", false);
+	return w_remove(fx, "d", "up", false);
 }
 
 /* After a remove of one of two names: a third name (after the first in the aliases'
@@ -175,8 +130,8 @@ static void then_relink(struct fx *fx, const struct recorded *rec)
 {
 	struct un_obj *o = NULL;
 
-	assert_int_equal(do_link(fx, "q/other", "d", "zz"), 0);
-	assert_int_equal(do_remove(fx, "q", "other", false), 0);
+	assert_int_equal(w_link(fx, "q/other", "d", "zz"), 0);
+	assert_int_equal(w_remove(fx, "q", "other", false), 0);
 	assert_int_equal(un_resolve(fx->ex, rec[0].id, &o), 0);
 	assert_int_equal(o->fileid, rec[0].fileid);
 	un_obj_put(o);
@@ -186,18 +141,18 @@ static void then_relink(struct fx *fx, const struct recorded *rec)
 /* d/up gets two more names, q/other and q/third. */
 static int prep_links2(struct fx *fx)
 {
-	int rc = do_link(fx, "d/up", "q", "other");
+	int rc = w_link(fx, "d/up", "q", "other");
 
-	return rc ? rc : do_link(fx, "d/up", "q", "third");
+	return rc ? rc : w_link(fx, "d/up", "q", "third");
 }
 
 /* One name of several renamed, then the new name removed: the remove's
  * intent carries the rename's undo (node.c, intent_put). */
 static int ch_rename_remove_linked(struct fx *fx)
 {
-	int rc = do_rename(fx, "d", "up", "d", "moved");
+	int rc = w_rename(fx, "d", "up", "d", "moved");
 
-	return rc ? rc : do_remove(fx, "d", "moved", false);
+	return rc ? rc : w_remove(fx, "d", "moved", false);
 }
 
 /* REC's node resolves to its object, which LIVE (a path) gives too. */
@@ -222,34 +177,22 @@ static void then_remove_other(struct fx *fx, const struct recorded *rec)
 			   : !t_lookup_rc(fx, "d/moved") ? "d/moved"
 							 : NULL;
 
-	assert_int_equal(do_remove(fx, "q", "other", false), 0);
+	assert_int_equal(w_remove(fx, "q", "other", false), 0);
 	node_at(fx, &rec[0], "q/third");
 	if (!last)
 		return;
-	assert_int_equal(do_remove(fx, "q", "third", false), 0);
+	assert_int_equal(w_remove(fx, "q", "third", false), 0);
 	node_at(fx, &rec[0], last);
 }
 
 static int ch_remove_lower(struct fx *fx)
 {
-	return do_remove(fx, "d", "low", false);
+	return w_remove(fx, "d", "low", false);
 }
 
 static int ch_remove_upper(struct fx *fx)
 {
-	return do_remove(fx, "d", "up", false);
-}
-
-static int ch_create(struct fx *fx, const char *dir, const char *name)
-{
-	struct un_obj *d = NULL, *o = NULL;
-	int rc = t_walk(fx, dir, &d);
-
-	if (!rc)
-		rc = un_create(SYNC_CX, fx->ex, d, name, 0644, true, NULL, &o);
-	un_obj_put(o);
-	un_obj_put(d);
-	return rc;
+	return w_remove(fx, "d", "up", false);
 }
 
 /* Two changes of one name, both under way at a cut (node.c invariant 15):
@@ -272,19 +215,19 @@ static int in_flight(int (*first)(struct fx *), unsigned long nth, struct fx *fx
 
 static int rename_up(struct fx *fx)
 {
-	return do_rename(fx, "d", "up", "d", "moved");
+	return w_rename(fx, "d", "up", "d", "moved");
 }
 
 static int remove_up(struct fx *fx)
 {
-	return do_remove(fx, "d", "up", false);
+	return w_remove(fx, "d", "up", false);
 }
 
 static int ch_rename_remove(struct fx *fx)
 {
 	int rc = in_flight(rename_up, 2, fx);
 
-	return rc ? rc : do_remove(fx, "d", "moved", false);
+	return rc ? rc : w_remove(fx, "d", "moved", false);
 }
 
 /* Two renames of one name of several, the first still under way: a chain
@@ -293,33 +236,33 @@ static int ch_rename_chain_linked(struct fx *fx)
 {
 	int rc = in_flight(rename_up, 2, fx);
 
-	return rc ? rc : do_rename(fx, "d", "moved", "d", "last");
+	return rc ? rc : w_rename(fx, "d", "moved", "d", "last");
 }
 
 static int ch_rename_create(struct fx *fx)
 {
 	int rc = in_flight(rename_up, 2, fx);
 
-	return rc ? rc : ch_create(fx, "d", "up");
+	return rc ? rc : w_create(fx, "d", "up");
 }
 
 static int ch_remove_rename(struct fx *fx)
 {
 	int rc = in_flight(remove_up, 1, fx);
 
-	return rc ? rc : do_rename(fx, "d", "top", "d", "up");
+	return rc ? rc : w_rename(fx, "d", "top", "d", "up");
 }
 
 static int ch_remove_create(struct fx *fx)
 {
 	int rc = in_flight(remove_up, 1, fx);
 
-	return rc ? rc : ch_create(fx, "d", "up");
+	return rc ? rc : w_create(fx, "d", "up");
 }
 
 static int link_up(struct fx *fx)
 {
-	return do_link(fx, "d/up", "q", "other");
+	return w_link(fx, "d/up", "q", "other");
 }
 
 /* A link still under way when the name its record holds is removed: the
@@ -328,7 +271,7 @@ static int ch_link_remove(struct fx *fx)
 {
 	int rc = in_flight(link_up, 2, fx);
 
-	return rc ? rc : do_remove(fx, "d", "up", false);
+	return rc ? rc : w_remove(fx, "d", "up", false);
 }
 
 /* The names the node has left, but the last, removed: it lives on under
@@ -338,18 +281,18 @@ static void then_keep_one(struct fx *fx, const struct recorded *rec)
 	bool up = !t_lookup_rc(fx, "d/up"), other = !t_lookup_rc(fx, "q/other");
 
 	if (up && other)
-		assert_int_equal(do_remove(fx, "d", "up", false), 0);
+		assert_int_equal(w_remove(fx, "d", "up", false), 0);
 	node_at(fx, &rec[0], other ? "q/other" : "d/up");
 }
 
 static int ch_rmdir_upper(struct fx *fx)
 {
-	return do_remove(fx, "d", "emptyup", true);
+	return w_remove(fx, "d", "emptyup", true);
 }
 
 static int ch_rmdir_lower(struct fx *fx)
 {
-	return do_remove(fx, "d", "emptylow", true);
+	return w_remove(fx, "d", "emptylow", true);
 }
 
 static int ch_create_verf(struct fx *fx)

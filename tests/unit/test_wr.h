@@ -29,6 +29,14 @@ void w_export(struct fx *fx);
 /* Closes the export and opens w_export's layers again over an empty upper:
  * a fresh start on the same lowers, as a fault sweep wants. */
 void w_reset_upper(struct fx *fx);
+/* Namespace changes through the engine as a `sync` caller (directories
+ * and objects named by their paths in the union): 0 or -errno. */
+int w_rename(struct fx *fx, const char *fdir, const char *fname, const char *tdir,
+	     const char *tname);
+int w_link(struct fx *fx, const char *path, const char *dir, const char *name);
+int w_remove(struct fx *fx, const char *dir, const char *name, bool isdir);
+/* An exclusive create of regular file NAME (mode 0644) in DIR. */
+int w_create(struct fx *fx, const char *dir, const char *name);
 bool w_exists(struct fx *fx, const char *rel);
 /* Entries of the dir REL (without . and ..). */
 int w_count(struct fx *fx, const char *rel);
