@@ -44,8 +44,9 @@
  *     order their run wrote them (seq): a chain of renames of one object
  *     (a to b, then b to c) goes back to a, and each step is re-applied
  *     only if the disk has it; a step re-applied re-applies the steps
- *     before it that the disk passed through (node.c, rename_chain).  A settle flushes before the export serves,
- *     so the leftovers of two runs never meet.
+ *     before it that the disk passed through (node.c, rename_chain).  A
+ *     settle flushes before the export serves, so the leftovers of two runs
+ *     never meet.
  *  5. An undo that cannot give a node back a name, as an object made there
  *     later holds it (a create at the name a rename left), writes an
  *     intent of that name for the node instead (node.c, name_back); so

@@ -2259,8 +2259,9 @@ int un_node_intent(struct un_state *st, enum un_intent_kind kind, un_id root, un
 	return write_job(st, &j);
 }
 
-#define CHAIN_MAX 8 /* renames of one chain re-applied at once (bounded: data on disk)   \
-		     */
+/* The renames of one chain re-applied at once: bounded, as the table is
+ * data on disk. */
+#define CHAIN_MAX 8
 
 /* Re-applies, before rename IV, the rename of the same run that brought
  * IV's node to IV->from, when the table does not give the node that name:
