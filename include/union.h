@@ -46,7 +46,7 @@
 typedef uint64_t un_id;
 #define UN_ID_NONE ((un_id)0)
 
-struct un_state;   /* a state dir: the node table and the secret key */
+struct un_state;   /* a node table, and the keys and indexes it shares */
 struct un_export;  /* one union of layers, served under one path */
 struct un_obj;	   /* one resolved object of an export (refcounted) */
 struct un_listing; /* one merged directory listing, one directory version */
@@ -61,6 +61,18 @@ int un_state_open(const char *dir, struct un_state **out);
  * the state dir's secret: states opened with one key file give the objects
  * of the same read-only layers the same handles (docs/gateways.md). */
 int un_state_open_keyed(const char *dir, const char *key_file, struct un_state **out);
+/* Opens (creating, mode 0700) a node table of its own in DIR (its LMDB
+ * environment, its roots, its syncer) that shares MAIN's keys, layer
+ * indexes, counters, retired layers and report functions: the exports
+ * opened on *OUT keep their nodes there (roots, counter ids, intents),
+ * while with a key file a lower object gets the same id in every table.
+ * MAIN is a state un_state_open made, and outlives its tables.  The
+ * functions below that speak of what is shared (the report functions,
+ * retire-time, retired layers, indexes, the counters of un_state_stats)
+ * act on MAIN's when given a table. */
+int un_state_open_table(struct un_state *main, const char *dir, struct un_state **out);
+/* Closes a state: a table alone, or the main state once its tables are
+ * closed. */
 void un_state_close(struct un_state *st);
 /* Makes every node handed out so far durable (the table is otherwise synced at
  * least once a second by a background thread).  Concurrent callers share

@@ -370,7 +370,7 @@ static int cu_commit(struct copyup *c)
 /* Runs the pipeline for C; on success O names the new upper instance. */
 static int cu_run(struct copyup *c)
 {
-	struct un_counters *n = &c->ex->st->counters;
+	struct un_counters *n = &c->ex->st->sh->counters;
 	uint64_t t0 = un_now_ns();
 	struct un_devino lower;
 	int err;

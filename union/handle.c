@@ -58,7 +58,7 @@ static uint64_t be_get(const uint8_t *p, size_t n)
 static void fh_mac(const struct un_state *st, const struct fh *fh, uint8_t mac[16])
 {
 	crypto_generichash(mac, 16, (const uint8_t *)fh, offsetof(struct fh, mac),
-			   st->key_handle, sizeof(st->key_handle));
+			   st->sh->key_handle, sizeof(st->sh->key_handle));
 }
 
 size_t un_handle_encode(const struct un_export *ex, un_id id, uint8_t out[UN_FH_MAX])

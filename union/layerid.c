@@ -114,24 +114,24 @@ static char *index_file(const struct un_state *st, const char *path)
 {
 	uint8_t h[16];
 	char name[INDEX_NAME_SZ], *out;
-	size_t len = strlen(st->dir) + sizeof(LAYERS_DIR) + sizeof(name) + 2;
+	size_t len = strlen(st->sh->dir) + sizeof(LAYERS_DIR) + sizeof(name) + 2;
 
 	crypto_generichash(h, sizeof(h), (const uint8_t *)path, strlen(path), NULL, 0);
 	for (size_t i = 0; i < sizeof(h); i++)
 		snprintf(name + 2 * i, 3, "%02x", h[i]);
 	out = un_sys_malloc(len);
 	if (out)
-		snprintf(out, len, "%s/" LAYERS_DIR "/%s.lx", st->dir, name);
+		snprintf(out, len, "%s/" LAYERS_DIR "/%s.lx", st->sh->dir, name);
 	return out;
 }
 
 static char *layers_path(const struct un_state *st, const char *name)
 {
-	size_t len = strlen(st->dir) + sizeof(LAYERS_DIR) + strlen(name) + 3;
+	size_t len = strlen(st->sh->dir) + sizeof(LAYERS_DIR) + strlen(name) + 3;
 	char *out = un_sys_malloc(len);
 
 	if (out)
-		snprintf(out, len, "%s/" LAYERS_DIR "/%s", st->dir, name);
+		snprintf(out, len, "%s/" LAYERS_DIR "/%s", st->sh->dir, name);
 	return out;
 }
 
@@ -543,7 +543,7 @@ static int layers_prepare(struct un_export *ex, char *err, size_t errlen)
 			 strerror(-rc));
 	if (!rc && (rc = stack_pair(&c->old, &c->now)))
 		snprintf(err, errlen, "out of memory");
-	pthread_mutex_lock(&ex->st->lx_lock);
+	pthread_mutex_lock(&ex->st->sh->lx_lock);
 	for (size_t i = ex->nlayers; !rc && i-- > 0;) {
 		l = &ex->layers[i];
 		if (!l->lower)
@@ -552,7 +552,7 @@ static int layers_prepare(struct un_export *ex, char *err, size_t errlen)
 		if (!rc)
 			l->key_dev = UN_KEY_DEV | (lxc_lineage(l->lxc) & LINEAGE_BITS);
 	}
-	pthread_mutex_unlock(&ex->st->lx_lock);
+	pthread_mutex_unlock(&ex->st->sh->lx_lock);
 	return rc;
 }
 
@@ -566,7 +566,7 @@ int un_layers_index(struct un_export *ex, bool best_effort, bool defer, char *er
 	if (errlen)
 		err[0] = '\0';
 	if (rc && rc != -EEXIST) {
-		snprintf(err, errlen, "state dir %s: %s: %s", ex->st->dir, LAYERS_DIR,
+		snprintf(err, errlen, "state dir %s: %s: %s", ex->st->sh->dir, LAYERS_DIR,
 			 strerror(-rc));
 		return rc;
 	}
@@ -691,7 +691,7 @@ static void sweep_locked(struct un_state *st, DIR *d, const char *dir)
 			if (len != INDEX_NAME_SZ - 1 ||
 			    strcmp(de->d_name + len - 3, ".lx"))
 				continue;
-			snprintf(file, sizeof(file), "%s/" LAYERS_DIR "/%s", st->dir,
+			snprintf(file, sizeof(file), "%s/" LAYERS_DIR "/%s", st->sh->dir,
 				 de->d_name);
 			if (un_lxc_file(st, file) || sweep_named(&all, file))
 				continue;
@@ -711,9 +711,9 @@ void un_state_sweep_indexes(struct un_state *st)
 	DIR *d = dir ? opendir(dir) : NULL;
 
 	if (d) {
-		pthread_mutex_lock(&st->lx_lock);
+		pthread_mutex_lock(&st->sh->lx_lock);
 		sweep_locked(st, d, dir);
-		pthread_mutex_unlock(&st->lx_lock);
+		pthread_mutex_unlock(&st->sh->lx_lock);
 		closedir(d);
 	}
 	free(dir);

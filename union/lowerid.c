@@ -15,7 +15,7 @@
  * Counter ids stay below 2^63 (node.c), so the two never meet.
  *
  * Rules:
- *  1. Only a state opened with a key file computes ids (st->lower_ids):
+ *  1. Only a state opened with a key file computes ids (st->sh->lower_ids):
  *     without one, the keys of the handles are the state dir's own and no
  *     other gateway could use them anyway, and a counter keeps the table's
  *     keys in the order they are written (roots.c says why that matters).
@@ -65,7 +65,7 @@ static uint32_t tag_of(const struct un_state *st, uint64_t key_dev, uint64_t sal
 	salt = htole64(salt);
 	memcpy(in, &key_dev, 8);
 	memcpy(in + 8, &salt, 8);
-	crypto_shorthash(h, in, sizeof(in), st->key_lower);
+	crypto_shorthash(h, in, sizeof(in), st->sh->key_lower);
 	memcpy(&v, h, sizeof(v));
 	return (uint32_t)(le64toh(v) & ((1u << TAG_BITS) - 1));
 }
@@ -86,7 +86,7 @@ un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs)
 {
 	struct un_devino k;
 
-	if (!st->lower_ids || obs->root == UN_ID_NONE)
+	if (!st->sh->lower_ids || obs->root == UN_ID_NONE)
 		return UN_ID_NONE;
 	k = S_ISDIR(obs->type) ? obs->inst[obs->ninst - 1] : obs->inst[0];
 	return un_devino_is_key(k) ? lower_id(tag_of(st, k.dev, obs->root), k.ino)
@@ -97,7 +97,7 @@ un_id un_lower_root_id(const struct un_export *ex)
 {
 	const struct un_layer *bottom;
 
-	if (!ex->st->lower_ids || !ex->nlayers)
+	if (!ex->st->sh->lower_ids || !ex->nlayers)
 		return UN_ID_NONE;
 	bottom = &ex->layers[ex->nlayers - 1];
 	if (!bottom->lower || !bottom->lxc)
@@ -143,7 +143,7 @@ int un_lower_path(const struct un_export *ex, un_id id, char **out)
 	int err;
 
 	*out = NULL;
-	if (!ex->st->lower_ids || !un_id_is_lower(id) || !(lx = layer_of(ex, id)))
+	if (!ex->st->sh->lower_ids || !un_id_is_lower(id) || !(lx = layer_of(ex, id)))
 		return -ESTALE;
 	buf = un_sys_malloc(cap + 1);
 	if (!buf)

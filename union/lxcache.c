@@ -4,7 +4,7 @@
  * (layerid.c rule 4) and by the layers a reload retired (retire.c).
  *
  * Rules:
- *  1. The list (st->lx_open) changes only under st->lx_lock; the functions
+ *  1. The list (st->sh->lx_open) changes only under st->sh->lx_lock; the functions
  *     whose comment says so run with it held (asserted), so that layerid.c
  *     can find, build and add an index in one hold.  un_lxc_get and
  *     un_lxc_put take it themselves.
@@ -29,8 +29,8 @@ struct un_lxc {
 
 struct un_lxc *un_lxc_find(struct un_state *st, const char *file, uint64_t root_ino)
 {
-	un_assert_locked(&st->lx_lock);
-	for (struct un_lxc *c = st->lx_open; c; c = c->next) {
+	un_assert_locked(&st->sh->lx_lock);
+	for (struct un_lxc *c = st->sh->lx_open; c; c = c->next) {
 		if (c->root_ino == root_ino && !strcmp(c->file, file)) {
 			c->refs++;
 			return c;
@@ -41,8 +41,8 @@ struct un_lxc *un_lxc_find(struct un_state *st, const char *file, uint64_t root_
 
 struct un_lx *un_lxc_file(struct un_state *st, const char *file)
 {
-	un_assert_locked(&st->lx_lock);
-	for (struct un_lxc *c = st->lx_open; c; c = c->next)
+	un_assert_locked(&st->sh->lx_lock);
+	for (struct un_lxc *c = st->sh->lx_open; c; c = c->next)
 		if (!strcmp(c->file, file))
 			return c->lx;
 	return NULL;
@@ -54,7 +54,7 @@ int un_lxc_add(struct un_state *st, const char *file, struct un_lx *lx,
 	struct un_lxc *c = un_sys_calloc(1, sizeof(*c));
 	struct un_lx_info info;
 
-	un_assert_locked(&st->lx_lock);
+	un_assert_locked(&st->sh->lx_lock);
 	if (!c || !(c->file = un_sys_strdup(file))) {
 		free(c);
 		un_lx_close(lx);
@@ -64,8 +64,8 @@ int un_lxc_add(struct un_state *st, const char *file, struct un_lx *lx,
 	c->root_ino = info.root_ino;
 	c->lx = lx;
 	c->refs = 1;
-	c->next = st->lx_open;
-	st->lx_open = c;
+	c->next = st->sh->lx_open;
+	st->sh->lx_open = c;
 	*out = c;
 	return 0;
 }
@@ -77,7 +77,7 @@ int un_lxc_get(struct un_state *st, const char *file, uint64_t root_ino,
 	struct un_lx_info info;
 	int rc = 0;
 
-	pthread_mutex_lock(&st->lx_lock);
+	pthread_mutex_lock(&st->sh->lx_lock);
 	*out = un_lxc_find(st, file, root_ino);
 	if (*out)
 		goto out;
@@ -92,7 +92,7 @@ int un_lxc_get(struct un_state *st, const char *file, uint64_t root_ino,
 	}
 	rc = un_lxc_add(st, file, lx, out);
 out:
-	pthread_mutex_unlock(&st->lx_lock);
+	pthread_mutex_unlock(&st->sh->lx_lock);
 	return rc;
 }
 
@@ -100,16 +100,16 @@ void un_lxc_put(struct un_state *st, struct un_lxc *c)
 {
 	struct un_lxc **p;
 
-	pthread_mutex_lock(&st->lx_lock);
+	pthread_mutex_lock(&st->sh->lx_lock);
 	if (--c->refs == 0) {
-		for (p = &st->lx_open; *p != c; p = &(*p)->next)
+		for (p = &st->sh->lx_open; *p != c; p = &(*p)->next)
 			;
 		*p = c->next;
 		un_lx_close(c->lx);
 		free(c->file);
 		free(c);
 	}
-	pthread_mutex_unlock(&st->lx_lock);
+	pthread_mutex_unlock(&st->sh->lx_lock);
 }
 
 struct un_lx *un_lxc_lx(const struct un_lxc *c)

@@ -305,7 +305,7 @@ static int timed_commit(struct un_state *st, MDB_txn *txn)
 	uint64_t t0 = un_now_ns();
 	int err = txn_commit(txn);
 
-	un_count_timed(&st->counters.commits, &st->counters.commit_ns, t0);
+	un_count_timed(&st->sh->counters.commits, &st->sh->counters.commit_ns, t0);
 	return err;
 }
 

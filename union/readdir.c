@@ -476,7 +476,7 @@ static uint64_t siphash(const uint8_t key[16], const void *in, size_t len)
 static uint64_t cookie_of(const struct un_state *st, const char *name, size_t len)
 {
 	unsigned bits = atomic_load(&hash_bits);
-	uint64_t c = siphash(st->key_cookie, name, len) & ((1ull << bits) - 1);
+	uint64_t c = siphash(st->sh->key_cookie, name, len) & ((1ull << bits) - 1);
 
 	return c < COOKIE_FIRST ? COOKIE_FIRST : c;
 }
@@ -495,7 +495,7 @@ static size_t version_part(struct un_export *ex, const struct un_inst *in,
 	uint8_t *p = rec;
 
 	put_le64(p, in->layer), p += 8;
-	if (ex->st->lower_ids && ex->layers[in->layer].lower &&
+	if (ex->st->sh->lower_ids && ex->layers[in->layer].lower &&
 	    !un_layer_key(ex, in->layer, st, &key) && un_devino_is_key(key)) {
 		put_le64(p, key.dev), p += 8;
 		put_le64(p, key.ino), p += 8;
@@ -523,8 +523,8 @@ static int dir_version(struct un_export *ex, const struct un_obj *dir, uint64_t 
 	struct stat st;
 	int err;
 
-	crypto_generichash_init(&hs, ex->st->key_version, sizeof(ex->st->key_version),
-				sizeof(h));
+	crypto_generichash_init(&hs, ex->st->sh->key_version,
+				sizeof(ex->st->sh->key_version), sizeof(h));
 	put_le64(rec, atomic_load(&hash_bits)); /* a narrowed hash is another listing */
 	crypto_generichash_update(&hs, rec, 8);
 	for (size_t i = 0; i < dir->ninst; i++) {
@@ -550,7 +550,7 @@ static uint32_t verf_mac(const struct un_state *st, un_id dir, uint32_t v32)
 	put_le64(in, dir);
 	v32 = htole32(v32);
 	memcpy(in + 8, &v32, sizeof(v32));
-	return (uint32_t)siphash(st->key_verf, in, sizeof(in));
+	return (uint32_t)siphash(st->sh->key_verf, in, sizeof(in));
 }
 
 static uint64_t verf_of(const struct un_state *st, un_id dir, uint64_t version)

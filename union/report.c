@@ -16,17 +16,17 @@
 
 void un_state_on_error(struct un_state *st, un_state_error_fn *fn)
 {
-	atomic_store(&st->on_error, fn);
+	atomic_store(&st->sh->on_error, fn);
 }
 
 void un_state_on_notice(struct un_state *st, un_state_notice_fn *fn)
 {
-	atomic_store(&st->on_notice, fn);
+	atomic_store(&st->sh->on_notice, fn);
 }
 
 void un_state_failed(struct un_state *st, int err, const char *what)
 {
-	un_state_error_fn *fn = atomic_load(&st->on_error);
+	un_state_error_fn *fn = atomic_load(&st->sh->on_error);
 
 	if (!fn)
 		return;
@@ -37,7 +37,7 @@ void un_state_failed(struct un_state *st, int err, const char *what)
 
 void un_notice(struct un_state *st, const char *fmt, ...)
 {
-	un_state_notice_fn *fn = atomic_load(&st->on_notice);
+	un_state_notice_fn *fn = atomic_load(&st->sh->on_notice);
 	char line[2 * PATH_MAX + 256];
 	va_list ap;
 

@@ -5,14 +5,14 @@
  * keeps an unlinked file a process has open.
  *
  * Rules:
- *  1. The registry is memory only: per export id (st->rt_exports), the
+ *  1. The registry is memory only: per export id (st->sh->rt_exports), the
  *     layers retired since the start, newest first, each its old path, an
  *     O_PATH descriptor of its root, a reference to its index (layerid.c)
  *     and the time it was retired.  A restart forgets them all.  An export
  *     is in it only once a layer of it is retired.
  *  2. Only a reload retires: un_retire_seen tells layerid.c whether the
  *     export was opened before in this process (layerid.c rule 8), by the
- *     sorted ids of those opened (st->rt_seen): four bytes an export, as
+ *     sorted ids of those opened (st->sh->rt_seen): four bytes an export, as
  *     every client union ever opened is one, and a server that thousands
  *     of clients came and went from keeps them all.  A reload retires
  *     only once it switches to the new stack (layerid.c rule 5): one that
@@ -101,48 +101,48 @@ static void rt_put(struct un_state *st, struct un_retired *l)
 /* Under rt_lock. */
 static struct un_rt_export *rt_find(struct un_state *st, uint32_t id)
 {
-	for (struct un_rt_export *e = st->rt_exports; e; e = e->next)
+	for (struct un_rt_export *e = st->sh->rt_exports; e; e = e->next)
 		if (e->id == id)
 			return e;
 	return NULL;
 }
 
-/* Whether ID is in st->rt_seen, and where it is or would go (*AT); under
+/* Whether ID is in st->sh->rt_seen, and where it is or would go (*AT); under
  * rt_lock. */
 static bool seen_has(const struct un_state *st, uint32_t id, size_t *at)
 {
-	size_t lo = 0, hi = st->rt_nseen;
+	size_t lo = 0, hi = st->sh->rt_nseen;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (st->rt_seen[mid] < id)
+		if (st->sh->rt_seen[mid] < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	*at = lo;
-	return lo < st->rt_nseen && st->rt_seen[lo] == id;
+	return lo < st->sh->rt_nseen && st->sh->rt_seen[lo] == id;
 }
 
-/* Notes ID at AT of st->rt_seen (without memory it is not noted: the
+/* Notes ID at AT of st->sh->rt_seen (without memory it is not noted: the
  * export's next open retires nothing, as after a restart); under rt_lock. */
 static void seen_add(struct un_state *st, uint32_t id, size_t at)
 {
-	size_t cap = st->rt_capseen ? 2 * st->rt_capseen : 64;
+	size_t cap = st->sh->rt_capseen ? 2 * st->sh->rt_capseen : 64;
 	uint32_t *ids;
 
-	if (st->rt_nseen == st->rt_capseen) {
-		ids = un_sys_realloc(st->rt_seen, cap * sizeof(*ids));
+	if (st->sh->rt_nseen == st->sh->rt_capseen) {
+		ids = un_sys_realloc(st->sh->rt_seen, cap * sizeof(*ids));
 		if (!ids)
 			return;
-		st->rt_seen = ids;
-		st->rt_capseen = cap;
+		st->sh->rt_seen = ids;
+		st->sh->rt_capseen = cap;
 	}
-	memmove(st->rt_seen + at + 1, st->rt_seen + at,
-		(st->rt_nseen - at) * sizeof(*st->rt_seen));
-	st->rt_seen[at] = id;
-	st->rt_nseen++;
+	memmove(st->sh->rt_seen + at + 1, st->sh->rt_seen + at,
+		(st->sh->rt_nseen - at) * sizeof(*st->sh->rt_seen));
+	st->sh->rt_seen[at] = id;
+	st->sh->rt_nseen++;
 }
 
 bool un_retire_seen(struct un_state *st, uint32_t id)
@@ -150,11 +150,11 @@ bool un_retire_seen(struct un_state *st, uint32_t id)
 	size_t at;
 	bool seen;
 
-	pthread_mutex_lock(&st->rt_lock);
+	pthread_mutex_lock(&st->sh->rt_lock);
 	seen = seen_has(st, id, &at);
 	if (!seen)
 		seen_add(st, id, at);
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	return seen;
 }
 
@@ -173,8 +173,8 @@ static struct un_rt_export *rt_entry(struct un_state *st, uint32_t id, const cha
 	}
 	if (e) {
 		e->id = id;
-		e->next = st->rt_exports;
-		st->rt_exports = e;
+		e->next = st->sh->rt_exports;
+		st->sh->rt_exports = e;
 	}
 	return e;
 }
@@ -184,7 +184,7 @@ static struct un_rt_export *rt_entry(struct un_state *st, uint32_t id, const cha
 static void rt_expire(struct un_state *st, struct un_rt_export *e, bool all,
 		      struct un_retired **gone)
 {
-	int64_t keep = atomic_load(&st->retire_s) * 1000000000, now = now_ns();
+	int64_t keep = atomic_load(&st->sh->retire_s) * 1000000000, now = now_ns();
 	struct un_retired **p = &e->layers, *l;
 
 	while ((l = *p)) {
@@ -252,7 +252,7 @@ void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const c
 				 .lxc = c,
 				 .key_dev = key_dev,
 				 .since = now_ns()};
-	pthread_mutex_lock(&st->rt_lock);
+	pthread_mutex_lock(&st->sh->rt_lock);
 	e = rt_entry(st, id, expath);
 	if (e) {
 		/* the same directory retired again (a version served twice):
@@ -271,7 +271,7 @@ void un_retire_add(struct un_state *st, uint32_t id, const char *expath, const c
 		e->layers = l;
 		l = NULL;
 	}
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	if (gone)
 		rt_put(st, gone);
 	if (l) { /* no memory for the export's entry */
@@ -289,11 +289,11 @@ void un_state_retire_time(struct un_state *st, unsigned seconds)
 {
 	struct un_retired *gone = NULL;
 
-	atomic_store(&st->retire_s, (int64_t)seconds);
-	pthread_mutex_lock(&st->rt_lock);
-	for (struct un_rt_export *e = st->rt_exports; e; e = e->next)
+	atomic_store(&st->sh->retire_s, (int64_t)seconds);
+	pthread_mutex_lock(&st->sh->rt_lock);
+	for (struct un_rt_export *e = st->sh->rt_exports; e; e = e->next)
 		rt_expire(st, e, false, &gone);
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	rt_release(st, gone, "past retire-time");
 }
 
@@ -302,8 +302,8 @@ void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg)
 	int64_t now = now_ns();
 	struct un_retired_info info;
 
-	pthread_mutex_lock(&st->rt_lock);
-	for (const struct un_rt_export *e = st->rt_exports; e; e = e->next)
+	pthread_mutex_lock(&st->sh->rt_lock);
+	for (const struct un_rt_export *e = st->sh->rt_exports; e; e = e->next)
 		for (const struct un_retired *l = e->layers; l; l = l->next) {
 			info = (struct un_retired_info){
 			    .export_path = e->path,
@@ -312,7 +312,7 @@ void un_state_retired_list(struct un_state *st, un_retired_fn *fn, void *arg)
 			    .age_s = (uint64_t)(now - l->since) / 1000000000u};
 			fn(&info, arg);
 		}
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 }
 
 /* Moves E's layers whose path is LAYER (NULL: all) onto *GONE; under
@@ -340,10 +340,10 @@ size_t un_state_retire_release(struct un_state *st, const char *layer)
 	struct un_retired *gone = NULL;
 	size_t n = 0;
 
-	pthread_mutex_lock(&st->rt_lock);
-	for (struct un_rt_export *e = st->rt_exports; e; e = e->next)
+	pthread_mutex_lock(&st->sh->rt_lock);
+	for (struct un_rt_export *e = st->sh->rt_exports; e; e = e->next)
 		n += rt_take(e, layer, &gone);
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	rt_release(st, gone, "by an admin");
 	return n;
 }
@@ -353,7 +353,7 @@ void un_retire_fini(struct un_state *st)
 	struct un_rt_export *e, *next;
 	struct un_retired *gone;
 
-	for (e = st->rt_exports; e; e = next) {
+	for (e = st->sh->rt_exports; e; e = next) {
 		next = e->next;
 		gone = NULL;
 		rt_expire(st, e, true, &gone);
@@ -364,10 +364,10 @@ void un_retire_fini(struct un_state *st)
 		free(e->path);
 		free(e);
 	}
-	st->rt_exports = NULL;
-	free(st->rt_seen);
-	st->rt_seen = NULL;
-	st->rt_nseen = st->rt_capseen = 0;
+	st->sh->rt_exports = NULL;
+	free(st->sh->rt_seen);
+	st->sh->rt_seen = NULL;
+	st->sh->rt_nseen = st->sh->rt_capseen = 0;
 }
 
 /* ---- resolving (rule 3) ---- */
@@ -381,7 +381,7 @@ static size_t rt_candidates(struct un_state *st, uint32_t id, uint64_t key_dev,
 	struct un_rt_export *e;
 	size_t n = 0;
 
-	pthread_mutex_lock(&st->rt_lock);
+	pthread_mutex_lock(&st->sh->rt_lock);
 	e = rt_find(st, id);
 	if (e) {
 		rt_expire(st, e, false, &gone);
@@ -392,7 +392,7 @@ static size_t rt_candidates(struct un_state *st, uint32_t id, uint64_t key_dev,
 			l[n++] = r;
 		}
 	}
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	rt_release(st, gone, "past retire-time");
 	return n;
 }
@@ -404,7 +404,7 @@ static void rt_drop(struct un_state *st, uint32_t id, struct un_retired *l,
 	struct un_rt_export *e;
 	bool found = false;
 
-	pthread_mutex_lock(&st->rt_lock);
+	pthread_mutex_lock(&st->sh->rt_lock);
 	e = rt_find(st, id);
 	for (struct un_retired **p = e ? &e->layers : NULL; p && *p; p = &(*p)->next) {
 		if (*p == l) {
@@ -414,7 +414,7 @@ static void rt_drop(struct un_state *st, uint32_t id, struct un_retired *l,
 			break;
 		}
 	}
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	if (found)
 		rt_release(st, l, why);
 }
@@ -536,10 +536,10 @@ static bool rt_any(struct un_state *st, uint32_t id)
 	struct un_rt_export *e;
 	bool any;
 
-	pthread_mutex_lock(&st->rt_lock);
+	pthread_mutex_lock(&st->sh->rt_lock);
 	e = rt_find(st, id);
 	any = e && e->layers;
-	pthread_mutex_unlock(&st->rt_lock);
+	pthread_mutex_unlock(&st->sh->rt_lock);
 	return any;
 }
 

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* state.c - the state dir: the LMDB environment of the node table and the
  * secret key; it starts and stops the thread that makes the table durable
- * (sync.c, un_syncer_start) with them.
+ * (sync.c, un_syncer_start) with them.  Besides the main state (the state
+ * dir, un_state_open) a server may open more node tables in dirs of their
+ * own that share the main state's keys, layer indexes and counters
+ * (un_state_open_table, rule 5): a writable union's own table, which moves
+ * with it (docs/gateways.md, part 2).
  *
  * Layout of DIR (mode 0700):
  *   data.mdb, lock.mdb   the LMDB environment (node.c says what is in it)
@@ -9,6 +13,9 @@
  *   layers/              the lower layers' indexes and each export's lower
  *                        stack (layerid.c)
  *   roots/               a link per export naming its root node (roots.c)
+ *
+ * Layout of a table's DIR (un_state_open_table; mode 0700): data.mdb,
+ * lock.mdb and roots/ as above, for the exports opened on that table.
  *
  * Rules:
  *  1. The secret never leaves this file.  It is written once, 0600, and
@@ -46,6 +53,39 @@
  *     middle of a transaction sees the same bytes.  What a busy server
  *     reads often comes back at the cost of a minor fault a page, at most
  *     once a second and only while the table grows.
+ *  5. A struct un_state is one node table and a pointer to what every
+ *     table of the server shares (struct un_shared), which the main state
+ *     owns: a table opened from it (un_state_open_table) is freed alone,
+ *     and the main state is closed only after its tables (asserted in
+ *     un_state_close).  Each part of the state sits where what it holds
+ *     is named:
+ *       - per table: the environment and its databases, the writer's
+ *         queue and the intents with run and intent_seq (they name the
+ *         table's node ids), node_epoch and node_pending (they speak of
+ *         the table's commits), the syncer and flushes (a flush is an
+ *         fdatasync of the table's data.mdb), the map trim fields, roots/
+ *         (a root is a node of the table that holds it), the dir (a report
+ *         names the table that failed);
+ *       - per table too: the listing cache (readdir.c), keyed by directory
+ *         node id and remembering each entry's node under the table's
+ *         node epoch, so two tables' ids, which their counters hand out
+ *         alike, must not meet in one cache; and the fsyncs of upper
+ *         inodes (sync.c), which serve a union's changes before its own
+ *         table's flush;
+ *       - shared: the keys and lower_ids (rule 1: derived once from the
+ *         main dir's secret or the key file, so that a union's handles,
+ *         cookies, verifiers and lower ids are those of the server and
+ *         of every gateway given the key file, whichever table records
+ *         the union's nodes); the open layer indexes and layers/ (an index
+ *         belongs to a layer, which every union over it shares: a
+ *         thousand client unions map one index once, layerid.c rule 4);
+ *         the counters (stats.c: the server's totals); the retired layers
+ *         (retire.c: they are layers with their indexes, found by export
+ *         id and index keys, no table's node ids); on_error and on_notice
+ *         (the server's log).
+ *     A table without a key file gives its objects counter ids of its own,
+ *     which mean nothing in another table; with one, a lower object gets
+ *     the same lower id in every table (lowerid.c), as on every gateway.
  *
  * Why not MDB_NOSYNC: a commit then reaches only the page cache, and the
  * table is whole after an OS crash only if the filesystem writes the file in
@@ -169,38 +209,46 @@ static int secret_get(int dirfd, uint8_t key[SECRET_BYTES])
 	return err;
 }
 
-static void keys_derive(struct un_state *st, const uint8_t secret[SECRET_BYTES])
+static void keys_derive(struct un_shared *sh, const uint8_t secret[SECRET_BYTES])
 {
-	crypto_kdf_derive_from_key(st->key_handle, sizeof(st->key_handle), KEY_ID_HANDLE,
+	crypto_kdf_derive_from_key(sh->key_handle, sizeof(sh->key_handle), KEY_ID_HANDLE,
 				   KDF_CONTEXT, secret);
-	crypto_kdf_derive_from_key(st->key_cookie, sizeof(st->key_cookie), KEY_ID_COOKIE,
+	crypto_kdf_derive_from_key(sh->key_cookie, sizeof(sh->key_cookie), KEY_ID_COOKIE,
 				   KDF_CONTEXT, secret);
-	crypto_kdf_derive_from_key(st->key_verf, sizeof(st->key_verf), KEY_ID_VERF,
+	crypto_kdf_derive_from_key(sh->key_verf, sizeof(sh->key_verf), KEY_ID_VERF,
 				   KDF_CONTEXT, secret);
-	crypto_kdf_derive_from_key(st->key_version, sizeof(st->key_version),
+	crypto_kdf_derive_from_key(sh->key_version, sizeof(sh->key_version),
 				   KEY_ID_VERSION, KDF_CONTEXT, secret);
-	crypto_kdf_derive_from_key(st->key_lower, sizeof(st->key_lower), KEY_ID_LOWER,
+	crypto_kdf_derive_from_key(sh->key_lower, sizeof(sh->key_lower), KEY_ID_LOWER,
 				   KDF_CONTEXT, secret);
 }
 
-/* Opens (creating) DIR and derives ST's keys from its secret, or from
- * KEY_FILE when not NULL. */
-static int state_dir_open(struct un_state *st, const char *dir, const char *key_file)
+/* Makes DIR (mode 0700) unless it exists. */
+static int dir_make(const char *dir)
+{
+	int err = un_sys_mkdirat(AT_FDCWD, dir, 0700);
+
+	return err == -EEXIST ? 0 : err;
+}
+
+/* Opens (creating) the main state dir DIR and derives SH's keys from its
+ * secret, or from KEY_FILE when not NULL. */
+static int keys_open(struct un_shared *sh, const char *dir, const char *key_file)
 {
 	uint8_t secret[SECRET_BYTES];
 	int dirfd, err;
 
-	err = un_sys_mkdirat(AT_FDCWD, dir, 0700);
-	if (err < 0 && err != -EEXIST)
+	err = dir_make(dir);
+	if (err)
 		return err;
 	dirfd = un_sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (dirfd < 0)
 		return dirfd;
 	err = key_file ? key_read(AT_FDCWD, key_file, true, secret)
 		       : secret_get(dirfd, secret);
-	st->lower_ids = key_file != NULL; /* lowerid.c rule 1 */
+	sh->lower_ids = key_file != NULL; /* lowerid.c rule 1 */
 	if (!err)
-		keys_derive(st, secret);
+		keys_derive(sh, secret);
 	sodium_memzero(secret, sizeof(secret));
 	un_sys_close(dirfd);
 	return err;
@@ -244,8 +292,59 @@ static int tables_init(struct un_state *st)
 	return err;
 }
 
-/* Frees what state_open built so far (the syncer is not running). */
-static void state_free(struct un_state *st)
+/* Frees what shared_new and keys_open built (no table uses SH any more). */
+static void shared_free(struct un_shared *sh)
+{
+	pthread_mutex_destroy(&sh->rt_lock);
+	pthread_mutex_destroy(&sh->lx_lock);
+	free(sh->dir);
+	sodium_memzero(sh, sizeof(*sh));
+	free(sh);
+}
+
+/* The shared part of a main state in DIR, keyed from its secret or KEY_FILE
+ * (rule 1). */
+static int shared_open(const char *dir, const char *key_file, struct un_shared **out)
+{
+	struct un_shared *sh = un_sys_calloc(1, sizeof(*sh));
+	int err;
+
+	if (!sh)
+		return -ENOMEM;
+	pthread_mutex_init(&sh->lx_lock, NULL);
+	pthread_mutex_init(&sh->rt_lock, NULL);
+	atomic_init(&sh->retire_s, 0);
+	atomic_init(&sh->tables, 0);
+	atomic_init(&sh->on_error, NULL);
+	atomic_init(&sh->on_notice, NULL);
+	sh->dir = un_sys_strdup(dir);
+	err = sh->dir ? keys_open(sh, dir, key_file) : -ENOMEM;
+	if (err) {
+		shared_free(sh);
+		return err;
+	}
+	*out = sh;
+	return 0;
+}
+
+/* A table not yet opened, sharing SH (NULL: set by the caller). */
+static struct un_state *table_new(struct un_shared *sh)
+{
+	struct un_state *st = un_sys_calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->sh = sh;
+	pthread_mutex_init(&st->wq_lock, NULL);
+	st->wq_tail = &st->wq_head;
+	st->roots_fd = -1;
+	randombytes_buf(&st->run, sizeof(st->run)); /* node.c: intents */
+	return st;
+}
+
+/* Frees what table_open built so far (the syncer is not running), and
+ * the shared part with a main state's table. */
+static void table_free(struct un_state *st)
 {
 	if (st->cache)
 		un_listing_cache_free(st->cache);
@@ -256,12 +355,37 @@ static void state_free(struct un_state *st)
 		mdb_env_close(st->env);
 	un_node_dones_free(st);
 	pthread_mutex_destroy(&st->wq_lock);
-	un_retire_fini(st);
-	pthread_mutex_destroy(&st->rt_lock);
-	pthread_mutex_destroy(&st->lx_lock);
+	if (!st->main && st->sh) { /* rule 5: the shared part is the main's */
+		un_retire_fini(st);
+		shared_free(st->sh);
+	}
 	free(st->dir);
 	sodium_memzero(st, sizeof(*st));
 	free(st);
+}
+
+/* Opens ST's node table in DIR, which exists: the environment, its
+ * databases, its listing cache and fsyncs, its syncer, its roots. */
+static int table_open(struct un_state *st, const char *dir)
+{
+	int err;
+
+	st->dir = un_sys_strdup(dir);
+	err = st->dir ? env_open(st, dir) : -ENOMEM;
+	if (!err)
+		err = tables_init(st);
+	if (!err)
+		err = un_listing_cache_new(&st->cache);
+	if (!err)
+		err = un_fsyncs_new(&st->fsyncs);
+	if (!err)
+		err = un_syncer_start(st);
+	if (err)
+		return err;
+	err = un_roots_open(st);
+	if (err)
+		un_syncer_stop(st);
+	return err;
 }
 
 int un_state_open(const char *dir, struct un_state **out)
@@ -272,52 +396,44 @@ int un_state_open(const char *dir, struct un_state **out)
 int un_state_open_keyed(const char *dir, const char *key_file, struct un_state **out)
 {
 	struct un_state *st;
-	int err = -EIO;
+	int err;
 
 	if (sodium_init() < 0)
-		return err;
-	err = -ENOMEM;
-	st = un_sys_calloc(1, sizeof(*st));
+		return -EIO;
+	st = table_new(NULL);
 	if (!st)
-		return err;
-	pthread_mutex_init(&st->wq_lock, NULL);
-	pthread_mutex_init(&st->lx_lock, NULL);
-	pthread_mutex_init(&st->rt_lock, NULL);
-	atomic_init(&st->retire_s, 0);
-	atomic_init(&st->on_notice, NULL);
-	st->wq_tail = &st->wq_head;
-	st->roots_fd = -1;
-	atomic_init(&st->on_error, NULL);
-	randombytes_buf(&st->run, sizeof(st->run)); /* node.c: intents */
-	st->dir = un_sys_strdup(dir);
-	err = st->dir ? state_dir_open(st, dir, key_file) : -ENOMEM;
-	if (err)
-		goto fail;
-	err = env_open(st, dir);
-	if (err)
-		goto fail;
-	err = tables_init(st);
-	if (err)
-		goto fail;
-	err = un_listing_cache_new(&st->cache);
-	if (err)
-		goto fail;
-	err = un_fsyncs_new(&st->fsyncs);
-	if (err)
-		goto fail;
-	err = un_syncer_start(st);
-	if (err)
-		goto fail;
-	err = un_roots_open(st);
+		return -ENOMEM;
+	err = shared_open(dir, key_file, &st->sh);
+	if (!err)
+		err = table_open(st, dir);
 	if (err) {
-		un_syncer_stop(st);
-		goto fail;
+		table_free(st);
+		return err;
 	}
 	*out = st;
 	return 0;
-fail:
-	state_free(st);
-	return err;
+}
+
+int un_state_open_table(struct un_state *main, const char *dir, struct un_state **out)
+{
+	struct un_state *st;
+	int err;
+
+	assert(main && !main->main); /* rule 5: tables hang off the main state */
+	st = table_new(main->sh);
+	if (!st)
+		return -ENOMEM;
+	st->main = main;
+	err = dir_make(dir);
+	if (!err)
+		err = table_open(st, dir);
+	if (err) {
+		table_free(st);
+		return err;
+	}
+	atomic_fetch_add(&main->sh->tables, 1);
+	*out = st;
+	return 0;
 }
 
 /* The address of the table's map in this process: LMDB does not tell it
@@ -369,8 +485,12 @@ void un_state_close(struct un_state *st)
 {
 	if (!st)
 		return;
+	/* rule 5: the tables share the main state's part, freed with it */
+	assert(st->main || atomic_load(&st->sh->tables) == 0);
 	un_node_dones_commit(st);
 	un_syncer_stop(st);
 	mdb_env_sync(st->env, 1);
-	state_free(st);
+	if (st->main)
+		atomic_fetch_sub(&st->sh->tables, 1);
+	table_free(st);
 }

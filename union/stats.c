@@ -128,7 +128,7 @@ static int count_nodes(struct un_state *st, uint64_t *out)
 
 int un_state_stats(struct un_state *st, struct un_stats *out)
 {
-	const struct un_counters *c = &st->counters;
+	const struct un_counters *c = &st->sh->counters;
 
 	*out = (struct un_stats){
 	    .commits = rd(&c->commits),

@@ -215,7 +215,7 @@ static int flush_job(void *arg)
 	uint64_t t0 = un_now_ns();
 	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 
-	un_count_timed(&st->counters.flushes, &st->counters.flush_ns, t0);
+	un_count_timed(&st->sh->counters.flushes, &st->sh->counters.flush_ns, t0);
 	if (err)
 		un_state_failed(st, err, "flush");
 	return err;
@@ -406,7 +406,7 @@ static int fsync_run(void *arg)
 		un_state_sync_kick(j->st);
 	t0 = un_now_ns();
 	err = fsync_fd(j->fd, j->fs);
-	un_count_timed(&j->st->counters.fsyncs, &j->st->counters.fsync_ns, t0);
+	un_count_timed(&j->st->sh->counters.fsyncs, &j->st->sh->counters.fsync_ns, t0);
 	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }
 

@@ -289,7 +289,41 @@ void un_count_listing(bool hit);
 struct un_listing_cache; /* readdir.c */
 struct un_change;	 /* sync.c */
 
+/* What every node table of a server shares (state.c rule 5 says why each
+ * part is here and not in a table): made and freed by the main state, the
+ * one un_state_open made; a table un_state_open_table opened points at it. */
+struct un_shared {
+	char *dir; /* the main state dir: layers/ (layerid.c) and secret */
+	/* Keys derived from the secret file, one per purpose (state.c). */
+	uint8_t key_handle[32];	 /* handle MAC (generichash) */
+	uint8_t key_cookie[16];	 /* readdir cookies (siphash) */
+	uint8_t key_verf[16];	 /* cookie verifier MAC (siphash) */
+	uint8_t key_version[16]; /* directory version hash (siphash) */
+	uint8_t key_lower[16];	 /* lower ids' tags (lowerid.c; siphash) */
+	bool lower_ids;		 /* opened with a key file (lowerid.c rule 1) */
+	/* The tables opened from the main state and not yet closed: the main
+	 * state is closed only once they all are (un_state_close asserts). */
+	atomic_uint tables;
+	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
+	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
+	/* lxcache.c: the open layer indexes, shared by the exports */
+	pthread_mutex_t lx_lock;
+	struct un_lxc *lx_open;
+	struct un_counters counters; /* stats.c */
+	/* retire.c: the ids of the exports opened since the start (sorted),
+	 * the retired lower layers of those that have any, and how long they
+	 * are kept (seconds, 0: until exit) */
+	pthread_mutex_t rt_lock;
+	uint32_t *rt_seen;
+	size_t rt_nseen, rt_capseen;
+	struct un_rt_export *rt_exports;
+	_Atomic int64_t retire_s;
+};
+
+/* One node table, and the part every table of the server shares (SH). */
 struct un_state {
+	struct un_shared *sh;  /* the main state's; its own when MAIN is NULL */
+	struct un_state *main; /* the state this table was opened from, or NULL */
 	MDB_env *env;
 	MDB_dbi db_meta, db_nodes, db_names, db_links, db_groups, db_parted, db_aliases,
 	    db_intents; /* node.c */
@@ -299,14 +333,9 @@ struct un_state {
 	uint64_t run;
 	_Atomic uint64_t intent_seq; /* node.c: the last intent's number */
 	bool node_adopted;	     /* node.c's writer: a batch adopted an intent */
-	/* Keys derived from the secret file, one per purpose (state.c). */
-	uint8_t key_handle[32];		/* handle MAC (generichash) */
-	uint8_t key_cookie[16];		/* readdir cookies (siphash) */
-	uint8_t key_verf[16];		/* cookie verifier MAC (siphash) */
-	uint8_t key_version[16];	/* directory version hash (siphash) */
-	uint8_t key_lower[16];		/* lower ids' tags (lowerid.c; siphash) */
-	bool lower_ids;			/* opened with a key file (lowerid.c rule 1) */
-	struct un_listing_cache *cache; /* readdir.c */
+	/* readdir.c: listings are keyed by this table's node ids and remember
+	 * its nodes (state.c rule 5) */
+	struct un_listing_cache *cache;
 	/* node.c: grows after every commit that may change the node an existing
 	 * name maps to (all but un_node_assign's); readdir.c trusts the nodes a
 	 * listing remembers only while it stands still */
@@ -336,22 +365,8 @@ struct un_state {
 	void *map_addr;		  /* state.c: the table's map (NULL: not found) */
 	struct un_seq flushes;	  /* the table's flushes (group commit) */
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
-	_Atomic(un_state_error_fn *) on_error;	 /* un_state_on_error, or NULL */
-	_Atomic(un_state_notice_fn *) on_notice; /* un_state_on_notice, or NULL */
-	char *dir;				 /* the state dir's path, for it */
-	int roots_fd;				 /* roots.c: the roots dir, or -1 */
-	/* lxcache.c: the open layer indexes, shared by the exports */
-	pthread_mutex_t lx_lock;
-	struct un_lxc *lx_open;
-	struct un_counters counters; /* stats.c */
-	/* retire.c: the ids of the exports opened since the start (sorted),
-	 * the retired lower layers of those that have any, and how long they
-	 * are kept (seconds, 0: until exit) */
-	pthread_mutex_t rt_lock;
-	uint32_t *rt_seen;
-	size_t rt_nseen, rt_capseen;
-	struct un_rt_export *rt_exports;
-	_Atomic int64_t retire_s;
+	char *dir;		  /* the table's dir, for the reports (report.c) */
+	int roots_fd;		  /* roots.c: the roots dir, or -1 */
 };
 
 /* ---- mdb.c: LMDB's return codes ---- */

@@ -76,14 +76,14 @@ static void test_version_and_reserved(void **state)
 	for (size_t field = 0; field < 4; field++) {
 		un_handle_encode(fx->ex, 42, fh);
 		fh[field] = field == 0 ? 2 : 1;
-		crypto_generichash(fh + 16, 16, fh, 16, fx->st->key_handle,
-				   sizeof(fx->st->key_handle));
+		crypto_generichash(fh + 16, 16, fh, 16, fx->st->sh->key_handle,
+				   sizeof(fx->st->sh->key_handle));
 		assert_int_equal(un_handle_decode(fx->st, fh, 32, &eid, &id), -EBADMSG);
 	}
 	/* The control: re-MACing an untouched handle keeps it valid. */
 	un_handle_encode(fx->ex, 42, fh);
-	crypto_generichash(fh + 16, 16, fh, 16, fx->st->key_handle,
-			   sizeof(fx->st->key_handle));
+	crypto_generichash(fh + 16, 16, fh, 16, fx->st->sh->key_handle,
+			   sizeof(fx->st->sh->key_handle));
 	assert_int_equal(un_handle_decode(fx->st, fh, 32, &eid, &id), 0);
 }
 
