@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_tables.c - node tables opened from a main state (state.c rule 5,
+ * un_state_open_table): a writable union on each of two tables over the
+ * same layers keeps its nodes in its own table, so its handles resolve
+ * there after that table alone is closed and opened again, and a counter
+ * id of one table is unknown to the other; the tables share the main
+ * state's keys (a handle made through one decodes through the other) and,
+ * with a key file, a lower object gets one id in every table; closing a
+ * table leaves the main state and the other table serving. */
+#include "test_un.h"
+
+#define NEW_FILES 24 /* table A's counter runs this far ahead of B's */
+
+/* The layers: l2 the base, l1 over it, "a" merged from both. */
+static void layers(struct fx *fx)
+{
+	t_file(fx, "l2/a/b/f", "f");
+	t_file(fx, "l2/top", "top");
+	t_file(fx, "l1/a/g", "g");
+}
+
+static void key_write(struct fx *fx, const char *rel)
+{
+	unsigned char key[32];
+	int fd;
+
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (unsigned char)(i * 5 + 3);
+	fd = open(t_path(fx, rel), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, key, sizeof(key)), (ssize_t)sizeof(key));
+	close(fd);
+}
+
+/* The export "/" on ST over l1:l2, writable into UPPER and WORK when not
+ * NULL. */
+static struct un_export *open_union(struct fx *fx, struct un_state *st, const char *upper,
+				    const char *work)
+{
+	char l1[PATH_MAX], l2[PATH_MAX], up[PATH_MAX], wk[PATH_MAX], err[256];
+	const char *lv[] = {l1, l2};
+	struct un_export_cfg cfg = {.path = "/", .lowerdirs = lv, .nlower = 2};
+	struct un_export *ex;
+
+	snprintf(l1, sizeof(l1), "%s", t_path(fx, "l1"));
+	snprintf(l2, sizeof(l2), "%s", t_path(fx, "l2"));
+	if (upper) {
+		snprintf(up, sizeof(up), "%s", t_path(fx, upper));
+		snprintf(wk, sizeof(wk), "%s", t_path(fx, work));
+		t_mkdir(fx, upper);
+		t_mkdir(fx, work);
+		cfg.upperdir = up;
+		cfg.workdir = wk;
+	}
+	if (un_export_open(st, &cfg, &ex, err, sizeof(err)))
+		fail_msg("export: %s", err);
+	return ex;
+}
+
+static un_id walk_id(struct un_export *ex, const char *path)
+{
+	char p[PATH_MAX], *save = NULL;
+	struct un_obj *cur, *next;
+	un_id id;
+
+	assert_int_equal(un_root(ex, &cur), 0);
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *t = strtok_r(p, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		assert_int_equal(un_lookup(ex, cur, t, &next), 0);
+		un_obj_put(cur);
+		cur = next;
+	}
+	id = un_obj_id(cur);
+	un_obj_put(cur);
+	return id;
+}
+
+/* The errno of looking NAME up in EX's root (0: found). */
+static int lookup_rc(struct un_export *ex, const char *name)
+{
+	struct un_obj *root, *o;
+	int rc;
+
+	assert_int_equal(un_root(ex, &root), 0);
+	rc = un_lookup(ex, root, name, &o);
+	if (!rc)
+		un_obj_put(o);
+	un_obj_put(root);
+	return rc;
+}
+
+/* Creates NAME in EX's root; its node id. */
+static un_id make_file(struct un_export *ex, const char *name)
+{
+	struct un_obj *root, *o;
+	un_id id;
+
+	assert_int_equal(un_root(ex, &root), 0);
+	assert_int_equal(un_create(SYNC_CX, ex, root, name, 0644, true, NULL, &o), 0);
+	id = un_obj_id(o);
+	un_obj_put(o);
+	un_obj_put(root);
+	return id;
+}
+
+/* The node a handle of EX for ID names, decoded through ST and resolved in
+ * EX: 0 with *GOT, or un_resolve's error. */
+static int handle_resolve(struct un_state *st, struct un_export *ex, const uint8_t *fh,
+			  size_t len, un_id *got)
+{
+	struct un_obj *o;
+	uint32_t eid;
+	un_id id;
+	int rc = un_handle_decode(st, fh, len, &eid, &id);
+
+	if (rc)
+		return rc;
+	assert_int_equal(eid, un_export_id(ex));
+	rc = un_resolve(ex, id, &o);
+	if (!rc) {
+		*got = un_obj_id(o);
+		un_obj_put(o);
+	}
+	return rc;
+}
+
+static const char *const paths[] = {"", "a", "a/b", "a/b/f", "a/g", "top"};
+#define NPATHS (sizeof(paths) / sizeof(paths[0]))
+
+struct side {
+	struct un_state *st;
+	struct un_export *ex;
+	un_id ids[NPATHS], made;
+	uint8_t fh[NPATHS + 1][UN_FH_MAX];
+	size_t len[NPATHS + 1];
+};
+
+static void side_open(struct fx *fx, struct un_state *main, struct side *s,
+		      const char *dir, const char *upper, const char *work)
+{
+	assert_int_equal(un_state_open_table(main, t_path(fx, dir), &s->st), 0);
+	s->ex = open_union(fx, s->st, upper, work);
+}
+
+static void side_close(struct side *s)
+{
+	un_export_close(s->ex);
+	un_state_close(s->st);
+	s->ex = NULL;
+	s->st = NULL;
+}
+
+/* Whether table ST holds a record of node ID. */
+static bool table_knows(struct un_state *st, un_id id)
+{
+	struct un_node_hop *hops = NULL;
+	size_t n = 0;
+	int rc = un_node_path(st, id, &hops, &n);
+
+	free(hops);
+	assert_true(rc == 0 || rc == -ESTALE);
+	return rc == 0;
+}
+
+/* Notes S's ids of the paths and their handles, and of its file MADE. */
+static void side_note(struct side *s)
+{
+	for (size_t i = 0; i < NPATHS; i++) {
+		s->ids[i] = walk_id(s->ex, paths[i]);
+		s->len[i] = un_handle_encode(s->ex, s->ids[i], s->fh[i]);
+	}
+	s->len[NPATHS] = un_handle_encode(s->ex, s->made, s->fh[NPATHS]);
+}
+
+/* Every handle S noted resolves through TABLE to its id in S's export. */
+static void side_check(struct side *s, struct un_state *table)
+{
+	un_id got;
+
+	for (size_t i = 0; i <= NPATHS; i++) {
+		assert_int_equal(handle_resolve(table, s->ex, s->fh[i], s->len[i], &got),
+				 0);
+		assert_int_equal(got, i < NPATHS ? s->ids[i] : s->made);
+	}
+}
+
+static void run_tables(struct fx *fx, const char *key)
+{
+	struct side a = {0}, b = {0};
+	struct un_state *main;
+	struct un_export *mx;
+	struct un_obj *o;
+	char name[32];
+	un_id got, mf;
+
+	layers(fx);
+	if (key)
+		key_write(fx, key);
+	assert_int_equal(
+	    un_state_open_keyed(t_path(fx, "main"), key ? t_path(fx, key) : NULL, &main),
+	    0);
+	mx = open_union(fx, main, NULL, NULL);
+	side_open(fx, main, &a, "ta", "ua", "wa");
+	side_open(fx, main, &b, "tb", "ub", "wb");
+
+	/* A's counter runs ahead of B's and of the main table's. */
+	for (int i = 0; i < NEW_FILES; i++) {
+		snprintf(name, sizeof(name), "n%02d", i);
+		a.made = make_file(a.ex, name);
+	}
+	b.made = make_file(b.ex, "onlyb");
+	side_note(&a);
+	side_note(&b);
+	assert_false(un_id_is_lower(a.made));
+
+	/* The tables share the keys: a handle of A decodes through B. */
+	assert_int_equal(
+	    un_handle_decode(b.st, a.fh[NPATHS], a.len[NPATHS], &(uint32_t){0}, &got), 0);
+	assert_int_equal(got, a.made);
+	/* A's counter id is no node of B's table, nor of the main one. */
+	assert_true(table_knows(a.st, a.made));
+	assert_false(table_knows(b.st, a.made));
+	assert_false(table_knows(main, a.made));
+	assert_int_equal(un_resolve(b.ex, a.made, &o), -ESTALE);
+	assert_int_equal(un_resolve(mx, a.made, &o), -ESTALE);
+	assert_int_equal(lookup_rc(b.ex, "n00"), -ENOENT);
+	assert_int_equal(lookup_rc(a.ex, "onlyb"), -ENOENT);
+	mf = walk_id(mx, "a/b/f");
+
+	/* With a key file a lower object has one id in every table. */
+	for (size_t i = 1; key && i < NPATHS; i++) {
+		assert_true(un_id_is_lower(a.ids[i]));
+		assert_int_equal(a.ids[i], b.ids[i]);
+		assert_int_equal(a.ids[i], walk_id(mx, paths[i]));
+	}
+
+	/* Table A closed and opened again alone: its handles resolve. */
+	side_close(&a);
+	side_check(&b, b.st);
+	assert_int_equal(walk_id(mx, "a/b/f"), mf);
+	got = make_file(b.ex, "afterb");
+	assert_int_equal(walk_id(b.ex, "afterb"), got);
+	side_open(fx, main, &a, "ta", "ua", "wa");
+	side_check(&a, a.st);
+	side_check(&a, main); /* decoded with the main state's keys */
+	assert_int_equal(walk_id(a.ex, "n00") + NEW_FILES - 1, a.made);
+	assert_int_equal(lookup_rc(a.ex, "afterb"), -ENOENT);
+
+	/* Each table keeps its own nodes and roots beside it. */
+	assert_int_equal(access(t_path(fx, "ta/data.mdb"), F_OK), 0);
+	assert_int_equal(access(t_path(fx, "tb/roots"), F_OK), 0);
+	assert_int_not_equal(access(t_path(fx, "ta/secret"), F_OK), 0);
+
+	side_close(&a);
+	side_close(&b);
+	un_export_close(mx);
+	un_state_close(main);
+}
+
+static void test_tables_own_nodes(void **state)
+{
+	run_tables(*state, NULL);
+}
+
+static void test_tables_keyed(void **state)
+{
+	run_tables(*state, "key");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    T_TEST(test_tables_own_nodes),
+	    T_TEST(test_tables_keyed),
+	};
+
+	return cmocka_run_group_tests_name("tables", tests, NULL, NULL);
+}
