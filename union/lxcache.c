@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* lxcache.c - the open layer indexes of a state: one open index (lindex.c)
- * per index file and layer root, shared by every export of the state
- * (layerid.c rule 4) and by the layers a reload retired (retire.c).
+/* lxcache.c - the open layer indexes of a server: one open index
+ * (lindex.c) per index file and layer root, shared by every export of
+ * every node table (layerid.c rule 4, state.c rule 5) and by the layers a
+ * reload retired (retire.c).
  *
  * Rules:
- *  1. The list (st->sh->lx_open) changes only under st->sh->lx_lock; the functions
- *     whose comment says so run with it held (asserted), so that layerid.c
- *     can find, build and add an index in one hold.  un_lxc_get and
- *     un_lxc_put take it themselves.
+ *  1. The list (st->sh->lx_open) changes only under st->sh->lx_lock; the
+ *     functions whose comment says so run with it held (asserted), so
+ *     that layerid.c can find, build and add an index in one hold.
+ *     un_lxc_get and un_lxc_put take it themselves.
  *  2. Every user holds a reference (un_lxc_find, un_lxc_add, un_lxc_get);
  *     the index is closed with the last one (un_lxc_put).
  */

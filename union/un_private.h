@@ -5,7 +5,8 @@
  * Layering inside the engine: sys.c is the only file that calls the kernel;
  * mdb.c maps LMDB's return codes and report.c carries the engine's reports
  * to the server, leaves that any file may call; state.c owns the state dir
- * (LMDB env, secret, derived keys) and starts what lives as long as it;
+ * (LMDB env, secret, derived keys), and the node tables opened beside it
+ * that share its keys, and starts what lives as long as each;
  * node.c keeps the node table, and roots.c which of its nodes is each
  * export's root; layer.c opens and checks the layer stack of an export,
  * layerid.c gives its lowers their indexes (lindex.c), shared through
