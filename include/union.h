@@ -179,11 +179,23 @@ struct un_export_cfg {
 	/* What the export id is derived from instead of PATH (NULL: PATH):
 	 * exports with one id_name share their ids whatever their paths. */
 	const char *id_name;
+	/* A writable union gets a node table of its own in its work dir
+	 * (UN_WORK_STATE_NAME), so that its nodes move with its dirs to
+	 * another server given the same key file (docs/gateways.md, part 2),
+	 * unless ST's table already holds the union's root (it was served
+	 * from there before: its handles name that table's ids).  A work dir
+	 * that holds such a table is opened on it whatever this says.  ST is
+	 * the main state (or a table, whose main state is used). */
+	bool own_table;
 };
 
 /* The files a writable union keeps in its workdir besides overlayfs' own
- * layout: the lock that lets one server at a time open it (workdir.c rule 3). */
+ * layout: the lock that lets one server at a time open it (workdir.c rule
+ * 3), and its own node table. */
 #define UN_WORK_LOCK_NAME "union-nfsd.lock"
+/* The union's own node table (un_export_cfg.own_table, workdir.c rule 4),
+ * a dir that the work dir's emptying leaves alone. */
+#define UN_WORK_STATE_NAME "union-nfsd.state"
 
 /* Opens every layer root and checks the stack: each layer exists and is a
  * directory, the upper is not inside a lower (nor a lower inside the upper), the

@@ -28,7 +28,9 @@
  *     a stack with a layer more, less or other is another version.  Its
  *     stack record and the retiring of the layers it leaves wait for the
  *     caller's un_stack_retire and un_stack_commit (layerid.c rule 5), as
- *     for an un_export_open with defer_commit.
+ *     for an un_export_open with defer_commit.  It shares the union's own
+ *     node table, when it has one (workdir.c rule 4), and holds it as the
+ *     union does (state.c rule 6).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -343,6 +345,10 @@ static int work_take(struct un_export *ex, const struct un_export *from, char *e
 		rc = ex->lockfd = un_sys_dup(from->lockfd);
 	if (rc < 0)
 		return fail(err, errlen, rc, "workdir: %s", strerror(-rc));
+	if (from->table) { /* already ex->st: export_open was given from->st */
+		ex->table = from->table;
+		un_state_table_get(ex->table); /* state.c rule 6 */
+	}
 	ex->dirsync_orders = from->dirsync_orders;
 	atomic_store(&ex->wh_xattr, atomic_load(&from->wh_xattr));
 	return 0;
@@ -363,7 +369,9 @@ static int stack_open(struct un_export *ex, const struct un_export_cfg *cfg,
 		return rc ? rc : work_take(ex, from, err, errlen);
 	}
 	rc = upper_check(ex, cfg, err, errlen);
-	return rc ? rc : un_work_open(ex, cfg->workdir, err, errlen);
+	if (!rc)
+		rc = un_work_open(ex, cfg->workdir, err, errlen);
+	return rc ? rc : un_work_table_open(ex, cfg, err, errlen);
 }
 
 /* The part of MEM (un_export_cfg.mem_bytes) that EX's resolve cache may
@@ -389,11 +397,11 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	ex = export_alloc(st, cfg);
 	if (!ex)
 		return fail(err, errlen, -ENOMEM, "out of memory");
-	rc = stack_open(ex, cfg, from, err, errlen);
+	ex->id = export_id_of(cfg->id_name ? cfg->id_name : cfg->path);
+	rc = stack_open(ex, cfg, from, err, errlen); /* the id picks the table */
 	if (rc)
 		goto fail;
 	ex->rc.budget = cache_budget(ex, cfg->mem_bytes);
-	ex->id = export_id_of(cfg->id_name ? cfg->id_name : cfg->path);
 	if (!cfg->no_layer_index &&
 	    (rc = un_layers_index(ex, cfg->index_best_effort,
 				  cfg->defer_commit || from != NULL, err, errlen)))
@@ -433,8 +441,16 @@ int un_export_restack(struct un_export *from, const struct un_export_cfg *cfg,
 
 void un_export_close(struct un_export *ex)
 {
+	struct un_state *table;
+	int lockfd;
+
 	if (!ex)
 		return;
+	/* The union's own table outlives every object of the union (its
+	 * listings are the table's) and goes before the lock does, which
+	 * lets the next server open it (workdir.c rule 4). */
+	table = ex->table;
+	lockfd = ex->lockfd;
 	un_layers_unindex(ex);
 	for (size_t i = 0; ex->layers && i < ex->nlayers; i++) {
 		un_sys_close(ex->layers[i].fd);
@@ -442,7 +458,6 @@ void un_export_close(struct un_export *ex)
 	}
 	un_sys_close(ex->workfd);
 	un_sys_close(ex->tmpfd);
-	un_sys_close(ex->lockfd);
 	for (size_t i = 0; i < UN_LOCK_STRIPES; i++) {
 		pthread_mutex_destroy(&ex->cu_locks[i]);
 		pthread_rwlock_destroy(&ex->ns_locks[i]);
@@ -452,6 +467,8 @@ void un_export_close(struct un_export *ex)
 	free(ex->layers);
 	free(ex->path);
 	un_rc_export_free(ex);
+	un_state_close(table);
+	un_sys_close(lockfd);
 }
 
 size_t un_export_mem(const struct un_export *ex)

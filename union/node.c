@@ -215,6 +215,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/futex.h>
+#include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -660,11 +661,24 @@ static int roots_mark_txn(struct un_state *st, MDB_txn *txn, const void *arg);
 static int write_job(struct un_state *st, struct un_node_job *j);
 static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j);
 
+/* The first id of a new table: a table opened from the main state starts
+ * at a random one (state.c rule 7: a union's table made anew after a reset
+ * hands out no id of the one it replaces). */
+static uint64_t first_id(const struct un_state *st)
+{
+	uint64_t r;
+
+	if (!st->main)
+		return NODE_FIRST_ID;
+	randombytes_buf(&r, sizeof(r));
+	return NODE_FIRST_ID + (r & ((UINT64_C(1) << 61) - 1));
+}
+
 int un_node_init(struct un_state *st, MDB_txn *txn)
 {
 	MDB_val k = {6, "format"}, v;
 	uint32_t fmt = htole32(NODE_FORMAT);
-	uint64_t next = htole64(NODE_FIRST_ID);
+	uint64_t next = htole64(first_id(st));
 	int err;
 
 	if ((err = un_mdb_err(mdb_dbi_open(txn, "meta", MDB_CREATE, &st->db_meta))) ||

@@ -158,6 +158,15 @@ int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_ob
 	return 0;
 }
 
+bool un_root_known(const struct un_state *st, uint32_t export_id)
+{
+	char name[9];
+	un_id id;
+
+	link_name(name, export_id);
+	return link_read(st, name, &id) != -ENOENT; /* a damaged link: known too */
+}
+
 /* Rule 3: one old root's link (kept when a crash left it made). */
 static int link_legacy(void *arg, uint32_t export_id, un_id root)
 {

@@ -86,6 +86,29 @@
  *     A table without a key file gives its objects counter ids of its own,
  *     which mean nothing in another table; with one, a lower object gets
  *     the same lower id in every table (lowerid.c), as on every gateway.
+ *  6. A table opened from the main state is closed by its last holder: a
+ *     union's own table (workdir.c rule 4) is held by the union and by its
+ *     successor at a reload (layer.c rule 4), each of which closes it
+ *     (un_state_table_get, un_state_close), so whichever of the two goes
+ *     last closes it, before it lets the work dir's lock go.
+ *  7. A table opened from the main state starts its counter at a random
+ *     id below 2^61 (node.c, un_node_init), not at the first id: a
+ *     union's table goes with its upper at a reset and is made anew, and
+ *     the ids the old one handed out under the union's export id must not
+ *     name the new one's objects (node.c invariant 1: ids are never
+ *     reused).  Two starts meet only if they fall within a table's length
+ *     of each other, about 2^-40 for a million nodes.
+ *  8. A table in a union's work dir runs LMDB with its lock file
+ *     (lock.mdb), not MDB_NOLOCK: LMDB's reader table is what keeps the
+ *     writer from reusing the pages that the worker threads' read
+ *     transactions still read (MDB_NOLOCK leaves that to the caller), so
+ *     it is needed within the process.  It is not needed across hosts:
+ *     the union's OFD lock (workdir.c rule 3) lets one process open the
+ *     table at a time, and is taken before it, so LMDB's own fcntl lock on
+ *     lock.mdb is always free and the opener, finding itself the only
+ *     user, resets the reader table of a dead holder (mdb_env_open).  Its
+ *     map of lock.mdb is shared with no other process, so the storage's
+ *     coherence of shared maps is never relied on.
  *
  * Why not MDB_NOSYNC: a commit then reaches only the page cache, and the
  * table is whole after an OS crash only if the filesystem writes the file in
@@ -424,6 +447,7 @@ int un_state_open_table(struct un_state *main, const char *dir, struct un_state 
 	if (!st)
 		return -ENOMEM;
 	st->main = main;
+	atomic_init(&st->refs, 1);
 	err = dir_make(dir);
 	if (!err)
 		err = table_open(st, dir);
@@ -481,10 +505,18 @@ void un_state_map_trim(struct un_state *st)
 		madvise(st->map_addr, (size_t)sb.st_size, MADV_DONTNEED);
 }
 
+void un_state_table_get(struct un_state *table)
+{
+	assert(table->main && atomic_load(&table->refs) > 0);
+	atomic_fetch_add(&table->refs, 1);
+}
+
 void un_state_close(struct un_state *st)
 {
 	if (!st)
 		return;
+	if (st->main && atomic_fetch_sub(&st->refs, 1) > 1)
+		return; /* rule 6: another union still serves through it */
 	/* rule 5: the tables share the main state's part, freed with it */
 	assert(st->main || atomic_load(&st->sh->tables) == 0);
 	un_node_dones_commit(st);

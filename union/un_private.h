@@ -368,6 +368,9 @@ struct un_state {
 	struct un_fsyncs *fsyncs; /* sync.c: fsyncs of upper inodes, shared */
 	char *dir;		  /* the table's dir, for the reports (report.c) */
 	int roots_fd;		  /* roots.c: the roots dir, or -1 */
+	/* state.c rule 6: the unions that hold a table opened from the main
+	 * state (un_state_table_get); it closes with the last */
+	atomic_uint refs;
 };
 
 /* ---- mdb.c: LMDB's return codes ---- */
@@ -650,6 +653,9 @@ int un_roots_open(struct un_state *st);
  * UN_ID_NONE and no node holds it yet, durable before the call returns. */
 int un_root_get(struct un_state *st, uint32_t export_id, const struct un_node_obs *obs,
 		un_id prefer, un_id *out);
+/* True when ST links a root for export EXPORT_ID: the export was opened on
+ * ST before (workdir.c rule 4 asks it of the main state). */
+bool un_root_known(const struct un_state *st, uint32_t export_id);
 
 /* ---- layer.c: exports and their layer stacks ---- */
 
@@ -805,9 +811,12 @@ struct un_export {
 	int workfd;		  /* -1 when read-only */
 	int tmpfd;		  /* O_PATH of WORKDIR/work: temps live here (copyup.c) */
 	int lockfd;		  /* WORKDIR's lock (workdir.c rule 3), or -1 */
-	bool dirsync_orders;	  /* a dir's fsync carries new inodes (sync.c) */
-	atomic_bool wh_xattr;	  /* write white-outs in the xattr form (dir.c) */
-	atomic_bool gone;	  /* its upper or work dir was removed (reset.c) */
+	/* the union's own table (workdir.c rule 4), which EX->st then is,
+	 * a reference of its own (un_state_table_get); NULL: none */
+	struct un_state *table;
+	bool dirsync_orders;  /* a dir's fsync carries new inodes (sync.c) */
+	atomic_bool wh_xattr; /* write white-outs in the xattr form (dir.c) */
+	atomic_bool gone;     /* its upper or work dir was removed (reset.c) */
 	/* What opening its indexes leaves to do: its stack record and the
 	 * retiring of the layers that left it (layerid.c rule 5), or NULL. */
 	struct un_stack_commit *pending;
@@ -981,6 +990,11 @@ void un_dir_times_put(const struct un_dir_times *t, struct un_attr *out);
 /* Creates (or empties what a crash left in) WORKDIR/work and opens it into
  * EX->tmpfd.  Called by un_export_open; ERR as there. */
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen);
+/* Opens EX's own node table in WORKDIR/UN_WORK_STATE_NAME, once EX holds
+ * the work dir's lock, when workdir.c rule 4 says it has one: EX->st is
+ * then that table, held in EX->table.  Called by un_export_open. */
+int un_work_table_open(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
+		       size_t errlen);
 /* A fresh temp name for the work dir. */
 void un_work_tmpname(char buf[32]);
 /* Removes NAME from directory DIRFD, and if it is a directory what it holds
@@ -1087,6 +1101,10 @@ void un_state_sync_kick(struct un_state *st);
  * table grew by a few hundred KiB since they last went (state.c rule 4);
  * the writer's, after a commit (node.c; one thread at a time). */
 void un_state_map_trim(struct un_state *st);
+/* Another reference to TABLE, one un_state_open_table opened (state.c
+ * rule 6): a union's successor shares its table (layer.c rule 4), and
+ * un_state_close drops one. */
+void un_state_table_get(struct un_state *table);
 
 /* ---- write.c: attributes and data ----
  * Besides the functions of union.h (un_setattr, un_write, un_commit): */

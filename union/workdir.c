@@ -22,6 +22,17 @@
  *     with its holder's death; a dir on NFS, CephFS or GFS2 locks across
  *     hosts.  A server that finds it held answers -EAGAIN, touches nothing
  *     and names the holder, whose pid and host the file holds, in ERR.
+ *  4. A union given own_table keeps its nodes in a table of its own,
+ *     WORKDIR/union-nfsd.state (un_work_table_open), which moves with the
+ *     dirs to the next server: rule 1 empties only WORKDIR/work and rule 3
+ *     locks only WORKDIR/union-nfsd.lock, so both leave it alone, and it
+ *     is opened only once the lock is held (the lock is what lets one
+ *     server at a time write it; state.c rule 8) and closed before the
+ *     lock goes (un_export_close).  A work dir that holds one is always
+ *     opened on it; one that does not gets one only when the main table
+ *     has no root for the union's export id: a union served before from
+ *     the main table (a server that was given a key file since) keeps
+ *     its nodes there, as its clients' handles name those ids.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -32,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "un_private.h"
@@ -145,6 +157,45 @@ static int work_lock(struct un_export *ex, const char *workdir, char *err, size_
 	if (!rc)
 		ex->lockfd = fd;
 	return rc;
+}
+
+/* Rule 4: whether EX (its work dir locked, its id known) gets a table of
+ * its own: 1 or 0, or -errno when the work dir cannot say. */
+static int table_wanted(const struct un_export *ex, const struct un_export_cfg *cfg,
+			struct un_state *main)
+{
+	struct stat sb;
+	int rc;
+
+	rc = un_sys_fstatat(ex->workfd, UN_WORK_STATE_NAME, &sb, AT_SYMLINK_NOFOLLOW);
+	if (rc != -ENOENT)
+		return rc ? rc : 1;
+	return cfg->own_table && !un_root_known(main, ex->id);
+}
+
+int un_work_table_open(struct un_export *ex, const struct un_export_cfg *cfg, char *err,
+		       size_t errlen)
+{
+	struct un_state *main = ex->st->main ? ex->st->main : ex->st;
+	char dir[PATH_MAX];
+	int rc;
+
+	rc = table_wanted(ex, cfg, main);
+	if (rc == 0)
+		return 0;
+	if (rc > 0 && snprintf(dir, sizeof(dir), "%s/%s", cfg->workdir,
+			       UN_WORK_STATE_NAME) >= (int)sizeof(dir))
+		rc = -ENAMETOOLONG;
+	if (rc > 0)
+		rc = un_state_open_table(main, dir, &ex->table);
+	if (rc) {
+		if (err && errlen)
+			snprintf(err, errlen, "workdir %s/%s: %s", cfg->workdir,
+				 UN_WORK_STATE_NAME, strerror(-rc));
+		return rc;
+	}
+	ex->st = ex->table;
+	return 0;
 }
 
 int un_work_open(struct un_export *ex, const char *workdir, char *err, size_t errlen)

@@ -258,6 +258,8 @@ struct srv {
 	size_t nmounts;
 
 	struct srv_unions unions;
+	/* unions.c rule 14: client unions keep their nodes in their work dirs */
+	bool union_tables;
 	/* count.c: whether calls are counted per export and per client
 	 * (srv_counts_start), and the next thread's slot (count.c, note 1). */
 	bool counting;

@@ -327,6 +327,8 @@ static int state_open(struct srv *s, const struct srv_opts *o, char *err, size_t
 	int rc = un_state_open_keyed(o->state_dir, o->key_file, &s->state);
 	struct stat sb;
 
+	/* unions.c rule 14: only then can a client union's handles move */
+	s->union_tables = o->key_file && o->cfg.layer_index;
 	if (rc >= 0)
 		return rc;
 	if (o->key_file && (rc == -EACCES || rc == -EINVAL))

@@ -25,7 +25,8 @@
  *     temps (un_work_open).
  *  4. A released union reopens with the same export id (client_id_path, the
  *     id is known before the union opens) and so with the same handles: its
- *     node ids live in the shared node table, not in the union.
+ *     node ids live in the main node table, or in the union's own table
+ *     in its work dir (rule 14), never in the union's memory.
  *  5. At most unions.cap instances are open, unless every open one is
  *     pinned: a call then opens one more (at most one per worker) and the
  *     reaper trims back to the cap once the pins are gone (reap_once).
@@ -119,6 +120,24 @@
  *     and leaves req->union_err so that the call is answered
  *     NFS3ERR_JUKEBOX (the client retries) instead of STALE; the next call
  *     after the holder released the union or died opens it.
+ * 14. A client union moves with its dirs (docs/gateways.md, part 2): on a
+ *     server given a key file (and layer indexes, so that lower objects
+ *     get the ids every gateway computes), a client union keeps its nodes
+ *     in a node table of its own in its work dir (un_export_cfg.own_table,
+ *     union/workdir.c rule 4), opened once the union holds its work dir's
+ *     lock and closed by un_export_close, so with every release (rules 5,
+ *     6, 8, 10) and before the main state (srv_close frees the templates
+ *     first); a reset's dirs_empty removes it with the work dir's contents
+ *     (rule 9), its new table handing out none of the old one's ids
+ *     (union/state.c rule 7).  A handle names its union by export id and
+ *     is resolved through that union (srv_export_for_handle), which is
+ *     opened on the table that holds its nodes, so no handle of it meets
+ *     the main table's ids.  A union served from the main table before
+ *     (its root is there: a server given a key file since) stays there,
+ *     so its handles keep working; without a key file every union stays
+ *     in the main table (a table costs a syncer thread, a map and a
+ *     listing cache, and its handles could not move anyway), except one
+ *     whose work dir already holds a table.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -709,6 +728,7 @@ static int instance_open(struct srv *s, struct srv_export *i, const struct clien
 	    .no_layer_index = !s->cfg.layer_index,
 	    .index_best_effort = true, /* a client's mount has no old stack */
 	    .mem_bytes = union_share(s),
+	    .own_table = s->union_tables, /* rule 14 */
 	};
 	int rc;
 

@@ -7,6 +7,7 @@
  * state's keys (a handle made through one decodes through the other) and,
  * with a key file, a lower object gets one id in every table; closing a
  * table leaves the main state and the other table serving. */
+#include "test_fs.h"
 #include "test_un.h"
 
 #define NEW_FILES 24 /* table A's counter runs this far ahead of B's */
@@ -33,13 +34,14 @@ static void key_write(struct fx *fx, const char *rel)
 }
 
 /* The export "/" on ST over l1:l2, writable into UPPER and WORK when not
- * NULL. */
-static struct un_export *open_union(struct fx *fx, struct un_state *st, const char *upper,
-				    const char *work)
+ * NULL, asking for a table in WORK when OWN. */
+static struct un_export *open_union_own(struct fx *fx, struct un_state *st,
+					const char *upper, const char *work, bool own)
 {
 	char l1[PATH_MAX], l2[PATH_MAX], up[PATH_MAX], wk[PATH_MAX], err[256];
 	const char *lv[] = {l1, l2};
-	struct un_export_cfg cfg = {.path = "/", .lowerdirs = lv, .nlower = 2};
+	struct un_export_cfg cfg = {
+	    .path = "/", .lowerdirs = lv, .nlower = 2, .own_table = own};
 	struct un_export *ex;
 
 	snprintf(l1, sizeof(l1), "%s", t_path(fx, "l1"));
@@ -55,6 +57,12 @@ static struct un_export *open_union(struct fx *fx, struct un_state *st, const ch
 	if (un_export_open(st, &cfg, &ex, err, sizeof(err)))
 		fail_msg("export: %s", err);
 	return ex;
+}
+
+static struct un_export *open_union(struct fx *fx, struct un_state *st, const char *upper,
+				    const char *work)
+{
+	return open_union_own(fx, st, upper, work, false);
 }
 
 static un_id walk_id(struct un_export *ex, const char *path)
@@ -267,11 +275,103 @@ static void test_tables_keyed(void **state)
 	run_tables(*state, "key");
 }
 
+/* The made names of test_union_table: two files and a dir with a file. */
+static const char *const made[] = {"m1", "m2", "d", "d/f"};
+#define NMADE (sizeof(made) / sizeof(made[0]))
+
+/* Makes MADE in EX; their ids and handles into IDS and FH/LEN. */
+static void made_make(struct un_export *ex, un_id ids[NMADE], uint8_t fh[][UN_FH_MAX],
+		      size_t len[])
+{
+	struct un_obj *root, *d, *o;
+
+	assert_int_equal(un_root(ex, &root), 0);
+	ids[0] = make_file(ex, made[0]);
+	ids[1] = make_file(ex, made[1]);
+	assert_int_equal(un_mkdir(SYNC_CX, ex, root, made[2], 0755, &d), 0);
+	ids[2] = un_obj_id(d);
+	assert_int_equal(un_create(SYNC_CX, ex, d, "f", 0644, true, NULL, &o), 0);
+	ids[3] = un_obj_id(o);
+	un_obj_put(o);
+	un_obj_put(d);
+	un_obj_put(root);
+	for (size_t i = 0; i < NMADE; i++)
+		len[i] = un_handle_encode(ex, ids[i], fh[i]);
+}
+
+/* Every handle of MADE resolves in EX to its id, as does every name. */
+static void made_check(struct un_state *main, struct un_export *ex,
+		       const un_id ids[NMADE], uint8_t fh[][UN_FH_MAX],
+		       const size_t len[])
+{
+	un_id got;
+
+	for (size_t i = 0; i < NMADE; i++) {
+		assert_int_equal(handle_resolve(main, ex, fh[i], len[i], &got), 0);
+		assert_int_equal(got, ids[i]);
+		assert_int_equal(walk_id(ex, made[i]), ids[i]);
+	}
+}
+
+/* A union given own_table keeps its nodes in its work dir (workdir.c rule
+ * 4): its handles resolve after it is closed and opened again, its table
+ * is no other's, one whose root the main table holds stays there, and a
+ * table made anew (a reset) hands out none of the old one's ids. */
+static void test_union_table(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t fh[NMADE][UN_FH_MAX], fh2[NMADE][UN_FH_MAX];
+	size_t len[NMADE], len2[NMADE];
+	un_id ids[NMADE], ids2[NMADE];
+	struct un_state *main;
+	struct un_export *ex;
+	struct un_obj *o;
+
+	layers(fx);
+	key_write(fx, "key");
+	assert_int_equal(
+	    un_state_open_keyed(t_path(fx, "main"), t_path(fx, "key"), &main), 0);
+	ex = open_union_own(fx, main, "u", "w", true);
+	made_make(ex, ids, fh, len);
+	assert_int_equal(access(t_path(fx, "w/" UN_WORK_STATE_NAME "/data.mdb"), F_OK),
+			 0);
+	assert_false(table_knows(main, ids[0]));
+	un_export_close(ex);
+
+	/* Opened again, without asking: the work dir's table is used. */
+	ex = open_union_own(fx, main, "u", "w", false);
+	made_check(main, ex, ids, fh, len);
+	un_export_close(ex);
+
+	/* Served from the main table first: it stays there. */
+	ex = open_union_own(fx, main, "u2", "w2", false);
+	made_make(ex, ids2, fh2, len2);
+	un_export_close(ex);
+	ex = open_union_own(fx, main, "u2", "w2", true);
+	assert_int_not_equal(access(t_path(fx, "w2/" UN_WORK_STATE_NAME), F_OK), 0);
+	made_check(main, ex, ids2, fh2, len2);
+	un_export_close(ex);
+
+	/* A reset: the upper and the table go; the old ids name nothing in
+	 * the new table, also once its names are made again. */
+	t_rm_rf(t_path(fx, "u"));
+	t_rm_rf(t_path(fx, "w"));
+	ex = open_union_own(fx, main, "u", "w", true);
+	made_make(ex, ids2, fh2, len2);
+	for (size_t i = 0; i < NMADE; i++) {
+		assert_int_equal(un_resolve(ex, ids[i], &o), -ESTALE);
+		assert_int_not_equal(ids2[i], ids[i]);
+	}
+	un_export_close(ex);
+	un_state_close(main);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    T_TEST(test_tables_own_nodes),
 	    T_TEST(test_tables_keyed),
+	    T_TEST(test_union_table),
 	};
 
 	return cmocka_run_group_tests_name("tables", tests, NULL, NULL);
