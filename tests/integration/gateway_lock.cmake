@@ -12,10 +12,15 @@
 # leaves the upper and the work dir as they were (a sentinel in work/work
 # stays).  A SIGKILLed: B serves within 10 s and the lock names it; A
 # restarted gets NFS3ERR_JUKEBOX until B's client unmounts and B releases
-# the idle union.  Runs as root.  Until union-nfsd has the lock, it fails
-# at step 2 (no lock file) and step 3 (B serves the union beside A), and
-# skips steps 4 and 5.  ~4 s, the same in the ASan tree and beside two
-# CPU-bound processes; ~7 s when it fails (a log line is waited for 5 s).
+# the idle union.  A client's tree made through A (files written
+# FILE_SYNC, a dir, a RENAME, a LINK) keeps its handles, fileids and bytes
+# on B after A's death, on A again, and on a B started on an empty state
+# dir after A's SIGTERM; with union tables off (srv->union_tables false)
+# step 4 fails, A's handles naming other files on B.  Runs as root.  Until
+# union-nfsd has the lock, it fails at step 2 (no lock file) and step 3 (B
+# serves the union beside A), and skips steps 4 to 6.  ~4 s, the same
+# beside two CPU-bound processes; ~7 s when it fails (a log line is waited
+# for 5 s).
 add_executable(test_gateway_lock test_gateway_lock.c)
 target_link_libraries(test_gateway_lock PRIVATE it_server it_util it_netns PkgConfig::CMOCKA)
 target_compile_options(test_gateway_lock PRIVATE ${IT_WARN} -fno-sanitize=alignment)

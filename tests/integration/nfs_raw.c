@@ -245,6 +245,62 @@ int nfs_raw_create_or_remove(struct rpc_context *rpc, const struct fh *dir,
 	return status;
 }
 
+static void keep_mkdir(void *data, void *out)
+{
+	MKDIR3res *r = data;
+	struct nfs_raw_obj *o = out;
+
+	o->status = r->status;
+	if (r->status != NFS3_OK)
+		return;
+	if (r->MKDIR3res_u.resok.obj.handle_follows)
+		nfs_raw_copy_fh(&o->fh, &r->MKDIR3res_u.resok.obj.post_op_fh3_u.handle);
+	nfs_raw_keep_attrs(o, &r->MKDIR3res_u.resok.obj_attributes);
+}
+
+struct nfs_raw_obj nfs_raw_mkdir(struct rpc_context *rpc, const struct fh *dir,
+				 const char *name)
+{
+	MKDIR3args a;
+	struct nfs_raw_obj o = {.status = -1};
+	struct call c = {.keep = keep_mkdir, .out = &o};
+
+	memset(&a, 0, sizeof(a));
+	a.where.dir = nfs_raw_fh3(dir);
+	a.where.name = (char *)name;
+	a.attributes.mode.set_it = 1;
+	a.attributes.mode.set_mode3_u.mode = 0755;
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_mkdir_async(rpc, nfs_raw_on_reply, &a, &c)))
+		o.status = -1;
+	return o;
+}
+
+int nfs_raw_rename(struct rpc_context *rpc, const struct fh *fdir, const char *fname,
+		   const struct fh *tdir, const char *tname)
+{
+	RENAME3args a = {.from = {.dir = nfs_raw_fh3(fdir), .name = (char *)fname},
+			 .to = {.dir = nfs_raw_fh3(tdir), .name = (char *)tname}};
+	int status = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_rename_async(rpc, nfs_raw_on_reply, &a, &c)))
+		return -1;
+	return status;
+}
+
+int nfs_raw_link(struct rpc_context *rpc, const struct fh *file, const struct fh *tdir,
+		 const char *tname)
+{
+	LINK3args a = {.file = nfs_raw_fh3(file),
+		       .link = {.dir = nfs_raw_fh3(tdir), .name = (char *)tname}};
+	int status = -1;
+	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
+
+	if (nfs_raw_finish(rpc, &c, rpc_nfs3_link_async(rpc, nfs_raw_on_reply, &a, &c)))
+		return -1;
+	return status;
+}
+
 void nfs_raw_keep_attrs(struct nfs_raw_obj *o, const post_op_attr *a)
 {
 	const fattr3 *f = &a->post_op_attr_u.attributes;

@@ -2,8 +2,8 @@
 /* nfs_raw.h - libnfs' raw NFSv3 and MOUNT calls made synchronous, for the
  * integration tests that speak to union-nfsd handle by handle (test_protocol,
  * test_stable, test_handles, test_layer_swap, test_readdir_big, random_update,
- * crash_client) and the clients in bench/ (readdir_bench, and nfs_bench's
- * set-up calls).
+ * crash_client, test_gateway_lock through netns_util) and the clients in bench/
+ * (readdir_bench, and nfs_bench's set-up calls).
  *
  * A test queues a call with an rpc_*_async function, passing nfs_raw_on_reply
  * and a struct call, and hands the queue's answer to nfs_raw_finish, which
@@ -148,6 +148,15 @@ struct nfs_raw_text nfs_raw_readlink(struct rpc_context *rpc, const struct fh *f
 /* WRITE (FILE_SYNC) of LEN bytes of DATA at OFFSET through FH. */
 int nfs_raw_write(struct rpc_context *rpc, const struct fh *fh, uint64_t offset,
 		  const void *data, uint32_t len);
+/* MKDIR (mode 0755) of NAME in DIR: the new dir's handle and attributes. */
+struct nfs_raw_obj nfs_raw_mkdir(struct rpc_context *rpc, const struct fh *dir,
+				 const char *name);
+/* RENAME of FNAME in FDIR to TNAME in TDIR. */
+int nfs_raw_rename(struct rpc_context *rpc, const struct fh *fdir, const char *fname,
+		   const struct fh *tdir, const char *tname);
+/* LINK: a new name TNAME in TDIR for FILE. */
+int nfs_raw_link(struct rpc_context *rpc, const struct fh *file, const struct fh *tdir,
+		 const char *tname);
 /* SETATTR of the mode alone. */
 int nfs_raw_setattr_mode(struct rpc_context *rpc, const struct fh *fh, uint32_t mode);
 /* ACCESS asking for WANT (ACCESS3_* bits): the bits granted in *GRANTED. */

@@ -26,34 +26,47 @@
  * dies or releases the union, its next call opens it.
  *
  *   step 2  A: MNT, CREATE fromA, WRITE FILE_SYNC; fromA on disk; the lock
- *           file names A's pid and is locked.  A sentinel in
- *           WORKDIR/work/ stands for a copy-up temp of A's in flight, and
- *           the union's dirs are recorded (each entry's type, mode, size,
- *           inode, link count, mtime, ctime and bytes).
+ *           file names A's pid and is locked.  Then the client's tree: a
+ *           second file, a dir and a file in it, a file renamed into the
+ *           dir, a LINK of the second file; every handle and fileid (root,
+ *           files, dir) is recorded, as made and as LOOKUP gives it.  A
+ *           sentinel in WORKDIR/work/ stands for a copy-up temp of A's in
+ *           flight, and the union's dirs are recorded (each entry's type,
+ *           mode, size, inode, link count, mtime, ctime and bytes).
  *   step 3  B, started now: MNT refused with MNT3ERR_SERVERFAULT; GETATTR,
  *           LOOKUP and CREATE with A's root handle NFS3ERR_JUKEBOX; B's log
  *           has a line naming the union (its dir or 127.0.0.1) and A's pid;
- *           the upper holds exactly fromA with A's bytes, and nothing in
- *           the upper or the work dir changed: the sentinel is there.
+ *           the upper holds fromA with A's bytes and the tree, nothing
+ *           else, and nothing in the upper or the work dir changed: the
+ *           sentinel is there.
  *   step 4  A SIGKILLed: B answers GETATTR of A's root handle (asked every
  *           RETRY_MS) with NFS3_OK within TAKEOVER_MAX_S (the time is
  *           printed); then via B: CREATE and WRITE fromB, fromA read back
  *           with A's bytes, a lower file read by A's handle; the lock file
  *           names B's pid; the upper holds fromA and fromB; B's MNT.
+ *           B's state dir never saw the union, so the tree's handles
+ *           resolve only through the union's own table in its work dir:
+ *           each answers GETATTR with its fileid, READ with its bytes, and
+ *           LOOKUP of its path from the root gives its handle and fileid.
  *   step 5  A sentinel of B's in WORKDIR/work/, the union's dirs recorded,
  *           and A restarted on its state dir: GETATTR and LOOKUP via A answer
  *           NFS3ERR_JUKEBOX while B holds the union, A's log names B's pid,
  *           the union's dirs are unchanged; B's client unmounts (UMNT), and
  *           once B has released the idle union, A's GETATTR (every RETRY_MS,
  *           RELEASE_MAX_S at most) succeeds; the lock file names A's new
- *           pid, and A reads fromA and fromB.
+ *           pid, and A reads fromA and fromB; the tree and B's fromB
+ *           resolve on A as in step 4, and A adds fromA2.
+ *   step 6  A stopped cleanly (SIGTERM), B stopped, its state dir removed
+ *           and B started afresh: B serves the union at once, the tree
+ *           (with fromB and fromA2) resolves as in step 4, MNT gives the
+ *           same root handle, and a new CREATE works.
  *
  * A step whose premise an earlier one did not give is skipped (3 needs A
- * serving, 4 B not serving, 5 B's takeover).  A failed step prints every
- * check that failed (what was answered, what was expected) and the
- * gateways' logs.  Every server is stopped by pid in the group teardown,
- * also when a check fails (and has PR_SET_PDEATHSIG should this process
- * die); the namespaces go with their descriptors and the temp dir is
+ * serving, 4 B not serving, 5 B's takeover, 6 A back).  A failed step
+ * prints every check that failed (what was answered, what was expected)
+ * and the gateways' logs.  Every server is stopped by pid in the group
+ * teardown, also when a check fails (and has PR_SET_PDEATHSIG should this
+ * process die); the namespaces go with their descriptors and the temp dir is
  * removed.  Exit 77 (skipped) without root or namespaces.
  */
 #define _GNU_SOURCE
@@ -104,8 +117,10 @@
 #define SNAP_MAX	64 /* entries of a union dir that a record keeps */
 #define DATA_A		"fromA: written by gateway A, WRITE FILE_SYNC"
 #define DATA_B		"fromB: written by gateway B after A's death"
+#define DATA_A2		"fromA2: written by gateway A after B's release"
 #define LOWER_FILE	"docs/readme"
 #define LOWER_DATA	"a file of the lower layer"
+#define TREE_MAX	16 /* the client's objects whose handles are followed */
 
 enum { A, B, NGW };
 
@@ -151,8 +166,17 @@ static struct {
 	struct fh root;	    /* A's root handle of the client's union */
 	struct fh lower_fh; /* A's handle of LOWER_FILE */
 	struct snap upper_snap, work_snap;
-	bool a_serves, b_not_serving, b_took_over;
-	enum outcome step[6]; /* by the numbers of the steps above */
+	struct obj {
+		const char *path; /* from the union's root */
+		const char *data; /* its bytes; NULL for a dir */
+		struct fh made;	  /* as its maker first gave it (before a RENAME) */
+		struct fh fh;	  /* as LOOKUP of PATH gave it on its maker */
+		uint64_t fileid;
+	} tree[TREE_MAX];
+	size_t ntree;
+	uint64_t root_fileid;
+	bool a_serves, b_not_serving, b_took_over, a_back;
+	enum outcome step[7]; /* by the numbers of the steps above */
 	double takeover_s, retake_s, t0;
 } g;
 
@@ -390,8 +414,18 @@ struct want_file {
 	const char *data;
 };
 
-/* The upper holds exactly the files W[0..N) (names and bytes), nothing
- * else; WHEN says at which point. */
+/* The tree's path P, of LEN bytes: the client's tree is checked through
+ * NFS (check_tree), not on disk. */
+static bool in_tree(const char *p, size_t len)
+{
+	for (size_t i = 0; i < g.ntree; i++)
+		if (strlen(g.tree[i].path) == len && !strncmp(g.tree[i].path, p, len))
+			return true;
+	return false;
+}
+
+/* The upper holds exactly the files W[0..N) (names and bytes) and the
+ * client's tree, nothing else; WHEN says at which point. */
 static void check_upper(struct verdict *v, const char *when, const struct want_file *w,
 			size_t n)
 {
@@ -405,7 +439,7 @@ static void check_upper(struct verdict *v, const char *when, const struct want_f
 	for (size_t i = 0; i < s.n; i++) {
 		size_t len = path_len(s.line[i]), k = 0;
 
-		if (!strncmp(s.line[i], ".\t", 2))
+		if (!strncmp(s.line[i], ".\t", 2) || in_tree(s.line[i], len))
 			continue;
 		while (k < n &&
 		       (strlen(w[k].name) != len || strncmp(w[k].name, s.line[i], len)))
@@ -679,6 +713,149 @@ static void check_read(struct verdict *v, struct gw *gw, const char *name,
 		      gw->name, t.data, name, data);
 }
 
+/* ---- the client's tree, followed across gateways ---- */
+
+/* Adds PATH, made through GW with handle MADE, to the tree: its LOOKUP from
+ * the root there gives the handle and fileid the other gateways must give. */
+static void tree_add(struct gw *gw, const char *path, const char *data,
+		     const struct fh *made)
+{
+	struct obj *t = &g.tree[g.ntree];
+	struct nfs_raw_obj o = nfs_raw_walk(gw->rpc, &g.root, path);
+
+	if (g.ntree == TREE_MAX)
+		fail_msg("more than %d objects in the tree", TREE_MAX);
+	if (o.status != NFS3_OK || !o.attrs)
+		fail_msg("%s answered %s to LOOKUP of %s, expected NFS3_OK", gw->name,
+			 nfs_raw_stat_name(o.status), path);
+	*t = (struct obj){
+	    .path = path, .data = data, .made = *made, .fh = o.fh, .fileid = o.fileid};
+	g.ntree++;
+}
+
+/* A file NAME in DIR made through GW with DATA written FILE_SYNC: its
+ * handle, or the test fails. */
+static struct fh make_file(struct gw *gw, const struct fh *dir, const char *name,
+			   const char *data)
+{
+	struct nfs_raw_obj o;
+	int st = nfs_raw_create_or_remove(gw->rpc, dir, name, true);
+
+	if (st != NFS3_OK)
+		fail_msg("%s answered %s to CREATE of %s, expected NFS3_OK", gw->name,
+			 nfs_raw_stat_name(st), name);
+	o = nfs_raw_lookup(gw->rpc, dir, name);
+	if (o.status != NFS3_OK)
+		fail_msg("%s answered %s to LOOKUP of %s, expected NFS3_OK", gw->name,
+			 nfs_raw_stat_name(o.status), name);
+	st = nfs_raw_write(gw->rpc, &o.fh, 0, data, (uint32_t)strlen(data));
+	if (st != NFS3_OK)
+		fail_msg("%s answered %s to WRITE FILE_SYNC of %s, expected NFS3_OK",
+			 gw->name, nfs_raw_stat_name(st), name);
+	return o.fh;
+}
+
+/* The client's tree made through A: beside fromA (FROM_A, its handle), a
+ * second file and its LINK, a dir with a file in it, and a file renamed
+ * into the dir, whose handle from before the RENAME is the one followed. */
+static void make_tree(struct gw *a, const struct fh *from_a)
+{
+	struct fh f2, inner, old;
+	struct nfs_raw_obj d, r;
+	int st;
+
+	r = nfs_raw_getattr(a->rpc, &g.root);
+	if (r.status != NFS3_OK)
+		fail_msg("A answered %s to GETATTR of the root, expected NFS3_OK",
+			 nfs_raw_stat_name(r.status));
+	g.root_fileid = r.fileid;
+	f2 = make_file(a, &g.root, "second", "second: two names, one file");
+	d = nfs_raw_mkdir(a->rpc, &g.root, "dir");
+	if (d.status != NFS3_OK || !d.fh.len)
+		fail_msg("A answered %s to MKDIR of dir, expected NFS3_OK and a handle",
+			 nfs_raw_stat_name(d.status));
+	inner = make_file(a, &d.fh, "inner", "inner: a file in a dir made by A");
+	old = make_file(a, &g.root, "old", "renamed: made as old, renamed into dir");
+	st = nfs_raw_rename(a->rpc, &g.root, "old", &d.fh, "renamed");
+	if (st != NFS3_OK)
+		fail_msg(
+		    "A answered %s to RENAME of old to dir/renamed, expected NFS3_OK",
+		    nfs_raw_stat_name(st));
+	st = nfs_raw_link(a->rpc, &f2, &g.root, "second-link");
+	if (st != NFS3_OK)
+		fail_msg(
+		    "A answered %s to LINK of second as second-link, expected NFS3_OK",
+		    nfs_raw_stat_name(st));
+	tree_add(a, "fromA", DATA_A, from_a);
+	tree_add(a, "second", "second: two names, one file", &f2);
+	tree_add(a, "second-link", "second: two names, one file", &f2);
+	tree_add(a, "dir", NULL, &d.fh);
+	tree_add(a, "dir/inner", "inner: a file in a dir made by A", &inner);
+	tree_add(a, "dir/renamed", "renamed: made as old, renamed into dir", &old);
+}
+
+static bool fh_eq(const struct fh *x, const struct fh *y)
+{
+	return x->len == y->len && !memcmp(x->d, y->d, x->len);
+}
+
+/* Every object of the tree through GW: the root's and each handle (as made
+ * and as looked up) answer GETATTR with the recorded fileid, a file's READ
+ * gives its bytes, and LOOKUP of its path gives the recorded handle bytes
+ * and fileid. */
+static void check_tree(struct verdict *v, struct gw *gw)
+{
+	struct nfs_raw_obj r = nfs_raw_getattr(gw->rpc, &g.root);
+
+	check_nfs(v, gw->name, "GETATTR of the root handle", r.status, NFS3_OK);
+	if (r.status == NFS3_OK)
+		check(v, r.fileid == g.root_fileid,
+		      "%s gave the root fileid %" PRIu64 ", expected %" PRIu64, gw->name,
+		      r.fileid, g.root_fileid);
+	for (size_t i = 0; i < g.ntree; i++) {
+		const struct obj *t = &g.tree[i];
+		const struct fh *hs[2] = {&t->made, &t->fh};
+		char what[96];
+
+		for (int k = 0; k < 2; k++) {
+			struct nfs_raw_text d;
+
+			snprintf(what, sizeof(what), "GETATTR of %s's handle (%s)",
+				 t->path, k ? "looked up" : "as made");
+			r = nfs_raw_getattr(gw->rpc, hs[k]);
+			check_nfs(v, gw->name, what, r.status, NFS3_OK);
+			if (r.status == NFS3_OK)
+				check(v, r.fileid == t->fileid,
+				      "%s: %s gave fileid %" PRIu64 ", expected %" PRIu64,
+				      gw->name, what, r.fileid, t->fileid);
+			if (!t->data)
+				continue;
+			d = nfs_raw_read_text(gw->rpc, hs[k]);
+			snprintf(what, sizeof(what), "READ of %s's handle (%s)", t->path,
+				 k ? "looked up" : "as made");
+			check_nfs(v, gw->name, what, d.status, NFS3_OK);
+			if (d.status == NFS3_OK)
+				check(v, !strcmp(d.data, t->data),
+				      "%s: %s read \"%s\", expected \"%s\"", gw->name,
+				      what, d.data, t->data);
+		}
+		r = nfs_raw_walk(gw->rpc, &g.root, t->path);
+		snprintf(what, sizeof(what), "LOOKUP of %s from the root", t->path);
+		check_nfs(v, gw->name, what, r.status, NFS3_OK);
+		if (r.status != NFS3_OK)
+			continue;
+		check(v, fh_eq(&r.fh, &t->fh),
+		      "%s: %s gave a handle of %u bytes other than the recorded one "
+		      "(%u bytes)",
+		      gw->name, what, r.fh.len, t->fh.len);
+		check(v, r.fileid == t->fileid,
+		      "%s: %s gave fileid %" PRIu64 ", expected %" PRIu64, gw->name, what,
+		      r.fileid, t->fileid);
+	}
+	fprintf(stderr, "gateway %s: the root and %zu objects of the tree checked\n",
+		gw->name, g.ntree);
+}
+
 /* ---- the steps ---- */
 
 /* 2. A serves the client's union and holds its lock. */
@@ -688,6 +865,7 @@ static void test_a_serves(void **state)
 	struct gw *a = &g.gw[A];
 	struct rpc_context *rpc;
 	struct nfs_raw_obj o;
+	struct fh fh_a;
 	double t0 = it_now_s();
 	int st;
 	(void)state;
@@ -706,6 +884,7 @@ static void test_a_serves(void **state)
 	if (o.status != NFS3_OK)
 		fail_msg("A answered %s to LOOKUP of fromA, expected NFS3_OK",
 			 nfs_raw_stat_name(o.status));
+	fh_a = o.fh;
 	st = nfs_raw_write(rpc, &o.fh, 0, DATA_A, sizeof(DATA_A) - 1);
 	if (st != NFS3_OK)
 		fail_msg("A answered %s to WRITE FILE_SYNC of fromA, expected NFS3_OK",
@@ -715,6 +894,7 @@ static void test_a_serves(void **state)
 		fail_msg("A answered %s to LOOKUP of " LOWER_FILE ", expected NFS3_OK",
 			 nfs_raw_stat_name(o.status));
 	g.lower_fh = o.fh;
+	make_tree(a, &fh_a);
 
 	put_sentinel(a);
 	g.a_serves = true;
@@ -822,6 +1002,9 @@ static void test_b_takes_over(void **state)
 		check_nfs(&v, "B", "WRITE FILE_SYNC of fromB",
 			  nfs_raw_write(b->rpc, &o.fh, 0, DATA_B, sizeof(DATA_B) - 1),
 			  NFS3_OK);
+	check_tree(&v, b);
+	if (o.status == NFS3_OK)
+		tree_add(b, "fromB", DATA_B, &o.fh);
 	check_read(&v, b, "fromA", DATA_A);
 	t = nfs_raw_read_text(b->rpc, &g.lower_fh);
 	check_nfs(&v, "B", "READ of " LOWER_FILE " by A's handle", t.status, NFS3_OK);
@@ -845,6 +1028,7 @@ static void test_a_waits_for_b(void **state)
 	struct gw *a = &g.gw[A], *b = &g.gw[B];
 	const struct want_file both[] = {{"fromA", DATA_A}, {"fromB", DATA_B}};
 	unsigned jukebox;
+	struct fh fh;
 	int odd;
 	double t0 = it_now_s();
 	(void)state;
@@ -899,7 +1083,61 @@ static void test_a_waits_for_b(void **state)
 	check_read(&v, a, "fromA", DATA_A);
 	check_read(&v, a, "fromB", DATA_B);
 	check_upper(&v, "with A back", both, 2);
+	check_tree(&v, a);
+	fh = make_file(a, &g.root, "fromA2", DATA_A2);
+	tree_add(a, "fromA2", DATA_A2, &fh);
+	g.a_back = !v.bad;
 	verdict_end(&v, 5, t0);
+}
+
+/* 6. A stops cleanly; B, started afresh on an empty state dir, serves the
+ * union with every handle the client has. */
+static void test_b_fresh(void **state)
+{
+	struct verdict v = {.step = "step 6 (B afresh after A's stop)"};
+	struct gw *a = &g.gw[A], *b = &g.gw[B];
+	struct fh broot;
+	unsigned jukebox;
+	double t0 = it_now_s(), took;
+	int st, odd;
+	(void)state;
+
+	if (!g.a_back)
+		skip_step(6, "A did not serve the union again in step 5");
+	g.step[6] = FAILED; /* until its verdict */
+	gw_disconnect(a);
+	st = test_server_stop(&a->srv);
+	check(&v, st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "A ended its clean stop with wait status 0x%x, expected exit 0", st);
+	gw_disconnect(b);
+	test_server_stop(&b->srv);
+	/* a B that never saw the union: no handle of it can come from B's own
+	 * state, only from the table in the union's work dir */
+	if (test_tree_remove(b->state))
+		fail_msg("cannot remove B's state dir %s: %s", b->state, strerror(errno));
+	if (gw_start(b))
+		fail_msg("gateway B did not start again");
+	fprintf(stderr, "B: pid %d, started on an empty state dir after A's stop\n",
+		(int)b->srv.pid);
+	gw_connect(b);
+	took = getattr_until_ok(b, &g.root, TAKEOVER_WAIT_S, &jukebox, &odd);
+	check(&v, took >= 0 && jukebox == 0 && odd == NFS3_OK,
+	      "B answered the root's GETATTR with NFS3_OK after %.1f s, %u "
+	      "NFS3ERR_JUKEBOX and first %s before; expected at once",
+	      took, jukebox, nfs_raw_stat_name(odd));
+	if (took < 0)
+		verdict_end(&v, 6, t0);
+	if (!b->rpc)
+		gw_connect(b);
+	check_tree(&v, b);
+	st = gw_mnt(b, &broot);
+	check(&v, st == MNT3_OK && fh_eq(&broot, &g.root),
+	      "B answered %s to MNT of " EXPORT ", expected MNT3_OK and A's root handle",
+	      nfs_raw_mnt_stat_name(st));
+	st = nfs_raw_create_or_remove(b->rpc, &g.root, "fromB2", true);
+	check_nfs(&v, "B", "CREATE of fromB2", st, NFS3_OK);
+	check_lock(&v, b);
+	verdict_end(&v, 6, t0);
 }
 
 /* ---- set-up and teardown ---- */
@@ -1000,11 +1238,11 @@ static void cleanup(void)
 				 g.retake_s);
 		fprintf(stderr,
 			"summary: step 2 (A serves) %s, step 3 (B refused) %s, step 4 (B "
-			"takes over) %s, step 5 (A waits for B) %s; %s, %s; %.1f s in "
-			"all\n",
+			"takes over) %s, step 5 (A waits for B) %s, step 6 (B afresh "
+			"after A's stop) %s; %s, %s; %.1f s in all\n",
 			outcome_name[g.step[2]], outcome_name[g.step[3]],
-			outcome_name[g.step[4]], outcome_name[g.step[5]], took, back,
-			it_now_s() - g.t0);
+			outcome_name[g.step[4]], outcome_name[g.step[5]],
+			outcome_name[g.step[6]], took, back, it_now_s() - g.t0);
 	}
 	snap_free(&g.upper_snap);
 	snap_free(&g.work_snap);
@@ -1023,10 +1261,9 @@ static int group_teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_a_serves),
-	    cmocka_unit_test(test_b_refused),
-	    cmocka_unit_test(test_b_takes_over),
-	    cmocka_unit_test(test_a_waits_for_b),
+	    cmocka_unit_test(test_a_serves),	 cmocka_unit_test(test_b_refused),
+	    cmocka_unit_test(test_b_takes_over), cmocka_unit_test(test_a_waits_for_b),
+	    cmocka_unit_test(test_b_fresh),
 	};
 
 	if (argc != 2) {
