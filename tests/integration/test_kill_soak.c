@@ -241,39 +241,6 @@ static int model_io(struct worker *w, bool save)
 
 /* ---- the calls ---- */
 
-static int call_rename(struct rpc_context *rpc, const struct fh *fd, const char *fn,
-		       const struct fh *td, const char *tn)
-{
-	int status = -1;
-	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
-	RENAME3args a;
-
-	memset(&a, 0, sizeof(a));
-	a.from.dir = nfs_raw_fh3(fd);
-	a.from.name = (char *)fn;
-	a.to.dir = nfs_raw_fh3(td);
-	a.to.name = (char *)tn;
-	if (nfs_raw_finish(rpc, &c, rpc_nfs3_rename_async(rpc, nfs_raw_on_reply, &a, &c)))
-		return -1;
-	return status;
-}
-
-static int call_link(struct rpc_context *rpc, const struct fh *f, const struct fh *d,
-		     const char *name)
-{
-	int status = -1;
-	struct call c = {.keep = nfs_raw_keep_status, .out = &status};
-	LINK3args a;
-
-	memset(&a, 0, sizeof(a));
-	a.file = nfs_raw_fh3(f);
-	a.link.dir = nfs_raw_fh3(d);
-	a.link.name = (char *)name;
-	if (nfs_raw_finish(rpc, &c, rpc_nfs3_link_async(rpc, nfs_raw_on_reply, &a, &c)))
-		return -1;
-	return status;
-}
-
 /* ---- the check after a restart ---- */
 
 /* The object at NAME of DIR: its LOOKUP reply. */
@@ -520,11 +487,11 @@ static bool run_one(struct worker *w)
 		break;
 	case OP_RENAME:
 	case OP_RENAME_OVER:
-		st = call_rename(w->rpc, dir_fh(w, a->dir), a->name, dir_fh(w, p->dir),
-				 p->name);
+		st = nfs_raw_rename(w->rpc, dir_fh(w, a->dir), a->name, dir_fh(w, p->dir),
+				    p->name);
 		break;
 	case OP_LINK:
-		st = call_link(w->rpc, &a->fh, dir_fh(w, p->dir), p->name);
+		st = nfs_raw_link(w->rpc, &a->fh, dir_fh(w, p->dir), p->name);
 		break;
 	case OP_REMOVE:
 		st = nfs_raw_create_or_remove(w->rpc, dir_fh(w, a->dir), a->name, false);
