@@ -2398,6 +2398,17 @@ struct intent_apply_args {
 	bool present;
 };
 
+/* Whether the disk shows the change of IV done, PRESENT telling whether
+ * its object is at its name: a rename or link when it is; a removal when
+ * it is not, or when it is and the removal carries the rename before it
+ * (intent_put), which then happened alone. */
+static bool apply_wanted(const struct intent_view *iv, bool present)
+{
+	if (iv->kind != UN_INTENT_REMOVE)
+		return present;
+	return !present || iv->from.len > 0;
+}
+
 /* un_node_intent_apply's transaction: 1 when there was nothing to apply. */
 static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 {
@@ -2411,10 +2422,8 @@ static int intent_apply_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 
 	if (!err && (iv.id != ref->id || iv.run != ref->run || iv.seq != ref->seq))
 		return 1;
-	if (!err && a->present != (iv.kind != UN_INTENT_REMOVE) &&
-	    !(a->present && iv.from.len))
-		return 1; /* a removal that did not happen; a rename or link that did not
-			   */
+	if (!err && !apply_wanted(&iv, a->present))
+		return 1;
 	if (!err && iv.kind == UN_INTENT_REMOVE && a->present)
 		iv.kind = UN_INTENT_RENAME; /* the rename it carries did (intent_put) */
 	if (!err)
