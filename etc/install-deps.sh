@@ -72,6 +72,8 @@ TESTS=(
 	mandoc man-db lintian systemd
 	# integration/metrics: promtool (prometheus) checks the metrics page
 	prometheus
+	# integration/keepalived: etc/keepalived.conf moving a floating address
+	keepalived
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
 # and mount namespace) and bench/readdir_bench.sh.
@@ -131,4 +133,9 @@ apt-get install -y --no-install-recommends -o Dpkg::Options::=--force-confdef \
 # running: union-nfsd registers with it when it is there.)
 if [[ " ${missing[*]} " == *" nfs-ganesha "* ]] && [ -d /run/systemd/system ]; then
 	systemctl disable --now nfs-ganesha.service 2>/dev/null || true
+fi
+# The same for keepalived: integration/keepalived runs its own in namespaces,
+# and the host's must move no address of this machine.
+if [[ " ${missing[*]} " == *" keepalived "* ]] && [ -d /run/systemd/system ]; then
+	systemctl disable --now keepalived.service 2>/dev/null || true
 fi
