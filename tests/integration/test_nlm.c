@@ -910,15 +910,16 @@ static void nsm_registered(void **state)
 	assert_true(st > 0 && st % 2 == 1);
 }
 
-/* An NLM v4 client over TCP from address SRC (a host of its own). */
-static CLIENT *tcp_client_from(const char *src)
+/* An NLM v4 client over TCP from address SRC (a host of its own) to the
+ * server's address DST. */
+static CLIENT *tcp_client_between(const char *src, const char *dst)
 {
 	struct sockaddr_in from = {.sin_family = AF_INET};
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
 	int sock = socket(AF_INET, SOCK_STREAM, 0);
 
 	inet_pton(AF_INET, src, &from.sin_addr);
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	inet_pton(AF_INET, dst, &to.sin_addr);
 	if (sock < 0 || bind(sock, (struct sockaddr *)&from, sizeof(from)) < 0 ||
 	    connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0) {
 		if (sock >= 0)
@@ -926,6 +927,11 @@ static CLIENT *tcp_client_from(const char *src)
 		return NULL;
 	}
 	return clnttcp_create(&to, NLM_PROG, NLM4_VERS, &sock, 0, 0);
+}
+
+static CLIENT *tcp_client_from(const char *src)
+{
+	return tcp_client_between(src, "127.0.0.1");
 }
 
 /* SIGKILLs the server and starts it again on the same state dir. */
@@ -1046,24 +1052,6 @@ static void ha_args_make(void)
 	ha_args[n] = NULL;
 }
 
-/* An NLM v4 client over TCP from 127.0.0.1 to address DST of the server. */
-static CLIENT *tcp_client_to(const char *dst)
-{
-	struct sockaddr_in from = {.sin_family = AF_INET};
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
-	int sock = socket(AF_INET, SOCK_STREAM, 0);
-
-	from.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	inet_pton(AF_INET, dst, &to.sin_addr);
-	if (sock < 0 || bind(sock, (struct sockaddr *)&from, sizeof(from)) < 0 ||
-	    connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0) {
-		if (sock >= 0)
-			close(sock);
-		return NULL;
-	}
-	return clnttcp_create(&to, NLM_PROG, NLM4_VERS, &sock, 0, 0);
-}
-
 /* The address the answer to an NLM NULL datagram sent to DST came from. */
 static void udp_answer_from(const char *dst, char *out, size_t len)
 {
@@ -1146,7 +1134,7 @@ static void takeover(void **state)
 	kill_start(ha_args);
 	cb_claim();
 	sm_claim();
-	f = tcp_client_to(FLOAT_IP);
+	f = tcp_client_between("127.0.0.1", FLOAT_IP);
 	assert_non_null(f);
 	/* Recorded under the address it came to (rule 8). */
 	assert_int_equal(lock4_via(f, "hostF", 7, true, false, false, 0, 10),
@@ -1190,7 +1178,7 @@ static void takeover(void **state)
 	assert_non_null(strstr(reply, "already"));
 	/* Its grace is the server's: the reclaim through the address is
 	 * granted, a new lock through another waits (grace.c rule 3). */
-	f = tcp_client_to(FLOAT_IP);
+	f = tcp_client_between("127.0.0.1", FLOAT_IP);
 	assert_non_null(f);
 	clnt_destroy(nlm4);
 	nlm4 = tcp_client(nlm_port, NLM_PROG, NLM4_VERS);
