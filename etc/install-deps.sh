@@ -56,6 +56,9 @@ TESTS=(
 	# kvm_locks.sh copies the host's rpcbind, rpc.statd (nfs-common, in
 	# BUILD) and sqlite3 into its guests; the server side's rpcbind is below
 	sqlite3
+	# kvm_failover.sh moves a floating address as keepalived does: the
+	# gratuitous ARP of the gateway that takes it (arping -U)
+	iputils-arping
 	# tests/run.sh's fuzzing (fuzz/): clang and libFuzzer's runtime
 	clang libclang-rt-14-dev
 	# the reference server: bench_smoke; ORACLE_SERVER=ganesha (oracle.sh),
