@@ -10,7 +10,9 @@
 # arping -U, B started, union-nfsctl takeover): no call fails, the data is
 # all there (through B and on disk), the lock is reclaimed in B's grace
 # while a second guest's F_SETLKW waits, and is granted to it on unlock.
-# Two boots at once, the workload (30 s) and the grace (20 s).
+# Two boots at once, the workload (30 s) and the grace (20 s): ~1.5 min
+# under TCG, ~2.5 min beside two CPU-bound processes; its watchdog stops it
+# at 840 s.
 add_test(NAME integration/kvm_failover
          COMMAND bash ${IT_DIR}/kvm_failover.sh $<TARGET_FILE:union-nfsd>
                  $<TARGET_FILE:union-nfsctl>)

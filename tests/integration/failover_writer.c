@@ -155,7 +155,8 @@ static void move(const char *from, const char *to)
 	if (rename(from, to) == 0)
 		return;
 	e = errno;
-	if (e != ENOENT || lstat(to, &st) < 0 || lstat(from, &st) == 0 || errno != ENOENT) {
+	if (e != ENOENT || lstat(to, &st) < 0 || lstat(from, &st) == 0 ||
+	    errno != ENOENT) {
 		errno = e;
 		die("rename", from);
 	}
@@ -171,8 +172,11 @@ static int do_write(const char *dir, unsigned n, unsigned ms, const char *manife
 	FILE *m;
 	unsigned i;
 
-	if (n == 0 || n > MAX_FILES || strlen(dir) > PATH_MAX - PATH_LEN)
-		return fprintf(stderr, "failover_writer: N must be 1..%d, DIR short\n", MAX_FILES), 2;
+	if (n == 0 || n > MAX_FILES || strlen(dir) > PATH_MAX - PATH_LEN) {
+		fprintf(stderr, "failover_writer: N must be 1..%d, DIR short\n",
+			MAX_FILES);
+		return 2;
+	}
 	m = fopen(manifest, "w");
 	if (!m)
 		die("fopen", manifest);
@@ -264,11 +268,16 @@ static int check_file(const char *dir, struct entry *e, unsigned long long *byte
 	close(fd);
 	*bytes += size;
 	if (size != e->size || h != e->hash) {
-		snprintf(msg, sizeof(msg), "size %zu hash %016llx, want %zu %016llx", size,
-			 (unsigned long long)h, e->size, e->hash);
+		snprintf(msg, sizeof(msg), "size %zu hash %016llx, want %zu %016llx",
+			 size, (unsigned long long)h, e->size, e->hash);
 		return bad(msg, e->path);
 	}
 	return 0;
+}
+
+static int dots(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
 }
 
 static struct entry *find(struct entry *v, size_t n, const char *path)
@@ -294,7 +303,7 @@ static int check_names(const char *dir, struct entry *v, size_t n)
 	if (!top)
 		return bad(strerrorname_np(errno), ".");
 	while ((d = readdir(top))) {
-		if (d->d_name[0] == '.')
+		if (dots(d->d_name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
 		sub = opendir(path);
@@ -303,7 +312,7 @@ static int check_names(const char *dir, struct entry *v, size_t n)
 			continue;
 		}
 		while ((s = readdir(sub))) {
-			if (s->d_name[0] == '.' && (!s->d_name[1] || !strcmp(s->d_name, "..")))
+			if (dots(s->d_name))
 				continue;
 			snprintf(rel, sizeof(rel), "%s/%s", d->d_name, s->d_name);
 			if (!find(v, n, rel))
@@ -325,8 +334,8 @@ static int do_check(const char *dir, const char *manifest)
 
 	if (!m)
 		return bad(strerrorname_np(errno), manifest);
-	while (n < MAX_FILES && fscanf(m, "%63s %zu %llx", v[n].path, &v[n].size,
-				       &v[n].hash) == 3)
+	while (n < MAX_FILES &&
+	       fscanf(m, "%63s %zu %llx", v[n].path, &v[n].size, &v[n].hash) == 3)
 		n++;
 	fclose(m);
 	if (n == 0)

@@ -19,8 +19,8 @@
 #   /shared        one fixed upper; lockfile is in its lower layer, so that
 #                  its handle is a lower id, the same on every gateway (the
 #                  upper objects of a fixed upper are nodes of each
-#                  gateway's own table: only a client union has a table that
-#                  moves with it)
+#                  gateway's main table: only a client union has a table
+#                  that moves with it)
 #   nsm/           nsm-dir: the NSM records, one per address locked through
 # A starts with F on its eth0, and `union-nfsctl takeover F` runs on it, as
 # keepalived's notify script runs it on the address's first master.  B
@@ -72,8 +72,8 @@
 #
 # Env: FO_LOCKS (1), FO_GRACE (20 s), FO_FILES (300), FO_WORK_MS (30000),
 # FO_KILL_AT (100, a multiple of 20: the file at which A is killed),
-# LOCKW_MAX_MS (3000),
-# FO_KEEP=1 (keep the temp dir: the gateways' logs, the storage).
+# LOCKW_MAX_MS (3000), FO_KEEP=1 (keep the temp dir: the gateways' logs,
+# the storage).
 # Exit: 0 pass, 1 fail, 77 skipped (no root, /dev/net/tun, qemu, static libc).
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: kvm_failover.sh UNION_NFSD UNION_NFSCTL}")
@@ -92,7 +92,7 @@ GW_IP_B=10.0.2.3
 G1=$(vm_guest_ip 1)
 declare -A GW_PID=()
 
-vm_require_host "private rpcbind"
+vm_require_host "gateway namespaces, arping"
 for b in rpcbind rpcinfo rpc.statd arping; do
 	command -v "$b" >/dev/null || {
 		echo "FAIL: $b missing (etc/install-deps.sh tests: rpcbind, nfs-common, iputils-arping)"
