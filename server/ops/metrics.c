@@ -468,11 +468,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 		     "text/plain; version=0.0.4; charset=utf-8");
 }
 
-/* Starts the HTTP thread with every signal blocked, as the workers. */
+/* Starts the HTTP thread with every signal blocked, as the workers.  It
+ * polls with poll(2), not select: a server with many clients (a gateway's
+ * client unions and connections) holds descriptors past FD_SETSIZE, and
+ * select refuses every connection accepted on one of those. */
 static struct MHD_Daemon *httpd_start(struct srv_metrics *m,
 				      const struct sockaddr_storage *ss)
 {
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
 	sigset_t all, old;
 	struct MHD_Daemon *d;
 
