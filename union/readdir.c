@@ -96,6 +96,21 @@
  *     still costs one commit at most (node.c invariant 6), and every id is
  *     committed before it leaves (node.c).  A failure of it leaves each
  *     page to ask for its own entries, as before.
+ * 10. One inotify instance serves every table of a server: a table's cache
+ *     borrows the main table's watches (un_listing_cache_new), which the
+ *     main state frees after its tables (state.c rule 5).  An instance a
+ *     table would cost one of the kernel's max_user_instances (128 by
+ *     default, for every process of the server's user): a gateway whose
+ *     client unions have tables of their own (docs/gateways.md, part 2)
+ *     would run out of them past a hundred unions, leaving those unions'
+ *     listings to stat every entry on every call and other programs of the
+ *     user without inotify.  A watch names a layer dir, not a table's node,
+ *     so a lower dir every union lists takes one watch for all (watch_get:
+ *     the kernel gives one wd per inode and instance); its events count
+ *     once, in the watch, whichever table's listings read them; and a
+ *     token (watches_token) adds the table's own node epoch.  An overflow
+ *     of the shared queue (ws->lost) makes every table's listings stat
+ *     again once, as it did for one table's.
  *
  * Cost: a build is one fstatat per entry per layer (and a getxattr per empty
  * regular file) plus O(n log n); a page is O(log n + page), and reads the
@@ -126,7 +141,7 @@
 #define COOKIE_DOT    1
 #define COOKIE_DOTDOT 2
 #define COOKIE_FIRST  3
-#define WATCH_BUCKETS 64
+#define WATCH_BUCKETS 1024 /* one set for the server: a few watches a union */
 #define EVENTS_BUF    (16u << 10)
 /* How long a remembered attribute may serve at most (invariant 8): the
  * bound on what no inotify event reports (a write through a shared mapping,
@@ -183,7 +198,8 @@ struct watch {
 	struct watch *next;
 };
 
-/* The watches of one state (invariant 8), guarded by LOCK. */
+/* The watches of a server (invariant 8), guarded by LOCK: one inotify
+ * instance for every table's listings (invariant 10). */
 struct watches {
 	pthread_mutex_t lock;
 	int fd;	       /* inotify; < 0: unavailable, so no attribute is remembered */
@@ -226,7 +242,8 @@ struct un_listing_cache {
 	struct un_listing **buckets; /* by dir id: all versions of a dir share one */
 	size_t nbuckets, count, bytes, limit;
 	struct un_listing *lru_head, *lru_tail; /* most recently used first */
-	struct watches ws;
+	struct watches *ws; /* the main table's cache's (invariant 10) */
+	bool ws_own;	    /* WS is this cache's, freed with it */
 };
 
 /* ---- test hooks ---- */
@@ -243,22 +260,52 @@ void un_readdir_test_settle_ns(long long ns)
 
 /* ---- the cache ---- */
 
-int un_listing_cache_new(struct un_listing_cache **out)
+/* A set of watches, its inotify instance not yet opened; NULL: ENOMEM. */
+static struct watches *watches_new(void)
+{
+	struct watches *ws = un_sys_calloc(1, sizeof(*ws));
+
+	if (!ws)
+		return NULL;
+	pthread_mutex_init(&ws->lock, NULL);
+	ws->fd = -EBADF; /* opened on first use: watches_open */
+	return ws;
+}
+
+static void watches_free(struct watches *ws)
+{
+	for (size_t i = 0; i < WATCH_BUCKETS; i++)
+		while (ws->buckets[i]) { /* only from listings a caller still holds */
+			struct watch *w = ws->buckets[i];
+
+			ws->buckets[i] = w->next;
+			free(w);
+		}
+	un_sys_close(ws->fd);
+	free(ws->events);
+	pthread_mutex_destroy(&ws->lock);
+	free(ws);
+}
+
+int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache **out)
 {
 	struct un_listing_cache *c = un_sys_calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
 	c->buckets = un_sys_calloc(BUCKETS_MIN, sizeof(*c->buckets));
-	if (!c->buckets) {
+	c->ws = main ? main->ws : watches_new();
+	c->ws_own = !main;
+	if (!c->buckets || !c->ws) {
+		if (c->ws_own && c->ws)
+			watches_free(c->ws);
+		free(c->buckets);
 		free(c);
 		return -ENOMEM;
 	}
 	c->nbuckets = BUCKETS_MIN;
 	c->limit = UN_LISTING_CACHE_BYTES;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->ws.lock, NULL);
-	c->ws.fd = -EBADF; /* opened on first use: watches_open */
 	*out = c;
 	return 0;
 }
@@ -430,16 +477,8 @@ void un_listing_cache_free(struct un_listing_cache *c)
 		cache_drop(c, c->lru_tail);
 	pthread_mutex_destroy(&c->lock);
 	free(c->buckets);
-	for (size_t i = 0; i < WATCH_BUCKETS; i++)
-		while (c->ws.buckets[i]) { /* only from listings a caller still holds */
-			struct watch *w = c->ws.buckets[i];
-
-			c->ws.buckets[i] = w->next;
-			free(w);
-		}
-	un_sys_close(c->ws.fd);
-	free(c->ws.events);
-	pthread_mutex_destroy(&c->ws.lock);
+	if (c->ws_own)
+		watches_free(c->ws);
 	free(c);
 }
 
@@ -1430,7 +1469,7 @@ static int watches_open(struct watches *ws)
 static void attr_watch(struct un_state *st, struct un_listing *l,
 		       const struct un_obj *dir)
 {
-	struct watches *ws = &st->cache->ws;
+	struct watches *ws = st->cache->ws;
 	long type;
 	int err, wd;
 

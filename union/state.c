@@ -69,9 +69,11 @@
  *       - per table too: the listing cache (readdir.c), keyed by directory
  *         node id and remembering each entry's node under the table's
  *         node epoch, so two tables' ids, which their counters hand out
- *         alike, must not meet in one cache; and the fsyncs of upper
- *         inodes (sync.c), which serve a union's changes before its own
- *         table's flush;
+ *         alike, must not meet in one cache (but its inotify watches are
+ *         the main table's cache's, one instance for the server: they
+ *         name layer dirs, no node, readdir.c invariant 10); and the
+ *         fsyncs of upper inodes (sync.c), which serve a union's changes
+ *         before its own table's flush;
  *       - shared: the keys and lower_ids (rule 1: derived once from the
  *         main dir's secret or the key file, so that a union's handles,
  *         cookies, verifiers and lower ids are those of the server and
@@ -398,7 +400,7 @@ static int table_open(struct un_state *st, const char *dir)
 	if (!err)
 		err = tables_init(st);
 	if (!err)
-		err = un_listing_cache_new(&st->cache);
+		err = un_listing_cache_new(st->main ? st->main->cache : NULL, &st->cache);
 	if (!err)
 		err = un_fsyncs_new(&st->fsyncs);
 	if (!err)

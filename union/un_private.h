@@ -1117,7 +1117,10 @@ int un_open_write(struct un_export *ex, struct un_obj *o);
 
 /* ---- readdir.c: merged listings ---- */
 
-int un_listing_cache_new(struct un_listing_cache **out);
+/* A listing cache of its own; its inotify watches are MAIN's (a table's
+ * cache borrows the main table's, readdir.c invariant 10), or its own when
+ * MAIN is NULL.  A cache is freed before the MAIN it borrows from. */
+int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache **out);
 void un_listing_cache_free(struct un_listing_cache *c);
 /* Sets the bound on the memory of ST's cached listings (evicting at once). */
 void un_listing_cache_limit(struct un_state *st, size_t bytes);

@@ -6,7 +6,8 @@
  * id of one table is unknown to the other; the tables share the main
  * state's keys (a handle made through one decodes through the other) and,
  * with a key file, a lower object gets one id in every table; closing a
- * table leaves the main state and the other table serving. */
+ * table leaves the main state and the other table serving; every table's
+ * listings share one inotify instance. */
 #include "test_fs.h"
 #include "test_un.h"
 
@@ -366,12 +367,98 @@ static void test_union_table(void **state)
 	un_state_close(main);
 }
 
+/* The inotify instances this process holds. */
+static unsigned inotify_instances(void)
+{
+	char path[64], link[64];
+	unsigned n = 0;
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	ssize_t len;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = '\0';
+			n += strcmp(link, "anon_inode:inotify") == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Entry NAME of the listing of EX's dir "a": its attributes, through the
+ * listing (which remembers them, readdir.c invariant 8). */
+static struct un_attr listed_attr(struct un_export *ex, const char *name)
+{
+	struct un_listing *l = NULL;
+	struct un_obj *root, *a;
+	struct un_attr at;
+	un_id id, fileid;
+	size_t i;
+
+	assert_int_equal(un_root(ex, &root), 0);
+	assert_int_equal(un_lookup(ex, root, "a", &a), 0);
+	assert_int_equal(un_listing_get(ex, a, &l), 0);
+	for (i = 0; i < un_listing_count(l); i++)
+		if (!strcmp(un_listing_at(l, i)->name, name))
+			break;
+	assert_true(i < un_listing_count(l));
+	assert_int_equal(un_listing_nodes(ex, a, l, i, 1, &id, &fileid), 0);
+	assert_int_equal(un_listing_attr(ex, a, l, i, fileid, &at), 0);
+	un_listing_put(l);
+	un_obj_put(a);
+	un_obj_put(root);
+	return at;
+}
+
+#define NOWN 3
+
+/* The listings of every table share one inotify instance (readdir.c
+ * invariant 10): unions on tables of their own open no instance each, and
+ * a change in a layer dir they all watch reaches the listings of each. */
+static void test_tables_one_inotify(void **state)
+{
+	struct fx *fx = *state;
+	struct un_export *ex[NOWN];
+	struct un_state *main;
+	unsigned before = inotify_instances();
+	char up[16], wk[16];
+	FILE *f;
+
+	layers(fx);
+	key_write(fx, "key");
+	assert_int_equal(
+	    un_state_open_keyed(t_path(fx, "main"), t_path(fx, "key"), &main), 0);
+	for (int k = 0; k < NOWN; k++) {
+		snprintf(up, sizeof(up), "u%d", k);
+		snprintf(wk, sizeof(wk), "w%d", k);
+		ex[k] = open_union_own(fx, main, up, wk, true);
+		assert_int_equal(listed_attr(ex[k], "g").size, 1);
+	}
+	assert_int_equal(inotify_instances(), before + 1);
+
+	f = fopen(t_path(fx, "l1/a/g"), "a");
+	assert_non_null(f);
+	fputs("longer", f);
+	fclose(f);
+	for (int k = 0; k < NOWN; k++)
+		assert_int_equal(listed_attr(ex[k], "g").size, 7);
+	for (int k = 0; k < NOWN; k++)
+		un_export_close(ex[k]);
+	un_state_close(main);
+	assert_int_equal(inotify_instances(), before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    T_TEST(test_tables_own_nodes),
 	    T_TEST(test_tables_keyed),
 	    T_TEST(test_union_table),
+	    T_TEST(test_tables_one_inotify),
 	};
 
 	return cmocka_run_group_tests_name("tables", tests, NULL, NULL);
