@@ -22,10 +22,10 @@
 #   FLUSH/S  node table flushes a second while every client is idle (over
 #          IDLE seconds, the metrics), and IDLE_CPU the server's CPU time
 #          meanwhile, in percent of one CPU
-#   NOWATCH  open unions whose listings found no inotify instance of their
-#          own (OPEN - INOTIFY when keyed, where each table opens its own and
-#          the main table lists nothing): their listings stat every entry on
-#          every call
+#   NOWATCH  open unions whose listings found no inotify instance, so stat
+#          every entry on every call: OPEN - INOTIFY when keyed and the
+#          server holds more than one instance (one a table; the main table
+#          lists nothing), 0 when one instance serves every table
 # The inotify limit (fs.inotify.max_user_instances) is per user, shared
 # with every other process of the server's user: printed with the number
 # the others hold.  Needs root (source addresses, the control socket).
@@ -101,7 +101,9 @@ run() {
 		"$(find /proc/"$PID"/fd | tail -n +2 | wc -l)" "$ino" \
 		"$(awk '/^VmRSS:/ {print $2}' /proc/"$PID"/status)" "$open" "${lhit:-?}" \
 		"${lmiss:-?}" \
-		"$(if [ "$mode" = keyed ]; then echo $((open > ino ? open - ino : 0)); else echo 0; fi)" \
+		"$(if [ "$mode" = keyed ] && [ "$ino" -gt 1 ]; then
+			echo $((open > ino ? open - ino : 0))
+		else echo 0; fi)" \
 		"$(((f1 - f0) / IDLE))" \
 		"$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v s="$IDLE" \
 			'BEGIN {printf "%.1f%%", 100 * t / hz / s}')"
