@@ -300,12 +300,15 @@ static int txn_commit(MDB_txn *txn)
 	return un_mdb_err(mdb_txn_commit(txn));
 }
 
-/* The writer's commit, counted (stats.c). */
+/* The writer's commit, counted (stats.c), and for the syncer, which
+ * flushes a table that committed since its last flush (sync.c rule 5),
+ * whether it succeeded or not (a failed commit may have written pages). */
 static int timed_commit(struct un_state *st, MDB_txn *txn)
 {
 	uint64_t t0 = un_now_ns();
 	int err = txn_commit(txn);
 
+	atomic_fetch_add(&st->commits, 1);
 	un_count_timed(&st->sh->counters.commits, &st->sh->counters.commit_ns, t0);
 	return err;
 }

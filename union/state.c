@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* state.c - the state dir: the LMDB environment of the node table and the
- * secret key; it starts and stops the thread that makes the table durable
- * (sync.c, un_syncer_start) with them.  Besides the main state (the state
+ * secret key; it starts and stops the thread that makes the tables durable
+ * (sync.c, un_syncer_start) with them, one for the main state and every
+ * table opened from it.  Besides the main state (the state
  * dir, un_state_open) a server may open more node tables in dirs of their
  * own that share the main state's keys, layer indexes and counters
  * (un_state_open_table, rule 5): a writable union's own table, which moves
@@ -62,7 +63,8 @@
  *       - per table: the environment and its databases, the writer's
  *         queue and the intents with run and intent_seq (they name the
  *         table's node ids), node_epoch and node_pending (they speak of
- *         the table's commits), the syncer and flushes (a flush is an
+ *         the table's commits), the flushes with their counts of commits
+ *         and the table's place among the syncer's (a flush is an
  *         fdatasync of the table's data.mdb), the map trim fields, roots/
  *         (a root is a node of the table that holds it), the dir (a report
  *         names the table that failed);
@@ -81,7 +83,9 @@
  *         the union's nodes); the open layer indexes and layers/ (an index
  *         belongs to a layer, which every union over it shares: a
  *         thousand client unions map one index once, layerid.c rule 4);
- *         the counters (stats.c: the server's totals); the retired layers
+ *         the counters (stats.c: the server's totals); the syncer thread
+ *         (sync.c rule 5: a thread a table would cost a gateway one a
+ *         client union, each waking once a period); the retired layers
  *         (retire.c: they are layers with their indexes, found by export
  *         id and index keys, no table's node ids); on_error and on_notice
  *         (the server's log).
@@ -317,9 +321,10 @@ static int tables_init(struct un_state *st)
 	return err;
 }
 
-/* Frees what shared_new and keys_open built (no table uses SH any more). */
+/* Frees what shared_open built (no table uses SH any more). */
 static void shared_free(struct un_shared *sh)
 {
+	un_syncer_stop(sh);
 	pthread_mutex_destroy(&sh->rt_lock);
 	pthread_mutex_destroy(&sh->lx_lock);
 	free(sh->dir);
@@ -344,6 +349,8 @@ static int shared_open(const char *dir, const char *key_file, struct un_shared *
 	atomic_init(&sh->on_notice, NULL);
 	sh->dir = un_sys_strdup(dir);
 	err = sh->dir ? keys_open(sh, dir, key_file) : -ENOMEM;
+	if (!err)
+		err = un_syncer_start(sh);
 	if (err) {
 		shared_free(sh);
 		return err;
@@ -367,7 +374,7 @@ static struct un_state *table_new(struct un_shared *sh)
 	return st;
 }
 
-/* Frees what table_open built so far (the syncer is not running), and
+/* Frees what table_open built so far (not among the syncer's tables), and
  * the shared part with a main state's table. */
 static void table_free(struct un_state *st)
 {
@@ -390,7 +397,8 @@ static void table_free(struct un_state *st)
 }
 
 /* Opens ST's node table in DIR, which exists: the environment, its
- * databases, its listing cache and fsyncs, its syncer, its roots. */
+ * databases, its listing cache and fsyncs, its place in the syncer's
+ * tables, its roots. */
 static int table_open(struct un_state *st, const char *dir)
 {
 	int err;
@@ -403,13 +411,12 @@ static int table_open(struct un_state *st, const char *dir)
 		err = un_listing_cache_new(st->main ? st->main->cache : NULL, &st->cache);
 	if (!err)
 		err = un_fsyncs_new(&st->fsyncs);
-	if (!err)
-		err = un_syncer_start(st);
 	if (err)
 		return err;
+	un_syncer_add(st);
 	err = un_roots_open(st);
 	if (err)
-		un_syncer_stop(st);
+		un_syncer_remove(st);
 	return err;
 }
 
@@ -522,7 +529,7 @@ void un_state_close(struct un_state *st)
 	/* rule 5: the tables share the main state's part, freed with it */
 	assert(st->main || atomic_load(&st->sh->tables) == 0);
 	un_node_dones_commit(st);
-	un_syncer_stop(st);
+	un_syncer_remove(st);
 	mdb_env_sync(st->env, 1);
 	if (st->main)
 		atomic_fetch_sub(&st->sh->tables, 1);

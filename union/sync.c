@@ -38,7 +38,9 @@
  * (unless one is under way), so that it runs beside the fsync: a change's
  * wait is the longer of the two, not their sum, which is what a COMMIT of a
  * file no other change shares waits for; it costs a wake-up per run, not
- * per change.  Inodes meet
+ * per change.  When the syncer is busy with another table's flush, the
+ * run finds no flush of its table begun and runs one itself (un_seq_wait):
+ * the sum again, never a wait for the other table.  Inodes meet
  * in a table of SLOTS series the state owns (one table for every export:
  * dev and ino name an inode on the machine); a slot serves one inode at a
  * time, bound to it while changes use it, and a change whose slot is bound
@@ -73,11 +75,24 @@
  *     export takes its ticket before it fsyncs the upper layer
  *     (un_state_sync_ticket, then un_state_sync_wait), so a flush another
  *     change begins meanwhile serves it.
- *  5. An idle table is whole on disk within a second: the syncer thread
- *     flushes once a period (syncer_main), sooner when kicked
- *     (un_state_sync_kick).  state.c starts
- * it once the table is open and stops it before the table closes (un_syncer_start,
- * un_syncer_stop).
+ *  5. A table is whole on disk within a period (UN_SYNC_PERIOD_S) of its
+ *     last commit, whoever waits for it: one syncer thread a server
+ *     (syncer_main; state.c starts it with the main state and stops it
+ *     after every table left, un_syncer_start, un_syncer_stop) flushes
+ *     each table of its list (un_syncer_add once a table is open,
+ *     un_syncer_remove before it closes) a period after it last chose it,
+ *     sooner when kicked (un_state_sync_kick).  A table whose commits
+ *     (node.c's writer counts them) all began before a flush that
+ *     succeeded is whole already, and its period passes without a flush:
+ *     an idle client union costs no fdatasync a second.  Of the tables
+ *     kicked or due, the one it chose longest ago goes first, so that a
+ *     busy table's kicks hold back no other's period.  The flushes of
+ *     different tables run one after another: with many tables committing
+ *     at once on slow storage a table's period stretches to a flush of
+ *     each; a change that waits for its flush (a sync export, a COMMIT)
+ *     runs it itself when none is under way (rule 4), so only what an
+ *     async change waits for grows.  A thread a table would cost a
+ *     gateway a thread a client union (docs/gateways.md, part 2).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -208,16 +223,19 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 
 /* ---- the node table's flushes ---- */
 
-/* The job of the table's flushes (un_seq): one mdb_env_sync. */
+/* The job of the table's flushes (un_seq): one mdb_env_sync.  The commits
+ * counted before it began are durable once it succeeds (rule 5). */
 static int flush_job(void *arg)
 {
 	struct un_state *st = arg;
-	uint64_t t0 = un_now_ns();
+	uint64_t t0 = un_now_ns(), commits = atomic_load(&st->commits);
 	int err = un_sys_test_no_sync_on() ? 0 : un_mdb_err(mdb_env_sync(st->env, 1));
 
 	un_count_timed(&st->sh->counters.flushes, &st->sh->counters.flush_ns, t0);
 	if (err)
 		un_state_failed(st, err, "flush");
+	else
+		atomic_store(&st->flushed, commits); /* one run at a time */
 	return err;
 }
 
@@ -227,61 +245,142 @@ static int flush_after_now(struct un_state *st)
 	return un_seq_wait(&st->flushes, un_seq_ticket(&st->flushes), flush_job, st);
 }
 
+#define PERIOD_NS ((uint64_t)UN_SYNC_PERIOD_S * 1000000000u)
+
+/* The table the syncer flushes next: of those kicked or due by NOW, the one
+ * it chose longest ago (rule 5); NULL when none is, with *WAKE lowered to
+ * the next due time.  With the syncer's lock held. */
+static struct un_state *syncer_pick(struct un_shared *sh, uint64_t now, uint64_t *wake)
+{
+	struct un_state *pick = NULL;
+
+	un_assert_locked(&sh->sync_lock);
+	for (struct un_state *t = sh->sync_tables; t; t = t->sync_next)
+		if (t->kicked || t->sync_due_ns <= now) {
+			if (!pick || t->sync_began < pick->sync_began)
+				pick = t;
+		} else if (t->sync_due_ns < *wake)
+			*wake = t->sync_due_ns;
+	return pick;
+}
+
+/* Sleeps on the syncer's condition until WAKE (un_now_ns), a kick or a
+ * stop; with its lock held. */
+static void syncer_sleep(struct un_shared *sh, uint64_t wake)
+{
+	struct timespec deadline = {.tv_sec = (time_t)(wake / 1000000000u),
+				    .tv_nsec = (long)(wake % 1000000000u)};
+
+	pthread_cond_timedwait(&sh->sync_cond, &sh->sync_lock, &deadline);
+}
+
 static void *syncer_main(void *arg)
 {
-	struct un_state *st = arg;
-	struct timespec deadline;
+	struct un_shared *sh = arg;
+	struct un_state *st;
+	uint64_t now, wake;
+	bool kicked;
 
-	pthread_mutex_lock(&st->sync_lock);
-	while (!st->stopping) {
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += UN_SYNC_PERIOD_S;
-		while (!st->kicked && !st->stopping &&
-		       pthread_cond_timedwait(&st->sync_cond, &st->sync_lock,
-					      &deadline) != ETIMEDOUT)
-			;
-		if (st->stopping)
-			break;
+	pthread_mutex_lock(&sh->sync_lock);
+	while (!sh->sync_stopping) {
+		now = un_now_ns();
+		wake = now + PERIOD_NS;
+		st = syncer_pick(sh, now, &wake);
+		if (!st) {
+			syncer_sleep(sh, wake);
+			continue;
+		}
+		kicked = st->kicked;
 		st->kicked = false;
-		pthread_mutex_unlock(&st->sync_lock);
-		flush_after_now(st); /* a failure is retried next period */
-		pthread_mutex_lock(&st->sync_lock);
+		st->sync_began = now;
+		st->sync_due_ns = now + PERIOD_NS;
+		sh->sync_busy = st; /* un_syncer_remove waits for it */
+		pthread_mutex_unlock(&sh->sync_lock);
+		/* A failure is retried next period: flushed stays behind. */
+		if (kicked || atomic_load(&st->commits) != atomic_load(&st->flushed))
+			flush_after_now(st);
+		pthread_mutex_lock(&sh->sync_lock);
+		sh->sync_busy = NULL;
+		pthread_cond_broadcast(&sh->sync_done);
 	}
-	pthread_mutex_unlock(&st->sync_lock);
+	pthread_mutex_unlock(&sh->sync_lock);
 	return NULL;
 }
 
-int un_syncer_start(struct un_state *st)
+int un_syncer_start(struct un_shared *sh)
 {
 	pthread_condattr_t ca;
 	int rc;
 
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&st->sync_cond, &ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as un_now_ns */
+	pthread_cond_init(&sh->sync_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	un_seq_init(&st->flushes);
-	pthread_mutex_init(&st->sync_lock, NULL);
-	rc = pthread_create(&st->syncer, NULL, syncer_main, st);
+	pthread_cond_init(&sh->sync_done, NULL);
+	pthread_mutex_init(&sh->sync_lock, NULL);
+	rc = pthread_create(&sh->syncer, NULL, syncer_main, sh);
 	if (rc) {
-		un_seq_destroy(&st->flushes);
-		pthread_cond_destroy(&st->sync_cond);
-		pthread_mutex_destroy(&st->sync_lock);
+		pthread_cond_destroy(&sh->sync_cond);
+		pthread_cond_destroy(&sh->sync_done);
+		pthread_mutex_destroy(&sh->sync_lock);
 		return -rc;
 	}
+	sh->syncer_on = true;
 	return 0;
 }
 
-void un_syncer_stop(struct un_state *st)
+void un_syncer_stop(struct un_shared *sh)
 {
-	pthread_mutex_lock(&st->sync_lock);
-	st->stopping = true;
-	pthread_cond_signal(&st->sync_cond);
-	pthread_mutex_unlock(&st->sync_lock);
-	pthread_join(st->syncer, NULL);
+	if (!sh->syncer_on)
+		return;
+	pthread_mutex_lock(&sh->sync_lock);
+	assert(!sh->sync_tables); /* every table left first */
+	sh->sync_stopping = true;
+	pthread_cond_signal(&sh->sync_cond);
+	pthread_mutex_unlock(&sh->sync_lock);
+	pthread_join(sh->syncer, NULL);
+	pthread_cond_destroy(&sh->sync_cond);
+	pthread_cond_destroy(&sh->sync_done);
+	pthread_mutex_destroy(&sh->sync_lock);
+	sh->syncer_on = false;
+}
+
+void un_syncer_add(struct un_state *st)
+{
+	struct un_shared *sh = st->sh;
+
+	un_seq_init(&st->flushes);
+	/* the commit that made the table's databases is not counted: its
+	 * first flush comes a period after it opened, as any commit's */
+	atomic_store(&st->commits, 1);
+	atomic_store(&st->flushed, 0);
+	pthread_mutex_lock(&sh->sync_lock);
+	st->sync_due_ns = un_now_ns() + PERIOD_NS;
+	st->sync_began = 0;
+	st->sync_prev = NULL;
+	st->sync_next = sh->sync_tables;
+	if (st->sync_next)
+		st->sync_next->sync_prev = st;
+	sh->sync_tables = st;
+	pthread_mutex_unlock(&sh->sync_lock);
+}
+
+void un_syncer_remove(struct un_state *st)
+{
+	struct un_shared *sh = st->sh;
+
+	pthread_mutex_lock(&sh->sync_lock);
+	if (st->sync_prev)
+		st->sync_prev->sync_next = st->sync_next;
+	else
+		sh->sync_tables = st->sync_next;
+	if (st->sync_next)
+		st->sync_next->sync_prev = st->sync_prev;
+	st->sync_next = st->sync_prev = NULL;
+	while (sh->sync_busy == st)
+		pthread_cond_wait(&sh->sync_done, &sh->sync_lock);
+	pthread_mutex_unlock(&sh->sync_lock);
 	un_seq_destroy(&st->flushes);
-	pthread_cond_destroy(&st->sync_cond);
-	pthread_mutex_destroy(&st->sync_lock);
 }
 
 int un_state_sync(struct un_state *st)
@@ -304,12 +403,14 @@ int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
 
 void un_state_sync_kick(struct un_state *st)
 {
+	struct un_shared *sh = st->sh;
+
 	if (atomic_load(&st->flushes.running))
 		return;
-	pthread_mutex_lock(&st->sync_lock);
+	pthread_mutex_lock(&sh->sync_lock);
 	st->kicked = true;
-	pthread_cond_signal(&st->sync_cond);
-	pthread_mutex_unlock(&st->sync_lock);
+	pthread_cond_signal(&sh->sync_cond);
+	pthread_mutex_unlock(&sh->sync_lock);
 }
 
 int un_state_sync_wait(struct un_state *st, uint64_t ticket)

@@ -319,6 +319,16 @@ struct un_shared {
 	size_t rt_nseen, rt_capseen;
 	struct un_rt_export *rt_exports;
 	_Atomic int64_t retire_s;
+	/* sync.c: the one syncer thread, which flushes every table of the
+	 * server in turn (sync.c rule 5) */
+	pthread_t syncer;
+	bool syncer_on;		      /* started (un_syncer_start) */
+	pthread_mutex_t sync_lock;    /* guards the fields below and the */
+	pthread_cond_t sync_cond;     /* tables' sync_* and kicked; wakes it */
+	pthread_cond_t sync_done;     /* sync_busy went back to NULL */
+	bool sync_stopping;	      /* un_syncer_stop */
+	struct un_state *sync_tables; /* the open tables (sync_next) */
+	struct un_state *sync_busy;   /* the table it flushes now, or NULL */
 };
 
 /* One node table, and the part every table of the server shares (SH). */
@@ -355,12 +365,15 @@ struct un_state {
 	 * (un_node_intent_done; under wq_lock) */
 	struct un_intent_done *intents_done;
 
-	/* sync.c: the syncer thread and the table's flushes */
-	pthread_t syncer;
-	pthread_mutex_t sync_lock; /* guards stopping and kicked */
-	pthread_cond_t sync_cond;  /* wakes the syncer */
-	bool stopping;
-	bool kicked;		  /* flush now (un_state_sync_kick) */
+	/* sync.c: the table's place among the syncer's (sh->sync_lock) */
+	struct un_state *sync_next, *sync_prev;
+	bool kicked;	      /* flush now (un_state_sync_kick) */
+	uint64_t sync_due_ns; /* its next flush by the period (un_now_ns) */
+	uint64_t sync_began;  /* when the syncer last chose it: who waited most */
+	/* sync.c: top-level commits made (node.c's writer), and their count
+	 * when the last flush that succeeded began: a table whose two agree is
+	 * whole on disk, and the syncer's period leaves it alone */
+	_Atomic uint64_t commits, flushed;
 	uint64_t trimmed_size;	  /* state.c: the table's size at the last trim, */
 	uint64_t trimmed_ns;	  /* and its time (un_now_ns) */
 	void *map_addr;		  /* state.c: the table's map (NULL: not found) */
@@ -1086,10 +1099,16 @@ void un_fsyncs_free(struct un_fsyncs *t);
 unsigned un_fsyncs_test_users(struct un_state *st);
 /* Threads asleep in the fsync slots' waits: each took its ticket first. */
 unsigned un_fsyncs_test_sleepers(struct un_state *st);
-/* The syncer thread of a state, which flushes its table once a period
- * (un_state_open, after the table is open; un_state_close, before). */
-int un_syncer_start(struct un_state *st);
-void un_syncer_stop(struct un_state *st);
+/* The syncer thread of a server, which flushes each of its tables once a
+ * period after a commit (sync.c rule 5): started with the main state's
+ * shared part, stopped when that is freed, after every table left it. */
+int un_syncer_start(struct un_shared *sh);
+void un_syncer_stop(struct un_shared *sh);
+/* A table joins the syncer's once open (un_state_open, un_state_open_table)
+ * and leaves before it closes (un_state_close): once un_syncer_remove
+ * returns, no flush of the syncer's runs on it. */
+void un_syncer_add(struct un_state *st);
+void un_syncer_remove(struct un_state *st);
 /* un_state_sync in two halves: a ticket taken after the commit to make
  * durable, and the wait for a flush that began after it. */
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket);

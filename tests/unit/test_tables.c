@@ -7,7 +7,8 @@
  * state's keys (a handle made through one decodes through the other) and,
  * with a key file, a lower object gets one id in every table; closing a
  * table leaves the main state and the other table serving; every table's
- * listings share one inotify instance. */
+ * listings share one inotify instance, and one syncer thread flushes them
+ * all. */
 #include "test_fs.h"
 #include "test_un.h"
 
@@ -452,13 +453,81 @@ static void test_tables_one_inotify(void **state)
 	assert_int_equal(inotify_instances(), before);
 }
 
+/* A line of /proc/self/status ("Threads"): its number. */
+static long self_status(const char *key)
+{
+	char line[256];
+	size_t n = strlen(key);
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			v = atol(line + n + 1);
+	fclose(f);
+	return v;
+}
+
+static uint64_t flushes(struct un_state *st)
+{
+	struct un_stats s;
+
+	assert_int_equal(un_state_stats(st, &s), 0);
+	return s.flushes;
+}
+
+/* One syncer thread flushes every table of a server (sync.c rule 5):
+ * tables opened from the main state start no thread, an idle table costs
+ * no flush a period, and a change of an async union's is flushed within
+ * one by the syncer alone. */
+static void test_tables_one_syncer(void **state)
+{
+	struct fx *fx = *state;
+	struct un_export *ex[NOWN];
+	struct un_state *main;
+	struct un_obj *root, *o;
+	long threads;
+	uint64_t f0;
+	char up[16], wk[16];
+
+	layers(fx);
+	key_write(fx, "key");
+	assert_int_equal(
+	    un_state_open_keyed(t_path(fx, "main"), t_path(fx, "key"), &main), 0);
+	threads = self_status("Threads");
+	for (int k = 0; k < NOWN; k++) {
+		snprintf(up, sizeof(up), "u%d", k);
+		snprintf(wk, sizeof(wk), "w%d", k);
+		ex[k] = open_union_own(fx, main, up, wk, true);
+		make_file(ex[k], "f");
+	}
+	assert_int_equal(self_status("Threads"), threads);
+
+	/* Every table's commits are flushed a period after them: idle now. */
+	usleep(2 * UN_SYNC_PERIOD_S * 1000000 + 300000);
+	f0 = flushes(main);
+	usleep(2 * UN_SYNC_PERIOD_S * 1000000 + 300000);
+	assert_int_equal(flushes(main), f0);
+
+	/* An async change waits for no flush: the syncer makes it durable. */
+	assert_int_equal(un_root(ex[1], &root), 0);
+	assert_int_equal(un_create(ASYNC_CX, ex[1], root, "g", 0644, true, NULL, &o), 0);
+	un_obj_put(o);
+	un_obj_put(root);
+	usleep(2 * UN_SYNC_PERIOD_S * 1000000 + 300000);
+	assert_true(flushes(main) > f0);
+	for (int k = 0; k < NOWN; k++)
+		un_export_close(ex[k]);
+	un_state_close(main);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T_TEST(test_tables_own_nodes),
-	    T_TEST(test_tables_keyed),
-	    T_TEST(test_union_table),
-	    T_TEST(test_tables_one_inotify),
+	    T_TEST(test_tables_own_nodes),  T_TEST(test_tables_keyed),
+	    T_TEST(test_union_table),	    T_TEST(test_tables_one_inotify),
+	    T_TEST(test_tables_one_syncer),
 	};
 
 	return cmocka_run_group_tests_name("tables", tests, NULL, NULL);
