@@ -247,20 +247,34 @@ static int flush_after_now(struct un_state *st)
 
 #define PERIOD_NS ((uint64_t)UN_SYNC_PERIOD_S * 1000000000u)
 
+#define SLACK_NS (PERIOD_NS / 8)
+
+/* Whether T committed since its last successful flush began. */
+static bool table_dirty(struct un_state *t)
+{
+	return atomic_load(&t->commits) != atomic_load(&t->flushed);
+}
+
 /* The table the syncer flushes next: of those kicked or due by NOW, the one
  * it chose longest ago (rule 5); NULL when none is, with *WAKE lowered to
- * the next due time.  With the syncer's lock held. */
+ * the next due time.  A due table that is whole on disk starts its next
+ * period here, without a flush; a table due within SLACK_NS counts as due,
+ * so that the periods of idle tables end together and the syncer wakes a
+ * few times a period, not once a table.  With the syncer's lock held. */
 static struct un_state *syncer_pick(struct un_shared *sh, uint64_t now, uint64_t *wake)
 {
 	struct un_state *pick = NULL;
 
 	un_assert_locked(&sh->sync_lock);
-	for (struct un_state *t = sh->sync_tables; t; t = t->sync_next)
-		if (t->kicked || t->sync_due_ns <= now) {
+	for (struct un_state *t = sh->sync_tables; t; t = t->sync_next) {
+		if (!t->kicked && t->sync_due_ns <= now + SLACK_NS && !table_dirty(t))
+			t->sync_due_ns = now + PERIOD_NS;
+		if (t->kicked || t->sync_due_ns <= now + SLACK_NS) {
 			if (!pick || t->sync_began < pick->sync_began)
 				pick = t;
 		} else if (t->sync_due_ns < *wake)
 			*wake = t->sync_due_ns;
+	}
 	return pick;
 }
 
@@ -297,7 +311,7 @@ static void *syncer_main(void *arg)
 		sh->sync_busy = st; /* un_syncer_remove waits for it */
 		pthread_mutex_unlock(&sh->sync_lock);
 		/* A failure is retried next period: flushed stays behind. */
-		if (kicked || atomic_load(&st->commits) != atomic_load(&st->flushed))
+		if (kicked || table_dirty(st))
 			flush_after_now(st);
 		pthread_mutex_lock(&sh->sync_lock);
 		sh->sync_busy = NULL;
