@@ -63,7 +63,8 @@ run() {
 	mkdir -p "$r/lower/d" "$r/c" "$r/state"
 	echo lower >"$r/lower/f"
 	args=(--lowerdir="$r/lower" --upperdir="$r/c/%a/upper" --workdir="$r/c/%a/work"
-		--clients='127.0.0.0/8(rw,no_root_squash,insecure)' --log-level=warn)
+		--clients='127.0.0.0/8(rw,no_root_squash,insecure)' --log-level=warn
+		--max-client-unions="$n")
 	mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	args+=(--metrics="127.0.0.1:$mport")
 	if [ "$mode" = keyed ]; then

@@ -6,7 +6,8 @@
  * template; each client's union is an instance of it over the upper, work
  * and lower dirs the template gives that client.  An open instance holds 2 * layers + 2
  * descriptors (every layer root, the work dir and its temp dir, the shared
- * root object's copies), so clients that come and go (DHCP churn, a rule
+ * root object's copies), TABLE_FDS more with a node table of its own (rule
+ * 14), so clients that come and go (DHCP churn, a rule
  * that admits a v6 prefix) would use up the process's descriptors if
  * instances lived as long as the server.  The rules:
  *
@@ -136,9 +137,11 @@
  *     the main table's ids.  A union served from the main table before
  *     (its root is there: a server given a key file since) stays there,
  *     so its handles keep working; without a key file every union stays
- *     in the main table (a table costs a syncer thread, a map and a
- *     listing cache, and its handles could not move anyway), except one
- *     whose work dir already holds a table.
+ *     in the main table (a table costs a map, LMDB's buffers, a listing
+ *     cache and four descriptors, and its handles could not move anyway),
+ *     except one whose work dir already holds a table.  The syncer thread
+ *     and the inotify instance are the server's, whatever its tables
+ *     (union/sync.c rule 5, union/readdir.c invariant 10).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -160,9 +163,12 @@
 
 #include "exports.h"
 
-#define UNIONS_MIN	     16		  /* default cap, at least */
-#define UNION_MEM_MIN	     (256u << 10) /* the least share a default cap gives */
-#define MEM_PART	     8	 /* of the machine's memory, by default (rule 12) */
+#define UNIONS_MIN    16	   /* default cap, at least */
+#define UNION_MEM_MIN (256u << 10) /* the least share a default cap gives */
+#define MEM_PART      8		   /* of the machine's memory, by default (rule 12) */
+/* A union's own table: LMDB's data.mdb (twice: its pages and its meta
+ * pages) and lock.mdb, and the table's roots/ (union/state.c) */
+#define TABLE_FDS	     4
 #define TRIM_BATCH	     64	 /* releases that wake the reaper to trim */
 #define REAP_PERIOD_MAX_S    15	 /* the reaper looks at least this often */
 #define CLIENT_ID_PATH_SLACK 32	 /* " (client upper )" around the dir */
@@ -1238,7 +1244,8 @@ static unsigned long union_fds_max(const struct srv *s)
 	for (size_t k = 0; k < s->nexports; k++) {
 		if (s->exports[k]->ux)
 			continue;
-		fds = 2ul * (s->exports[k]->conf->nlower + 1) + 2;
+		fds = 2ul * (s->exports[k]->conf->nlower + 1) + 2 +
+		      (s->union_tables ? TABLE_FDS : 0);
 		most = fds > most ? fds : most;
 	}
 	return most;
