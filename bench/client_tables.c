@@ -25,7 +25,6 @@
 
 #define THREADS	    4
 #define FILES	    3
-#define NFS_PROG    100003
 #define NFS_CREATE  8
 #define NFS_RDPLUS  17
 #define SETTLE_US   1500000 /* more than the listing cache's settle time */
@@ -39,28 +38,6 @@ struct part {
 	int pass;
 };
 
-static int nfs_call(int fd, uint32_t proc, const unsigned char *args, size_t len)
-{
-	struct raw_call c = {.xid = (uint32_t)random(),
-			     .rpcvers = 2,
-			     .prog = NFS_PROG,
-			     .vers = 3,
-			     .proc = proc,
-			     .flavor = 1,
-			     .args = args,
-			     .arglen = len};
-	struct raw_reply r;
-	int st;
-
-	if (raw_call(fd, RAW_TCP, &c, &r))
-		return -1;
-	st = r.reply_stat == RAW_ACCEPTED && r.accept_stat == RAW_SUCCESS
-		 ? raw_body_status(&r)
-		 : -1;
-	raw_reply_free(&r);
-	return st;
-}
-
 /* CREATE3 NAME in DIR, UNCHECKED, no attributes set: the nfsstat3. */
 static int create(int fd, const unsigned char *dir, uint32_t dirlen, const char *name)
 {
@@ -71,7 +48,7 @@ static int create(int fd, const unsigned char *dir, uint32_t dirlen, const char 
 	len += raw_put32(a + len, 0); /* UNCHECKED */
 	for (int i = 0; i < 6; i++)   /* sattr3: nothing set */
 		len += raw_put32(a + len, 0);
-	return nfs_call(fd, NFS_CREATE, a, len);
+	return raw_nfs3(fd, RAW_TCP, NFS_CREATE, a, len);
 }
 
 /* READDIRPLUS3 of DIR from cookie 0: the nfsstat3. */
@@ -84,7 +61,7 @@ static int rdplus(int fd, const unsigned char *dir, uint32_t dirlen)
 	len += 16;
 	len += raw_put32(a + len, RDPLUS_DIRC);
 	len += raw_put32(a + len, RDPLUS_MAXC);
-	return nfs_call(fd, NFS_RDPLUS, a, len);
+	return raw_nfs3(fd, RAW_TCP, NFS_RDPLUS, a, len);
 }
 
 static unsigned visit(int port, unsigned i, int pass)

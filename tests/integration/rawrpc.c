@@ -367,6 +367,19 @@ static int call3(int fd, enum raw_proto proto, uint32_t prog, uint32_t proc,
 	return raw_call(fd, proto, &c, r);
 }
 
+int raw_nfs3(int fd, enum raw_proto proto, uint32_t proc, const unsigned char *args,
+	     size_t len)
+{
+	struct raw_reply r;
+	int st;
+
+	if (call3(fd, proto, NFS_PROG, proc, args, len, &r))
+		return -1;
+	st = raw_body_status(&r);
+	raw_reply_free(&r);
+	return st;
+}
+
 /* R's status, and when 0 the handle after it (64 bytes at most) into FH;
  * frees R. */
 static int status_and_fh(struct raw_reply *r, unsigned char *fh, uint32_t *fhlen)

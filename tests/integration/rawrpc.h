@@ -101,5 +101,9 @@ int raw_getattr(int fd, enum raw_proto proto, const unsigned char *fh, uint32_t 
 		uint64_t *fileid);
 /* A reply body's first word (the status of most results), or -1. */
 int raw_body_status(const struct raw_reply *r);
+/* NFSv3 procedure PROC with the encoded ARGS, as root: the status its
+ * result starts with (an nfsstat3), or -1 when it was not answered so. */
+int raw_nfs3(int fd, enum raw_proto proto, uint32_t proc, const unsigned char *args,
+	     size_t len);
 
 #endif
