@@ -32,7 +32,9 @@
  *           files, dir) is recorded, as made and as LOOKUP gives it.  A
  *           sentinel in WORKDIR/work/ stands for a copy-up temp of A's in
  *           flight, and the union's dirs are recorded (each entry's type,
- *           mode, size, inode, link count, mtime, ctime and bytes).
+ *           mode, size, inode, link count, mtime, ctime and bytes).  A has
+ *           as many threads as before the MNT: the union's own table
+ *           starts none (union/sync.c rule 5).
  *   step 3  B, started now: MNT refused with MNT3ERR_SERVERFAULT; GETATTR,
  *           LOOKUP and CREATE with A's root handle NFS3ERR_JUKEBOX; B's log
  *           has a line naming the union (its dir or 127.0.0.1) and A's pid;
@@ -859,6 +861,23 @@ static void check_tree(struct verdict *v, struct gw *gw)
 /* ---- the steps ---- */
 
 /* 2. A serves the client's union and holds its lock. */
+/* The threads of process PID (/proc/PID/status), or -1. */
+static long threads_of(pid_t pid)
+{
+	char path[64], line[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Threads:", 8))
+			n = atol(line + 8);
+	if (f)
+		fclose(f);
+	return n;
+}
+
 static void test_a_serves(void **state)
 {
 	struct verdict v = {.step = "step 2 (A serves)"};
@@ -867,6 +886,7 @@ static void test_a_serves(void **state)
 	struct nfs_raw_obj o;
 	struct fh fh_a;
 	double t0 = it_now_s();
+	long threads = threads_of(a->srv.pid);
 	int st;
 	(void)state;
 
@@ -902,6 +922,11 @@ static void test_a_serves(void **state)
 	check_upper(&v, "after A's WRITE", (const struct want_file[]){{"fromA", DATA_A}},
 		    1);
 	check_lock(&v, a);
+	/* the union's own table is flushed by the server's one syncer thread
+	 * (union/sync.c rule 5): a union opened starts no thread */
+	check(&v, threads_of(a->srv.pid) == threads,
+	      "A has %ld threads with the union open, %ld before its MNT",
+	      threads_of(a->srv.pid), threads);
 	snap_take(&g.upper_snap, g.upper);
 	snap_take(&g.work_snap, g.work);
 	fprintf(stderr,
