@@ -15,8 +15,10 @@
  *     handle, so it must not change when the state dir is recreated, and it
  *     carries no secret.
  *  3. No layer is inside another, and the work dir shares the upper's
- *     filesystem without nesting with it (upper_check, no_nesting); an
- *     export that breaks this is refused with one line saying why.
+ *     filesystem without nesting with it (upper_check, no_nesting); no
+ *     directory is two lowers of one stack (lowers_distinct: its objects
+ *     would have one identity in two layers, lowerid.c rule 6).  An export
+ *     that breaks this is refused with one line saying why.
  *  4. A reload that changes only the lowers of a union opens a successor
  *     (un_export_restack): new lower roots and indexes, the same id, and
  *     the upper and work dirs taken over by descriptor, never reopened by
@@ -231,6 +233,19 @@ static int layers_open(struct un_export *ex, const struct un_export_cfg *cfg,
 	return 0;
 }
 
+/* No directory twice among the lowers (rule 3), from I on. */
+static int lowers_distinct(const struct un_export *ex, size_t i, char *err, size_t errlen)
+{
+	for (; i < ex->nlayers; i++)
+		for (size_t j = i + 1; j < ex->nlayers; j++)
+			if (same(ex->layers[i].di, ex->layers[j].di))
+				return fail(err, errlen, -EINVAL,
+					    "lowerdir %s is the same directory as "
+					    "lowerdir %s",
+					    ex->layers[j].dir, ex->layers[i].dir);
+	return 0;
+}
+
 /* The upper against every lower. */
 static int lowers_check(struct un_export *ex, char *err, size_t errlen)
 {
@@ -362,6 +377,8 @@ static int stack_open(struct un_export *ex, const struct un_export_cfg *cfg,
 	int rc;
 
 	rc = layers_open(ex, cfg, from, err, errlen);
+	if (!rc)
+		rc = lowers_distinct(ex, cfg->upperdir != NULL, err, errlen);
 	if (rc || !cfg->upperdir)
 		return rc;
 	if (from) {
@@ -410,6 +427,8 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	 * the same user: trusted.* needs CAP_SYS_ADMIN. */
 	ex->xattr_prefix = geteuid() == 0 ? "trusted.overlay." : "user.overlay.";
 	rc = root_node(ex);
+	if (!rc)
+		un_lower_tags(ex); /* lowerid.c rule 6: they need the root id */
 	if (!rc && !from && cfg->upperdir)
 		rc = un_intents_settle_open(ex);
 	if (rc) {

@@ -44,7 +44,10 @@
  *     inode number, with the same type; anything else keeps its raw
  *     (st_dev, st_ino): the upper, an object added to a layer while
  *     served, a mount inside a layer.  No st_dev is as large as UN_KEY_DEV,
- *     so a key never equals a raw pair.
+ *     so a key never equals a raw pair.  A name of an inode with several
+ *     links has, besides, its own path's objnum (un_layer_pathnum: found
+ *     by its directory's key and its name), which only lower ids use
+ *     (lowerid.c rule 7).
  *  7. An export opened with best effort (a start, a client's mount: there
  *     is no old stack to keep) whose indexes cannot be had, a full or
  *     failing state dir, is served by inode numbers, as with
@@ -644,6 +647,26 @@ int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *
 	if (type == (st->st_mode & S_IFMT))
 		*out = (struct un_devino){.dev = l->key_dev, .ino = objnum};
 	return 0;
+}
+
+uint64_t un_layer_pathnum(const struct un_export *ex, uint16_t layer, int dirfd,
+			  const char *name, size_t len, struct un_devino key)
+{
+	const struct un_layer *l = &ex->layers[layer];
+	char nul[UN_LX_NAME_MAX + 1];
+	struct un_lx_entry e;
+	struct un_devino dk;
+	struct stat st;
+
+	if (!ex->st->sh->lower_ids || !l->lxc || key.dev != l->key_dev ||
+	    len > UN_LX_NAME_MAX || un_sys_fstat(dirfd, &st) ||
+	    un_layer_key(ex, layer, &st, &dk) || dk.dev != l->key_dev)
+		return 0;
+	memcpy(nul, name, len);
+	nul[len] = '\0';
+	if (un_lx_lookup(un_lxc_lx(l->lxc), dk.ino, nul, &e) || e.leader != key.ino)
+		return 0;
+	return e.objnum;
 }
 
 /* ---- removing the indexes no stack holds (rule 9) ---- */

@@ -152,6 +152,19 @@ out:
 	return err;
 }
 
+/* The objnum of the path of LK's name in the index of its top instance's
+ * layer (lowerid.c rule 7), or 0. */
+static uint64_t lookup_pathnum(const struct lookup *lk)
+{
+	uint16_t layer = lk->found[0].layer;
+
+	for (size_t i = 0; i < lk->dir->ninst; i++)
+		if (lk->dir->inst[i].layer == layer)
+			return un_layer_pathnum(lk->ex, layer, lk->dir->inst[i].fd,
+						lk->name, lk->len, lk->key[0]);
+	return 0;
+}
+
 /* Makes the object LK found, giving it its node id; LK's descriptors move
  * into it on success. */
 static int lookup_obj(struct lookup *lk, struct un_obj **out)
@@ -166,6 +179,7 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	    .raw = lk->di,
 	    .ninst = lk->m.nfound,
 	    .links = un_links_of(lk->ex, lk->found[0].layer, &lk->top),
+	    .ex = lk->ex,
 	};
 	struct un_obj_ident who = {
 	    .parent = lk->dir->id,
@@ -176,6 +190,8 @@ static int lookup_obj(struct lookup *lk, struct un_obj **out)
 	struct un_obj *o;
 	int err;
 
+	if (obs.links == UN_LINKS_GROUP)
+		obs.pathnum = lookup_pathnum(lk);
 	err = un_node_assign(lk->ex->st, &obs, 1, &who.id, &who.fileid);
 	if (err)
 		return err;

@@ -11,7 +11,9 @@
  * tag is a keyed hash (the state's key_lower, derived from the key file) of
  * the layer's key dev (UN_KEY_DEV | 48 bits of its lineage, layerid.c rule
  * 6) and the export's root id, so that two exports over one layer do not
- * share ids; objnum is the object's link leader in that layer's index.
+ * share ids; objnum is the object's link leader in that layer's index (a
+ * name of a writable union's lower inode with several links: its own
+ * path's, rule 7).
  * Counter ids stay below 2^63 (node.c), so the two never meet.
  *
  * Rules:
@@ -30,14 +32,29 @@
  *     (un_lower_root_id): its children's tags need the root id first.
  *  4. The table still records a lower-id node exactly as any other; the id
  *     is only chosen here (node.c, node_create), and taken only where no
- *     record holds it already: a collision of tags, or a second name of an
- *     inode whose names are nodes of their own, gets a counter id, on every
- *     gateway alike.
+ *     record holds it already: a replaced object's old record, or a record
+ *     of another export whose tags collide with this one's (node.c logs
+ *     it once), keeps it, and the new node gets a counter id.
  *  5. A lower id that the table does not hold decodes to a layer of the
  *     export and a path in its index (un_lower_path), which lookup.c walks
  *     from the root, as a first LOOKUP would: the id stands if the walk
  *     ends at a node of that id, and is stale otherwise (the path is now
  *     hidden, or names another object).
+ *  6. A tag names one layer of an export (un_lower_tags, at every open,
+ *     once the root id is known): a layer whose tag a layer below it has
+ *     too (about one stack in a million with four layers, or the same
+ *     lineage twice: two copies of one layer) is not tagged, and its
+ *     objects get counter ids, with one log line.  The decision depends on
+ *     the stack, the lineages and the key only, so every gateway that
+ *     opens the same stack makes it, and says it.  (A layer twice in one
+ *     stack is refused before: layer.c rule 3.)
+ *  7. The names of a lower inode with several links in a writable union
+ *     (UN_LINKS_GROUP) are nodes of their own: each takes the lower id of
+ *     its own path's objnum (un_node_obs.pathnum, from un_layer_pathnum),
+ *     so a gateway that never saw a name decodes its id (rule 5), and the
+ *     group's fileid is its link leader's lower id (un_lower_fileid_of),
+ *     whichever name a gateway saw first.  A name whose path the index
+ *     does not know gets a counter id, never the leader's.
  */
 #define _GNU_SOURCE
 #include <endian.h>
@@ -56,6 +73,13 @@
 #define ROOT_SALT     (1ull << 32) /* rule 3: above every export id */
 #define PATH_HOPS_MAX 4096	   /* bounds the walk up a damaged index */
 
+static _Atomic unsigned tag_bits = TAG_BITS; /* narrowed by a test only */
+
+void un_lower_test_tag_bits(unsigned bits)
+{
+	tag_bits = bits < TAG_BITS ? bits : TAG_BITS;
+}
+
 static uint32_t tag_of(const struct un_state *st, uint64_t key_dev, uint64_t salt)
 {
 	uint8_t in[16], h[crypto_shorthash_BYTES];
@@ -67,7 +91,7 @@ static uint32_t tag_of(const struct un_state *st, uint64_t key_dev, uint64_t sal
 	memcpy(in + 8, &salt, 8);
 	crypto_shorthash(h, in, sizeof(in), st->sh->key_lower);
 	memcpy(&v, h, sizeof(v));
-	return (uint32_t)(le64toh(v) & ((1u << TAG_BITS) - 1));
+	return (uint32_t)(le64toh(v) & ((1ull << tag_bits) - 1));
 }
 
 static un_id lower_id(uint32_t tag, uint64_t objnum)
@@ -82,15 +106,78 @@ bool un_id_is_lower(un_id id)
 	return id & LOWER_BIT;
 }
 
-un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs)
+/* Whether layer L of EX has a tag (un_lower_tags gave it one). */
+static bool has_tag(const struct un_export *ex, const struct un_layer *l)
 {
-	struct un_devino k;
+	return ex->st->sh->lower_ids && l->lower && l->lxc;
+}
 
-	if (!st->sh->lower_ids || obs->root == UN_ID_NONE)
+/* The top-most layer of EX whose keys have dev KEY_DEV, or NULL. */
+static const struct un_layer *layer_keyed(const struct un_export *ex, uint64_t key_dev)
+{
+	for (size_t i = 0; i < ex->nlayers; i++)
+		if (ex->layers[i].lxc && ex->layers[i].key_dev == key_dev)
+			return &ex->layers[i];
+	return NULL;
+}
+
+/* The lower id of OBJNUM in the layer of key K of OBS's export, or
+ * UN_ID_NONE (rules 1, 6). */
+static un_id id_in(const struct un_node_obs *obs, struct un_devino k, uint64_t objnum)
+{
+	const struct un_layer *l;
+
+	if (!obs->ex || !obs->ex->st->sh->lower_ids || obs->root == UN_ID_NONE ||
+	    !un_devino_is_key(k))
 		return UN_ID_NONE;
-	k = S_ISDIR(obs->type) ? obs->inst[obs->ninst - 1] : obs->inst[0];
-	return un_devino_is_key(k) ? lower_id(tag_of(st, k.dev, obs->root), k.ino)
-				   : UN_ID_NONE;
+	l = layer_keyed(obs->ex, k.dev);
+	return l && l->tagged ? lower_id(l->tag, objnum) : UN_ID_NONE;
+}
+
+un_id un_lower_id_of(const struct un_node_obs *obs)
+{
+	struct un_devino k =
+	    S_ISDIR(obs->type) ? obs->inst[obs->ninst - 1] : obs->inst[0];
+
+	return id_in(obs, k, obs->links == UN_LINKS_GROUP ? obs->pathnum : k.ino);
+}
+
+un_id un_lower_fileid_of(const struct un_node_obs *obs)
+{
+	return obs->links == UN_LINKS_GROUP ? id_in(obs, obs->inst[0], obs->inst[0].ino)
+					    : UN_ID_NONE;
+}
+
+/* The layer below position I of EX that has tag TAG, or NULL. */
+static const struct un_layer *tag_below(const struct un_export *ex, size_t i,
+					uint32_t tag)
+{
+	for (size_t j = i + 1; j < ex->nlayers; j++)
+		if (has_tag(ex, &ex->layers[j]) && ex->layers[j].tag == tag)
+			return &ex->layers[j];
+	return NULL;
+}
+
+void un_lower_tags(struct un_export *ex)
+{
+	for (size_t i = ex->nlayers; i-- > 0;) {
+		struct un_layer *l = &ex->layers[i];
+		const struct un_layer *below;
+
+		l->tagged = false;
+		if (!has_tag(ex, l))
+			continue;
+		l->tag = tag_of(ex->st, l->key_dev, ex->root_id);
+		below = tag_below(ex, i, l->tag);
+		l->tagged = !below;
+		if (below)
+			un_notice(
+			    ex->st,
+			    "export %s: lowerdir %s has the lower-id tag of lowerdir "
+			    "%s below it: its objects get this server's own ids, "
+			    "their handles not the same on other gateways",
+			    ex->path, l->dir, below->dir);
+	}
 }
 
 un_id un_lower_root_id(const struct un_export *ex)
@@ -113,7 +200,7 @@ static struct un_lx *layer_of(const struct un_export *ex, un_id id)
 	for (size_t i = 0; i < ex->nlayers; i++) {
 		const struct un_layer *l = &ex->layers[i];
 
-		if (l->lower && l->lxc && tag_of(ex->st, l->key_dev, ex->root_id) == tag)
+		if (l->tagged && l->tag == tag)
 			return un_lxc_lx(l->lxc);
 	}
 	return NULL;

@@ -66,7 +66,9 @@
  * keep the lower file.  A WRITE carries only a handle, so the server must
  * know from the handle which name to copy up: each name is a node of its
  * own (its own handle, its own path), and all report the fileid of their
- * group (groups; the id of the node first seen).  The copy-up of one name
+ * group (groups; the link leader's lower id, lowerid.c rule 7, on a server
+ * given a key file, so every gateway reports the same; else the id of the
+ * node first seen).  The copy-up of one name
  * parts the group (un_node_part): the name copied up keeps its node and its
  * fileid (the writer's handle and inode number stay), and the other names
  * no longer match their records (parted): their handles are stale and a
@@ -133,7 +135,9 @@
  *     other names match their records only while their fileid is not in
  *     parted (group_check), and un_node_part puts it there and unmaps the
  *     inode in groups in one transaction, so no new name joins it.  A
- *     fileid is a node id, so fileids are unique across exports too.
+ *     fileid is a node id, or the lower id of the group's link leader,
+ *     which no other inode's node takes (lowerid.c rule 7), so fileids are
+ *     unique across exports too.
  * 10. un_node_assign is the only writer that never changes the node or
  *     fileid an existing (parent, name) maps to: it adds names, and
  *     repoints one only when that name's object was replaced, which changes
@@ -574,9 +578,32 @@ static int id_alloc(struct un_state *st, MDB_txn *txn, un_id *id)
 	return un_mdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
-/* The id of a new node: PREFER (a lower id, lowerid.c rule 4) when it is
- * not UN_ID_NONE and no record holds it, else the counter's next. */
-static int id_choose(struct un_state *st, MDB_txn *txn, un_id prefer, un_id *id)
+static int rec_root(struct un_state *st, MDB_txn *txn, un_id parent, un_id *root);
+
+/* Says once that lower id ID, which OBS (not a root) would take, is held
+ * by a node of another export: two exports' tags collide (lowerid.c rule
+ * 4). */
+static void clash_note(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		       un_id id)
+{
+	struct rec_view r;
+	un_id root;
+
+	if (obs->root == UN_ID_NONE || rec_get(st, txn, id, &r) ||
+	    rec_root(st, txn, r.parent, &root) || root == obs->root ||
+	    atomic_exchange(&st->sh->lower_clash_said, true))
+		return;
+	un_notice(st,
+		  "lower id %016" PRIx64 " is held by a node of export root %016" PRIx64
+		  ": the tags of two exports collide, and such objects get this "
+		  "server's own ids (said once)",
+		  id, root);
+}
+
+/* The id of a new node OBS: PREFER (a lower id, lowerid.c rule 4) when it
+ * is not UN_ID_NONE and no record holds it, else the counter's next. */
+static int id_choose(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
+		     un_id prefer, un_id *id)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
@@ -590,13 +617,17 @@ static int id_choose(struct un_state *st, MDB_txn *txn, un_id prefer, un_id *id)
 		*id = prefer;
 		return 0;
 	}
+	if (!err)
+		clash_note(st, txn, obs, prefer);
 	return err ? err : id_alloc(st, txn, id);
 }
 
 /* The fileid a new name of group OBS joins: the group's; with no group
  * entry at all, the fileid of the node a read-only run shared among the
- * inode's names (links), so that names it showed keep theirs; else NID,
- * which starts a group (also after a part: 0). */
+ * inode's names (links), so that names it showed keep theirs, else the
+ * link leader's lower id (lowerid.c rule 7: the same on every gateway,
+ * whichever name it saw first), else NID; after a part (an entry of 0),
+ * NID, which starts a new group. */
 static int group_join(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
 		      un_id nid, un_id *fileid)
 {
@@ -614,7 +645,9 @@ static int group_join(struct un_state *st, MDB_txn *txn, const struct un_node_ob
 	}
 	if (err && err != -ENOENT)
 		return err;
-	*fileid = nid;
+	*fileid = err == -ENOENT ? un_lower_fileid_of(obs) : UN_ID_NONE;
+	if (*fileid == UN_ID_NONE)
+		*fileid = nid;
 	if (err == -ENOENT) {
 		err = try_index(st, txn, st->db_links, key, sizeof(key), obs, &f, &r);
 		if (!err)
@@ -633,7 +666,7 @@ static int node_create(struct un_state *st, MDB_txn *txn, const struct un_node_o
 	un_id nid, fileid;
 	int err;
 
-	err = id_choose(st, txn, un_lower_id_of(st, obs), &nid);
+	err = id_choose(st, txn, obs, un_lower_id_of(obs), &nid);
 	if (err)
 		return err;
 	fileid = nid;
@@ -730,7 +763,7 @@ static int root_create_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	un_id nid;
 	int err;
 
-	err = id_choose(st, txn, a->prefer, &nid);
+	err = id_choose(st, txn, a->obs, a->prefer, &nid);
 	if (err)
 		return err;
 	o.root = o.parent = UN_ID_NONE;

@@ -1015,11 +1015,11 @@ const struct un_dirent *un_listing_at(const struct un_listing *l, size_t i)
 
 /* What the node table needs of entry E of L (a child of DIR). */
 static struct un_node_obs ent_obs(const struct un_export *ex, const struct un_listing *l,
-				  const struct lent *e, un_id dir)
+				  const struct lent *e, const struct un_obj *dir)
 {
-	return (struct un_node_obs){
+	struct un_node_obs obs = {
 	    .root = ex->root_id,
-	    .parent = dir,
+	    .parent = dir->id,
 	    .name = e->d.name,
 	    .namelen = e->d.namelen,
 	    .type = e->d.type,
@@ -1027,7 +1027,14 @@ static struct un_node_obs ent_obs(const struct un_export *ex, const struct un_li
 	    .raw = l->inst + e->inst_off,
 	    .ninst = e->ninst,
 	    .links = e->links,
+	    .ex = ex,
 	};
+	const struct un_inst *in = &dir->inst[e->pos];
+
+	if (e->links == UN_LINKS_GROUP && e->pos < dir->ninst) /* lowerid.c rule 7 */
+		obs.pathnum = un_layer_pathnum(ex, in->layer, in->fd, e->d.name,
+					       e->d.namelen, obs.inst[0]);
+	return obs;
 }
 
 /* Allocates what L needs to remember nodes, and handles when FH (invariant
@@ -1098,7 +1105,7 @@ static int nodes_assign(const struct page_req *r, const size_t *miss, size_t m,
 	if (!obs)
 		return -ENOMEM;
 	for (size_t j = 0; j < m; j++)
-		obs[j] = ent_obs(r->ex, r->l, &r->l->ents[r->from + miss[j]], r->dir->id);
+		obs[j] = ent_obs(r->ex, r->l, &r->l->ents[r->from + miss[j]], r->dir);
 	err = un_node_assign(r->ex->st, obs, m, ids, fileids);
 	free(obs);
 	return err;
@@ -1198,7 +1205,7 @@ static int nodes_ahead(const struct page_req *r, uint64_t epoch)
 	if (!obs || !ids)
 		goto out;
 	for (size_t j = 0; j < m; j++)
-		obs[j] = ent_obs(r->ex, l, &l->ents[idx[j]], r->dir->id);
+		obs[j] = ent_obs(r->ex, l, &l->ents[idx[j]], r->dir);
 	err = m ? un_node_assign(r->ex->st, obs, m, ids, ids + m) : 0;
 	if (err)
 		goto out;

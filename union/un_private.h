@@ -302,6 +302,9 @@ struct un_shared {
 	uint8_t key_version[16]; /* directory version hash (siphash) */
 	uint8_t key_lower[16];	 /* lower ids' tags (lowerid.c; siphash) */
 	bool lower_ids;		 /* opened with a key file (lowerid.c rule 1) */
+	/* node.c: a lower id was found held by another export's node (tags
+	 * of two exports collide), said once */
+	atomic_bool lower_clash_said;
 	/* The tables opened from the main state and not yet closed: the main
 	 * state is closed only once they all are (un_state_close asserts). */
 	atomic_uint tables;
@@ -428,6 +431,12 @@ struct un_node_obs {
 	size_t ninst;
 	enum un_links links;
 	bool pinned; /* an export root: never "replaced" */
+	/* The export whose layers' tags make lower ids (lowerid.c); NULL:
+	 * the object takes a counter id. */
+	const struct un_export *ex;
+	/* UN_LINKS_GROUP: the objnum of this name's own path in the top
+	 * instance's index (un_layer_pathnum), 0 when unknown. */
+	uint64_t pathnum;
 };
 
 /* One step of the path from an export root to a node. */
@@ -647,8 +656,18 @@ int un_node_remove_ahead(struct un_state *st, un_id root, const struct un_node_n
 /* True for an id with the lower bit set (never a counter id). */
 bool un_id_is_lower(un_id id);
 /* The lower id the object OBS describes takes when it is first recorded
- * (rules 1, 2), or UN_ID_NONE for a counter id. */
-un_id un_lower_id_of(const struct un_state *st, const struct un_node_obs *obs);
+ * (rules 1, 2, 6, 7), or UN_ID_NONE for a counter id. */
+un_id un_lower_id_of(const struct un_node_obs *obs);
+/* The fileid of the names of OBS's lower inode in a writable union (OBS's
+ * links UN_LINKS_GROUP): its link leader's lower id (rule 7), or
+ * UN_ID_NONE. */
+un_id un_lower_fileid_of(const struct un_node_obs *obs);
+/* Gives EX's lower layers their tags, after its root id is known, and
+ * logs a layer whose tag a layer below it holds (rule 6). */
+void un_lower_tags(struct un_export *ex);
+/* Test hook: narrow the tags to BITS bits (24 = normal), so that tags
+ * collide. */
+void un_lower_test_tag_bits(unsigned bits);
 /* The lower id of EX's root (rule 3), or UN_ID_NONE. */
 un_id un_lower_root_id(const struct un_export *ex);
 /* The path from EX's root ("a/b/c"; "" for the root; malloc'd into *OUT)
@@ -681,6 +700,11 @@ struct un_layer {
 	char *dir;	    /* as configured, for messages */
 	struct un_lxc *lxc; /* a lower's index (layerid.c), or NULL */
 	uint64_t key_dev;   /* the dev of its keys: UN_KEY_DEV | lineage */
+	/* lowerid.c rule 6: the tag of its lower ids in this export (set by
+	 * un_lower_tags for a lower with an index, on a keyed state), and
+	 * whether its objects take them: no layer below shares the tag */
+	uint32_t tag;
+	bool tagged;
 };
 
 /* ---- lxcache.c: the open layer indexes of a state ---- */
@@ -735,6 +759,13 @@ void un_layers_unindex(struct un_export *ex);
  * place of a key: that would take the object for another). */
 int un_layer_key(const struct un_export *ex, uint16_t layer, const struct stat *st,
 		 struct un_devino *out);
+/* The objnum of the path NAME (LEN bytes) of directory DIRFD, the instance
+ * in layer LAYER of EX of a directory, when that path is a name of the
+ * inode whose key is KEY (a link leader's): its own objnum, not the
+ * leader's (lowerid.c rule 7).  0 when EX computes no lower ids or the
+ * index does not know the path as such. */
+uint64_t un_layer_pathnum(const struct un_export *ex, uint16_t layer, int dirfd,
+			  const char *name, size_t len, struct un_devino key);
 
 /* ---- retire.c: retired lower layers ---- */
 

@@ -5,7 +5,10 @@
  * each resolves the other's ids before it looked anything up; a layer
  * added on top keeps them; an id whose path is hidden is stale; without a
  * key file ids come from the counter; a key file others can read, or of
- * another size, is refused. */
+ * another size, is refused; colliding tags give counter ids, and say so;
+ * a lower twice in a stack is refused; the names of a lower inode with
+ * several links in a writable union have ids and a fileid of their own
+ * paths and leader on every state. */
 #include "test_un.h"
 
 #include <sys/wait.h>
@@ -59,26 +62,52 @@ struct gw {
 	struct un_export *ex;
 };
 
-/* A gateway: state dir STATE (keyed with KEY, or NULL) serving the export
- * "/" over LOWERS, top-most first, relative to the base. */
-static void gw_open(struct fx *fx, struct gw *g, const char *state, const char *key,
-		    const char *const *lowers, size_t n)
+/* The notices of the states open (un_state_on_notice), one a line. */
+static char notes[4096];
+
+static void note(const char *line)
 {
-	char path[UN_LAYERS_MAX][PATH_MAX], err[256];
+	size_t n = strlen(notes);
+
+	snprintf(notes + n, sizeof(notes) - n, "%s\n", line);
+}
+
+/* A gateway: state dir STATE (keyed with KEY, or NULL) serving the export
+ * PATH over LOWERS, top-most first, relative to the base, and with RW the
+ * upper STATE.up and work dir STATE.wk. */
+static void gw_open_as(struct fx *fx, struct gw *g, const char *state, const char *key,
+		       const char *path, const char *const *lowers, size_t n, bool rw)
+{
+	char lp[UN_LAYERS_MAX][PATH_MAX], up[PATH_MAX], wk[PATH_MAX], err[256];
 	const char *lv[UN_LAYERS_MAX];
-	struct un_export_cfg cfg = {.path = "/", .lowerdirs = lv, .nlower = n};
+	struct un_export_cfg cfg = {.path = path, .lowerdirs = lv, .nlower = n};
 	char keypath[PATH_MAX];
 
 	for (size_t i = 0; i < n; i++) {
-		snprintf(path[i], sizeof(path[i]), "%s", t_path(fx, lowers[i]));
-		lv[i] = path[i];
+		snprintf(lp[i], sizeof(lp[i]), "%s", t_path(fx, lowers[i]));
+		lv[i] = lp[i];
 	}
 	if (key)
 		snprintf(keypath, sizeof(keypath), "%s", t_path(fx, key));
+	if (rw) {
+		snprintf(up, sizeof(up), "%s.up", t_path(fx, state));
+		snprintf(wk, sizeof(wk), "%s.wk", t_path(fx, state));
+		assert_int_equal(mkdir(up, 0755) && errno != EEXIST, 0);
+		assert_int_equal(mkdir(wk, 0755) && errno != EEXIST, 0);
+		cfg.upperdir = up;
+		cfg.workdir = wk;
+	}
 	assert_int_equal(
 	    un_state_open_keyed(t_path(fx, state), key ? keypath : NULL, &g->st), 0);
+	un_state_on_notice(g->st, note);
 	if (un_export_open(g->st, &cfg, &g->ex, err, sizeof(err)))
 		fail_msg("export: %s", err);
+}
+
+static void gw_open(struct fx *fx, struct gw *g, const char *state, const char *key,
+		    const char *const *lowers, size_t n)
+{
+	gw_open_as(fx, g, state, key, "/", lowers, n, false);
 }
 
 static void gw_close(struct gw *g)
@@ -255,12 +284,168 @@ static void test_no_key_file(void **state)
 			 -ENOENT);
 }
 
+/* Tags narrowed to 0 bits collide: the higher layer's objects get counter
+ * ids and the open says so, on each state that opens such a stack alike,
+ * and the lower layer's ids still resolve on a state that never saw them
+ * (lowerid.c rule 6). */
+static void test_tag_collision(void **state)
+{
+	static const char *const la[] = {"ga/l1", "ga/l2"}, *const lb[] = {"gb/l1",
+									   "gb/l2"};
+	struct fx *fx = *state;
+	struct gw a, b;
+	un_id ids[NPATHS];
+	struct un_obj *o;
+
+	layers(fx, "ga");
+	copy_tree(fx, "ga", "gb");
+	key_write(fx, "key", 32, 0600);
+	un_lower_test_tag_bits(0);
+	notes[0] = '\0';
+	gw_open(fx, &a, "sa", "key", la, 2);
+	assert_non_null(strstr(notes, "/ga/l1 has the lower-id tag of lowerdir"));
+	assert_non_null(strstr(notes, "/ga/l2 below it"));
+	for (size_t i = 0; i < NPATHS; i++) {
+		bool l1 = !strcmp(paths[i], "a/g") || !strcmp(paths[i], "only1");
+
+		ids[i] = gw_id(&a, paths[i], NULL);
+		assert_int_equal(un_id_is_lower(ids[i]), !l1);
+	}
+	notes[0] = '\0';
+	gw_open(fx, &b, "sb", "key", lb, 2);
+	assert_non_null(strstr(notes, "/gb/l1 has the lower-id tag of lowerdir"));
+	for (size_t i = 0; i < NPATHS; i++) {
+		if (!un_id_is_lower(ids[i]))
+			continue;
+		assert_int_equal(un_resolve(b.ex, ids[i], &o), 0);
+		assert_int_equal(un_obj_id(o), ids[i]);
+		un_obj_put(o);
+	}
+	for (size_t i = 0; i < NPATHS; i++)
+		if (un_id_is_lower(ids[i]))
+			assert_int_equal(gw_id(&b, paths[i], NULL), ids[i]);
+		else
+			assert_false(un_id_is_lower(gw_id(&b, paths[i], NULL)));
+	gw_close(&b);
+	gw_close(&a);
+}
+
+/* Two exports whose tags collide meet in the table: the second one's
+ * objects get counter ids, said once (node.c, clash_note). */
+static void test_exports_collide(void **state)
+{
+	static const char *const la[] = {"ga/l2"};
+	struct fx *fx = *state;
+	struct un_export_cfg cfg = {.path = "/y", .nlower = 1};
+	const char *lv[1];
+	struct un_export *y;
+	struct gw a;
+	char err[256];
+	const char *clash;
+	un_id x_top;
+
+	layers(fx, "ga");
+	key_write(fx, "key", 32, 0600);
+	un_lower_test_tag_bits(0);
+	gw_open(fx, &a, "sa", "key", la, 1);
+	x_top = gw_id(&a, "top", NULL);
+	assert_true(un_id_is_lower(x_top));
+	assert_true(un_id_is_lower(gw_id(&a, "a/b/f", NULL)));
+	lv[0] = t_path(fx, "ga/l2");
+	cfg.lowerdirs = lv;
+	assert_int_equal(un_export_open(a.st, &cfg, &y, err, sizeof(err)), 0);
+	notes[0] = '\0';
+	{
+		struct gw gy = {a.st, y};
+
+		assert_false(un_id_is_lower(gw_id(&gy, "top", NULL)));
+		assert_false(un_id_is_lower(gw_id(&gy, "a/b/f", NULL)));
+	}
+	clash = strstr(notes, "the tags of two exports collide");
+	assert_non_null(clash);
+	assert_null(strstr(clash + 1, "the tags of two exports")); /* once */
+	assert_int_equal(gw_id(&a, "top", NULL), x_top);
+	un_export_close(y);
+	gw_close(&a);
+}
+
+/* A directory given twice as a lower of one stack is refused (layer.c
+ * rule 3). */
+static void test_lower_twice(void **state)
+{
+	struct fx *fx = *state;
+	char err[512], want[512];
+
+	t_file(fx, "l1/f", "1");
+	t_file(fx, "l2/g", "2");
+	assert_int_equal(t_export_try(fx, "l1:l2:l1", NULL, NULL, err, sizeof(err)),
+			 -EINVAL);
+	snprintf(want, sizeof(want), "lowerdir %s is the same directory as lowerdir %s",
+		 t_path(fx, "l1"), t_path(fx, "l1"));
+	assert_string_equal(err, want);
+}
+
+/* In a writable union each name of a lower inode with several links is a
+ * node of its own: its id comes from its own path, its fileid is the
+ * link leader's, whichever name a state saw first, and a state that never
+ * saw a name resolves its id (lowerid.c rule 7). */
+static void test_linked_names_rw(void **state)
+{
+	static const char *const la[] = {"ga/l1", "ga/l2"}, *const lb[] = {"gb/l1",
+									   "gb/l2"};
+	struct fx *fx = *state;
+	un_id link_a, f_a, link_fid, f_fid, fid;
+	struct un_attr at;
+	struct un_obj *o;
+	struct gw a, b;
+
+	layers(fx, "ga");
+	copy_tree(fx, "ga", "gb");
+	key_write(fx, "key", 32, 0600);
+	gw_open_as(fx, &a, "sa", "key", "/", la, 2, true);
+	link_a = gw_id(&a, "a/link", &link_fid); /* the later name first */
+	f_a = gw_id(&a, "a/b/f", &f_fid);
+	assert_true(un_id_is_lower(link_a) && un_id_is_lower(f_a));
+	assert_int_not_equal(link_a, f_a);
+	assert_int_equal(link_fid, f_fid);
+	assert_int_equal(f_fid, f_a); /* the leader's */
+
+	gw_open_as(fx, &b, "sb", "key", "/", lb, 2, true);
+	assert_int_equal(un_resolve(b.ex, link_a, &o), 0);
+	assert_int_equal(un_obj_id(o), link_a);
+	assert_int_equal(un_getattr(b.ex, o, &at), 0);
+	assert_int_equal(at.fileid, link_fid);
+	assert_int_equal(at.nlink, 2);
+	un_obj_put(o);
+	assert_int_equal(gw_id(&b, "a/b/f", &fid), f_a);
+	assert_int_equal(fid, f_fid);
+	gw_close(&b);
+
+	gw_close(&a);
+	gw_open_as(fx, &a, "sa", "key", "/", la, 2, true);
+	assert_int_equal(gw_id(&a, "a/b/f", &fid), f_a);
+	assert_int_equal(fid, f_fid);
+	assert_int_equal(gw_id(&a, "a/link", &fid), link_a);
+	assert_int_equal(fid, f_fid);
+	gw_close(&a);
+}
+
+static int tags_teardown(void **state)
+{
+	un_lower_test_tag_bits(24);
+	return t_teardown(state);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    T_TEST(test_same_ids_across_states),
 	    T_TEST(test_id_name),
 	    T_TEST(test_no_key_file),
+	    cmocka_unit_test_setup_teardown(test_tag_collision, t_setup, tags_teardown),
+	    cmocka_unit_test_setup_teardown(test_exports_collide, t_setup, tags_teardown),
+	    T_TEST(test_lower_twice),
+	    T_TEST(test_linked_names_rw),
 	};
 
 	return cmocka_run_group_tests_name("lowerid", tests, NULL, NULL);
