@@ -45,6 +45,20 @@
  *                  again from nothing): (1)-(3).
  *   state rebuilt  A restarted on an empty state dir: (1)-(3).
  *
+ * Each gateway also serves a writable union of the same lowers at /rw,
+ * its upper and work dir its own (TMP/gwX/rw), where each name of a lower
+ * inode with several links is a node of its own (lowerid.c rule 7):
+ *
+ *   links A        LOOKUP of every such name (links/, tree/d05/m0,
+ *                  tree/d06/m0): their handles differ, the names of one
+ *                  inode share a fileid and report its links.
+ *   links B, C     on gateways asked nothing of /rw before: GETATTR of A's
+ *                  handles (B first, C after a READDIRPLUS of links/ and
+ *                  the LOOKUPs in the reverse order): A's fileids, and
+ *                  A's handle bytes from READDIRPLUS and LOOKUP.
+ *   links again    the same on each gateway after the restarts and the
+ *                  rebuilds above.
+ *
  * A failed check prints the first SHOW_MAX differences of each kind (the
  * path, both handles in hex, both fileids) and the counts, and goes on to
  * the next check; the summary prints objects, directories, pages, calls and
@@ -90,6 +104,7 @@
 
 #define TMP_PREFIX "/tmp/union-nfsd-gw."
 #define EXPORT	   "/export"
+#define RW_EXPORT  "/rw"
 #define NFS_PORT   2049 /* the same on every gateway, as behind one address */
 #define MOUNT_PORT 20048
 #define STR_(x)	   #x
@@ -214,8 +229,8 @@ struct gw {
 	char name; /* 'A', 'B', 'C' */
 	char dir[DIR_LEN];
 	char state[DIR_LEN + 8];
-	char lower_arg[4 * DIR_LEN], key_arg[DIR_LEN + 16];
-	const char *args[8];
+	char lower_arg[4 * DIR_LEN], key_arg[DIR_LEN + 16], conf_arg[DIR_LEN + 24];
+	const char *args[9];
 	int ns; /* its network namespace */
 	struct test_server srv;
 };
@@ -262,6 +277,16 @@ static const char *const kind_name[NKINDS] = {
     [K_VERF] = "page verifier differs",
 };
 
+/* A name of a lower inode with several links in /rw, as A showed it. */
+struct linked {
+	char path[32];
+	struct fh fh;
+	uint64_t fileid;
+	uint32_t nlink;
+};
+
+#define NLINKED 31 /* links/: a0-a9, b0-b9, c0-c4, far; h0, h1; h0-h2 */
+
 struct tally {
 	const char *what; /* "B fresh" */
 	unsigned long n[NKINDS];
@@ -281,6 +306,8 @@ static struct {
 	struct record walk;    /* the walk being checked */
 	struct page *resumed;  /* a batch of pages being checked */
 	struct obj **shuffled; /* A's objects in the order of GETATTR */
+	struct linked lk[NLINKED];
+	bool have_lk; /* A's LOOKUPs of them succeeded */
 	uint64_t rng, seed;
 	unsigned long calls;
 	unsigned checks;
@@ -632,6 +659,36 @@ static void gw_stop(struct gw *gw)
 	}
 }
 
+/* GW's writable union of the same lowers at RW_EXPORT: its upper and
+ * work dir, and the config file that names them. */
+static void rw_init(const struct gw *gw)
+{
+	char p[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/rw", gw->dir);
+	if (mkdir(p, 0755))
+		fail_setup("mkdir", p);
+	snprintf(p, sizeof(p), "%s/rw/upper", gw->dir);
+	if (mkdir(p, 0755))
+		fail_setup("mkdir", p);
+	snprintf(p, sizeof(p), "%s/rw/work", gw->dir);
+	if (mkdir(p, 0755))
+		fail_setup("mkdir", p);
+	snprintf(p, sizeof(p), "%s/rw.conf", gw->dir);
+	f = fopen(p, "w");
+	if (!f)
+		fail_setup("write", p);
+	fprintf(f,
+		"[export]\npath = " RW_EXPORT "\n"
+		"lowerdir = %s/layers/l1:%s/layers/l2:%s/layers/l3\n"
+		"upperdir = %s/rw/upper\nworkdir = %s/rw/work\n"
+		"clients = 127.0.0.0/8(rw,no_root_squash,insecure)\n",
+		gw->dir, gw->dir, gw->dir, gw->dir, gw->dir);
+	if (fclose(f))
+		fail_setup("write", p);
+}
+
 static void gw_init(struct gw *gw, int i)
 {
 	char p[PATH_MAX + 64];
@@ -644,7 +701,9 @@ static void gw_init(struct gw *gw, int i)
 		 "--lowerdir=%s/layers/l1:%s/layers/l2:%s/layers/l3", gw->dir, gw->dir,
 		 gw->dir);
 	snprintf(gw->key_arg, sizeof(gw->key_arg), "--key-file=%s/key", gw->dir);
+	snprintf(gw->conf_arg, sizeof(gw->conf_arg), "--config=%s/rw.conf", gw->dir);
 	gw->args[k++] = gw->lower_arg;
+	gw->args[k++] = gw->conf_arg;
 	gw->args[k++] = "--export=" EXPORT;
 	gw->args[k++] = CLIENTS;
 	gw->args[k++] = "--nfs-port=" STR(NFS_PORT);
@@ -659,6 +718,7 @@ static void gw_init(struct gw *gw, int i)
 	snprintf(p, sizeof(p), "%s/layers", gw->dir);
 	run_cp(g.src, p);
 	check_copy(gw);
+	rw_init(gw);
 }
 
 /* Each gateway's own copy of one key: 32 random bytes, mode 0600. */
@@ -691,10 +751,10 @@ static struct rpc_context *gw_connect(const struct gw *gw)
 	return g.rpc;
 }
 
-static int gw_mnt(const struct gw *gw, struct fh *root)
+static int gw_mnt(const struct gw *gw, const char *path, struct fh *root)
 {
 	g.calls++;
-	return netns_mnt(gw->ns, g.home_ns, MOUNT_PORT, EXPORT, root);
+	return netns_mnt(gw->ns, g.home_ns, MOUNT_PORT, path, root);
 }
 
 /* ---- the record ---- */
@@ -1351,7 +1411,7 @@ static unsigned long check_gateway(struct gw *gw, const char *what)
 	rec_free(&g.walk); /* left over if an earlier check failed midway */
 	check_getattrs(rpc, &t);
 	check_pages(rpc, &t);
-	status = gw_mnt(gw, &root);
+	status = gw_mnt(gw, EXPORT, &root);
 	if (status != MNT3_OK)
 		differ(&t, K_ROOT, "MNT %s: status %d", EXPORT, status);
 	else if (!fh_equal(&root, &g.ref.o[0].fh))
@@ -1391,7 +1451,7 @@ static void test_walk_a(void **state)
 	double t0 = it_now_s();
 	(void)state;
 
-	assert_int_equal(gw_mnt(&g.gw[0], &root), MNT3_OK);
+	assert_int_equal(gw_mnt(&g.gw[0], EXPORT, &root), MNT3_OK);
 	walk(rpc, &root, &g.ref, &t);
 	disconnect();
 	for (size_t d = 0; d < g.ref.nd; d++)
@@ -1472,6 +1532,219 @@ static void test_state_rebuilt(void **state)
 	assert_int_equal(gw_start(gw), 0);
 	expect_same(check_gateway(gw, "A without its state dir"),
 		    "A without its state dir");
+}
+
+/* ---- the linked names of the writable union ---- */
+
+/* The names of lower inodes with several links (make_big_and_links). */
+static void linked_paths(void)
+{
+	size_t n = 0;
+
+	_Static_assert(NLINKED == 10 + 10 + 5 + 1 + 2 + 3, "the names below");
+	for (int i = 0; i < 10; i++) {
+		snprintf(g.lk[n++].path, sizeof(g.lk[0].path), "links/a%d", i);
+		snprintf(g.lk[n++].path, sizeof(g.lk[0].path), "links/b%d", i);
+		if (i < 5)
+			snprintf(g.lk[n++].path, sizeof(g.lk[0].path), "links/c%d", i);
+	}
+	snprintf(g.lk[n++].path, sizeof(g.lk[0].path), "links/far");
+	for (int d = 5; d <= 6; d++)
+		for (int h = 0; h <= d - 4; h++)
+			snprintf(g.lk[n++].path, sizeof(g.lk[0].path),
+				 "tree/d%02d/m0/h%d", d, h);
+	assert_int_equal(n, NLINKED);
+}
+
+/* The entry of G.LK for PATH, or NULL. */
+static const struct linked *linked_find(const char *path)
+{
+	for (size_t i = 0; i < NLINKED; i++)
+		if (strcmp(g.lk[i].path, path) == 0)
+			return &g.lk[i];
+	return NULL;
+}
+
+/* Counts a name whose handle (FH, NULL: not compared) or fileid differs
+ * from A's L. */
+static unsigned long linked_differs(const struct gw *gw, const char *how,
+				    const struct linked *l, int status,
+				    const struct fh *fh, uint64_t fileid)
+{
+	char ha[HEX_LEN], hb[HEX_LEN];
+
+	if (status == NFS3_OK && (!fh || fh_equal(fh, &l->fh)) && fileid == l->fileid)
+		return 0;
+	fprintf(stderr,
+		"  %c %s %s: status %d, handle %s (A's %s), fileid %" PRIu64
+		" (A's %" PRIu64 ")\n",
+		gw->name, how, l->path, status, fh ? hex(fh, hb, sizeof(hb)) : "-",
+		hex(&l->fh, ha, sizeof(ha)), fileid, l->fileid);
+	return 1;
+}
+
+/* GETATTR of each of A's handles of the linked names on GW. */
+static unsigned long linked_getattrs(const struct gw *gw, struct rpc_context *rpc)
+{
+	unsigned long bad = 0;
+
+	for (size_t i = 0; i < NLINKED; i++) {
+		struct nfs_raw_obj o = nfs_raw_getattr(rpc, &g.lk[i].fh);
+
+		g.calls++;
+		bad += linked_differs(gw, "GETATTR", &g.lk[i], o.status, NULL, o.fileid);
+	}
+	return bad;
+}
+
+/* READDIRPLUS of /rw's links/ on GW: each linked name's handle and fileid. */
+static unsigned long linked_listing(const struct gw *gw, struct rpc_context *rpc,
+				    const struct fh *root)
+{
+	struct nfs_raw_obj dir = nfs_raw_walk(rpc, root, "links");
+	struct listing ls = {0};
+	unsigned long bad = 0;
+	size_t pages = 0, seen = 0;
+	char path[PATH_MAX];
+
+	if (dir.status != NFS3_OK || !list_dir(rpc, &dir.fh, PLUS, &ls, &pages)) {
+		fprintf(stderr, "  %c: READDIRPLUS of %s/links failed\n", gw->name,
+			RW_EXPORT);
+		bad++;
+	}
+	g.calls += pages + 1;
+	for (size_t p = 0; p < ls.n; p++) {
+		for (size_t i = 0; i < ls.p[p].n; i++) {
+			const struct entry *e = &ls.p[p].e[i];
+			const struct linked *l;
+
+			snprintf(path, sizeof(path), "links/%s", e->name);
+			l = linked_find(path);
+			if (!l)
+				continue;
+			seen++;
+			bad +=
+			    linked_differs(gw, "READDIRPLUS", l, e->has_fh ? NFS3_OK : -1,
+					   &e->fh, e->fileid);
+		}
+		page_free(&ls.p[p]);
+	}
+	free(ls.p);
+	return bad + (seen != 26); /* a0-a9, b0-b9, c0-c4, far */
+}
+
+/* LOOKUPs of the linked names on GW, the last one first. */
+static unsigned long linked_lookups(const struct gw *gw, struct rpc_context *rpc,
+				    const struct fh *root)
+{
+	unsigned long bad = 0;
+
+	for (size_t i = NLINKED; i-- > 0;) {
+		struct nfs_raw_obj o = nfs_raw_walk(rpc, root, g.lk[i].path);
+
+		g.calls += 3;
+		bad += linked_differs(gw, "LOOKUP", &g.lk[i], o.status, &o.fh, o.fileid);
+	}
+	return bad;
+}
+
+/* A's handles and fileids of the linked names on GW: GETATTR first, or
+ * (LISTING_FIRST) after a READDIRPLUS and the LOOKUPs; the differences. */
+static unsigned long check_links(struct gw *gw, bool listing_first)
+{
+	struct rpc_context *rpc = gw_connect(gw);
+	unsigned long bad = 0;
+	struct fh root;
+	int status;
+
+	if (!listing_first)
+		bad += linked_getattrs(gw, rpc);
+	status = gw_mnt(gw, RW_EXPORT, &root);
+	if (status != MNT3_OK) {
+		fprintf(stderr, "  %c: MNT %s: status %d\n", gw->name, RW_EXPORT, status);
+		disconnect();
+		return bad + 1;
+	}
+	bad += linked_listing(gw, rpc, &root);
+	bad += linked_lookups(gw, rpc, &root);
+	if (listing_first)
+		bad += linked_getattrs(gw, rpc);
+	disconnect();
+	fprintf(stderr, "%c: %d linked names of %s, %lu differences from A\n", gw->name,
+		NLINKED, RW_EXPORT, bad);
+	return bad;
+}
+
+/* The names of one inode in A's walk: their own handles, one fileid. */
+static void linked_expect_group(const char *a, const char *b, uint32_t nlink)
+{
+	const struct linked *la = linked_find(a), *lb = linked_find(b);
+
+	assert_true(la && lb);
+	assert_false(fh_equal(&la->fh, &lb->fh));
+	assert_int_equal(la->fileid, lb->fileid);
+	assert_int_equal(la->nlink, nlink);
+	assert_int_equal(lb->nlink, nlink);
+}
+
+static void test_links_a(void **state)
+{
+	struct rpc_context *rpc = gw_connect(&g.gw[0]);
+	struct fh root;
+	(void)state;
+
+	linked_paths();
+	assert_int_equal(gw_mnt(&g.gw[0], RW_EXPORT, &root), MNT3_OK);
+	for (size_t i = 0; i < NLINKED; i++) {
+		struct nfs_raw_obj o = nfs_raw_walk(rpc, &root, g.lk[i].path);
+
+		g.calls += 3;
+		if (o.status != NFS3_OK || !o.attrs)
+			fail_msg("A: LOOKUP %s%s: status %d", RW_EXPORT, g.lk[i].path,
+				 o.status);
+		g.lk[i].fh = o.fh;
+		g.lk[i].fileid = o.fileid;
+		g.lk[i].nlink = o.nlink;
+	}
+	disconnect();
+	linked_expect_group("links/a0", "links/b0", 3);
+	linked_expect_group("links/a0", "links/c0", 3);
+	linked_expect_group("links/a7", "links/b7", 2);
+	linked_expect_group("tree/d05/m0/h0", "tree/d05/m0/h1", 2);
+	linked_expect_group("tree/d06/m0/h1", "tree/d06/m0/h2", 3);
+	assert_int_not_equal(linked_find("links/a0")->fileid,
+			     linked_find("links/a1")->fileid);
+	g.have_lk = true;
+}
+
+static void need_links_a(void)
+{
+	if (!g.have_lk)
+		fail_msg("no record of gateway A's linked names (its LOOKUPs failed)");
+}
+
+static void test_links_fresh(void **state)
+{
+	unsigned long bad;
+	(void)state;
+
+	need_links_a();
+	bad = check_links(&g.gw[1], false);
+	bad += check_links(&g.gw[2], true);
+	if (bad)
+		fail_msg("linked names on B and C: %lu differences from A", bad);
+}
+
+static void test_links_again(void **state)
+{
+	unsigned long bad = 0;
+	(void)state;
+
+	need_links_a();
+	for (int i = 0; i < NGW; i++)
+		bad += check_links(&g.gw[i], i == 2);
+	if (bad)
+		fail_msg("linked names after the restarts: %lu differences from A", bad);
 }
 
 /* ---- set-up and teardown ---- */
@@ -1633,8 +1906,10 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_walk_a),	  cmocka_unit_test(test_fresh_b),
-	    cmocka_unit_test(test_fresh_c),	  cmocka_unit_test(test_restarted),
-	    cmocka_unit_test(test_index_rebuilt), cmocka_unit_test(test_state_rebuilt),
+	    cmocka_unit_test(test_fresh_c),	  cmocka_unit_test(test_links_a),
+	    cmocka_unit_test(test_links_fresh),	  cmocka_unit_test(test_restarted),
+	    cmocka_unit_test(test_links_again),	  cmocka_unit_test(test_index_rebuilt),
+	    cmocka_unit_test(test_state_rebuilt), cmocka_unit_test(test_links_again),
 	};
 
 	if (argc != 2) {
