@@ -279,7 +279,7 @@ static const char *const kind_name[NKINDS] = {
 
 /* A name of a lower inode with several links in /rw, as A showed it. */
 struct linked {
-	char path[32];
+	char path[48];
 	struct fh fh;
 	uint64_t fileid;
 	uint32_t nlink;
