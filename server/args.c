@@ -389,13 +389,32 @@ static bool set_export_key(struct srv_export_opts *e, const char *key, const cha
 	return true;
 }
 
-/* Checks the per-client lowers of E: only known %s; a shared upper would
- * be one upper under several clients' unions, and a union with no layer
- * shared by all would be empty for a client without its own. */
+/* Checks that no lowerdir of E is written twice: one layer twice in a
+ * stack would give its objects two identities (the engine refuses, by
+ * inode, what is spelt two ways; lowerid.c rule 6). */
+static bool check_lowers_distinct(const struct srv_export_opts *e, char *err,
+				  size_t errlen)
+{
+	for (size_t i = 0; i < e->nlower; i++)
+		for (size_t j = i + 1; j < e->nlower; j++)
+			if (strcmp(e->lowerdirs[i], e->lowerdirs[j]) == 0) {
+				snprintf(err, errlen, "lowerdir %s is in the stack twice",
+					 e->lowerdirs[i]);
+				return false;
+			}
+	return true;
+}
+
+/* Checks the per-client lowers of E: only known %s, none twice; a shared
+ * upper would be one upper under several clients' unions, and a union
+ * with no layer shared by all would be empty for a client without its
+ * own. */
 static bool check_lowers(const struct srv_export_opts *e, char *err, size_t errlen)
 {
 	size_t shared = 0;
 
+	if (!check_lowers_distinct(e, err, errlen))
+		return false;
 	for (size_t i = 0; i < e->nlower; i++) {
 		if (!template_check("lowerdir", e->lowerdirs[i], err, errlen))
 			return false;

@@ -345,6 +345,8 @@ static void test_config_errors(void **state)
 			  "1: upperdir needs a workdir");
 	expect_conf_error("[export]\nlowerdir = /a\nlowerdir = /b\n",
 			  "3: lowerdir given twice");
+	expect_conf_error("[export]\nlowerdir = /a:/b:/a\n",
+			  "1: lowerdir /a is in the stack twice");
 	expect_conf_error("[export]\nlowerdir = /a\nflavour = x\n",
 			  "3: unknown key 'flavour' in [export]");
 	expect_conf_error("[export]\nlowerdir = /a\nfsid =\n", "3: empty fsid");
