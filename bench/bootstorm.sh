@@ -5,7 +5,7 @@
 # from one union-nfsd, from two union-nfsd gateways behind one address, and
 # from NFS-Ganesha over kernel overlayfs; per run it prints the boot times,
 # the NFS calls a boot makes (by procedure), the servers' CPU and the bytes
-# a boot moves.  A benchmark, not a test: a full run takes about an hour.
+# a boot moves.  A benchmark, not a test: a run of the three takes 10 to 30 minutes.
 #
 # The root: debootstrap --variant=minbase --include=systemd-sysv,udev,dbus
 # bookworm (debootstrap's default mirror), no kernel inside, made once and
@@ -69,10 +69,12 @@
 #                      u1 run (needs tcpdump)
 #   BOOTSTORM_KEEP=1   keep the temp dir (consoles, logs, uppers)
 #
-# Why N=8 by default: under TCG (no KVM here) a guest is one host thread
-# busy for its whole boot (~40 s of CPU alone), so on 2 CPUs N guests take
-# about N times as long as one, whatever the server: 8 at 384 MB is 3 GB of
-# the 24 GB and a run of a few minutes.  Memory would hold ~50.
+# Why N=8 by default: with no KVM here qemu emulates (TCG), and a guest's
+# vCPU is one host thread busy for most of its boot: ~15 s of CPU alone,
+# ~22 s with 7 others.  On 2 CPUs N guests at once take about N times 13 s,
+# whatever the server, and longer on a machine shared with other work (16
+# guests beside a test suite: 11 minutes a run).  Memory (384 MB a guest of
+# the 24 GB) would hold ~50; the CPUs hold 8 to a run of a few minutes.
 set -euo pipefail
 UNION_NFSD=$(realpath "${1:?usage: bootstorm.sh UNION_NFSD UNION_NFSCTL}")
 UNION_NFSCTL=$(realpath "${2:?usage: bootstorm.sh UNION_NFSD UNION_NFSCTL}")
