@@ -65,7 +65,7 @@
 #   BOOTSTORM_MEM      MB per guest (default 384)
 #   BOOTSTORM_TIMEOUT  seconds a run's guests may take (default 1200)
 #   BOOTSTORM_CACHE    where the root is cached (default
-#                      /var/cache/union-nfsd-test/bootstorm; ~300 MB)
+#                      /var/cache/union-nfsd-test/bootstorm; ~160 MB)
 #   BOOTSTORM_PCAP     FILE: tcpdump of guest 1's NFS traffic in the first
 #                      u1 run (needs tcpdump)
 #   BOOTSTORM_KEEP=1   keep the temp dir (consoles, logs, uppers)
@@ -188,8 +188,8 @@ install -m 0755 "$HERE/bootstorm_init.sh" "$T/rd/init"
 } >"$T/initrd"
 (umask 077 && head -c 32 /dev/urandom >"$T/key")
 vm_net_up
-# the gateways' own addresses (u2) and the rule that puts one address
-# before them; empty until u2 runs
+# the gateways' own addresses (u2): the guests always mount 10.0.2.1, which
+# is u1's and Ganesha's address and, for u2, the address nftables forwards
 ip -n "$VM_NS" addr add 10.0.2.2/24 dev br0
 ip -n "$VM_NS" addr add 10.0.2.3/24 dev br0
 # every run reads the root from the page cache, the first as the others
@@ -198,11 +198,13 @@ tar -C "$ROOT" -cf - . | cat >/dev/null
 # cpu_of PID...: utime+stime of the processes, in clock ticks
 cpu_of() {
 	local p s=0 f
+	local -a v
 	for p in "$@"; do
 		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-		f=${f##*) }
-		set -- $f
-		s=$((s + ${12} + ${13}))
+		# the fields after "pid (comm) ", from state (field 3): utime and
+		# stime are fields 14 and 15
+		read -ra v <<<"${f##*) }"
+		s=$((s + v[11] + v[12]))
 	done
 	echo $s
 }
@@ -213,8 +215,8 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # ---- the servers ---------------------------------------------------------------
 
-# server_u NAME DIR: the union-nfsd command of gateway NAME (bound to its
-# address), its state dir in DIR; the clients' dirs are DIR/../up and work
+# union_cmd ADDR STATE CONF: the command of a union-nfsd bound to ADDR, with
+# the state dir STATE, the exports of CONF and the run's key file
 union_cmd() {
 	local addr=$1 state=$2 conf=$3
 	printf "%q --config=%q --key-file=%q --state-dir=%q --bind=%s" \
@@ -223,8 +225,8 @@ union_cmd() {
 }
 
 # start_server KIND DIR: starts KIND's server(s) for a run in DIR; sets
-# SRV_PIDS (the server processes whose CPU is counted), EXPORT_OF (a
-# function: guest -> export path) and MOUNT_PORT
+# SRV_PIDS (the server processes whose CPU is counted) and EXPORT_PATH (the
+# export every guest mounts, or for gan the prefix guest N's number ends)
 start_server() {
 	local kind=$1 d=$2 n
 	mkdir -p "$d/up" "$d/work"
@@ -357,7 +359,7 @@ guest_start() {
 	VM_QPID[$n]=$!
 }
 
-# watch DIR: until every guest is off; as each reaches multi-user, the host
+# watch_guests DIR: until every guest is off; as each reaches multi-user, the host
 # time and its qemu's CPU ticks go to gN.mu
 watch_guests() {
 	local d=$1 n left qp
@@ -383,7 +385,7 @@ watch_guests() {
 
 # ---- one run ---------------------------------------------------------------------
 
-# run KIND K: N guests from KIND's server(s), run K; the results in $T/KIND-rK
+# run_one KIND K: N guests from KIND's server(s), run K; the results in $T/KIND-rK
 run_one() {
 	local kind=$1 k=$2 d=$T/$1-r$2 n c0 b0 pcap_pid=
 	mkdir -p "$d"
