@@ -66,6 +66,9 @@
 #   BOOTSTORM_TIMEOUT  seconds a run's guests may take (default 1200)
 #   BOOTSTORM_CACHE    where the root is cached (default
 #                      /var/cache/union-nfsd-test/bootstorm; ~160 MB)
+#   BOOTSTORM_AGAIN=1  after each run, the same guests boot a second time
+#                      from the same server(s) and their own uppers, as a
+#                      thin client reboots (a second row, KIND-again)
 #   BOOTSTORM_PCAP     FILE: tcpdump of guest 1's NFS traffic in the first
 #                      u1 run (needs tcpdump)
 #   BOOTSTORM_KEEP=1   keep the temp dir (consoles, logs, uppers)
@@ -385,45 +388,55 @@ watch_guests() {
 
 # ---- one run ---------------------------------------------------------------------
 
-# run_one KIND K: N guests from KIND's server(s), run K; the results in $T/KIND-rK
-run_one() {
-	local kind=$1 k=$2 d=$T/$1-r$2 n c0 b0 pcap_pid=
-	mkdir -p "$d"
-	start_server "$kind" "$d" || return 1
-	if [ "$kind" != gan ]; then
+# boot_all D R: the N guests booted at once from the server(s) of the run
+# in D, the round's files (guests, counters, info) in R
+boot_all() {
+	local d=$1 r=$2 n s c0 b0 t0
+	mkdir -p "$r"
+	if [ -e "$d/state-a" ]; then
 		for s in "$d"/state-?; do
-			"$UNION_NFSCTL" --socket="$s/ctl.sock" --json stats >"$s.stats0" || return 1
+			"$UNION_NFSCTL" --socket="$s/ctl.sock" --json stats >"$r/${s##*/}.stats0" || return 1
 		done
 	fi
+	echo "load $(loadavg)" >"$r/info"
+	c0=$(cpu_of $SRV_PIDS)
+	b0=$(busy)
+	t0=$(date +%s.%N)
+	for ((n = 1; n <= N; n++)); do
+		guest_start "$n" "$r" || return 1
+	done
+	watch_guests "$r"
+	{
+		echo "secs $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+		echo "server_ticks $(($(cpu_of $SRV_PIDS) - c0))"
+		echo "busy_ticks $(($(busy) - b0))"
+		echo "load_after $(loadavg)"
+	} >>"$r/info"
+	for ((n = 1; n <= N; n++)); do
+		echo "tap $n $(ip -n "$VM_NS" -j -s link show dev "vmtap$n" |
+			python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["stats64"]; print(s["tx"]["bytes"], s["rx"]["bytes"])')" >>"$r/info"
+	done
+	if [ -e "$d/state-a" ]; then
+		for s in "$d"/state-?; do
+			"$UNION_NFSCTL" --socket="$s/ctl.sock" --json stats >"$r/${s##*/}.stats1" || return 1
+		done
+	fi
+}
+
+# run_one KIND K: N guests from KIND's server(s), run K; the results in
+# $T/KIND-rK, and with BOOTSTORM_AGAIN=1 those of the second boot, on the
+# same server and the same uppers, in $T/KIND-rK/again
+run_one() {
+	local kind=$1 k=$2 d=$T/$1-r$2 pcap_pid=
+	mkdir -p "$d"
+	start_server "$kind" "$d" || return 1
 	if [ -n "${BOOTSTORM_PCAP:-}" ] && [ "$kind" = u1 ] && [ "$k" = 1 ]; then
 		ip netns exec "$VM_NS" tcpdump -q -i br0 -s 0 -w "$BOOTSTORM_PCAP" \
 			"host $(vm_guest_ip 1) and tcp port 2049" 2>"$d/tcpdump.log" &
 		pcap_pid=$!
 		sleep 1
 	fi
-	echo "load $(loadavg)" >"$d/info"
-	c0=$(cpu_of $SRV_PIDS)
-	b0=$(busy)
-	t0=$(date +%s.%N)
-	for ((n = 1; n <= N; n++)); do
-		guest_start "$n" "$d" || return 1
-	done
-	watch_guests "$d"
-	{
-		echo "secs $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
-		echo "server_ticks $(($(cpu_of $SRV_PIDS) - c0))"
-		echo "busy_ticks $(($(busy) - b0))"
-		echo "load_after $(loadavg)"
-	} >>"$d/info"
-	for ((n = 1; n <= N; n++)); do
-		echo "tap $n $(ip -n "$VM_NS" -j -s link show dev "vmtap$n" |
-			python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["stats64"]; print(s["tx"]["bytes"], s["rx"]["bytes"])')" >>"$d/info"
-	done
-	if [ "$kind" != gan ]; then
-		for s in "$d"/state-?; do
-			"$UNION_NFSCTL" --socket="$s/ctl.sock" --json stats >"$s.stats1" || return 1
-		done
-	fi
+	boot_all "$d" "$d" || return 1
 	if [ "$kind" = u2 ]; then
 		echo "split $(grep -c 'MNT / from' "$d/a.log") $(grep -c 'MNT / from' "$d/b.log")" >>"$d/info"
 	fi
@@ -431,8 +444,12 @@ run_one() {
 		kill -INT "$pcap_pid" 2>/dev/null || true
 		wait "$pcap_pid" 2>/dev/null || true
 	fi
+	if [ "${BOOTSTORM_AGAIN:-0}" = 1 ]; then
+		boot_all "$d" "$d/again" || return 1
+	fi
 	stop_server
 	report "$d" "$kind" "$k"
+	[ "${BOOTSTORM_AGAIN:-0}" != 1 ] || report "$d/again" "$kind-again" "$k"
 }
 
 # ---- the report ------------------------------------------------------------------
@@ -546,14 +563,17 @@ for ((k = 1; k <= RUNS; k++)); do
 done
 
 # the medians over the runs, one line per server
-python3 - "$T" $SERVERS <<'PY'
+again=
+[ "${BOOTSTORM_AGAIN:-0}" != 1 ] || again=$(printf '%s-again ' $SERVERS)
+python3 - "$T" $SERVERS $again <<'PY'
 import glob, json, statistics, sys
 t, kinds = sys.argv[1], sys.argv[2:]
 print("\n| server | runs | boot median (s) | boot max (s) | sw->mu median (s) | NFS calls a boot"
       " | server CPU a boot (s) | us a call | qemu CPU a boot (s) | READ MB a boot | wire MB a boot |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for kind in kinds:
-    R = [json.load(open(f)) for f in sorted(glob.glob(f"{t}/{kind}-r*/summary.json"))]
+    R = [json.load(open(f)) for f in sorted(glob.glob(f"{t}/{kind.replace('-again', '')}-r*/"
+                                                     f"{'again/' if kind.endswith('-again') else ''}summary.json"))]
     R = [r for r in R if r["booted"]]
     if not R:
         continue
