@@ -429,6 +429,12 @@ static const struct cmd cmds[] = {
      print_message},
     {"release", ARG_OPTIONAL, " [LAYER]", "release retired lower layers now",
      print_release},
+    {"takeover", ARG_REQUIRED, " ADDRESS",
+     "serve the locks of an address this host took over (HA)", print_message},
+    {"giveup", ARG_REQUIRED, " ADDRESS",
+     "free the locks taken through an address this host gives up (HA)", print_message},
+    {"check", ARG_NONE, "", "exit 0 while serving: ports, layers, lock records (HA)",
+     print_message},
 };
 
 static void usage(FILE *f)

@@ -57,6 +57,9 @@ TESTS=(
 	# kvm_locks.sh copies the host's rpcbind, rpc.statd (nfs-common, in
 	# BUILD) and sqlite3 into its guests; the server side's rpcbind is below
 	sqlite3
+	# kvm_failover.sh moves a floating address as keepalived does: the
+	# gratuitous ARP of the gateway that takes it (arping -U)
+	iputils-arping
 	# tests/run.sh's fuzzing (fuzz/): clang and libFuzzer's runtime
 	clang libclang-rt-14-dev
 	# the reference server: bench_smoke; ORACLE_SERVER=ganesha (oracle.sh),
@@ -73,6 +76,8 @@ TESTS=(
 	mandoc man-db lintian systemd
 	# integration/metrics: promtool (prometheus) checks the metrics page
 	prometheus
+	# integration/keepalived: etc/keepalived.conf moving a floating address
+	keepalived
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
 # and mount namespace), bench/readdir_bench.sh and bench/bootstorm.sh.
@@ -137,4 +142,9 @@ apt-get install -y --no-install-recommends -o Dpkg::Options::=--force-confdef \
 # running: union-nfsd registers with it when it is there.)
 if [[ " ${missing[*]} " == *" nfs-ganesha "* ]] && [ -d /run/systemd/system ]; then
 	systemctl disable --now nfs-ganesha.service 2>/dev/null || true
+fi
+# The same for keepalived: integration/keepalived runs its own in namespaces,
+# and the host's must move no address of this machine.
+if [[ " ${missing[*]} " == *" keepalived "* ]] && [ -d /run/systemd/system ]; then
+	systemctl disable --now keepalived.service 2>/dev/null || true
 fi

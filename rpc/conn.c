@@ -127,6 +127,8 @@ struct call_job {
 	int udp_fd;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
+	struct sockaddr_storage
+	    local; /* UDP: where the datagram came to (family 0: unknown) */
 	struct rpc_buf call;
 };
 
@@ -518,7 +520,12 @@ static void udp_send(struct call_job *j, const struct rpc_buf *reply)
 	    .msg_iov = iov,
 	    .msg_iovlen = reply->payload ? 2 : 1,
 	};
+	union {
+		struct cmsghdr align;
+		char buf[RPC_UDP_CMSG_SPACE];
+	} control;
 
+	rpc_udp_send_from(&msg, &j->local, control.buf);
 	if (sendmsg(j->udp_fd, &msg, MSG_DONTWAIT) >= 0)
 		return;
 	/* A full socket buffer is ordinary on UDP (the client retransmits); a
@@ -536,18 +543,22 @@ static void run_call_job(struct rpc_job *job)
 {
 	struct call_job *j = (struct call_job *)job;
 	char addr[INET6_ADDRSTRLEN + 16];
-	struct rpc_from from = {&j->peer, j->peerlen, IPPROTO_TCP, addr};
+	struct rpc_from from = {&j->peer, j->peerlen, IPPROTO_TCP, addr, NULL};
 	struct rpc_buf reply = {0};
 	bool answer;
 
 	/* A connection's address text is made once (rpc_conn_add); a
 	 * datagram's here. */
-	if (j->conn)
+	if (j->conn) {
 		from.addr = j->conn->peer_addr;
-	else {
+		from.local = &j->conn->local;
+	} else {
 		from.proto = IPPROTO_UDP;
+		from.local = &j->local;
 		rpc_addr_str(&j->peer, false, addr, sizeof(addr));
 	}
+	if (from.local->ss_family == 0)
+		from.local = NULL;
 	answer = rpc_process_from(j->loop->svc, j->call.data, j->call.len, &from, &reply);
 	if (j->conn) {
 		if (answer)
@@ -567,6 +578,7 @@ static void run_call_job(struct rpc_job *job)
 
 struct call_job *rpc_call_job_new(struct rpc_loop *l, struct rpc_conn *c, int udp_fd,
 				  const struct sockaddr_storage *peer, socklen_t peerlen,
+				  const struct sockaddr_storage *local,
 				  struct rpc_buf *record)
 {
 	struct call_job *j = calloc(1, sizeof(*j));
@@ -582,6 +594,8 @@ struct call_job *rpc_call_job_new(struct rpc_loop *l, struct rpc_conn *c, int ud
 	j->udp_fd = udp_fd;
 	memcpy(&j->peer, peer, peerlen);
 	j->peerlen = peerlen;
+	if (local)
+		j->local = *local;
 	j->call = *record;
 	*record = (struct rpc_buf){0};
 	return j;
@@ -604,7 +618,7 @@ static void queue_record(struct rpc_loop *l, struct rpc_conn *c, struct batch *b
 	struct call_job *j;
 
 	rpc_rm_take(&c->rm, &record);
-	j = rpc_call_job_new(l, c, -1, &c->peer, c->peerlen, &record);
+	j = rpc_call_job_new(l, c, -1, &c->peer, c->peerlen, NULL, &record);
 	if (j)
 		rpc_batch_add(b, j);
 }
@@ -805,6 +819,16 @@ static void tune_tcp(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 }
 
+/* The address of ours FD's client connected to into OUT (family 0 when the
+ * kernel will not say). */
+static void conn_local(int fd, struct sockaddr_storage *out)
+{
+	socklen_t len = sizeof(*out);
+
+	if (getsockname(fd, (struct sockaddr *)out, &len) < 0)
+		memset(out, 0, sizeof(*out));
+}
+
 void rpc_conn_add(struct rpc_loop *l, int fd, const struct sockaddr_storage *peer,
 		  socklen_t peerlen)
 {
@@ -821,6 +845,7 @@ void rpc_conn_add(struct rpc_loop *l, int fd, const struct sockaddr_storage *pee
 	memcpy(&c->peer, peer, peerlen);
 	c->peerlen = peerlen;
 	rpc_addr_str(peer, false, c->peer_addr, sizeof(c->peer_addr));
+	conn_local(fd, &c->local);
 	rpc_rm_init(&c->rm, RPC_MAX_RECORD);
 	pthread_mutex_init(&c->lock, NULL);
 	c->events = 0;

@@ -259,18 +259,28 @@ void rpc_listen_accept(struct rpc_loop *l, struct listener *lis)
 void rpc_listen_read_udp(struct rpc_loop *l, struct listener *lis)
 {
 	struct batch b = {.tailp = &b.head};
-	struct sockaddr_storage peer;
+	struct sockaddr_storage peer, local;
+	union {
+		struct cmsghdr align;
+		char buf[RPC_UDP_CMSG_SPACE + CMSG_SPACE(sizeof(struct in_pktinfo))];
+	} control;
+	struct iovec iov = {l->rx, sizeof(l->rx)};
+	struct msghdr msg;
 	struct rpc_buf record;
 	struct call_job *j;
-	socklen_t len;
 	ssize_t n;
 
 	for (int i = 0; i < 64; i++) {
-		len = sizeof(peer);
-		n = recvfrom(lis->fd, l->rx, sizeof(l->rx), MSG_TRUNC,
-			     (struct sockaddr *)&peer, &len);
+		msg = (struct msghdr){.msg_name = &peer,
+				      .msg_namelen = sizeof(peer),
+				      .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = control.buf,
+				      .msg_controllen = sizeof(control.buf)};
+		n = recvmsg(lis->fd, &msg, MSG_TRUNC);
 		if (n < 0)
 			break;
+		rpc_udp_local(&msg, &local);
 		if ((size_t)n > sizeof(l->rx))
 			continue; /* larger than any call we take: drop */
 		if (atomic_load(&l->udp_queued) >= RPC_UDP_MAX_QUEUED)
@@ -280,7 +290,8 @@ void rpc_listen_read_udp(struct rpc_loop *l, struct listener *lis)
 			continue;
 		memcpy(record.data, l->rx, (size_t)n);
 		record.len = record.cap = (size_t)n;
-		j = rpc_call_job_new(l, NULL, lis->fd, &peer, len, &record);
+		j = rpc_call_job_new(l, NULL, lis->fd, &peer, msg.msg_namelen, &local,
+				     &record);
 		if (!j)
 			continue;
 		atomic_fetch_add(&l->udp_queued, 1);
@@ -346,6 +357,7 @@ static int bound_socket(int type, struct sockaddr_storage *addr, socklen_t alen,
 	if (type == SOCK_DGRAM) {
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+		rpc_udp_want_local(fd, addr->ss_family);
 	}
 	set_port(addr, port);
 	if (bind(fd, (struct sockaddr *)addr, alen) < 0 ||

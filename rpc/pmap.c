@@ -93,9 +93,11 @@ static bool is_wildcard(const struct sockaddr_storage *ss)
 		       sizeof(any6));
 }
 
-/* The address of ours that REQ's caller reaches: the bind address, or the
- * one the kernel would send to the caller from (a connect(2) of a UDP
- * socket sends nothing); the wildcard when neither is known. */
+/* The address of ours that REQ's caller reaches: the bind address, else
+ * the one the call came to (a floating address, where the host has
+ * several), else the one the kernel would send to the caller from (a
+ * connect(2) of a UDP socket sends nothing); the wildcard when none is
+ * known. */
 static void local_addr(const struct rpc_req *req, struct sockaddr_storage *out)
 {
 	const struct rpc_svc *svc = req->arg;
@@ -109,7 +111,13 @@ static void local_addr(const struct rpc_req *req, struct sockaddr_storage *out)
 		  out->ss_family == AF_INET
 		      ? (void *)&((struct sockaddr_in *)out)->sin_addr
 		      : (void *)&((struct sockaddr_in6 *)out)->sin6_addr);
-	if (!is_wildcard(out) || !req->peer || req->peer->ss_family != out->ss_family)
+	if (!is_wildcard(out))
+		return;
+	if (req->local && req->local->ss_family == out->ss_family) {
+		*out = *req->local;
+		return;
+	}
+	if (!req->peer || req->peer->ss_family != out->ss_family)
 		return;
 	fd = socket(out->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

@@ -233,6 +233,10 @@ struct rpc_req {
 	/* PEER's address as text, without the port (rpc_addr_str); made once
 	 * a connection by the transport.  "-" when PEER is NULL. */
 	const char *peer_addr;
+	/* The address of ours the call came to (a floating address is one of
+	 * several a host has): the connection's getsockname, a datagram's
+	 * IP_PKTINFO.  NULL when the transport cannot tell. */
+	const struct sockaddr_storage *local;
 	int proto; /* IPPROTO_TCP or IPPROTO_UDP */
 	uint32_t xid, prog, vers, proc;
 	struct rpc_arena *arena;
@@ -364,6 +368,7 @@ struct rpc_from {
 	socklen_t peerlen;
 	int proto;
 	const char *addr; /* PEER's address as text (rpc_req.peer_addr) */
+	const struct sockaddr_storage *local; /* rpc_req.local; NULL: unknown */
 };
 /* rpc_process for a transport that keeps FROM's address text (made once a
  * connection). */

@@ -651,6 +651,7 @@ bool rpc_process_from(struct rpc_svc *svc, const uint8_t *call, size_t len,
 	    .req = {.peer = from->peer,
 		    .peerlen = from->peerlen,
 		    .peer_addr = from->addr,
+		    .local = from->local,
 		    .proto = from->proto},
 	    .rec = call,
 	    .len = len,
@@ -684,7 +685,7 @@ bool rpc_process(struct rpc_svc *svc, const uint8_t *call, size_t len,
 		 struct rpc_buf *reply)
 {
 	char addr[INET6_ADDRSTRLEN + 16] = "-";
-	struct rpc_from from = {peer, peerlen, proto, addr};
+	struct rpc_from from = {peer, peerlen, proto, addr, NULL};
 
 	if (peer)
 		rpc_addr_str(peer, false, addr, sizeof(addr));

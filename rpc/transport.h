@@ -13,7 +13,9 @@
 #ifndef RPC_TRANSPORT_H
 #define RPC_TRANSPORT_H
 
+#include <netinet/in.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 #include "rpc_private.h"
 
@@ -46,7 +48,8 @@ struct rpc_conn {
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	char peer_addr[INET6_ADDRSTRLEN + 16]; /* PEER as text, no port */
-	struct rpc_rm rm;		       /* the read turn's holder only */
+	struct sockaddr_storage local;	/* the address PEER called; family 0: unknown */
+	struct rpc_rm rm;		/* the read turn's holder only */
 	atomic_uint turns;		/* read turns ended: orders rm between holders */
 	struct rpc_conn *prev, *next;	/* l->conns or l->dead; loop thread only */
 	struct rpc_conn *aprev, *anext; /* l->by_addr chain; loop thread only */
@@ -123,11 +126,32 @@ struct rpc_conn **rpc_conn_addr_chain(struct rpc_loop *l,
 /* Drops C's armed read turn's reference when no worker is left to take it. */
 void rpc_conn_drop_turn(struct rpc_conn *c);
 /* A job for RECORD (taken) from PEER, on connection C (a reference taken) or
- * UDP socket UDP_FD; NULL (record freed) when out of memory. */
+ * UDP socket UDP_FD, where it came to LOCAL (a datagram's; NULL: unknown, or
+ * C's); NULL (record freed) when out of memory. */
 struct call_job *rpc_call_job_new(struct rpc_loop *l, struct rpc_conn *c, int udp_fd,
 				  const struct sockaddr_storage *peer, socklen_t peerlen,
+				  const struct sockaddr_storage *local,
 				  struct rpc_buf *record);
 void rpc_batch_add(struct batch *b, struct call_job *j);
+
+/* ---- util.c: a datagram's local address ----
+ * A host that holds a floating address beside its own must answer a
+ * datagram from the address it came to: the kernel would pick the
+ * interface's first address for a socket bound to the wildcard, and the
+ * client drops a reply from an address it did not call. */
+
+/* Room for the control message rpc_udp_send_from writes (struct
+ * in6_pktinfo: its users define _GNU_SOURCE). */
+#define RPC_UDP_CMSG_SPACE CMSG_SPACE(sizeof(struct in6_pktinfo))
+/* Asks the kernel for the address each datagram on FD (of FAMILY) came to. */
+void rpc_udp_want_local(int fd, int family);
+/* The address datagram MSG came to, from its control messages, into OUT
+ * (family 0: none). */
+void rpc_udp_local(struct msghdr *msg, struct sockaddr_storage *out);
+/* Makes MSG leave from LOCAL (NULL or family 0: the kernel's choice), its
+ * control message in BUF (RPC_UDP_CMSG_SPACE bytes, aligned for cmsghdr). */
+void rpc_udp_send_from(struct msghdr *msg, const struct sockaddr_storage *local,
+		       void *buf);
 
 /* ---- listen.c: listeners, admission and limits ---- */
 

@@ -2,13 +2,15 @@
 /* util.c - the leaf helpers of server/: byte buffers and peer addresses as
  * text.  They call nothing of server/ but arena.c's payload free list, so
  * any file may use them without an arrow back up. */
+#define _GNU_SOURCE /* struct in6_pktinfo */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc.h"
+#include "transport.h"
 
 void rpc_buf_free(struct rpc_buf *b)
 {
@@ -98,4 +100,71 @@ bool rpc_addr_port_parse(const char *text, struct sockaddr_storage *out)
 	if (out)
 		*out = ss;
 	return true;
+}
+
+/* ---- datagrams: the address they came to and leave from ---- */
+
+void rpc_udp_want_local(int fd, int family)
+{
+	int one = 1;
+
+	/* A v6 socket carries v4 datagrams (v4-mapped) too: it needs both. */
+	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	if (family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+}
+
+void rpc_udp_local(struct msghdr *msg, struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			struct sockaddr_in *sin = (struct sockaddr_in *)out;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			sin->sin_family = AF_INET;
+			sin->sin_addr = pi.ipi_addr;
+			return;
+		}
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+			struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			sin6->sin6_family = AF_INET6;
+			sin6->sin6_addr = pi.ipi6_addr;
+			return;
+		}
+	}
+}
+
+void rpc_udp_send_from(struct msghdr *msg, const struct sockaddr_storage *local,
+		       void *buf)
+{
+	struct cmsghdr *c;
+
+	if (!local || local->ss_family == 0)
+		return;
+	msg->msg_control = buf;
+	msg->msg_controllen = RPC_UDP_CMSG_SPACE;
+	c = CMSG_FIRSTHDR(msg);
+	if (local->ss_family == AF_INET) {
+		struct in_pktinfo pi = {
+		    .ipi_spec_dst = ((const struct sockaddr_in *)local)->sin_addr};
+
+		c->cmsg_level = IPPROTO_IP;
+		c->cmsg_type = IP_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	} else {
+		struct in6_pktinfo pi = {
+		    .ipi6_addr = ((const struct sockaddr_in6 *)local)->sin6_addr};
+
+		c->cmsg_level = IPPROTO_IPV6;
+		c->cmsg_type = IPV6_PKTINFO;
+		c->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	}
+	msg->msg_controllen = c->cmsg_len;
 }

@@ -224,6 +224,7 @@ void srv_opts_free(struct srv_opts *o)
 	free(o->bind_addr);
 	free(o->state_dir);
 	free(o->key_file);
+	free(o->nsm_dir);
 	free(o->metrics);
 	free(o->control_socket);
 	free(o->config_path);
@@ -310,6 +311,8 @@ static bool set_server_key(struct srv_opts *o, const char *key, const char *valu
 		ok = value[0] != '\0' && set_str(&o->state_dir, value);
 	else if (strcmp(key, "key-file") == 0)
 		ok = value[0] != '\0' && set_str(&o->key_file, value);
+	else if (strcmp(key, "nsm-dir") == 0)
+		ok = value[0] != '\0' && set_str(&o->nsm_dir, value);
 	else if (strcmp(key, "metrics") == 0)
 		ok = rpc_addr_port_parse(value, NULL) && set_str(&o->metrics, value);
 	else if (strcmp(key, "control-socket") == 0)
@@ -609,6 +612,7 @@ enum {
 	OPT_BIND,
 	OPT_STATE_DIR,
 	OPT_KEY_FILE,
+	OPT_NSM_DIR,
 	OPT_THREADS,
 	OPT_MAX_CONNS,
 	OPT_MAX_CONNS_PER_ADDR,
@@ -645,6 +649,7 @@ static const struct option long_opts[] = {
     {"bind", required_argument, NULL, OPT_BIND},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"key-file", required_argument, NULL, OPT_KEY_FILE},
+    {"nsm-dir", required_argument, NULL, OPT_NSM_DIR},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
     {"max-connections-per-address", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
@@ -677,6 +682,7 @@ static void print_usage(void)
 	       "                  [--export=/PATH] [--clients='SPEC(opts) ...']\n"
 	       "                  [--nfs-port=N] [--mount-port=N]\n"
 	       "                  [--bind=ADDR] [--state-dir=DIR] [--key-file=FILE]\n"
+	       "                  [--nsm-dir=DIR]\n"
 	       "                  [--threads=N]\n"
 	       "                  [--max-connections=N]\n"
 	       "                  [--max-connections-per-address=N]\n"
@@ -709,6 +715,12 @@ static void print_usage(void)
 	       "                verifier keys come from instead of the state dir:\n"
 	       "                gateways given the same file serve the same layers\n"
 	       "                with the same handles (default: none)\n"
+	       "  --nsm-dir     the lock manager's records of client hosts, one per\n"
+	       "                address of ours they locked through, on storage\n"
+	       "                every gateway reaches, so the gateway that takes\n"
+	       "                over an address (union-nfsctl takeover) lets its\n"
+	       "                clients reclaim their locks (default: none, one\n"
+	       "                record in the state dir)\n"
 	       "  --max-connections, --max-connections-per-address\n"
 	       "                TCP connections at once (default 0: from the limit on\n"
 	       "                open files); at the cap the oldest idle one is closed\n"
@@ -790,6 +802,7 @@ static bool cli_flag(struct cli *cli, int opt, char *err, size_t errlen)
 	    [OPT_BIND - OPT_LOWERDIR] = "bind",
 	    [OPT_STATE_DIR - OPT_LOWERDIR] = "state-dir",
 	    [OPT_KEY_FILE - OPT_LOWERDIR] = "key-file",
+	    [OPT_NSM_DIR - OPT_LOWERDIR] = "nsm-dir",
 	    [OPT_THREADS - OPT_LOWERDIR] = "threads",
 	    [OPT_MAX_CONNS - OPT_LOWERDIR] = "max-connections",
 	    [OPT_MAX_CONNS_PER_ADDR - OPT_LOWERDIR] = "max-connections-per-address",
@@ -940,6 +953,11 @@ static bool merge_cli(struct cli *cli, struct srv_opts *o, char *err, size_t err
 		o->key_file = cli->server.key_file;
 		cli->server.key_file = NULL;
 	}
+	if (cli->server.nsm_dir) {
+		free(o->nsm_dir);
+		o->nsm_dir = cli->server.nsm_dir;
+		cli->server.nsm_dir = NULL;
+	}
 	if (cli->server.metrics) {
 		free(o->metrics);
 		o->metrics = cli->server.metrics;
@@ -1010,7 +1028,7 @@ static bool control_socket_path(struct srv_opts *o)
 static bool make_paths_absolute(struct srv_opts *o)
 {
 	bool ok = make_absolute(&o->state_dir) && make_absolute(&o->key_file) &&
-		  control_socket_path(o);
+		  make_absolute(&o->nsm_dir) && control_socket_path(o);
 
 	for (size_t i = 0; ok && i < o->nexports; i++) {
 		struct srv_export_opts *e = &o->exports[i];
@@ -1055,6 +1073,7 @@ out:
 	free(cli.server.bind_addr);
 	free(cli.server.state_dir);
 	free(cli.server.key_file);
+	free(cli.server.nsm_dir);
 	free(cli.server.metrics);
 	free(cli.server.control_socket);
 	return res;

@@ -211,7 +211,8 @@ static bool ctl_start(struct srv_daemon *d, struct reloader *r, const struct srv
 		      struct srv_ctl **out)
 {
 	struct srv_ctl_hooks hooks = {.reload = reload_by_ctl, .arg = r};
-	struct srv_ctl_view v = {.srv = &d->srv, .svc = d->svc, .metrics = r->metrics};
+	struct srv_ctl_view v = {
+	    .srv = &d->srv, .svc = d->svc, .metrics = r->metrics, .nlm = d->nlm};
 	char err[1024];
 
 	*out = NULL;

@@ -21,7 +21,7 @@ int srv_daemon_open(struct srv_daemon *d, const struct srv_opts *o, char *err,
 	if (rc < 0)
 		return rc;
 	/* After the exports: arguments refused take no new NSM state. */
-	rc = srv_nlm_new(&d->srv, o->state_dir, &d->nlm, err, errlen);
+	rc = srv_nlm_new(&d->srv, o->state_dir, o->nsm_dir, &d->nlm, err, errlen);
 	if (rc < 0)
 		goto fail;
 	rc = rpc_svc_new(RPC_DRC_CAPACITY, &d->svc);

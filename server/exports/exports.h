@@ -504,6 +504,10 @@ struct srv_opts {
 	/* --key-file: the 32 bytes the handle, cookie and verifier keys are
 	 * derived from, absolute; NULL: the state dir's own secret */
 	char *key_file;
+	/* --nsm-dir: the NSM records, one per address of ours that locks came
+	 * to, on storage the gateways share (lockd/nsm.c rule 8), absolute;
+	 * NULL: one record in the state dir */
+	char *nsm_dir;
 	char *metrics; /* --metrics ADDR:PORT; NULL: off */
 	/* --control-socket (ops/ctl.c), absolute; NULL: off.  DEFAULT: not
 	 * given, so STATE_DIR/ctl.sock (a failure to serve it is a warning) */

@@ -209,6 +209,11 @@ static struct un_export_cfg export_cfg(const struct srv *s,
 	    .nlower = eo->nlower,
 	    .no_layer_index = !s->cfg.layer_index,
 	    .id_name = eo->fsid,
+	    /* A fixed upper moves between gateways as a client's does
+	     * (unions.c rule 14): its nodes go with its work dir, or a handle
+	     * of a file made through one gateway would name another's on the
+	     * next, whose counter hands out the same ids. */
+	    .own_table = s->union_tables,
 	};
 }
 

@@ -120,7 +120,8 @@
  *     and leaves req->union_err so that the call is answered
  *     NFS3ERR_JUKEBOX (the client retries) instead of STALE; the next call
  *     after the holder released the union or died opens it.
- * 14. A client union moves with its dirs (docs/gateways.md, part 2): on a
+ * 14. A client union moves with its dirs (docs/gateways.md, part 2; so does
+ *     a fixed upper: table.c's export_cfg gives it own_table alike): on a
  *     server given a key file (and layer indexes, so that lower objects
  *     get the ids every gateway computes), a client union keeps its nodes
  *     in a node table of its own in its work dir (un_export_cfg.own_table,

@@ -14,6 +14,13 @@
  *  2. Its end is logged once, when it has passed, with the reclaims it
  *     granted and the calls it refused (nlm_grace_report): an admin sees
  *     when new locks are served again, and whether the clients came back.
+ *  3. One period for the whole server, also when it begins at an address
+ *     taken over (nsm.c rule 10): a takeover starts one or lengthens the one
+ *     running.  A grace of that address alone would let a client of another
+ *     address take, in the meantime, a lock that a client of the address
+ *     taken over is about to reclaim (the same file reached through either);
+ *     knfsd's grace is per server too.  New locks wait out the grace
+ *     (Linux's lockd retries NLM4_DENIED_GRACE_PERIOD), none is lost.
  */
 #include <time.h>
 
@@ -29,8 +36,17 @@ static long long now_ms(void)
 
 void nlm_grace_start(struct nlm_grace *g, unsigned seconds)
 {
-	if (seconds > 0)
-		atomic_store(&g->until_ms, now_ms() + (long long)seconds * 1000);
+	long long until = now_ms() + (long long)seconds * 1000;
+
+	if (seconds == 0)
+		return;
+	if (!nlm_grace_active(g)) { /* a new period: its own counts and end */
+		atomic_store(&g->reclaims, 0);
+		atomic_store(&g->refused, 0);
+		atomic_store(&g->reported, false);
+	}
+	if (until > atomic_load(&g->until_ms))
+		atomic_store(&g->until_ms, until);
 }
 
 bool nlm_grace_active(const struct nlm_grace *g)

@@ -16,9 +16,17 @@ extern const struct rpc_program nlm1_program, nlm3_program, nlm4_program;
 extern const struct rpc_program nsm1_program;
 
 /* The lock manager of S's exports and its status monitor, whose record is
- * in STATE_DIR, into *OUT; ERR says why not. */
-int srv_nlm_new(struct srv *s, const char *state_dir, struct srv_nlm **out, char *err,
-		size_t errlen);
+ * in STATE_DIR, or its records per address in NSM_DIR when not NULL, into
+ * *OUT; ERR says why not. */
+int srv_nlm_new(struct srv *s, const char *state_dir, const char *nsm_dir,
+		struct srv_nlm **out, char *err, size_t errlen);
+/* The HA manager's verbs (union-nfsctl takeover, giveup): take over the
+ * lock state of address ADDR of ours, or give it up (nsm.c rule 10); 0 or
+ * -errno, MSG saying what was done or why not. */
+int srv_nlm_takeover(struct srv_nlm *n, const char *addr, char *msg, size_t len);
+int srv_nlm_giveup(struct srv_nlm *n, const char *addr, char *msg, size_t len);
+/* 0 when the lock records can be written; -errno with MSG naming why not. */
+int srv_nlm_check(struct srv_nlm *n, char *msg, size_t len);
 /* Registers NLM v4, v3, v1 on SVC's service "nlm" and NSM v1 on "nsm". */
 int lockd_register(struct rpc_svc *svc, struct srv_nlm *n);
 /* Sends SM_NOTIFY to the hosts the last run recorded: once the server is

@@ -20,7 +20,8 @@ struct nlm_grace {
 	atomic_ulong reclaims, refused; /* rule 2 */
 	atomic_bool reported;
 };
-/* Starts a grace period of SECONDS (0: none). */
+/* Starts a grace period of SECONDS (0: none), or makes the one running last
+ * that long at least (an address taken over while another's runs). */
 void nlm_grace_start(struct nlm_grace *g, unsigned seconds);
 /* Whether the grace period runs (reclaims only; nlm_proc.c rule 4). */
 bool nlm_grace_active(const struct nlm_grace *g);
@@ -57,7 +58,8 @@ struct nlm_wait {
 	uint32_t vers;	 /* NLM version of the LOCK */
 	uint32_t fh_len; /* of fh: the client's handle, sent back */
 	uint8_t fh[UN_FH_MAX];
-	struct sockaddr_storage peer; /* the caller; its portmapper names the port */
+	struct sockaddr_storage peer;  /* the caller; its portmapper names the port */
+	struct sockaddr_storage local; /* the address it called: GRANTED comes from it */
 };
 /* The longest client cookie a blocking LOCK may carry. */
 #define NLM_WAIT_COOKIE_MAX (LOCK_MAX_COOKIE - sizeof(struct nlm_wait))
@@ -69,19 +71,22 @@ int nlm_sender_new(struct srv_nlm *n, struct nlm_sender **out);
 /* Stops the thread; calls not yet sent are dropped. */
 void nlm_sender_free(struct nlm_sender *tx);
 /* Queues a one-way call of PROC (an _RES) of NLM version VERS to the lock
- * manager of the host at TO, its arguments ARGS encoded now with ENC.
- * Never blocks on the network; dropped (with a log line) when the queue is
- * full or memory short. */
-void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t vers,
-		  uint32_t proc, xdrproc_t enc, const void *args);
+ * manager of the host at TO, from our address FROM (NULL or family 0: any;
+ * the client checks that answers come from the address it called), its
+ * arguments ARGS encoded now with ENC.  Never blocks on the network;
+ * dropped (with a log line) when the queue is full or memory short. */
+void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to,
+		  const struct sockaddr_storage *from, uint32_t vers, uint32_t proc,
+		  xdrproc_t enc, const void *args);
 /* Takes the list G of waiters the table granted: a GRANTED call goes to
  * each one's lock manager, retried a few times; a lock the client refuses,
  * or that no client acknowledges, is released. */
 void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g);
 /* Queues SM_NOTIFY, its arguments ARGS encoded now with ENC, to the status
- * monitor of the host at TO (found through its portmapper); retried a few
- * times while no answer comes. */
-void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrproc_t enc,
+ * monitor of the host at TO (found through its portmapper), from FROM as
+ * nlm_send_msg; retried a few times while no answer comes. */
+void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to,
+		     const struct sockaddr_storage *from, xdrproc_t enc,
 		     const void *args);
 /* Splits a waiter's cookie into what nlm_wait holds and the client's own. */
 bool nlm_wait_parse(const struct lock_grant *g, struct nlm_wait *w,
@@ -122,16 +127,29 @@ void nlm_do_nothing(struct rpc_req *rq, void *args, void *res);
 
 /* ---- nsm.c: the status monitor: hosts recorded, grace, SM_NOTIFY ---- */
 
-/* Reads the record in STATE_DIR, takes a new state number and writes it
- * back; starts GRACE, of GRACE_S seconds, when hosts were recorded.
- * MON_NAME: this host's name in the SM_NOTIFY it sends. */
-int nsm_open(const char *state_dir, const char *mon_name, unsigned grace_s,
+/* Opens the records in DIR: the one record of STATE_DIR/nsm, or with
+ * PER_ADDRESS (nsm-dir) a record per address of ours, those of the
+ * addresses this host holds taken now (rule 9).  A record taken gets a new
+ * state number, written back, and starts GRACE, of GRACE_S seconds, when
+ * hosts were recorded.  MON_NAME: this host's name in the SM_NOTIFY of the
+ * one record. */
+int nsm_open(const char *dir, bool per_address, const char *mon_name, unsigned grace_s,
 	     struct nlm_grace *grace, struct nsm **out, char *err, size_t errlen);
 void nsm_close(struct nsm *sm);
 /* Records HOST (a lock table host key) durably before it is served a lock:
  * 0, or -errno (the lock must be refused). */
 int nsm_monitor(struct nsm *sm, const char *host);
-/* Queues SM_NOTIFY to every host recorded by the previous run (once). */
+/* Queues SM_NOTIFY to every host of the records taken so far, and from now
+ * on to those of each record taken (the server is registered: their
+ * reclaims find it). */
 void nsm_notify_all(struct srv_nlm *n);
+/* Takes the record of ADDR (rule 10): 0, or -errno; MSG says what was done
+ * or why not. */
+int nsm_takeover(struct nsm *sm, const char *addr, char *msg, size_t len);
+/* Frees the locks taken through ADDR and forgets its record, leaving the
+ * file for the gateway that takes ADDR next (rule 10). */
+int nsm_giveup(struct srv_nlm *n, const char *addr, char *msg, size_t len);
+/* 0 when the records' dir can be written; -errno with MSG otherwise. */
+int nsm_check(struct nsm *sm, char *msg, size_t len);
 
 #endif

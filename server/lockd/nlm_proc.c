@@ -19,10 +19,13 @@
  *     knfsd's lockd answers when the file cannot be opened for it), which a
  *     Linux client reports as ENOLCK, not as a conflict.
  *  2. A lock owner is the client host, svid and oh.  The host is the
- *     caller_name joined with the caller's address (nlm_host), as Linux
- *     lockd keys hosts by both: FREE_ALL (and SM_NOTIFY later) from one
- *     address cannot free the locks another address took under the same
- *     name, and the per-host cap counts what one address holds.
+ *     caller_name joined with the caller's address and the address of ours
+ *     it called ("NAME@ADDR via OURS", nlm_host), as Linux lockd keys hosts
+ *     by all three: FREE_ALL (and SM_NOTIFY later) from one address cannot
+ *     free the locks another address took under the same name, the
+ *     per-host cap counts what one address holds, and the locks taken
+ *     through a floating address are the ones its takeover's clients
+ *     reclaim and its giving up frees (nsm.c rule 10).
  *  3. A blocking LOCK that conflicts is queued with what GRANTED needs
  *     (struct nlm_wait: version, handle, caller's address) in front of the
  *     client's cookie; every call that can free a range hands the waiters
@@ -76,8 +79,8 @@ static void nlm_mon_name(const struct srv *s, char *buf, size_t len)
 	buf[len - 1] = '\0';
 }
 
-int srv_nlm_new(struct srv *s, const char *state_dir, struct srv_nlm **out, char *err,
-		size_t errlen)
+int srv_nlm_new(struct srv *s, const char *state_dir, const char *nsm_dir,
+		struct srv_nlm **out, char *err, size_t errlen)
 {
 	char mon_name[256];
 	struct lock_limits lim = {.per_host = s->cfg.nlm_max_locks_per_host,
@@ -93,8 +96,8 @@ int srv_nlm_new(struct srv *s, const char *state_dir, struct srv_nlm **out, char
 	if (!n->locks)
 		goto fail;
 	nlm_mon_name(s, mon_name, sizeof(mon_name));
-	rc = nsm_open(state_dir, mon_name, s->cfg.grace_period, &n->grace, &n->sm, err,
-		      errlen);
+	rc = nsm_open(nsm_dir ? nsm_dir : state_dir, nsm_dir != NULL, mon_name,
+		      s->cfg.grace_period, &n->grace, &n->sm, err, errlen);
 	if (rc < 0)
 		goto fail_quiet;
 	rc = nlm_sender_new(n, &n->tx);
@@ -117,6 +120,21 @@ void srv_nlm_announce(struct srv_nlm *n)
 {
 	if (n)
 		nsm_notify_all(n);
+}
+
+int srv_nlm_takeover(struct srv_nlm *n, const char *addr, char *msg, size_t len)
+{
+	return nsm_takeover(n->sm, addr, msg, len);
+}
+
+int srv_nlm_giveup(struct srv_nlm *n, const char *addr, char *msg, size_t len)
+{
+	return nsm_giveup(n, addr, msg, len);
+}
+
+int srv_nlm_check(struct srv_nlm *n, char *msg, size_t len)
+{
+	return nsm_check(n->sm, msg, len);
 }
 
 void srv_nlm_free(struct srv_nlm *n)
@@ -153,15 +171,18 @@ static nlm4_stats nlm_file(struct srv_req *req, const nlm_obj *fh, struct lock_f
 	return NLM4_GRANTED;
 }
 
-/* The lock table's host for CALLER on REQ's address (rule 2) into BUF. */
+/* The lock table's host for CALLER on REQ's addresses (rule 2) into BUF. */
 static bool nlm_host(const struct srv_req *req, const char *caller, char *buf, size_t len)
 {
-	char addr[INET6_ADDRSTRLEN] = "-";
+	char addr[INET6_ADDRSTRLEN] = "-", ours[INET6_ADDRSTRLEN] = "";
 	int n;
 
 	if (req->rpc->peer)
 		rpc_addr_str(req->rpc->peer, false, addr, sizeof(addr));
-	n = snprintf(buf, len, "%s@%s", caller ? caller : "", addr);
+	if (req->rpc->local)
+		rpc_addr_str(req->rpc->local, false, ours, sizeof(ours));
+	n = snprintf(buf, len, "%s@%s%s%s", caller ? caller : "", addr,
+		     ours[0] ? " via " : "", ours);
 	return n > 0 && (size_t)n < len;
 }
 
@@ -272,6 +293,8 @@ static enum lock_result nlm_block(struct srv_req *req, const nlm4_lockargs *a,
 		return LOCK_NOLOCKS;
 	lock_copy_bytes(w.fh, a->alock.fh.nlm_obj_val, w.fh_len);
 	memcpy(&w.peer, req->rpc->peer, sizeof(w.peer));
+	if (req->rpc->local)
+		w.local = *req->rpc->local;
 	memcpy(buf, &w, sizeof(w));
 	lock_copy_bytes(buf + sizeof(w), a->cookie.nlm_obj_val, clen);
 	return lock_block(nlm_of(req)->locks, &t->file, &t->owner, nlm_type(a->exclusive),
@@ -294,6 +317,11 @@ static nlm4_stats nlm_lock_status(struct srv_req *req, const nlm4_lockargs *a)
 		return st;
 	if (nsm_monitor(nlm_of(req)->sm, t.host) < 0)
 		return NLM4_DENIED_NOLOCKS;
+	/* The first lock through an address not taken over takes it, which
+	 * may begin a grace (nsm.c rule 9). */
+	grace = nlm_grace_active(&nlm_of(req)->grace);
+	if (grace && !a->reclaim)
+		return grace_refused(req);
 	if (a->block && !grace)
 		lr = nlm_block(req, a, &t, &grants);
 	else
@@ -363,7 +391,8 @@ static void nlm_reply_msg(struct srv_req *req, uint32_t proc, xdrproc_t enc,
 			  const void *res)
 {
 	if (req->rpc->peer)
-		nlm_send_msg(nlm_of(req), req->rpc->peer, req->rpc->vers, proc, enc, res);
+		nlm_send_msg(nlm_of(req), req->rpc->peer, req->rpc->local, req->rpc->vers,
+			     proc, enc, res);
 }
 
 /* A _MSG handler: the synchronous HANDLER, its results (RES_TYPE) sent as
@@ -406,6 +435,8 @@ static nlm4_stats nlm_share_status(struct srv_req *req, const nlm4_shareargs *a,
 		return st;
 	if (share && nsm_monitor(nlm_of(req)->sm, t.host) < 0)
 		return NLM4_DENIED_NOLOCKS;
+	if (share && nlm_grace_active(&nlm_of(req)->grace) && !a->reclaim)
+		return grace_refused(req); /* begun by the monitor (nsm.c rule 9) */
 	t.owner.svid = 0; /* a reservation's owner has none (lock.c, rule 10) */
 	if (!share) {
 		lock_unshare(nlm_of(req)->locks, &t.file, &t.owner);

@@ -35,6 +35,13 @@
  *     100024) and waits for its empty answer; no answer is tried again,
  *     NOTIFY_TRIES times in all, NOTIFY_RETRY_S apart, then given up (the
  *     host's locks stay until it reclaims them or notifies us).
+ *  7. A call leaves from the address of ours the client called (job->from:
+ *     the LOCK's, the _MSG's, the address taken over), its socket bound to
+ *     it: Linux's lockd takes a GRANTED only from the address it locked
+ *     through, and a client's statd matches SM_NOTIFY to the server it
+ *     monitors.  A floating address is one of several a host has, and not
+ *     the one the kernel would choose.  An address this host no longer
+ *     holds cannot be bound: the call leaves from the kernel's choice.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -43,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nlm.h"
 #include "nsm_prot.h"	   /* SM_PROG, SM_VERS, SM_NOTIFY */
@@ -67,6 +75,7 @@ enum job_kind {
 struct nlm_job {
 	struct nlm_job *next;
 	struct sockaddr_storage to;
+	struct sockaddr_storage from; /* rule 7; family 0: any */
 	enum job_kind kind;
 	uint32_t prog, vers, proc;
 	uint8_t *args; /* encoded (rule 1) */
@@ -78,7 +87,7 @@ struct nlm_job {
 
 struct cached_client {
 	CLIENT *cl;
-	struct sockaddr_storage to;
+	struct sockaddr_storage to, from;
 	uint32_t prog, vers;
 	unsigned long used;
 };
@@ -188,8 +197,9 @@ static struct nlm_job *dequeue(struct nlm_sender *tx)
 /* Queues a call of KIND to PROG, VERS, PROC at TO, ARGS encoded now with
  * ENC: false when it is dropped (out of memory or the queue full). */
 static bool queue_call(struct srv_nlm *n, const struct sockaddr_storage *to,
-		       enum job_kind kind, uint32_t prog, uint32_t vers, uint32_t proc,
-		       xdrproc_t enc, const void *args)
+		       const struct sockaddr_storage *from, enum job_kind kind,
+		       uint32_t prog, uint32_t vers, uint32_t proc, xdrproc_t enc,
+		       const void *args)
 {
 	struct nlm_job *j = calloc(1, sizeof(*j));
 
@@ -198,6 +208,8 @@ static bool queue_call(struct srv_nlm *n, const struct sockaddr_storage *to,
 		return false;
 	}
 	j->to = *to;
+	if (from)
+		j->from = *from;
 	j->kind = kind;
 	j->prog = prog;
 	j->vers = vers;
@@ -208,20 +220,21 @@ static bool queue_call(struct srv_nlm *n, const struct sockaddr_storage *to,
 	return false;
 }
 
-void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to, uint32_t vers,
-		  uint32_t proc, xdrproc_t enc, const void *args)
+void nlm_send_msg(struct srv_nlm *n, const struct sockaddr_storage *to,
+		  const struct sockaddr_storage *from, uint32_t vers, uint32_t proc,
+		  xdrproc_t enc, const void *args)
 {
-	if (!queue_call(n, to, JOB_MSG, NLM_PROG, vers, proc, enc, args))
+	if (!queue_call(n, to, from, JOB_MSG, NLM_PROG, vers, proc, enc, args))
 		RPC_LOG_LIMITED(RPC_LOG_WARN,
 				"NLM: answer %u to a _MSG call dropped (queue full or "
 				"out of memory)",
 				proc);
 }
 
-void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to, xdrproc_t enc,
-		     const void *args)
+void nlm_send_notify(struct srv_nlm *n, const struct sockaddr_storage *to,
+		     const struct sockaddr_storage *from, xdrproc_t enc, const void *args)
 {
-	if (!queue_call(n, to, JOB_NOTIFY, SM_PROG, SM_VERS, SM_NOTIFY, enc, args))
+	if (!queue_call(n, to, from, JOB_NOTIFY, SM_PROG, SM_VERS, SM_NOTIFY, enc, args))
 		RPC_LOG_LIMITED(RPC_LOG_WARN,
 				"NSM: SM_NOTIFY dropped (queue full or out of memory)");
 }
@@ -316,6 +329,7 @@ void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g)
 			continue;
 		}
 		j->to = w.peer;
+		j->from = w.local;
 		j->kind = JOB_GRANT;
 		j->prog = NLM_PROG;
 		j->vers = w.vers;
@@ -335,7 +349,33 @@ void nlm_send_grants(struct srv_nlm *n, struct lock_grant *g)
 static bool same_dest(const struct cached_client *c, const struct nlm_job *j)
 {
 	return c->cl && c->prog == j->prog && c->vers == j->vers &&
-	       rpc_same_addr(&c->to, &j->to);
+	       rpc_same_addr(&c->to, &j->to) && c->from.ss_family == j->from.ss_family &&
+	       (!j->from.ss_family || rpc_same_addr(&c->from, &j->from));
+}
+
+/* A UDP socket bound to J's source address (rule 7), on a reserved port as
+ * libtirpc's own would be; RPC_ANYSOCK (libtirpc makes one) when J has none
+ * or it cannot be bound. */
+static int source_socket(const struct nlm_job *j)
+{
+	struct sockaddr_in sin;
+	int fd;
+
+	if (j->from.ss_family != AF_INET)
+		return RPC_ANYSOCK;
+	memcpy(&sin, &j->from, sizeof(sin));
+	sin.sin_port = 0;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return RPC_ANYSOCK;
+	if (bindresvport(fd, &sin) < 0) {
+		sin.sin_port = 0;
+		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			close(fd);
+			return RPC_ANYSOCK;
+		}
+	}
+	return fd;
 }
 
 /* J's destination as IPv4 into SIN (port 0), v4-mapped v6 too; false when
@@ -362,7 +402,7 @@ static CLIENT *client_v4(const struct nlm_job *j, struct sockaddr_in sin)
 	struct pmap want = {j->prog, j->vers, IPPROTO_UDP, 0};
 	unsigned short port = 0;
 	int sock = RPC_ANYSOCK;
-	CLIENT *pm;
+	CLIENT *pm, *cl;
 
 	sin.sin_port = htons(PMAPPORT);
 	pm = clntudp_create(&sin, PMAPPROG, PMAPVERS, retry, &sock);
@@ -375,8 +415,13 @@ static CLIENT *client_v4(const struct nlm_job *j, struct sockaddr_in sin)
 	if (!port)
 		return NULL;
 	sin.sin_port = htons(port);
-	sock = RPC_ANYSOCK;
-	return clntudp_create(&sin, j->prog, j->vers, retry, &sock);
+	sock = source_socket(j);
+	cl = clntudp_create(&sin, j->prog, j->vers, retry, &sock);
+	if (cl)
+		clnt_control(cl, CLSET_FD_CLOSE, NULL); /* a socket of ours too */
+	else if (sock != RPC_ANYSOCK)
+		close(sock);
+	return cl;
 }
 
 /* A client of J's program and version at J's address, from the cache
@@ -407,7 +452,8 @@ static CLIENT *client_for(struct nlm_sender *tx, const struct nlm_job *j)
 	}
 	if (victim->cl)
 		clnt_destroy(victim->cl);
-	*victim = (struct cached_client){cl, j->to, j->prog, j->vers, ++tx->clock};
+	*victim =
+	    (struct cached_client){cl, j->to, j->from, j->prog, j->vers, ++tx->clock};
 	return cl;
 }
 

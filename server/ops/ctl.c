@@ -23,6 +23,11 @@
  *     They read what the metrics and the MOUNT program read, under the same
  *     locks, and never walk a directory under a lock (the clients' upper
  *     sizes are summed after the registry's lock is dropped).
+ *  5. takeover, giveup and check are what an HA manager calls (keepalived's
+ *     notify script, a Pacemaker resource agent, a CTDB event script:
+ *     docs/gateways.md part 3).  check stats the layers, which may be on
+ *     shared storage that hangs: an HA manager times its check out, which
+ *     is the answer it needs then.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lockd.h"
 #include "ops.h"
 
 #define CTL_LINE_MAX  4096
@@ -51,6 +57,7 @@ struct srv_ctl {
 	struct srv *srv;
 	const struct rpc_svc *svc;
 	struct srv_metrics *metrics; /* NULL: counting off */
+	struct srv_nlm *nlm;
 	struct srv_ctl_hooks hooks;
 	char *path;
 	dev_t dev; /* the socket file bound, so that stop removes only it */
@@ -440,6 +447,91 @@ static int cmd_reset(struct srv_ctl *c, const char *arg, json_t *out, char *err,
 	return 0;
 }
 
+/* ---- an HA manager's verbs: takeover ADDRESS, giveup ADDRESS, check ---- */
+
+static int cmd_takeover(struct srv_ctl *c, const char *arg, json_t *out, char *err,
+			size_t errlen)
+{
+	char msg[CTL_ERR_MAX];
+
+	if (srv_nlm_takeover(c->nlm, arg, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "%s", msg);
+		return -1;
+	}
+	rpc_log(RPC_LOG_INFO, "union-nfsctl takeover: %s", msg);
+	json_object_set_new(out, "message", json_string(msg));
+	return 0;
+}
+
+static int cmd_giveup(struct srv_ctl *c, const char *arg, json_t *out, char *err,
+		      size_t errlen)
+{
+	char msg[CTL_ERR_MAX];
+
+	if (srv_nlm_giveup(c->nlm, arg, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "%s", msg);
+		return -1;
+	}
+	json_object_set_new(out, "message", json_string(msg));
+	return 0;
+}
+
+/* Appends to PROBLEMS the failure of PATH (a layer of export EX), if any:
+ * a layer the gateway cannot reach serves no client. */
+static void check_dir(json_t *problems, const struct srv_export *ex, const char *what,
+		      const char *path)
+{
+	struct stat st;
+	char line[CTL_ERR_MAX];
+	const char *why = "not a directory";
+
+	if (!path || strchr(path, '%')) /* a client's, made at its mount */
+		return;
+	if (stat(path, &st) < 0)
+		why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		return;
+	snprintf(line, sizeof(line), "export %s: %s %s: %s", ex->path, what, path, why);
+	json_array_append_new(problems, json_string(line));
+}
+
+/* Whether the gateway serves: its ports, every export's layers reachable,
+ * the lock records' dir writable; the failed parts named (note 5). */
+static int cmd_check(struct srv_ctl *c, const char *arg, json_t *out, char *err,
+		     size_t errlen)
+{
+	struct srv *s = c->srv;
+	json_t *problems = json_array();
+	char msg[CTL_ERR_MAX];
+
+	(void)arg;
+	if (!rpc_svc_service_port(c->svc, "nfs") ||
+	    !rpc_svc_service_port(c->svc, "mount"))
+		json_array_append_new(problems,
+				      json_string("NFS or MOUNT not registered"));
+	srv_exports_read_begin(s);
+	for (size_t i = 0; i < s->nexports; i++) {
+		const struct srv_export *ex = s->exports[i];
+
+		for (size_t k = 0; k < ex->conf->nlower; k++)
+			check_dir(problems, ex, "lower", ex->conf->lowerdirs[k]);
+		check_dir(problems, ex, "upper", ex->conf->upperdir);
+	}
+	srv_exports_read_end(s);
+	if (srv_nlm_check(c->nlm, msg, sizeof(msg)) < 0)
+		json_array_append_new(problems, json_string(msg));
+	if (json_array_size(problems) > 0) {
+		snprintf(err, errlen, "%zu problem%s: %s", json_array_size(problems),
+			 json_array_size(problems) == 1 ? "" : "s",
+			 json_string_value(json_array_get(problems, 0)));
+		json_decref(problems);
+		return -1;
+	}
+	json_decref(problems);
+	json_object_set_new(out, "message", json_string("serving"));
+	return 0;
+}
+
 /* ---- the table (note 4) ---- */
 
 enum ctl_arg { CTL_ARG_NONE, CTL_ARG_OPTIONAL, CTL_ARG_REQUIRED };
@@ -452,9 +544,15 @@ struct ctl_cmd {
 };
 
 static const struct ctl_cmd ctl_cmds[] = {
-    {"status", CTL_ARG_NONE, cmd_status},	{"clients", CTL_ARG_NONE, cmd_clients},
-    {"reload", CTL_ARG_NONE, cmd_reload},	{"stats", CTL_ARG_NONE, cmd_stats},
-    {"release", CTL_ARG_OPTIONAL, cmd_release}, {"reset", CTL_ARG_REQUIRED, cmd_reset},
+    {"status", CTL_ARG_NONE, cmd_status},
+    {"clients", CTL_ARG_NONE, cmd_clients},
+    {"reload", CTL_ARG_NONE, cmd_reload},
+    {"stats", CTL_ARG_NONE, cmd_stats},
+    {"release", CTL_ARG_OPTIONAL, cmd_release},
+    {"reset", CTL_ARG_REQUIRED, cmd_reset},
+    {"takeover", CTL_ARG_REQUIRED, cmd_takeover},
+    {"giveup", CTL_ARG_REQUIRED, cmd_giveup},
+    {"check", CTL_ARG_NONE, cmd_check},
 };
 
 /* Runs request LINE into OUT; 0, or -1 with ERR. */
@@ -717,6 +815,7 @@ int srv_ctl_start(const struct srv_ctl_view *v, const char *path,
 	c->srv = v->srv;
 	c->svc = v->svc;
 	c->metrics = v->metrics;
+	c->nlm = v->nlm;
 	c->hooks = *hooks;
 	c->started = mono_s();
 	c->stop[0] = c->stop[1] = -1;

@@ -44,6 +44,7 @@ struct srv_ctl_view {
 	struct srv *srv;
 	const struct rpc_svc *svc;
 	struct srv_metrics *metrics;
+	struct srv_nlm *nlm; /* the lock manager: takeover, giveup, check */
 };
 struct srv_ctl;
 /* Serves V's control socket at PATH on a thread of its own (after the

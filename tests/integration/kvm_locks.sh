@@ -80,28 +80,9 @@ t0=$SECONDS
 cc -static -O2 -Wall -Wextra -Werror -o "$T/lock_agent" "$HERE/lock_agent.c" ||
 	skip "cc -static failed (no static libc?)"
 
-# make_tools: the guests' rpcbind, rpcinfo, rpc.statd, sm-notify (which statd
-# runs from /usr/sbin) and sqlite3 with every
-# library ldd names, and the files their libc and libtirpc read
-make_tools() {
-	local r=$T/tools b p lib
-	mkdir -p "$r/usr/sbin" "$r/etc"
-	for b in rpcbind rpcinfo rpc.statd sm-notify sqlite3; do
-		p=$(command -v "$b")
-		cp -L "$p" "$r/usr/sbin/$b"
-		for lib in $(ldd "$p" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
-			[ -e "$r$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$r$lib"
-		done
-	done
-	cp /etc/netconfig /etc/protocols /etc/services /etc/rpc "$r/etc/" 2>/dev/null || true
-	[ -f "$r/etc/netconfig" ] || { echo "FAIL: no /etc/netconfig (libtirpc) on the host"; return 1; }
-	printf 'hosts: files\npasswd: files\ngroup: files\n' >"$r/etc/nsswitch.conf"
-	printf '127.0.0.1 localhost\n' >"$r/etc/hosts"
-	printf 'root:x:0:0::/:/bin/sh\n_rpc:x:0:0::/:/bin/false\nstatd:x:0:0::/:/bin/false\n' >"$r/etc/passwd"
-	printf 'root:x:0:\n' >"$r/etc/group"
-	tar -C "$r" -cf "$T/tools.tar" .
-}
-make_tools
+# the guests' rpcbind, rpcinfo, rpc.statd, sm-notify (which statd runs from
+# /usr/sbin) and sqlite3
+vm_tools_tar "$T/tools.tar" rpcbind rpcinfo rpc.statd sm-notify sqlite3
 echo "tools.tar: $(du -h "$T/tools.tar" | cut -f1), ready after $((SECONDS - t0)) s"
 
 mkdir -p "$T/lower" "$T/upper" "$T/work"

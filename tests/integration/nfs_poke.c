@@ -16,7 +16,8 @@
  *                               it, and prints "after: ok FILEID BYTES" (up to
  *                               a newline) or "after: " and the error: a
  *                               client that keeps a file open across what the
- *                               server does.
+ *                               server does (reconnecting, as a client does,
+ *                               when the server went away meanwhile).
  *
  * URL is the export root, e.g. nfs://192.0.2.1/?nfsport=P&mountport=M&version=3;
  * PATH is relative to it and starts with '/'.  Every call is a fresh mount and a
@@ -174,9 +175,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nfs_poke: nfs_init_context failed\n");
 		return 1;
 	}
-	/* one round trip per call, and a dead server is an error, not a hang */
+	/* one round trip per call, and a dead server is an error, not a hang;
+	 * but a held handle is asked again after the server may have been
+	 * replaced (another gateway on its address), as a client reconnects */
 	nfs_set_dircache(nfs, 0);
-	nfs_set_autoreconnect(nfs, 0);
+	nfs_set_autoreconnect(nfs, strcmp(argv[2], "hold") == 0 ? 10 : 0);
 	nfs_set_timeout(nfs, POKE_TIMEOUT_MS);
 	url = nfs_parse_url_dir(nfs, argv[1]);
 	if (!url) {

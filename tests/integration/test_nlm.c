@@ -32,7 +32,17 @@
  *    NLM4_DENIED_GRACE_PERIOD; after grace another owner's lock is DENIED
  *    while the reclaimed one holds, granted after its UNLOCK;
  *  - SM_NOTIFY from a client address frees the locks taken from it: the
- *    blocked lock of a host at another address (127.0.0.2) gets GRANTED.
+ *    blocked lock of a host at another address (127.0.0.2) gets GRANTED;
+ *  - takeover (issue 30, nsm.c rules 8-10): with --nsm-dir, a lock taken
+ *    through a floating address (192.0.2.10 on the loopback of the test's
+ *    namespace) is recorded in that address's record; a datagram
+ *    to it is answered from it, and GRANTED comes from it; a server
+ *    SIGKILLed and started again where the address is takes it over by
+ *    itself, and SM_NOTIFY comes from it with it as mon_name; giveup frees
+ *    the locks taken through it, takeover (union-nfsctl's verbs, through
+ *    the control socket) notifies again with a larger state, the reclaim
+ *    is granted in its grace while every other new lock waits, and check
+ *    answers ok.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -48,7 +58,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,8 +110,20 @@ static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cb_cond = PTHREAD_COND_INITIALIZER;
 static int cb_granted_svid = -1;
 static unsigned cb_granted_count;
+static char cb_granted_from[INET6_ADDRSTRLEN]; /* the address GRANTED came from */
 static char cb_cookie[16];
 static int cb_lock_res = -1; /* the stat of the last LOCK_RES */
+
+/* The IPv4 address a call to XPRT came from, as text, into BUF. */
+static void caller_text(SVCXPRT *xprt, char *buf, size_t len)
+{
+	const struct netbuf *nb = svc_getrpccaller(xprt);
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	memcpy(&sin, nb->buf, nb->len < sizeof(sin) ? nb->len : sizeof(sin));
+	inet_ntop(AF_INET, &sin.sin_addr, buf, (socklen_t)len);
+}
 
 /* The client refuses GRANTED for this svid (it no longer wants the lock). */
 #define SVID_REFUSES 99
@@ -144,6 +168,7 @@ static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	pthread_mutex_lock(&cb_lock);
 	cb_granted_svid = args.alock.svid;
 	cb_granted_count++;
+	caller_text(xprt, cb_granted_from, sizeof(cb_granted_from));
 	snprintf(cb_cookie, sizeof(cb_cookie), "%.*s", (int)args.cookie.nlm_obj_len,
 		 args.cookie.nlm_obj_val);
 	pthread_cond_broadcast(&cb_cond);
@@ -159,6 +184,7 @@ static void cb_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 static unsigned sm_notify_count;
 static int sm_notify_state = -1;
 static char sm_notify_name[64];
+static char sm_notify_from[INET6_ADDRSTRLEN];
 
 static void sm_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 {
@@ -177,6 +203,7 @@ static void sm_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	sm_notify_count++;
 	sm_notify_state = args.state;
 	snprintf(sm_notify_name, sizeof(sm_notify_name), "%s", args.mon_name);
+	caller_text(xprt, sm_notify_from, sizeof(sm_notify_from));
 	pthread_cond_broadcast(&cb_cond);
 	pthread_mutex_unlock(&cb_lock);
 	svc_sendreply(xprt, (xdrproc_t)(void (*)(void))xdr_void, NULL);
@@ -883,15 +910,16 @@ static void nsm_registered(void **state)
 	assert_true(st > 0 && st % 2 == 1);
 }
 
-/* An NLM v4 client over TCP from address SRC (a host of its own). */
-static CLIENT *tcp_client_from(const char *src)
+/* An NLM v4 client over TCP from address SRC (a host of its own) to the
+ * server's address DST. */
+static CLIENT *tcp_client_between(const char *src, const char *dst)
 {
 	struct sockaddr_in from = {.sin_family = AF_INET};
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
 	int sock = socket(AF_INET, SOCK_STREAM, 0);
 
 	inet_pton(AF_INET, src, &from.sin_addr);
-	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	inet_pton(AF_INET, dst, &to.sin_addr);
 	if (sock < 0 || bind(sock, (struct sockaddr *)&from, sizeof(from)) < 0 ||
 	    connect(sock, (struct sockaddr *)&to, sizeof(to)) < 0) {
 		if (sock >= 0)
@@ -899,6 +927,11 @@ static CLIENT *tcp_client_from(const char *src)
 		return NULL;
 	}
 	return clnttcp_create(&to, NLM_PROG, NLM4_VERS, &sock, 0, 0);
+}
+
+static CLIENT *tcp_client_from(const char *src)
+{
+	return tcp_client_between(src, "127.0.0.1");
 }
 
 /* SIGKILLs the server and starts it again on the same state dir. */
@@ -995,6 +1028,182 @@ static void sm_notify_frees(void **state)
 	clnt_destroy(b);
 }
 
+/* ---- takeover of a floating address ---- */
+
+#define FLOAT_IP "192.0.2.10"
+
+/* The server's arguments for a takeover: wildcard bound, with nsm-dir. */
+static char *ha_args[24];
+static char nsm_dir[160];
+
+static void ha_args_make(void)
+{
+	static char nsm_arg[192];
+	size_t i, n = 0;
+
+	snprintf(nsm_dir, sizeof(nsm_dir), "%s/nsm", tmp);
+	mkdir(nsm_dir, 0700);
+	snprintf(nsm_arg, sizeof(nsm_arg), "--nsm-dir=%s", nsm_dir);
+	for (i = 0; restart_args[i]; i++)
+		ha_args[n++] = strncmp(restart_args[i], "--bind=", 7) == 0
+				   ? "--bind=0.0.0.0"
+				   : restart_args[i];
+	ha_args[n++] = nsm_arg;
+	ha_args[n] = NULL;
+}
+
+/* The address the answer to an NLM NULL datagram sent to DST came from. */
+static void udp_answer_from(const char *dst, char *out, size_t len)
+{
+	uint32_t call[10] = {
+	    htonl(0x7e57), 0, htonl(2), htonl(NLM_PROG), htonl(NLM4_VERS), 0, 0, 0, 0, 0};
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nlm_port)};
+	struct sockaddr_in from = {.sin_family = AF_INET};
+	struct timeval tv = {10, 0};
+	socklen_t flen = sizeof(from);
+	uint8_t reply[256];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	from.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	inet_pton(AF_INET, dst, &to.sin_addr);
+	assert_int_equal(
+	    sendto(fd, call, sizeof(call), 0, (struct sockaddr *)&to, sizeof(to)),
+	    (ssize_t)sizeof(call));
+	assert_true(
+	    recvfrom(fd, reply, sizeof(reply), 0, (struct sockaddr *)&from, &flen) > 0);
+	inet_ntop(AF_INET, &from.sin_addr, out, (socklen_t)len);
+	close(fd);
+}
+
+/* Asks the server's control socket REQUEST (union-nfsctl's line); its
+ * reply into OUT. */
+static void ctl_ask(const char *request, char *out, size_t len)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	size_t have = 0;
+	ssize_t n;
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%.90s/ctl.sock", state_dir);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+	while (have + 1 < len && (n = read(fd, out + have, len - 1 - have)) > 0)
+		have += (size_t)n;
+	out[have] = '\0';
+	close(fd);
+}
+
+/* SIGKILLs the server and starts it with ARGS. */
+static void kill_start(char *const *args)
+{
+	assert_int_equal(kill(server.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(server.pid, NULL, 0), server.pid);
+	server.pid = -1;
+	assert_int_equal(start_registered(state_dir, args), 0);
+}
+
+/* The next SM_NOTIFY: its state, mon_name and source checked. */
+static int notify_from_float(unsigned before)
+{
+	int st = sm_wait(before, 60000);
+
+	pthread_mutex_lock(&cb_lock);
+	assert_string_equal(sm_notify_name, FLOAT_IP);
+	assert_string_equal(sm_notify_from, FLOAT_IP);
+	pthread_mutex_unlock(&cb_lock);
+	assert_true(st % 2 == 1);
+	return st;
+}
+
+static void takeover(void **state)
+{
+	char path[256], from[INET6_ADDRSTRLEN], reply[1024];
+	struct stat sb;
+	unsigned before;
+	int st1, st2;
+	CLIENT *f;
+	nlm4_stats st;
+
+	(void)state;
+	assert_int_equal(system("ip addr add " FLOAT_IP "/32 dev lo"), 0);
+	ha_args_make();
+	kill_start(ha_args);
+	cb_claim();
+	sm_claim();
+	f = tcp_client_between("127.0.0.1", FLOAT_IP);
+	assert_non_null(f);
+	/* Recorded under the address it came to (rule 8). */
+	assert_int_equal(lock4_via(f, "hostF", 7, true, false, false, 0, 10),
+			 NLM4_GRANTED);
+	snprintf(path, sizeof(path), "%s/" FLOAT_IP, nsm_dir);
+	assert_int_equal(stat(path, &sb), 0);
+	/* A datagram's answer and a GRANTED leave from the address called. */
+	udp_answer_from(FLOAT_IP, from, sizeof(from));
+	assert_string_equal(from, FLOAT_IP);
+	before = cb_count();
+	assert_int_equal(lock4_via(f, "hostF", 8, true, true, false, 0, 10),
+			 NLM4_BLOCKED);
+	assert_int_equal(unlock4_via(f, "hostF", 7, 0, 0), NLM4_GRANTED);
+	assert_int_equal(cb_wait(before, 15000), 8);
+	pthread_mutex_lock(&cb_lock);
+	assert_string_equal(cb_granted_from, FLOAT_IP);
+	pthread_mutex_unlock(&cb_lock);
+	assert_int_equal(unlock4_via(f, "hostF", 8, 0, 0), NLM4_GRANTED);
+	assert_int_equal(lock4_via(f, "hostF", 7, true, false, false, 0, 10),
+			 NLM4_GRANTED);
+	clnt_destroy(f);
+
+	/* Started again where the address is: taken over by itself (rule 9). */
+	pthread_mutex_lock(&cb_lock);
+	before = sm_notify_count;
+	pthread_mutex_unlock(&cb_lock);
+	kill_start(ha_args);
+	st1 = notify_from_float(before);
+
+	/* Given up, then taken over by the HA manager's call (rule 10). */
+	ctl_ask("giveup " FLOAT_IP "\n", reply, sizeof(reply));
+	assert_non_null(strstr(reply, "\"ok\": true"));
+	pthread_mutex_lock(&cb_lock);
+	before = sm_notify_count;
+	pthread_mutex_unlock(&cb_lock);
+	ctl_ask("takeover " FLOAT_IP "\n", reply, sizeof(reply));
+	assert_non_null(strstr(reply, "1 host to notify"));
+	st2 = notify_from_float(before);
+	assert_true(st2 > st1);
+	ctl_ask("takeover " FLOAT_IP "\n", reply, sizeof(reply));
+	assert_non_null(strstr(reply, "already"));
+	/* Its grace is the server's: the reclaim through the address is
+	 * granted, a new lock through another waits (grace.c rule 3). */
+	f = tcp_client_between("127.0.0.1", FLOAT_IP);
+	assert_non_null(f);
+	clnt_destroy(nlm4);
+	nlm4 = tcp_client(nlm_port, NLM_PROG, NLM4_VERS);
+	assert_non_null(nlm4);
+	assert_int_equal(lock4_via(f, "hostF", 7, true, false, true, 0, 10),
+			 NLM4_GRANTED);
+	assert_int_equal(lock4("hostG", 9, true, false, 100, 10),
+			 NLM4_DENIED_GRACE_PERIOD);
+	for (int i = 0; i < 600; i++) {
+		st = lock4("hostG", 9, true, false, 0, 10);
+		if (st != NLM4_DENIED_GRACE_PERIOD)
+			break;
+		usleep(100000);
+	}
+	assert_int_equal(st, NLM4_DENIED); /* the reclaimed lock holds */
+	/* Giving the address up frees the locks taken through it. */
+	ctl_ask("giveup " FLOAT_IP "\n", reply, sizeof(reply));
+	assert_non_null(strstr(reply, "locks of 1 host freed"));
+	assert_int_equal(lock4("hostG", 9, true, false, 0, 10), NLM4_GRANTED);
+	assert_int_equal(unlock4("hostG", 9, 0, 0), NLM4_GRANTED);
+	ctl_ask("check\n", reply, sizeof(reply));
+	assert_non_null(strstr(reply, "\"ok\": true"));
+	clnt_destroy(f);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1005,7 +1214,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(stale_handle),	cmocka_unit_test(granted_refused),
 	    cmocka_unit_test(lock_msg_udp),	cmocka_unit_test(flood),
 	    cmocka_unit_test(nsm_registered),	cmocka_unit_test(restart_grace),
-	    cmocka_unit_test(sm_notify_frees),
+	    cmocka_unit_test(sm_notify_frees),	cmocka_unit_test(takeover),
 	};
 
 	if (argc != 2) {

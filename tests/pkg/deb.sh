@@ -60,6 +60,8 @@ contents() {
 		/usr/sbin/union-nfsctl /usr/share/man/man8/union-nfsctl.8.gz \
 		/usr/share/man/man8/union-nfsd.8.gz /usr/share/man/man5/union-nfsd.conf.5.gz \
 		/usr/share/doc/union-nfsd/examples/union-nfsd.conf \
+		/usr/share/doc/union-nfsd/examples/keepalived.conf \
+		/usr/libexec/union-nfsd/union-nfsd-ha \
 		/usr/share/doc/union-nfsd/copyright /usr/share/doc/union-nfsd/changelog.gz | sort)
 	got=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\.||' | sort)
 	[ "$got" = "$want" ] || fail "package files differ: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"

@@ -6,7 +6,8 @@
 #   UNITDIR/union-nfsd.service (its ExecStart the installed binary),
 #   PREFIX/share/man/man8/union-nfsd.8.gz and union-nfsctl.8.gz,
 #   PREFIX/share/man/man5/union-nfsd.conf.5.gz (both mdoc that man reads),
-#   PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf.
+#   PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf and keepalived.conf,
+#   PREFIX/libexec/union-nfsd/union-nfsd-ha (what an HA manager runs).
 # Exit: 0 passed, 1 failed.
 set -euo pipefail
 BUILD=${1:?usage: install.sh BUILD_DIR}
@@ -25,7 +26,9 @@ want=$(printf '%s\n' "$PREFIX/sbin/union-nfsd" "$UNITDIR/union-nfsd.service" \
 	"$PREFIX/sbin/union-nfsctl" "$PREFIX/share/man/man8/union-nfsctl.8.gz" \
 	"$PREFIX/share/man/man8/union-nfsd.8.gz" \
 	"$PREFIX/share/man/man5/union-nfsd.conf.5.gz" \
-	"$PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf" | sort)
+	"$PREFIX/share/doc/union-nfsd/examples/union-nfsd.conf" \
+	"$PREFIX/share/doc/union-nfsd/examples/keepalived.conf" \
+	"$PREFIX/libexec/union-nfsd/union-nfsd-ha" | sort)
 got=$(cd "$T/root" && find . ! -type d | sed 's|^\.||' | sort)
 [ "$got" = "$want" ] || fail "installed files differ: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
 # Directories only on the way to those files: nothing made for the state.

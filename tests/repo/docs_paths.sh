@@ -32,7 +32,7 @@ SRC=${1:?usage: docs_paths.sh SRCDIR}
 cd "$SRC" || exit 2
 
 TOP='rpc|server|union|include|tests|etc|bench|fuzz|ctl|dist|man|docs|\.ci'
-OTHER='ctest|cmake|cpack|mount|umount|apt-get|apt|dpkg|qemu|qemu-system-x86_64|systemctl|journalctl|mandoc|man|lintian|git|rsync|cp|mkfs\.ext4|debootstrap|clang|gcc|python3|with_rpcbind\.sh|diff_oracle\.sh|random_update\.sh|ab\.sh|bench/run\.sh|nfs-ls|sm-notify|rpc\.statd|iperf3|ganesha\.nfsd'
+OTHER='ctest|cmake|cpack|mount|umount|apt-get|apt|dpkg|qemu|qemu-system-x86_64|systemctl|journalctl|mandoc|man|lintian|git|rsync|cp|mkfs\.ext4|debootstrap|clang|gcc|python3|with_rpcbind\.sh|diff_oracle\.sh|random_update\.sh|ab\.sh|bench/run\.sh|nfs-ls|sm-notify|rpc\.statd|iperf3|ganesha\.nfsd|pcs'
 
 # long options of a C file's `struct option` tables
 options_of() {

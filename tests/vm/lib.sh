@@ -25,10 +25,15 @@
 #                              foreground and binds $VM_SERVER_IP
 #   vm_server_stop             SIGTERM to the server's process group, SIGKILL
 #                              after 10 s; VM_SERVER_STATUS is its exit status
+#   vm_ns_add NAME ADDR/PFX    another host on the bridge: the namespace
+#                              $VM_NS-NAME, its loopback up and its eth0
+#                              (ADDR/PFX) a veth into br0; undone at exit as
+#                              $VM_NS is (e.g. the gateways of kvm_failover.sh)
 #   vm_guest_ip N              guest N's address (10.0.2.(10+N))
 #   vm_guest_start N SCRIPT [--root] [--opts O] [--file F]... [--mem MB]
-#                  [--timeout S] [--export P] [--disk IMG]
+#                  [--timeout S] [--export P] [--disk IMG] [--server ADDR]
 #                              boots guest N (1-89), which mounts P (default /)
+#                              of ADDR (default $VM_SERVER_IP)
 #                              with vers=3,proto=tcp,nolock (O appended: a later
 #                              option wins) and runs SCRIPT (init.sh), F in
 #                              $VM_FILES; --root boots with the export as its root
@@ -63,6 +68,10 @@
 #                              BIN ARGS on the harness's address and ports, its
 #                              state dir in $VM_WORK; VM_SERVER_ARGS holds those
 #                              options for commands written by hand
+#   vm_tools_tar TAR BIN...    the host's BINs (rpcbind, rpc.statd...) with
+#                              every library ldd names and the files their libc
+#                              and libtirpc read, in TAR, for a guest to unpack
+#                              over its /: nothing to download, nothing to cache
 #   vm_run_guest CMD OUT ERR SCRIPT [OPTION...]
 #                              vm_server_start CMD, guest 1 with SCRIPT and the
 #                              vm_guest_start OPTIONs, vm_guest_wait (its stderr
@@ -71,7 +80,7 @@
 #                              (vm_server_stop)
 #
 # Processes are stopped by pid (guests, server), then whatever still runs in the
-# namespace, which is deleted: also when the test's watchdog stops it.  A
+# namespaces, which are deleted: also when the test's watchdog stops it.  A
 # namespace left by a SIGKILLed test (its PID gone) is removed by the next one.
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,6 +93,7 @@ VM_MOUNTPORT=20048
 VM_NS=
 VM_SERVER_PID=
 declare -A VM_QPID=()
+VM_EXTRA_NS=()
 
 # vm_require_host [NEED...]: skips the test (exit 77) unless this host can run
 # guests on a network: root, /dev/net/tun and qemu.  NEED names what else the
@@ -155,6 +165,27 @@ vm_server_cmd() {
 	echo "$cmd $VM_SERVER_ARGS"
 }
 
+vm_tools_tar() {
+	local tar=$1 r b p lib
+	shift
+	r=$(mktemp -d "$IT_TMP/tools.XXXXXX")
+	mkdir -p "$r/usr/sbin" "$r/etc"
+	for b in "$@"; do
+		p=$(command -v "$b")
+		cp -L "$p" "$r/usr/sbin/$b"
+		for lib in $(ldd "$p" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+			[ -e "$r$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$r$lib"
+		done
+	done
+	cp /etc/netconfig /etc/protocols /etc/services /etc/rpc "$r/etc/" 2>/dev/null || true
+	[ -f "$r/etc/netconfig" ] || { echo "FAIL: no /etc/netconfig (libtirpc) on the host"; return 1; }
+	printf 'hosts: files\npasswd: files\ngroup: files\n' >"$r/etc/nsswitch.conf"
+	printf '127.0.0.1 localhost\n' >"$r/etc/hosts"
+	printf 'root:x:0:0::/:/bin/sh\n_rpc:x:0:0::/:/bin/false\nstatd:x:0:0::/:/bin/false\n' >"$r/etc/passwd"
+	printf 'root:x:0:\n' >"$r/etc/group"
+	tar -C "$r" -cf "$tar" . && rm -rf "$r"
+}
+
 vm_run_guest() {
 	local cmd=$1 out=$2 err=$3 rc=0
 	shift 3
@@ -163,10 +194,26 @@ vm_run_guest() {
 	return "$rc"
 }
 
+# vm_ns_kill NS: whatever runs in NS stopped (SIGTERM for 3 s, then SIGKILL),
+# and NS deleted
+vm_ns_kill() {
+	local p i
+	for ((i = 0; i < 30; i++)); do
+		p=$(ip netns pids "$1" 2>/dev/null)
+		[ -n "$p" ] || break
+		kill -TERM $p 2>/dev/null || true
+		sleep 0.1
+	done
+	for p in $(ip netns pids "$1" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+	ip netns del "$1" 2>/dev/null || true
+}
+
 vm_remove_stale() {
 	local ns owner p
-	for ns in $(ip netns list | awk '{print $1}' | grep -E '^unfsd-vm-[0-9]+$' || true); do
+	# unfsd-vm-PID and its hosts (vm_ns_add), unfsd-vm-PID-NAME
+	for ns in $(ip netns list | awk '{print $1}' | grep -E '^unfsd-vm-[0-9]+(-[a-z0-9]+)?$' || true); do
 		owner=${ns#unfsd-vm-}
+		owner=${owner%%-*}
 		kill -0 "$owner" 2>/dev/null && continue
 		for p in $(ip netns pids "$ns"); do kill -KILL "$p" 2>/dev/null || true; done
 		ip netns del "$ns" 2>/dev/null || true
@@ -185,6 +232,18 @@ vm_net_up() {
 		ip -n "$VM_NS" addr add "$VM_SERVER_IP/24" dev br0 &&
 		ip -n "$VM_NS" link set br0 up || return 1
 	export VM_NS VM_SERVER_IP VM_NETWORK VM_PORT VM_MOUNTPORT VM_WORK
+}
+
+vm_ns_add() {
+	local ns=$VM_NS-$1 br=vh-$1
+	ip netns add "$ns" || return 1
+	VM_EXTRA_NS+=("$ns")
+	ip -n "$VM_NS" link add "$br" type veth peer name eth0 netns "$ns" &&
+		ip -n "$VM_NS" link set "$br" master br0 &&
+		ip -n "$VM_NS" link set "$br" up &&
+		ip -n "$ns" link set lo up &&
+		ip -n "$ns" addr add "$2" dev eth0 &&
+		ip -n "$ns" link set eth0 up
 }
 
 vm_listening() {
@@ -237,7 +296,7 @@ vm_guest_initrd() {
 }
 
 vm_guest_start() {
-	local n=$1 script=$2 mode=script mem=256 secs=300 export=/ extra= files=() disk=()
+	local n=$1 script=$2 mode=script mem=256 secs=300 export=/ extra= files=() disk=() server=
 	shift 2
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -248,6 +307,7 @@ vm_guest_start() {
 		--timeout) secs=$2 && shift ;;
 		--export) export=$2 && shift ;;
 		--disk) disk=(-drive "file=$2,format=raw,if=virtio,cache=writeback") && shift ;;
+		--server) server=$2 && shift ;;
 		*)
 			echo "vm_guest_start: unknown option $1" >&2
 			return 1
@@ -255,7 +315,7 @@ vm_guest_start() {
 		esac
 		shift
 	done
-	local s=$VM_SERVER_IP tap=vmtap$n w=$VM_WORK/g$n
+	local s=${server:-$VM_SERVER_IP} tap=vmtap$n w=$VM_WORK/g$n
 	local opts="vers=3,proto=tcp,port=$VM_PORT,mountport=$VM_MOUNTPORT,mountproto=tcp"
 	opts+=",nolock,addr=$s,mountaddr=$s$extra"
 	vm_guest_initrd "$n" "$script" "$mode" "$export" "$opts" "${files[@]}" || return 1
@@ -342,13 +402,7 @@ vm_cleanup() {
 	for n in "${!VM_QPID[@]}"; do
 		[ -z "${VM_QPID[$n]}" ] || wait "${VM_QPID[$n]}" 2>/dev/null || true
 	done
-	# anything else the server command started in the namespace
-	for ((i = 0; i < 30; i++)); do
-		p=$(ip netns pids "$VM_NS" 2>/dev/null)
-		[ -n "$p" ] || break
-		kill -TERM $p 2>/dev/null || true
-		sleep 0.1
-	done
-	for p in $(ip netns pids "$VM_NS" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-	ip netns del "$VM_NS" 2>/dev/null || true
+	# anything else the server command started in the namespaces
+	for ((i = ${#VM_EXTRA_NS[@]} - 1; i >= 0; i--)); do vm_ns_kill "${VM_EXTRA_NS[i]}"; done
+	vm_ns_kill "$VM_NS"
 }
