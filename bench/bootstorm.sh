@@ -363,7 +363,10 @@ guest_start() {
 }
 
 # watch_guests DIR: until every guest is off; as each reaches multi-user, the host
-# time and its qemu's CPU ticks go to gN.mu
+# time and its qemu's CPU ticks go to gN.mu.  A guest still on 60 s after it
+# wrote its counters is stopped: its figures are in, and an emulated kernel
+# on a loaded host can hang in its power-off (a soft lockup of ksoftirqd was
+# seen once), which would hold the run until its timeout.
 watch_guests() {
 	local d=$1 n left qp
 	while :; do
@@ -373,6 +376,11 @@ watch_guests() {
 			if [ ! -e "$d/g$n.mu" ] && grep -q '@@BS_MULTIUSER' "$d/g$n.out"; then
 				qp=$(cat "$d/g$n.pid" 2>/dev/null || echo 0)
 				echo "$(date +%s.%N) $(cpu_of "$qp")" >"$d/g$n.mu"
+			fi
+			if [ -e "$d/g$n.mu" ] && [ "$(($(date +%s) - $(cut -d. -f1 "$d/g$n.mu")))" -gt 60 ] &&
+				grep -q '@@BS_END@@' "$d/g$n.out"; then
+				echo "bootstorm: guest $n still on 60 s after multi-user: stopped" >&2
+				qp=$(cat "$d/g$n.pid" 2>/dev/null) && kill -TERM "$qp" 2>/dev/null || true
 			fi
 			if kill -0 "${VM_QPID[$n]}" 2>/dev/null; then
 				left=$((left + 1))
