@@ -6,7 +6,8 @@
 #   build  build union-nfsd and serve and mount the demo (etc/demo.sh)
 #   tests  what tests/run.sh runs beyond that: the integration tests' tools, the
 #          kernel client in qemu, the fuzzer, the reference server
-#   bench  what bench/run.sh and bench/readdir_bench.sh run beyond build
+#   bench  what bench/run.sh, bench/readdir_bench.sh and bench/bootstorm.sh
+#          run beyond build
 #
 #   bash etc/install-deps.sh build          # etc/demo.sh
 #   bash etc/install-deps.sh build tests    # tests/run.sh
@@ -79,7 +80,7 @@ TESTS=(
 	keepalived
 )
 # bench: bench/run.sh (its table and data set in python3, its private network
-# and mount namespace) and bench/readdir_bench.sh.
+# and mount namespace), bench/readdir_bench.sh and bench/bootstorm.sh.
 BENCH=(
 	# the server compared with, and the private rpcbind it needs (with
 	# netbase's /etc/services, as in the tests group)
@@ -88,6 +89,11 @@ BENCH=(
 	# the XFS copy-up row
 	iperf3 xfsprogs
 	python3 util-linux mount iproute2
+	# bench/bootstorm.sh: the VM harness's guests (qemu, busybox-static,
+	# xz-utils for the kernel's modules), the Debian root they boot
+	# (debootstrap), and the rule that puts two gateways behind one address
+	# (nftables); tcpdump for its BOOTSTORM_PCAP
+	qemu-system-x86 busybox-static xz-utils debootstrap nftables tcpdump
 )
 
 say() { echo "install-deps.sh: $*" >&2; }
