@@ -594,7 +594,7 @@ void nsm_close(struct nsm *sm)
 {
 	if (!sm)
 		return;
-	if (sm->dir_fd > 0)
+	if (sm->dir_fd >= 0) /* set by the open before any failure */
 		close(sm->dir_fd);
 	for (size_t i = 0; i < sm->nrecs; i++)
 		rec_free(sm->recs[i]);
