@@ -273,7 +273,7 @@ static int walk_init(struct un_walk *w, struct un_export *ex)
 	w->ex = ex;
 	w->cur = NULL;
 	w->have = 0;
-	w->shared = w->ctop_ok = w->ntop_ok = false;
+	w->shared = w->ctop_ok = w->ntop_ok = w->drained = false;
 	w->buf = w->sbuf;
 	if (ex->nlayers + 1 > UN_RC_WALK_STAMPS)
 		w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
@@ -397,6 +397,7 @@ static int view_of(struct un_walk *w, struct un_obj **out)
 	atomic_init(&v->ref, 1);
 	v->cap = c->ninst;
 	v->owner = un_obj_get(w->cur);
+	atomic_init(&v->memo, NULL);
 	v->have_top = w->ctop_ok;
 	if (w->ctop_ok)
 		v->top = w->ctop;

@@ -131,6 +131,8 @@ void un_obj_put(struct un_obj *o)
 	else
 		for (size_t i = 0; i < o->ninst; i++)
 			un_sys_close(o->inst[i].fd);
+	if (!o->owner)
+		un_dirmemo_free(atomic_load(&o->memo));
 	free(o);
 }
 

@@ -542,13 +542,18 @@ static struct un_rc_stamp rc_stamp_of(const struct stat *st, uint16_t layer)
 }
 
 /* The stamp of FD; its stat to *KEEP too when KEEP. */
-static int rc_stamp_fd(int fd, uint16_t layer, struct un_rc_stamp *out, struct stat *keep)
+/* The stamp of W's cur's instance J (and its stat in KEEP): from the
+ * directory stat memo when cur is the cache's (watch.c rule 4). */
+static int rc_stamp_cur(struct un_walk *w, size_t j, struct un_rc_stamp *out,
+			struct stat *keep)
 {
 	struct stat st;
-	int err = un_sys_fstat(fd, &st);
+	int err = w->shared && S_ISDIR(w->cur->type)
+		      ? un_dir_fstat(w->ex, w->cur, j, &w->drained, &st)
+		      : un_sys_fstat(w->cur->inst[j].fd, &st);
 
 	if (!err) {
-		*out = rc_stamp_of(&st, layer);
+		*out = rc_stamp_of(&st, w->cur->inst[j].layer);
 		if (keep)
 			*keep = st;
 	}
@@ -570,8 +575,8 @@ int un_rc_stamps(struct un_walk *w, size_t n)
 	int err;
 
 	for (; w->have < n; w->have++) {
-		err = rc_stamp_fd(w->cur->inst[w->have].fd, w->cur->inst[w->have].layer,
-				  &w->cst[w->have], w->have ? NULL : &w->ctop);
+		err =
+		    rc_stamp_cur(w, w->have, &w->cst[w->have], w->have ? NULL : &w->ctop);
 		if (err)
 			return err; /* that one stays unknown */
 		w->ctop_ok |= w->have == 0;
@@ -697,12 +702,12 @@ static void rc_refresh(struct un_walk *w, const struct un_rc_entry *e)
 static bool rc_hit_dir(struct un_walk *w, const struct un_rc_entry *e,
 		       struct un_obj **next)
 {
-	const struct un_obj *o = e->obj;
+	struct un_obj *o = e->obj; /* its memo changes (watch.c rule 4) */
 	bool read = false;
 	struct stat st;
 
 	for (size_t j = 0; j < o->ninst; j++) {
-		if (un_sys_fstat(o->inst[j].fd, &st) ||
+		if (un_dir_fstat(w->ex, o, j, &w->drained, &st) ||
 		    !rc_same_dir_inst(w, e, j, &st, &read))
 			return false;
 		w->nst[j] = rc_stamp_of(&st, o->inst[j].layer);

@@ -135,24 +135,17 @@
 #include <time.h>
 
 #include "un_private.h"
+#include "watch.h"
 
 #define DENTS_BUF     (32u << 10)
 #define BUCKETS_MIN   256
 #define COOKIE_DOT    1
 #define COOKIE_DOTDOT 2
 #define COOKIE_FIRST  3
-#define WATCH_BUCKETS 1024 /* one set for the server: a few watches a union */
-#define EVENTS_BUF    (16u << 10)
 /* How long a remembered attribute may serve at most (invariant 8): the
  * bound on what no inotify event reports (a write through a shared mapping,
  * or through a link made elsewhere after the stat). */
 #define ATTR_TTL_NS 1000000000ll
-/* What a watch on a layer dir reports: every change of an entry's
- * attributes made through a name in that dir (IN_ACCESS for atime), and the
- * dir's own end. */
-#define WATCH_MASK                                                                       \
-	(IN_ACCESS | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |    \
-	 IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
 static atomic_uint hash_bits = 63;
 static _Atomic long long settle_ns = UN_LISTING_SETTLE_NS;
@@ -188,27 +181,6 @@ struct lattr {
 	long long at;
 };
 
-/* One inotify watch on a layer dir, shared by the listings that remember
- * attributes of its entries (REFS); GEN counts the events it reported. */
-struct watch {
-	int wd;
-	unsigned refs;
-	uint64_t gen;
-	bool dead; /* the kernel dropped it (IN_IGNORED): never trusted again */
-	struct watch *next;
-};
-
-/* The watches of a server (invariant 8), guarded by LOCK: one inotify
- * instance for every table's listings (invariant 10). */
-struct watches {
-	pthread_mutex_t lock;
-	int fd;	       /* inotify; < 0: unavailable, so no attribute is remembered */
-	bool opened;   /* fd and events were tried (watches_open) */
-	uint64_t lost; /* events the kernel dropped (IN_Q_OVERFLOW) */
-	struct watch *buckets[WATCH_BUCKETS];
-	char *events;
-};
-
 struct un_listing {
 	atomic_uint ref;
 	un_id dir;
@@ -226,12 +198,12 @@ struct un_listing {
 	struct lfh *fh;
 	/* remembered attributes (invariant 8), also guarded by nlock */
 	struct lattr *attr;
-	struct watch **w; /* one per layer dir of the stack, NW of them */
+	struct un_watch **w; /* one per layer dir of the stack, NW of them */
 	size_t nw;
-	struct watches *ws; /* whose watches W are */
-	int watch_err;	    /* not 0: this listing remembers no attribute */
-	bool settled;	    /* cached (invariant 3): worth remembering anything for */
-	bool ahead;	    /* its first page asked for every entry (invariant 9) */
+	struct un_watches *ws; /* whose watches W are */
+	int watch_err;	       /* not 0: this listing remembers no attribute */
+	bool settled;	       /* cached (invariant 3): worth remembering anything for */
+	bool ahead;	       /* its first page asked for every entry (invariant 9) */
 	/* cache links, guarded by the cache lock */
 	struct un_listing *hnext, *lprev, *lnext;
 	bool in_cache;
@@ -242,8 +214,8 @@ struct un_listing_cache {
 	struct un_listing **buckets; /* by dir id: all versions of a dir share one */
 	size_t nbuckets, count, bytes, limit;
 	struct un_listing *lru_head, *lru_tail; /* most recently used first */
-	struct watches *ws; /* the main table's cache's (invariant 10) */
-	bool ws_own;	    /* WS is this cache's, freed with it */
+	struct un_watches *ws; /* the main table's cache's (invariant 10) */
+	bool ws_own;	       /* WS is this cache's, freed with it */
 };
 
 /* ---- test hooks ---- */
@@ -260,31 +232,9 @@ void un_readdir_test_settle_ns(long long ns)
 
 /* ---- the cache ---- */
 
-/* A set of watches, its inotify instance not yet opened; NULL: ENOMEM. */
-static struct watches *watches_new(void)
+struct un_watches *un_state_watches(const struct un_state *st)
 {
-	struct watches *ws = un_sys_calloc(1, sizeof(*ws));
-
-	if (!ws)
-		return NULL;
-	pthread_mutex_init(&ws->lock, NULL);
-	ws->fd = -EBADF; /* opened on first use: watches_open */
-	return ws;
-}
-
-static void watches_free(struct watches *ws)
-{
-	for (size_t i = 0; i < WATCH_BUCKETS; i++)
-		while (ws->buckets[i]) { /* only from listings a caller still holds */
-			struct watch *w = ws->buckets[i];
-
-			ws->buckets[i] = w->next;
-			free(w);
-		}
-	un_sys_close(ws->fd);
-	free(ws->events);
-	pthread_mutex_destroy(&ws->lock);
-	free(ws);
+	return st->cache ? st->cache->ws : NULL;
 }
 
 int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache **out)
@@ -294,11 +244,11 @@ int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache 
 	if (!c)
 		return -ENOMEM;
 	c->buckets = un_sys_calloc(BUCKETS_MIN, sizeof(*c->buckets));
-	c->ws = main ? main->ws : watches_new();
+	c->ws = main ? main->ws : un_watches_new();
 	c->ws_own = !main;
 	if (!c->buckets || !c->ws) {
 		if (c->ws_own && c->ws)
-			watches_free(c->ws);
+			un_watches_free(c->ws);
 		free(c->buckets);
 		free(c);
 		return -ENOMEM;
@@ -309,8 +259,6 @@ int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache 
 	*out = c;
 	return 0;
 }
-
-static void watch_put(struct watches *ws, struct watch *w);
 
 static void listing_free(struct un_listing *l)
 {
@@ -323,7 +271,7 @@ static void listing_free(struct un_listing *l)
 	free(l->fh);
 	free(l->attr);
 	for (size_t i = 0; i < l->nw; i++)
-		watch_put(l->ws, l->w[i]);
+		un_watch_put(l->ws, l->w[i]);
 	free(l->w);
 	pthread_mutex_destroy(&l->nlock);
 	free(l);
@@ -478,7 +426,7 @@ void un_listing_cache_free(struct un_listing_cache *c)
 	pthread_mutex_destroy(&c->lock);
 	free(c->buckets);
 	if (c->ws_own)
-		watches_free(c->ws);
+		un_watches_free(c->ws);
 	free(c);
 }
 
@@ -1337,89 +1285,6 @@ int un_listing_ids(struct un_export *ex, struct un_obj *dir, const struct un_lis
 
 /* ---- remembered attributes (invariant 8) ---- */
 
-static struct watch **watch_slot(struct watches *ws, int wd)
-{
-	struct watch **pp = &ws->buckets[(unsigned)wd % WATCH_BUCKETS];
-
-	while (*pp && (*pp)->wd != wd)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-/* The watch of WD, shared; with WS's lock held. */
-static struct watch *watch_get(struct watches *ws, int wd)
-{
-	struct watch **pp = watch_slot(ws, wd), *w = *pp;
-
-	un_assert_locked(&ws->lock);
-	if (w && w->dead) { /* an old wd number the kernel gave out again */
-		*pp = w->next;
-		w->next = NULL;
-		w->wd = -1; /* its holders keep it, dead */
-		w = NULL;
-	}
-	if (!w) {
-		w = un_sys_calloc(1, sizeof(*w));
-		if (!w)
-			return NULL;
-		w->wd = wd;
-		w->next = ws->buckets[(unsigned)wd % WATCH_BUCKETS];
-		ws->buckets[(unsigned)wd % WATCH_BUCKETS] = w;
-	}
-	w->refs++;
-	return w;
-}
-
-static void watch_put(struct watches *ws, struct watch *w)
-{
-	struct watch **pp;
-
-	pthread_mutex_lock(&ws->lock);
-	if (--w->refs == 0) {
-		if (w->wd >= 0) {
-			pp = watch_slot(ws, w->wd);
-			if (*pp == w)
-				*pp = w->next;
-			if (!w->dead)
-				un_sys_inotify_unwatch(ws->fd, w->wd);
-		}
-		free(w);
-	}
-	pthread_mutex_unlock(&ws->lock);
-}
-
-/* Counts the pending events into their watches; with WS's lock held.  An
- * event about the layer dir itself changes none of its entries (reading it
- * to build a listing is one), unless the dir goes away. */
-static void watches_drain(struct watches *ws)
-{
-	const struct inotify_event *ev;
-	struct watch *w;
-	ssize_t n;
-
-	un_assert_locked(&ws->lock);
-	if (ws->fd < 0)
-		return; /* no watch exists, so no attribute is remembered */
-	while ((n = un_sys_read(ws->fd, ws->events, EVENTS_BUF)) > 0)
-		for (ssize_t off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
-			ev = (const struct inotify_event *)(ws->events + off);
-			if (ev->mask & IN_Q_OVERFLOW) {
-				ws->lost++;
-				continue;
-			}
-			w = *watch_slot(ws, ev->wd);
-			if (!w ||
-			    (ev->len == 0 &&
-			     !(ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))))
-				continue;
-			w->gen++;
-			if (ev->mask & IN_IGNORED)
-				w->dead = true;
-		}
-	if (n < 0 && n != -EAGAIN)
-		ws->lost++; /* events we could not read: trust nothing before */
-}
-
 /* The state of L's watches: it changes whenever one of them reports an
  * event, and is 0 (trusted never) when one is dead.  With WS's lock held. */
 static uint64_t watches_token(const struct un_state *st, const struct un_listing *l)
@@ -1437,46 +1302,12 @@ static uint64_t watches_token(const struct un_state *st, const struct un_listing
 	return t;
 }
 
-/* Filesystems whose every change passes the local kernel, so that inotify
- * sees it (a network or FUSE filesystem changes elsewhere). */
-static bool fs_local(long type)
-{
-	switch (type) {
-	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
-	case XFS_SUPER_MAGIC:
-	case BTRFS_SUPER_MAGIC:
-	case TMPFS_MAGIC:
-	case F2FS_SUPER_MAGIC:
-	case OVERLAYFS_SUPER_MAGIC: /* its own changes: its layers are not ours to change
-				     */
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* Opens WS's inotify instance and event buffer on the first listing that
- * wants them; with WS's lock held.  Opened lazily, so that a state which never
- * remembers an attribute holds none, and opening the state never fails for
- * want of what is only an optimisation.  A failure is kept: without inotify no
- * attribute is remembered. */
-static int watches_open(struct watches *ws)
-{
-	un_assert_locked(&ws->lock);
-	if (!ws->opened) {
-		ws->opened = true;
-		ws->events = un_sys_malloc(EVENTS_BUF);
-		ws->fd = ws->events ? un_sys_inotify_init() : -ENOMEM;
-	}
-	return ws->fd < 0 ? ws->fd : 0;
-}
-
 /* Watches every layer dir of DIR for L, once; with L's nlock held.  On
  * failure L remembers no attribute (L->watch_err). */
 static void attr_watch(struct un_state *st, struct un_listing *l,
 		       const struct un_obj *dir)
 {
-	struct watches *ws = st->cache->ws;
+	struct un_watches *ws = st->cache->ws;
 	long type;
 	int err, wd;
 
@@ -1484,7 +1315,7 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 	if (l->w || l->watch_err)
 		return;
 	pthread_mutex_lock(&ws->lock);
-	err = watches_open(ws);
+	err = un_watches_open(ws);
 	pthread_mutex_unlock(&ws->lock);
 	l->w = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->w));
 	if (!err && !l->w)
@@ -1492,13 +1323,13 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 	l->ws = ws;
 	for (size_t i = 0; !err && i < dir->ninst; i++) {
 		err = un_sys_fstype(dir->inst[i].fd, &type);
-		if (!err && !fs_local(type))
+		if (!err && !un_fs_local(type))
 			err = -EOPNOTSUPP;
 		pthread_mutex_lock(&ws->lock);
-		wd =
-		    err ? err : un_sys_inotify_watch(ws->fd, dir->inst[i].fd, WATCH_MASK);
+		wd = err ? err
+			 : un_sys_inotify_watch(ws->fd, dir->inst[i].fd, UN_WATCH_MASK);
 		err = wd < 0 ? wd : 0;
-		if (!err && !(l->w[l->nw] = watch_get(ws, wd)))
+		if (!err && !(l->w[l->nw] = un_watch_get(ws, wd)))
 			err = -ENOMEM;
 		if (!err)
 			l->nw++;
@@ -1651,7 +1482,7 @@ int un_listing_attrs(struct un_export *ex, struct un_obj *dir,
 		/* The token and the clock are read before any stat: a change
 		 * after them moves the token (or ages the entry) again. */
 		pthread_mutex_lock(&l->ws->lock);
-		watches_drain(l->ws);
+		un_watches_drain(l->ws);
 		token = watches_token(ex->st, l);
 		pthread_mutex_unlock(&l->ws->lock);
 	}

@@ -384,7 +384,7 @@ int un_sys_fstype(int fd, long *type)
 
 int un_sys_inotify_init(void)
 {
-	int err = un_sys_fault(UN_SYS_OPEN);
+	int err = un_sys_fault(UN_SYS_WATCH);
 
 	if (err)
 		return -err;
@@ -394,7 +394,7 @@ int un_sys_inotify_init(void)
 int un_sys_inotify_watch(int ifd, int fd, uint32_t mask)
 {
 	char path[PROC_FD_PATH_MAX];
-	int err = proc_fd_call(UN_SYS_OPEN, fd, path);
+	int err = proc_fd_call(UN_SYS_WATCH, fd, path);
 
 	if (err)
 		return err;
@@ -404,6 +404,15 @@ int un_sys_inotify_watch(int ifd, int fd, uint32_t mask)
 void un_sys_inotify_unwatch(int ifd, int wd)
 {
 	inotify_rm_watch(ifd, wd);
+}
+
+ssize_t un_sys_inotify_read(int ifd, void *buf, size_t n)
+{
+	int err = un_sys_fault(UN_SYS_WATCH);
+
+	if (err)
+		return -err;
+	return ret(read(ifd, buf, n));
 }
 
 ssize_t un_sys_read(int fd, void *buf, size_t n)

@@ -120,6 +120,7 @@ enum un_sys_op {
 	UN_SYS_COPY,	  /* copy_file_range */
 	UN_SYS_SEEK,	  /* lseek SEEK_DATA / SEEK_HOLE */
 	UN_SYS_LOCK,	  /* fcntl F_OFD_SETLK */
+	UN_SYS_WATCH,	  /* inotify_init1, inotify_add_watch */
 	UN_SYS_ANY,	  /* not a call: arms "the Nth seam call of any kind" */
 	UN_SYS_NOPS
 };
@@ -155,6 +156,8 @@ int un_sys_fstype(int fd, long *type);
 int un_sys_inotify_init(void);
 int un_sys_inotify_watch(int ifd, int fd, uint32_t mask);
 void un_sys_inotify_unwatch(int ifd, int wd);
+/* Reads pending events of inotify instance IFD (nonblocking). */
+ssize_t un_sys_inotify_read(int ifd, void *buf, size_t n);
 ssize_t un_sys_read(int fd, void *buf, size_t n);
 int un_sys_mkdirat(int dirfd, const char *name, mode_t mode);
 /* Writes all N bytes (retrying short writes). */
@@ -288,6 +291,7 @@ void un_count_listing(bool hit);
 /* ---- state.c: the state dir ---- */
 
 struct un_listing_cache; /* readdir.c */
+struct un_dirmemo;	 /* watch.c */
 struct un_change;	 /* sync.c */
 
 /* What every node table of a server shares (state.c rule 5 says why each
@@ -978,6 +982,9 @@ struct un_obj {
 	 * up; inst[0] is its file there, with the layer of the export's
 	 * bottom-most lower, which no write path takes for the upper. */
 	bool retired;
+	/* The stat memo of a directory the resolve cache shares (watch.c
+	 * rule 4), made on first use, freed with the object; NULL in a view. */
+	_Atomic(struct un_dirmemo *) memo;
 	struct un_inst inst[]; /* top-most first; a directory down to its first opaque */
 };
 
@@ -1171,6 +1178,8 @@ int un_open_write(struct un_export *ex, struct un_obj *o);
  * cache borrows the main table's, readdir.c invariant 10), or its own when
  * MAIN is NULL.  A cache is freed before the MAIN it borrows from. */
 int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache **out);
+/* The server's inotify watches (watch.h), which ST's listings use. */
+struct un_watches *un_state_watches(const struct un_state *st);
 void un_listing_cache_free(struct un_listing_cache *c);
 /* Sets the bound on the memory of ST's cached listings (evicting at once). */
 void un_listing_cache_limit(struct un_state *st, size_t bytes);
@@ -1186,5 +1195,15 @@ size_t un_listing_bytes(const struct un_listing *l);
 
 #define UN_FH_VERSION 1
 #define UN_FH_LEN     32
+
+/* ---- watch.c: the directory stat memo ---- */
+
+/* What fstat of instance J of directory O, an object the resolve cache
+ * shares, gives now: from O's memo where its watch proves it unchanged,
+ * else an fstat, remembered (watch.c rule 3).  *DRAINED: whether the
+ * caller's walk has drained the watches' events yet (set when this does). */
+int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained,
+		 struct stat *st);
+void un_dirmemo_free(struct un_dirmemo *m);
 
 #endif

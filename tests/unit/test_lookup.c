@@ -1006,6 +1006,62 @@ static void test_resolve_cache_grows_under_walks(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* Stat calls of one resolve of ID to a view, and the view's mode (or
+ * -errno). */
+static int resolve_stats(struct fx *fx, un_id id, unsigned long *stats)
+{
+	unsigned long s = un_sys_calls(UN_SYS_STAT);
+	struct un_obj *v;
+	struct un_attr a;
+	int rc = un_resolve_view(fx->ex, id, &v);
+
+	if (!rc) {
+		rc = un_getattr(fx->ex, v, &a);
+		un_obj_put(v);
+	}
+	*stats = un_sys_calls(UN_SYS_STAT) - s;
+	return rc ? rc : (int)(a.mode & 07777);
+}
+
+/* The directory stat memo (watch.c rule 3): a walk through directories the
+ * resolve cache holds stats none of them while their watches report
+ * nothing, and a change made in a layer behind the server's back shows at
+ * the next call: a mode changed (an event about the dir itself), a
+ * white-out made over the directory in the upper (an entry of its
+ * parent's), and a stat older than the TTL is taken again. */
+static void test_dir_stat_memo(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long stats;
+	un_id d;
+
+	un_lookup_test_settle_ns(SETTLE_TEST_NS);
+	t_file(fx, "l1/a/d/x", "x");
+	t_mkdir(fx, "u/a");
+	t_mkdir(fx, "w");
+	assert_int_equal(chmod(t_path(fx, "l1/a/d"), 0755), 0);
+	t_export(fx, "l1", "u", "w");
+	d = t_id(fx, "a/d");
+	usleep(SETTLE_WAIT_US);
+	assert_int_equal(resolve_stats(fx, d, &stats), 0755); /* remembers a, d */
+	assert_int_equal(resolve_stats(fx, d, &stats), 0755);
+	assert_int_equal(resolve_stats(fx, d, &stats), 0755);
+	assert_int_equal(stats, 0);
+	assert_int_equal(chmod(t_path(fx, "l1/a/d"), 0700), 0);
+	assert_int_equal(resolve_stats(fx, d, &stats), 0700);
+	assert_true(stats > 0);
+	usleep(SETTLE_WAIT_US);
+	assert_int_equal(resolve_stats(fx, d, &stats), 0700);
+	assert_int_equal(resolve_stats(fx, d, &stats), 0700);
+	assert_int_equal(stats, 0);
+	usleep(1100000); /* UN_DIRSTAT_TTL_NS */
+	assert_int_equal(resolve_stats(fx, d, &stats), 0700);
+	assert_true(stats > 0);
+	t_chr0(fx, "u/a/d"); /* a white-out over d */
+	assert_int_equal(resolve_stats(fx, d, &stats), -ESTALE);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* The size un_getattr gives of NAME in the view of directory DIR (or
  * -errno), looked up as the server's LOOKUP does: views both. */
 static long long view_size(struct fx *fx, un_id dir, const char *name)
@@ -1368,6 +1424,7 @@ int main(void)
 	    T_TEST(test_resolve_cache_grows_under_walks),
 	    T_TEST(test_resolve_cache_parent_gains_layer),
 	    T_TEST(test_resolve_cache_settle_by_ctime),
+	    T_TEST(test_dir_stat_memo),
 	    T_TEST(test_resolve_cache_dir_ctime_moves),
 	    T_TEST(test_resolve_cache_opaque_on_upper),
 	    T_TEST(test_resolve_cache_lower_opaque),

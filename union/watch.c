@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* watch.c - the server's inotify watches on layer dirs, and the directory
+ * stat memo they make possible.
+ *
+ * A walk (lookup.c) proves that a handle still names what it named by the
+ * stamps of every directory on its path (rcache.c rule 2): an fstat of each
+ * layer's part of each directory, about ten for a file two levels down a
+ * four-layer union, on every call.  A watch on a layer dir reports every
+ * change of the dir's stat as it is made, so a stat taken since its last
+ * event serves instead of a new one: one read of the inotify instance a
+ * call, instead of an fstat a part.
+ *
+ * Rules:
+ *  1. One inotify instance serves the server (readdir.c invariant 10); the
+ *     kernel gives one wd per inode, and a watch is shared by its holders
+ *     (listings, memo slots), the last of whom removes it.
+ *  2. GEN counts the events about the dir's entries (a name's attributes,
+ *     the name added, removed or renamed) and the dir's end; DGEN counts
+ *     those that change the dir's own stat: a name added, removed or
+ *     renamed (its mtime, ctime, size and link count) and every event about
+ *     the dir itself (IN_ATTRIB: mode, owner, times, xattrs such as the
+ *     opaque flag; IN_ACCESS: atime; its move, removal, or the end of the
+ *     watch).  The syscall that makes a change queues its event before it
+ *     returns, so a drain (un_watches_drain) counts every change whose
+ *     syscall returned before it.  An overflow of the queue counts in
+ *     LOST, which every holder compares too.
+ *  3. A memo slot (un_dir_fstat) belongs to one instance of a directory
+ *     object, and holds the stat an fstat of it gave, with the watch's DGEN
+ *     and the set's LOST read before that fstat and after a drain.  It
+ *     serves instead of an fstat when the caller's walk has drained once
+ *     since it began, DGEN and LOST are as the slot read them, the watch is
+ *     alive, and the stat is younger than UN_DIRSTAT_TTL_NS.  So what it
+ *     serves is what the fstat would give: a change of the dir after the
+ *     slot's fstat would have moved DGEN by the drain, and one between the
+ *     drain that preceded it and the fstat shows in the stat itself.
+ *  4. Only the resolve cache's directory objects have slots: they are
+ *     shared and long-lived, and hold their descriptors (which pin the
+ *     inodes, so a wd names the same dir as long as the slot holds it).
+ *     The slots go with the object (un_dirmemo_free).  A slot is behind a
+ *     try-lock: a busy one is an fstat, never a wait.
+ *  5. Only layers on local filesystems (un_fs_local) get a watch; a slot
+ *     whose watch cannot be had (no inotify, the watch limit) stats on
+ *     every call.  The TTL bounds what no event would report that we do
+ *     not know of: any stat is taken again at least that often.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/magic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "un_private.h"
+#include "watch.h"
+
+#define EVENTS_BUF	  (16u << 10)
+#define UN_DIRSTAT_TTL_NS 1000000000ll
+
+/* One instance's memo (rule 3), behind BUSY. */
+struct dirmemo_slot {
+	atomic_bool busy;
+	bool ok;	    /* ST holds, read at DGEN and LOST */
+	bool off;	    /* no watch to be had: fstat always */
+	struct un_watch *w; /* a reference, once added */
+	uint64_t dgen, lost;
+	long long at; /* CLOCK_MONOTONIC ns, before the fstat */
+	struct stat st;
+};
+
+/* The slots of one directory object, one per instance (rule 4). */
+struct un_dirmemo {
+	struct un_watches *ws;
+	size_t n;
+	struct dirmemo_slot slot[];
+};
+
+/* A set of watches, its inotify instance not yet opened; NULL: ENOMEM. */
+struct un_watches *un_watches_new(void)
+{
+	struct un_watches *ws = un_sys_calloc(1, sizeof(*ws));
+
+	if (!ws)
+		return NULL;
+	pthread_mutex_init(&ws->lock, NULL);
+	ws->fd = -EBADF; /* opened on first use: watches_open */
+	return ws;
+}
+
+void un_watches_free(struct un_watches *ws)
+{
+	for (size_t i = 0; i < UN_WATCH_BUCKETS; i++)
+		while (ws->buckets[i]) { /* only from listings a caller still holds */
+			struct un_watch *w = ws->buckets[i];
+
+			ws->buckets[i] = w->next;
+			free(w);
+		}
+	un_sys_close(ws->fd);
+	free(ws->events);
+	pthread_mutex_destroy(&ws->lock);
+	free(ws);
+}
+
+static struct un_watch **watch_slot(struct un_watches *ws, int wd)
+{
+	struct un_watch **pp = &ws->buckets[(unsigned)wd % UN_WATCH_BUCKETS];
+
+	while (*pp && (*pp)->wd != wd)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The watch of WD, shared; with WS's lock held. */
+struct un_watch *un_watch_get(struct un_watches *ws, int wd)
+{
+	struct un_watch **pp = watch_slot(ws, wd), *w = *pp;
+
+	un_assert_locked(&ws->lock);
+	if (w && w->dead) { /* an old wd number the kernel gave out again */
+		*pp = w->next;
+		w->next = NULL;
+		w->wd = -1; /* its holders keep it, dead */
+		w = NULL;
+	}
+	if (!w) {
+		w = un_sys_calloc(1, sizeof(*w));
+		if (!w)
+			return NULL;
+		w->wd = wd;
+		w->next = ws->buckets[(unsigned)wd % UN_WATCH_BUCKETS];
+		ws->buckets[(unsigned)wd % UN_WATCH_BUCKETS] = w;
+	}
+	w->refs++;
+	return w;
+}
+
+void un_watch_put(struct un_watches *ws, struct un_watch *w)
+{
+	struct un_watch **pp;
+
+	pthread_mutex_lock(&ws->lock);
+	if (--w->refs == 0) {
+		if (w->wd >= 0) {
+			pp = watch_slot(ws, w->wd);
+			if (*pp == w)
+				*pp = w->next;
+			if (!w->dead)
+				un_sys_inotify_unwatch(ws->fd, w->wd);
+		}
+		free(w);
+	}
+	pthread_mutex_unlock(&ws->lock);
+}
+
+/* Counts EV into W (rule 2). */
+static void count_event(struct un_watch *w, const struct inotify_event *ev)
+{
+	bool self = ev->len == 0;
+
+	if (self || (ev->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)))
+		w->dgen++;
+	if (!self || (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)))
+		w->gen++;
+	if (ev->mask & IN_IGNORED)
+		w->dead = true;
+}
+
+/* Counts the pending events into their watches; with WS's lock held. */
+void un_watches_drain(struct un_watches *ws)
+{
+	const struct inotify_event *ev;
+	struct un_watch *w;
+	ssize_t n;
+
+	un_assert_locked(&ws->lock);
+	if (ws->fd < 0)
+		return; /* no watch exists, so no attribute is remembered */
+	while ((n = un_sys_inotify_read(ws->fd, ws->events, EVENTS_BUF)) > 0)
+		for (ssize_t off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
+			ev = (const struct inotify_event *)(ws->events + off);
+			if (ev->mask & IN_Q_OVERFLOW) {
+				ws->lost++;
+				continue;
+			}
+			w = *watch_slot(ws, ev->wd);
+			if (w)
+				count_event(w, ev);
+		}
+	if (n < 0 && n != -EAGAIN)
+		ws->lost++; /* events we could not read: trust nothing before */
+}
+
+bool un_fs_local(long type)
+{
+	switch (type) {
+	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case F2FS_SUPER_MAGIC:
+	case OVERLAYFS_SUPER_MAGIC: /* its own changes: its layers are not ours to change
+				     */
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Opens WS's inotify instance and event buffer on the first holder that
+ * wants them; with WS's lock held.  Opened lazily, so that a state which never
+ * remembers an attribute holds none, and opening the state never fails for
+ * want of what is only an optimisation.  A failure is kept: without inotify no
+ * attribute is remembered. */
+int un_watches_open(struct un_watches *ws)
+{
+	un_assert_locked(&ws->lock);
+	if (!ws->opened) {
+		ws->opened = true;
+		ws->events = un_sys_malloc(EVENTS_BUF);
+		ws->fd = ws->events ? un_sys_inotify_init() : -ENOMEM;
+	}
+	return ws->fd < 0 ? ws->fd : 0;
+}
+
+/* ---- the directory stat memo ---- */
+
+static long long mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+void un_dirmemo_free(struct un_dirmemo *m)
+{
+	if (!m)
+		return;
+	for (size_t j = 0; j < m->n; j++)
+		if (m->slot[j].w)
+			un_watch_put(m->ws, m->slot[j].w);
+	free(m);
+}
+
+/* O's slots, made on first use; NULL without memory. */
+static struct un_dirmemo *memo_of(struct un_obj *o, struct un_watches *ws)
+{
+	struct un_dirmemo *m = atomic_load(&o->memo), *none = NULL;
+
+	if (m)
+		return m;
+	m = un_sys_calloc(1, sizeof(*m) + o->ninst * sizeof(m->slot[0]));
+	if (!m)
+		return NULL;
+	m->ws = ws;
+	m->n = o->ninst;
+	if (atomic_compare_exchange_strong(&o->memo, &none, m))
+		return m;
+	free(m); /* another thread's came first */
+	return none;
+}
+
+/* Gives slot S a watch on FD, or turns it off for good (rule 5). */
+static void slot_watch(struct un_watches *ws, struct dirmemo_slot *s, int fd)
+{
+	long type;
+	int wd = un_sys_fstype(fd, &type);
+
+	if (!wd && !un_fs_local(type))
+		wd = -EOPNOTSUPP;
+	pthread_mutex_lock(&ws->lock);
+	if (!wd)
+		wd = un_watches_open(ws);
+	if (!wd)
+		wd = un_sys_inotify_watch(ws->fd, fd, UN_WATCH_MASK);
+	if (wd >= 0)
+		s->w = un_watch_get(ws, wd);
+	pthread_mutex_unlock(&ws->lock);
+	s->off = !s->w;
+}
+
+/* Whether S's stat holds now (rule 3); the caller drained. */
+static bool slot_holds(const struct un_watches *ws, const struct dirmemo_slot *s,
+		       long long now)
+{
+	return s->ok && !s->w->dead && s->w->dgen == s->dgen && ws->lost == s->lost &&
+	       now - s->at < UN_DIRSTAT_TTL_NS;
+}
+
+/* Fills slot S from an fstat of FD (rule 3: the counts read first). */
+static int slot_fill(const struct un_watches *ws, struct dirmemo_slot *s, int fd,
+		     long long now, struct stat *st)
+{
+	uint64_t dgen = s->w->dgen, lost = ws->lost;
+	int err = un_sys_fstat(fd, st);
+
+	s->ok = !err;
+	if (!err) {
+		s->dgen = dgen;
+		s->lost = lost;
+		s->at = now;
+		s->st = *st;
+	}
+	return err;
+}
+
+int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained,
+		 struct stat *st)
+{
+	struct un_watches *ws = un_state_watches(ex->st);
+	struct un_dirmemo *m = ws ? memo_of(o, ws) : NULL;
+	struct dirmemo_slot *s = m && j < m->n ? &m->slot[j] : NULL;
+	long long now;
+	int err;
+
+	if (!s || s->off || atomic_exchange(&s->busy, true))
+		return un_sys_fstat(o->inst[j].fd, st);
+	if (!*drained) {
+		pthread_mutex_lock(&ws->lock);
+		un_watches_drain(ws);
+		pthread_mutex_unlock(&ws->lock);
+		*drained = true;
+	}
+	now = mono_ns();
+	if (!s->w)
+		slot_watch(ws, s, o->inst[j].fd);
+	if (s->w && slot_holds(ws, s, now)) {
+		*st = s->st;
+		err = 0;
+	} else {
+		err = s->w ? slot_fill(ws, s, o->inst[j].fd, now, st)
+			   : un_sys_fstat(o->inst[j].fd, st);
+	}
+	atomic_store(&s->busy, false);
+	return err;
+}
