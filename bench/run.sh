@@ -479,12 +479,11 @@ lower_of() {
 }
 
 # read_file_of SERVER [NAME]: the file the READ row (read4k's: NAME small)
-# reads, as it lies on disk.  Each
-# server's READ starts with it in the page cache and no writeback under way,
-# so the row measures the server and the network, not the disk: the 4-layer
-# servers share one file, and whichever read it first in a round paid for the
-# cache the write and copy-up rows had taken (u4 1,000-1,200 MB/s, u4a after it
-# on the same file 2,100-2,300).
+# reads, as it lies on disk.  Each server's READ starts with it in the page
+# cache and no writeback under way, so the row measures the server and the
+# network, not the disk: the 4-layer servers share one file, and whichever
+# read it first in a round paid for the cache the write and copy-up rows had
+# taken (u4 1,000-1,200 MB/s, u4a after it on the same file 2,100-2,300).
 read_file_of() {
 	local n=${2:-data} l=l2
 	[ "$n" = small ] && l=l3
