@@ -25,9 +25,18 @@
  *   lookup       LOOKUP in DIR of f%05d (must exist, size index % 997), and of
  *                gone%05d and stale%05d (must be NFS3ERR_NOENT: in the 4-layer
  *                union they are hidden by white-outs and an opaque directory)
+ *   access       ACCESS of the files DIR/f00000.. (handles looked up first,
+ *                untimed), asking for every right: READ, MODIFY and EXTEND
+ *                must be granted (to root, on these 0644 files), EXECUTE
+ *                and any right not asked for must not; post-op attributes,
+ *                when present, checked as getattr's
  *   readdirplus  whole listings of DIR, one page at a time (a listing is a
  *                chain of cookies); exactly file0000000..file{N-1} must come
  *                back, once each, each with attributes and a handle
+ *   listings     COUNT whole listings of a small DIR, DEPTH at once (each
+ *                slot a listing of its own), checked as readdirplus's, one
+ *                untimed first; counted per listing, and the READDIRPLUS
+ *                calls they took are printed (one each when DIR fits a page)
  *   createremove CREATE (GUARDED) then REMOVE of a name, COUNT pairs, in a
  *                fresh directory DIR/NAME that must be empty at the end
  *   renames      CREATE (GUARDED), RENAME to another name, REMOVE of that
@@ -42,6 +51,9 @@
  *                the size and every byte are read back
  *   read         sequential READs of DIR/NAME (SIZE bytes of the pattern);
  *                every byte is compared
+ *   reads        COUNT READs of IO bytes of DIR/NAME (SIZE bytes of the
+ *                pattern), item i at offset (i mod SIZE/IO) * IO, so a small
+ *                file is read over and over; every byte is compared
  *   copyup       one 1-byte WRITE (UNSTABLE) in the middle of DIR/NAME, a
  *                lower file of SIZE bytes in a union (its first change copies
  *                it up); timed alone; then the byte, its neighbours, the
@@ -104,6 +116,15 @@
 
 struct bench;
 
+/* Where a listing is: the cookie and verifier of its next page. */
+struct page {
+	uint64_t cookie;
+	char verf[NFS3_COOKIEVERFSIZE];
+	bool eof;
+	const char *prefix; /* names must be PREFIX + decimal index */
+	bool need_attr;
+};
+
 struct slot {
 	struct bench *b;
 	struct rpc_context *rpc;
@@ -111,6 +132,9 @@ struct slot {
 	int step;
 	struct fh fh; /* the file this item made (smallfiles) */
 	char verf[NFS3_WRITEVERFSIZE];
+	struct page pg;	     /* listings: the listing under way */
+	unsigned char *seen; /* listings: one byte per name, the slot's own */
+	uint64_t listed;     /* listings: names of this listing so far */
 };
 
 /* Issues the first call of ITEM on slot S; returns 0 or -1. */
@@ -136,6 +160,7 @@ struct bench {
 	struct fh *handles;  /* getattr: DIR/f%05d; smallfiles: the files */
 	unsigned char *seen; /* readdirplus / smallfiles listing: one per name */
 	uint64_t listed;     /* entries listed */
+	uint64_t pages;	     /* listings: READDIRPLUS calls */
 	char verf[NFS3_WRITEVERFSIZE];
 	bool have_verf;
 	bool collect;  /* lookup: fill handles[] from f%05d */
@@ -742,19 +767,56 @@ static int collect_handles(struct bench *b)
 	return 0;
 }
 
+/* ---- access over the handles of DIR/f%05d ---- */
+
+/* Every right ACCESS can ask for. */
+#define ACCESS_ASKED                                                                     \
+	(ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND |               \
+	 ACCESS3_DELETE | ACCESS3_EXECUTE)
+/* What root holds on a 0644 regular file: reading and writing, never
+ * executing (no one may).  LOOKUP and DELETE mean nothing for a
+ * non-directory (RFC 1813), so a server may grant them or not. */
+#define ACCESS_GRANTED (ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND)
+#define ACCESS_DENIED  ACCESS3_EXECUTE
+
+static void on_access(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	ACCESS3res *r = data;
+	ACCESS3resok *ok = &r->ACCESS3res_u.resok;
+	uint64_t i = s->item % b->files;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK)
+		fail(b, "ACCESS f%05" PRIu64 ": status %d", i, (int)r->status);
+	else if ((ok->access & ACCESS_GRANTED) != ACCESS_GRANTED ||
+		 (ok->access & (ACCESS_DENIED | ~(uint32_t)ACCESS_ASKED)))
+		fail(b, "ACCESS f%05" PRIu64 ": granted 0x%x, want 0x%x and not 0x%x", i,
+		     ok->access, ACCESS_GRANTED, ACCESS_DENIED);
+	else if (ok->obj_attributes.attributes_follow)
+		check_attr(b, &ok->obj_attributes.post_op_attr_u.attributes, i, "ACCESS");
+	slot_next(s);
+}
+
+static int issue_access(struct slot *s)
+{
+	struct bench *b = s->b;
+	ACCESS3args a = {.object = nfs_raw_fh3(&b->handles[s->item % b->files]),
+			 .access = ACCESS_ASKED};
+
+	return rpc_nfs3_access_async(s->rpc, on_access, &a, s);
+}
+
 /* ---- readdirplus: a listing is sequential (each page needs the cookie) ---- */
 
-struct page {
-	uint64_t cookie;
-	char verf[NFS3_COOKIEVERFSIZE];
-	bool eof;
-	const char *prefix; /* names must be PREFIX + decimal index */
-	bool need_attr;
-};
-
-/* Records one listed NAME; returns false (and fails) on a wrong one. */
-static bool list_name(struct bench *b, const char *name, const char *prefix,
-		      const fattr3 *attr, const nfs_fh3 *h)
+/* Records one listed NAME in SEEN (one byte per index) and LISTED; returns
+ * false (and fails) on a wrong one. */
+static bool list_name(struct bench *b, unsigned char *seen, uint64_t *listed,
+		      const char *name, const char *prefix, const fattr3 *attr,
+		      const nfs_fh3 *h)
 {
 	size_t pl = strlen(prefix);
 	char *end;
@@ -767,18 +829,41 @@ static bool list_name(struct bench *b, const char *name, const char *prefix,
 		fail(b, "listing: unexpected name %s", name);
 		return false;
 	}
-	if (b->seen[i]) {
+	if (seen[i]) {
 		fail(b, "listing: %s twice", name);
 		return false;
 	}
-	b->seen[i] = 1;
-	b->listed++;
+	seen[i] = 1;
+	(*listed)++;
 	if (b->handles && h && fh_set(&b->handles[i], h))
 		fail(b, "listing: handle of %s too long", name);
 	if (attr && b->size && attr->size != b->size)
 		fail(b, "listing: %s has size %" PRIu64 ", want %" PRIu64, name,
 		     (uint64_t)attr->size, b->size);
 	return !b->failed;
+}
+
+/* Checks the entries of one page of listing P (each name once, each with
+ * attributes and a handle) and moves P's cookie past them; false on a
+ * wrong one.  The verifier and eof are the caller's to take. */
+static bool page_entries(struct bench *b, struct page *p, unsigned char *seen,
+			 uint64_t *listed, const READDIRPLUS3resok *ok)
+{
+	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry) {
+		bool dot = !strcmp(e->name, ".") || !strcmp(e->name, "..");
+
+		if (!dot && (!e->name_attributes.attributes_follow ||
+			     !e->name_handle.handle_follows)) {
+			fail(b, "READDIRPLUS: %s without attributes or handle", e->name);
+			return false;
+		}
+		if (!list_name(b, seen, listed, e->name, p->prefix,
+			       dot ? NULL : &e->name_attributes.post_op_attr_u.attributes,
+			       dot ? NULL : &e->name_handle.post_op_fh3_u.handle))
+			return false;
+		p->cookie = e->cookie;
+	}
+	return true;
 }
 
 static void keep_rdp(void *data, void *out)
@@ -791,21 +876,8 @@ static void keep_rdp(void *data, void *out)
 		fail(b, "READDIRPLUS: status %d", (int)r->status);
 		return;
 	}
-	for (entryplus3 *e = r->READDIRPLUS3res_u.resok.reply.entries; e;
-	     e = e->nextentry) {
-		bool dot = !strcmp(e->name, ".") || !strcmp(e->name, "..");
-
-		if (!dot && (!e->name_attributes.attributes_follow ||
-			     !e->name_handle.handle_follows)) {
-			fail(b, "READDIRPLUS: %s without attributes or handle", e->name);
-			return;
-		}
-		if (!list_name(b, e->name, p->prefix,
-			       dot ? NULL : &e->name_attributes.post_op_attr_u.attributes,
-			       dot ? NULL : &e->name_handle.post_op_fh3_u.handle))
-			return;
-		p->cookie = e->cookie;
-	}
+	if (!page_entries(b, p, b->seen, &b->listed, &r->READDIRPLUS3res_u.resok))
+		return;
 	memcpy(p->verf, r->READDIRPLUS3res_u.resok.cookieverf, NFS3_COOKIEVERFSIZE);
 	p->eof = r->READDIRPLUS3res_u.resok.reply.eof;
 }
@@ -838,6 +910,69 @@ static int list_dir(struct bench *b, const char *prefix, uint64_t *pages)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- listings: whole listings of a small directory, DEPTH at once ---- */
+
+static void on_listing(struct rpc_context *rpc, int status, void *data, void *priv);
+
+/* The next page of the slot's listing; step 0 starts a new listing. */
+static int issue_listing(struct slot *s)
+{
+	struct bench *b = s->b;
+	READDIRPLUS3args a = {
+	    .dir = nfs_raw_fh3(&b->dirfh), .dircount = 16384, .maxcount = 65536};
+
+	if (s->step == 0) {
+		s->pg = (struct page){.prefix = "file"};
+		memset(s->seen, 0, b->files);
+		s->listed = 0;
+	}
+	a.cookie = s->pg.cookie;
+	memcpy(a.cookieverf, s->pg.verf, NFS3_COOKIEVERFSIZE);
+	return rpc_nfs3_readdirplus_async(s->rpc, on_listing, &a, s);
+}
+
+static void on_listing(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	READDIRPLUS3res *r = data;
+	READDIRPLUS3resok *ok = &r->READDIRPLUS3res_u.resok;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	b->pages++;
+	if (r->status != NFS3_OK) {
+		fail(b, "READDIRPLUS listing %" PRIu64 ": status %d", s->item,
+		     (int)r->status);
+	} else if (page_entries(b, &s->pg, s->seen, &s->listed, ok) && !ok->reply.eof) {
+		memcpy(s->pg.verf, ok->cookieverf, NFS3_COOKIEVERFSIZE);
+		s->step++;
+		slot_continue(s, issue_listing(s));
+		return;
+	} else if (!b->failed && s->listed != b->files) {
+		fail(b, "listing %" PRIu64 ": %" PRIu64 " names, want %" PRIu64, s->item,
+		     s->listed, b->files);
+	}
+	slot_next(s);
+}
+
+/* Runs COUNT listings on DEPTH slots, each slot checking its own names. */
+static int run_listings(struct bench *b)
+{
+	b->issue = issue_listing;
+	b->next = 0;
+	b->total = b->count;
+	b->busy = b->depth;
+	for (int i = 0; i < b->depth; i++) {
+		b->slots[i] = (struct slot){.b = b,
+					    .rpc = b->rpc[i % b->nconn],
+					    .seen = b->seen + (size_t)i * b->files};
+		slot_next(&b->slots[i]);
+	}
+	return loop(b, all_idle, NULL);
 }
 
 /* ---- create + remove pairs ---- */
@@ -1114,6 +1249,50 @@ static int read_all(struct bench *b, int depth)
 	return 0;
 }
 
+/* ---- reads: IO-byte READs cycling over a file ---- */
+
+/* Item I reads the (I mod chunks)th whole chunk of IO bytes. */
+static uint64_t reads_off(const struct bench *b, uint64_t item)
+{
+	return item % (b->size / b->io) * b->io;
+}
+
+static void on_reads(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+	struct slot *s = priv;
+	struct bench *b = s->b;
+	READ3res *r = data;
+	READ3resok *ok = &r->READ3res_u.resok;
+	uint64_t off = reads_off(b, s->item);
+	long long bad;
+
+	(void)rpc;
+	if (!slot_answered(s, status, data))
+		return;
+	if (r->status != NFS3_OK)
+		fail(b, "READ at %" PRIu64 ": status %d", off, (int)r->status);
+	else if (ok->count != b->io || ok->data.data_len != b->io)
+		fail(b, "READ at %" PRIu64 ": %u bytes, want %u", off, ok->count, b->io);
+	else if ((bad = pattern_check(ok->data.data_val, 0, off, b->io)) >= 0)
+		fail(b, "READ: wrong data at offset %" PRIu64, off + (uint64_t)bad);
+	else if (ok->file_attributes.attributes_follow &&
+		 ok->file_attributes.post_op_attr_u.attributes.size != b->size)
+		fail(b, "READ at %" PRIu64 ": size %" PRIu64 ", want %" PRIu64, off,
+		     (uint64_t)ok->file_attributes.post_op_attr_u.attributes.size,
+		     b->size);
+	slot_next(s);
+}
+
+static int issue_reads(struct slot *s)
+{
+	struct bench *b = s->b;
+	READ3args a = {.file = nfs_raw_fh3(&b->file),
+		       .offset = reads_off(b, s->item),
+		       .count = b->io};
+
+	return rpc_nfs3_read_async(s->rpc, on_reads, &a, s);
+}
+
 /* ---- copy-up ---- */
 
 static void keep_write1(void *data, void *out)
@@ -1236,6 +1415,18 @@ static int w_lookup(struct bench *b, struct result *r)
 	return 0;
 }
 
+static int w_access(struct bench *b, struct result *r)
+{
+	if (lookup_path(b, b->dir, &b->dirfh) || collect_handles(b))
+		return -1;
+	start_clock(b);
+	if (run_items(b, issue_access, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->count, "ops/s", 1};
+	return 0;
+}
+
 static int w_readdirplus(struct bench *b, struct result *r)
 {
 	uint64_t pages = 0;
@@ -1255,6 +1446,31 @@ static int w_readdirplus(struct bench *b, struct result *r)
 	fprintf(stderr, "readdirplus: %" PRIu64 " pages for %d passes\n", pages,
 		b->passes);
 	*r = (struct result){b->files * (uint64_t)b->passes, "entries/s", 1};
+	return 0;
+}
+
+/* A listing counts once however many calls it took; the calls are printed
+ * so that a reader knows whether its rate is one of calls. */
+static int w_listings(struct bench *b, struct result *r)
+{
+	uint64_t pages = 0;
+
+	b->seen = malloc(b->files * (size_t)b->depth);
+	b->size = 0;
+	if (!b->seen || lookup_path(b, b->dir, &b->dirfh))
+		return -1;
+	if (list_dir(b, "file", &pages)) /* untimed: builds a server's listing */
+		return -1;
+	b->pages = 0;
+	start_clock(b);
+	if (run_listings(b))
+		return -1;
+	stop_clock(b);
+	fprintf(stderr,
+		"listings: %" PRIu64 " READDIRPLUS calls for %" PRIu64
+		" listings of %" PRIu64 " names (%.2f a listing)\n",
+		b->pages, b->count, b->files, (double)b->pages / (double)b->count);
+	*r = (struct result){b->count, "listings/s", 1};
 	return 0;
 }
 
@@ -1395,6 +1611,27 @@ static int w_read(struct bench *b, struct result *r)
 		return -1;
 	stop_clock(b);
 	*r = (struct result){b->size, "MB/s", 1e-6};
+	return 0;
+}
+
+static int w_reads(struct bench *b, struct result *r)
+{
+	char path[1024];
+	fattr3 attr;
+
+	snprintf(path, sizeof(path), "%s/%s", b->dir, b->name);
+	if (lookup_path(b, path, &b->file) || getattr1(b, &b->file, &attr))
+		return -1;
+	if (attr.size != b->size || b->size < b->io) {
+		fail(b, "%s: size %" PRIu64 ", want %" PRIu64 " (at least %u)", path,
+		     (uint64_t)attr.size, b->size, b->io);
+		return -1;
+	}
+	start_clock(b);
+	if (run_items(b, issue_reads, b->count, b->depth))
+		return -1;
+	stop_clock(b);
+	*r = (struct result){b->count, "ops/s", 1};
 	return 0;
 }
 
@@ -1880,8 +2117,8 @@ static void usage(void)
 	    "         [--io=BYTES] [--dir=PATH] [--name=NAME] [--passes=N] [--pid=PID]\n"
 	    "         [--nlm-port=P] [--dirs]\n"
 	    "         "
-	    "null|getattr|lookup|readdirplus|createremove|renames|smallfiles|write|"
-	    "read|copyup|lockpairs\n"
+	    "null|getattr|lookup|access|readdirplus|listings|createremove|renames|"
+	    "smallfiles|write|read|reads|copyup|lockpairs\n"
 	    "       nfs_bench genfile PATH BYTES\n"
 	    "       nfs_bench memcpy [MIB]\n"
 	    "       nfs_bench localpairs DIR COUNT THREADS [sync|group]\n");
@@ -1982,12 +2219,15 @@ static const struct {
     {"null", w_null},
     {"getattr", w_getattr},
     {"lookup", w_lookup},
+    {"access", w_access},
     {"readdirplus", w_readdirplus},
+    {"listings", w_listings},
     {"createremove", w_createremove},
     {"renames", w_renames},
     {"smallfiles", w_smallfiles},
     {"write", w_write},
     {"read", w_read},
+    {"reads", w_reads},
     {"copyup", w_copyup},
     {"lockpairs", w_lockpairs},
 };

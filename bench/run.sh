@@ -25,7 +25,9 @@
 # rpcbind Ganesha insists on, its /run, and the XFS mount die with it.
 #
 # Sizes (env): ROUNDS=3 N_NULL1=30000 N_NULL=200000 N_ATTR=10000 (files)
-# N_ATTR_OPS=200000 N_BIG=100000 PASSES=2 N_PAIRS=20000 N_SMALL=10000
+# N_ATTR_OPS=200000 N_ONE=60000 (calls of the rows at 1 in flight)
+# N_LISTS=20000 (listings of the 50-name dir50/) R4K=8388608 (the file read4k
+# reads) N_BIG=100000 PASSES=2 N_PAIRS=20000 N_SMALL=10000
 # N_LOCKS=200000 SEQ=1073741824 CU=1073741824 DEPTH=32 IO_DEPTH=16 CONNS=1.
 # ONLY_ROWS="getattr lookup" and ONLY_SERVERS="u4 gan" narrow a run;
 # PERF_DIR=/abs/dir records a perf profile (cpu-clock, DWARF call graphs) of
@@ -70,11 +72,14 @@ if [ "$SMOKE" = 1 ]; then
 	: "${ROUNDS:=2}" "${N_NULL1:=300}" "${N_NULL:=2000}" "${N_ATTR:=200}" "${N_ATTR_OPS:=2000}"
 	: "${N_BIG:=2000}" "${PASSES:=1}" "${N_PAIRS:=300}" "${N_SMALL:=200}" "${N_LOCKS:=300}"
 	: "${SEQ:=$((4 << 20))}" "${CU:=$((8 << 20))}" "${IPERF_SECS:=1}"
+	: "${N_ONE:=300}" "${N_LISTS:=100}" "${R4K:=$((64 << 10))}"
 fi
 : "${ROUNDS:=3}" "${N_NULL1:=30000}" "${N_NULL:=200000}" "${N_ATTR:=10000}"
 : "${N_ATTR_OPS:=200000}" "${N_BIG:=100000}" "${PASSES:=2}" "${N_PAIRS:=20000}"
 : "${N_SMALL:=10000}" "${N_LOCKS:=200000}" "${SEQ:=1073741824}" "${CU:=1073741824}"
 : "${DEPTH:=32}" "${GANESHA_NLM:=apart}"
+: "${N_ONE:=60000}" "${N_LISTS:=20000}" "${R4K:=$((8 << 20))}"
+export DEPTH # the table's labels name it
 : "${IO_DEPTH:=16}" "${CONNS:=1}" "${IPERF_SECS:=5}"
 
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/nfs-bench.XXXXXX")
@@ -117,6 +122,8 @@ if layout == "plain":
         os.mknod("%s/file%07d" % (b, i), 0o644 | stat.S_IFREG)
     for s in ("seq", "cu", "work"):
         d(top + "/" + s)
+    for i in range(50):
+        f("%s/file%07d" % (d(top + "/dir50"), i))
     sys.exit(0)
 L = [top + "/l%d" % k for k in range(4)]
 # attr: f%05d over l0..l2; l2/attr is opaque (xattr), so l3's stale%05d and
@@ -155,6 +162,17 @@ f(L[1] + "/work/.wh..wh..opq")
 d(L[3] + "/work")
 for i in range(50):
     f(L[3] + "/work/junk%02d" % i, 1)
+# dir50: a merged directory in every layer, file i in layer i % 4, with
+# decoys of a quarter of them in l2 under l0's and 10 names of l3 whited
+# out in l1 (OCI)
+D = [d(l + "/dir50") for l in L]
+for i in range(50):
+    f("%s/file%07d" % (D[i % 4], i))
+    if i % 4 == 0:
+        f("%s/file%07d" % (D[2], i), 3)
+for i in range(10):
+    f("%s/hidden%02d" % (D[3], i))
+    f("%s/.wh.hidden%02d" % (D[1], i))
 PY
 }
 
@@ -175,8 +193,10 @@ setup_local() {
 	log "   trees: $((SECONDS - t_setup)) s"
 	mkdir -p "$T/u1/upper" "$T/u1/work" "$T/u4/upper" "$T/u4/work"
 	"$NFS_BENCH" genfile "$T/pattern-seq" "$SEQ"
+	"$NFS_BENCH" genfile "$T/pattern-r4k" "$R4K"
 	"$NFS_BENCH" genfile "$T/pattern-cu" "$CU"
 	put_big "$T/pattern-seq" "$T/plain/seq/data" "$T/u1/lower/seq/data" "$T/u4/l2/seq/data"
+	put_big "$T/pattern-r4k" "$T/plain/seq/small" "$T/u1/lower/seq/small" "$T/u4/l3/seq/small"
 	# Ganesha changes no layer: one file under every round's name will do
 	cp "$T/pattern-cu" "$T/plain/cu/f1"
 	for r in $(seq 2 "$ROUNDS"); do ln "$T/plain/cu/f1" "$T/plain/cu/f$r"; done
@@ -397,6 +417,12 @@ bench() {
 	null1) args=(--depth=1 --count="$N_NULL1" null) ;;
 	null32) args=(--depth="$DEPTH" --count="$N_NULL" null) ;;
 	getattr | lookup) args=(--depth="$DEPTH" --dir=attr --files="$N_ATTR" --count="$N_ATTR_OPS" "$w") ;;
+	getattr1 | lookup1 | access1) args=(--dir=attr --files="$N_ATTR" --count="$N_ONE" "${w%1}") ;;
+	access32) args=(--depth="$DEPTH" --dir=attr --files="$N_ATTR" --count="$N_ATTR_OPS" access) ;;
+	read4k1) args=(--io=4096 --dir=seq --name=small --size="$R4K" --count="$N_ONE" reads) ;;
+	read4k32) args=(--depth="$DEPTH" --io=4096 --dir=seq --name=small --size="$R4K" --count="$N_ATTR_OPS" reads) ;;
+	dir50-1) args=(--dir=dir50 --files=50 --count="$N_LISTS" listings) ;;
+	dir50-32) args=(--depth="$DEPTH" --dir=dir50 --files=50 --count="$N_LISTS" listings) ;;
 	readdirplus) args=(--dir=big --files="$N_BIG" --passes="$PASSES" readdirplus) ;;
 	createremove) args=(--depth="$DEPTH" --dir=work --name="cr-$r" --count="$N_PAIRS" createremove) ;;
 	smallfiles) args=(--depth="$DEPTH" --dir=work --name="sf-$r" --count="$N_SMALL" smallfiles) ;;
@@ -413,6 +439,7 @@ bench() {
 	case $w in
 	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
 	read) warm "$(read_file_of "$s")" ;;
+	read4k*) warm "$(read_file_of "$s" small)" ;;
 	esac
 	local prof=() tracer=
 	# PERF_DIR: a profile of the server while nfs_bench runs (PERF_EVENT,
@@ -435,6 +462,7 @@ bench() {
 	[ -n "$tracer" ] && { kill -INT "$tracer"; wait "$tracer" || true; }
 	echo "$out" | sed -n "s/^RESULT /server=$s round=$r row=$w /p" >>"$T/results"
 	log "   $s $w: $(echo "$out" | sed -n 's/.* rate=\([^ ]*\) unit=\([^ ]*\) .*/\1 \2/p') ($((SECONDS - t0)) s)"
+	[[ $w == dir50-* ]] && log "      $(cat "$T/bench.err")" # calls a listing
 	drop_written "$s" "$w" "$r"
 }
 
@@ -450,18 +478,20 @@ lower_of() {
 	esac
 }
 
-# read_file_of SERVER: the file the READ row reads, as it lies on disk.  Each
-# server's READ starts with it in the page cache and no writeback under way,
-# so the row measures the server and the network, not the disk: the 4-layer
-# servers share one file, and whichever read it first in a round paid for the
-# cache the write and copy-up rows had taken (u4 1,000-1,200 MB/s, u4a after it
-# on the same file 2,100-2,300).
+# read_file_of SERVER [NAME]: the file the READ row (read4k's: NAME small)
+# reads, as it lies on disk.  Each server's READ starts with it in the page
+# cache and no writeback under way, so the row measures the server and the
+# network, not the disk: the 4-layer servers share one file, and whichever
+# read it first in a round paid for the cache the write and copy-up rows had
+# taken (u4 1,000-1,200 MB/s, u4a after it on the same file 2,100-2,300).
 read_file_of() {
+	local n=${2:-data} l=l2
+	[ "$n" = small ] && l=l3
 	case $1 in
-	u1) echo "$T/u1/lower/seq/data" ;;
-	u4 | u4a) echo "$T/u4/l2/seq/data" ;;
-	gan) echo "$T/plain/seq/data" ;;
-	*) echo "$T/plain-unfs/seq/data" ;;
+	u1) echo "$T/u1/lower/seq/$n" ;;
+	u4 | u4a) echo "$T/u4/$l/seq/$n" ;;
+	gan) echo "$T/plain/seq/$n" ;;
+	*) echo "$T/plain-unfs/seq/$n" ;;
 	esac
 }
 
@@ -557,7 +587,8 @@ start_unfs
 [ -n "$UNFS_NOTE" ] && log "== $UNFS_NOTE"
 log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
 
-ROWS=(null1 null32 getattr lookup readdirplus createremove lockpairs smallfiles write read copyup-local)
+ROWS=(null1 null32 getattr1 getattr lookup1 lookup access1 access32 read4k1 read4k32 dir50-1 dir50-32
+	readdirplus createremove lockpairs smallfiles write read copyup-local)
 [ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
 # ONLY_ROWS / ONLY_SERVERS (space-separated) narrow a run, e.g. for a profile
 [ -n "${ONLY_ROWS:-}" ] && read -ra ROWS <<<"$ONLY_ROWS"
@@ -588,19 +619,26 @@ done
 echo
 echo "nfs_bench, $START, $(nproc) CPUs; load average before: $LOAD0, after each round: ${LOADS[*]}"
 echo "sizes: rounds=$ROUNDS null1=$N_NULL1 null32=$N_NULL attr files=$N_ATTR ops=$N_ATTR_OPS" \
+	"one=$N_ONE lists=$N_LISTS r4k=$R4K" \
 	"big=$N_BIG x$PASSES pairs=$N_PAIRS locks=$N_LOCKS small=$N_SMALL seq=$SEQ cu=$CU depth=$DEPTH" \
 	"io_depth=$IO_DEPTH conns=$CONNS"
 python3 - "$T/results" "${SERVERS[*]}" <<'PY'
-import statistics, sys
+import os, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     kv = dict(x.split("=", 1) for x in line.split())
     rows.setdefault((kv["row"], kv["server"]), []).append(kv)
 servers = sys.argv[2].split()
-order = ["null1", "null32", "getattr", "lookup", "readdirplus", "createremove",
+order = ["null1", "null32", "getattr1", "getattr", "lookup1", "lookup", "access1",
+         "access32", "read4k1", "read4k32", "dir50-1", "dir50-32", "readdirplus", "createremove",
          "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
-label = {"null1": "NULL, 1 outstanding", "null32": "NULL, 32 outstanding",
-         "getattr": "GETATTR, 32 outst.", "lookup": "LOOKUP, 32 outst.",
+D = os.environ.get("DEPTH", "32")  # calls in flight of the rows not at 1
+label = {"null1": "NULL, 1 outstanding", "null32": "NULL, %s outstanding" % D,
+         "getattr1": "GETATTR, 1 outstanding", "getattr": "GETATTR, %s outst." % D,
+         "lookup1": "LOOKUP, 1 outstanding", "lookup": "LOOKUP, %s outst." % D,
+         "access1": "ACCESS, 1 outstanding", "access32": "ACCESS, %s outst." % D,
+         "read4k1": "READ 4k, 1 outstanding", "read4k32": "READ 4k, %s outst." % D,
+         "dir50-1": "READDIRPLUS 50, 1 outst.", "dir50-32": "READDIRPLUS 50, %s outst." % D,
          "readdirplus": "READDIRPLUS 100k dir", "createremove": "CREATE+REMOVE pairs",
          "lockpairs": "LOCK+UNLOCK pairs",
          "smallfiles": "small files C+W4k+C", "write": "seq WRITE+COMMIT, 16",
