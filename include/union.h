@@ -272,8 +272,9 @@ int un_resolve(struct un_export *ex, un_id id, struct un_obj **out);
  * in it, its id) within one call (a request): *out is a view that shares
  * the descriptors of the engine's cache (no copy of them) and carries what
  * the resolve read (un_getattr gives the attributes the resolve saw).
- * Nothing may change it (no copy-up, no change of a name in it).  Caller
- * owns a reference (un_obj_put). */
+ * Nothing may change it (no copy-up, no change of a name in it), and
+ * nothing may read a non-directory's data through it: it may hold no
+ * descriptor.  Caller owns a reference (un_obj_put). */
 int un_resolve_view(struct un_export *ex, un_id id, struct un_obj **out);
 /* Looks NAME up in DIR, top layer to bottom, stopping at a white-out, a
  * non-directory or an opaque directory.  "." and ".." are understood (".." of

@@ -273,7 +273,7 @@ static int walk_init(struct un_walk *w, struct un_export *ex)
 	w->ex = ex;
 	w->cur = NULL;
 	w->have = 0;
-	w->shared = w->ctop_ok = w->ntop_ok = w->drained = false;
+	w->shared = w->ctop_ok = w->ntop_ok = w->drained = w->no_fd = false;
 	w->buf = w->sbuf;
 	if (ex->nlayers + 1 > UN_RC_WALK_STAMPS)
 		w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
@@ -437,8 +437,11 @@ static int resolve_walk(struct un_walk *w, const struct un_node_hop *hops, size_
 	w->shared = true;
 	w->ctop_ok = w->ntop_ok = false;
 	err = un_rc_root(w->ex, &w->cur);
-	for (size_t i = 1; i < n && !err; i++)
+	for (size_t i = 1; i < n && !err; i++) {
+		w->no_fd = view && i == n - 1;
 		err = walk_hop(w, &hops[i]);
+	}
+	w->no_fd = false;
 	if (!err)
 		err = walk_out(w, view, out);
 	un_obj_put(w->cur);
@@ -564,7 +567,9 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 		memcpy(w.cst, dir->stamps, dir->ninst * sizeof(w.cst[0]));
 		w.have = dir->ninst;
 	}
+	w.no_fd = view;
 	err = walk_cached(&w, un_rn_get(ex, dir->id, name, len), NULL);
+	w.no_fd = false;
 	if (err == 0)
 		err = walk_lookup(&w, name, len);
 	else if (err == 1)

@@ -82,6 +82,13 @@
  *     so the cache stays about at its budget and still follows the
  *     working set.
  *
+ * 14. A hit on a non-directory's entry that ends a view's walk (the server's
+ *     GETATTR, ACCESS and LOOKUP read only its attributes and id) stats
+ *     the name in the parent's instance (fstatat, no symlink followed: one
+ *     validated component) instead of opening it: the object it gives has
+ *     no descriptor (-1), which a view's callers never use (include/union.h,
+ *     un_resolve_view).  Rule 6's check is the same, on the same stat.
+ *
  * What ctime does not cover (opaque.c, "not covered") this does not either.
  */
 #define _GNU_SOURCE
@@ -768,10 +775,18 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 
 	if (pi->layer != e->st[e->nvis].layer)
 		return false;
-	fd = un_sys_open_beneath(pi->fd, e->name, O_PATH);
-	if (fd < 0)
-		return false;
-	if (!un_sys_fstat(fd, &st) && rc_same_file(e, &st))
+	if (w->no_fd) { /* rule 14 */
+		fd = -1;
+		if (un_sys_fstatat(pi->fd, e->name, &st, AT_SYMLINK_NOFOLLOW))
+			return false;
+	} else {
+		fd = un_sys_open_beneath(pi->fd, e->name, O_PATH);
+		if (fd < 0 || un_sys_fstat(fd, &st)) {
+			un_sys_close(fd);
+			return false;
+		}
+	}
+	if (rc_same_file(e, &st))
 		o = un_obj_new(1, &who);
 	if (!o) {
 		un_sys_close(fd);

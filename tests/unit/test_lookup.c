@@ -1062,6 +1062,42 @@ static void test_dir_stat_memo(void **state)
 	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
+/* A view of a non-directory that the resolve cache finds (rcache.c rule
+ * 14) opens nothing: its name is stat'ed in the parent's instance, and a
+ * change of the file (its size) or of its name (another file put there)
+ * shows at the next call. */
+static void test_file_view_opens_nothing(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	struct un_obj *v;
+	struct un_attr a;
+	un_id f;
+
+	un_lookup_test_settle_ns(SETTLE_TEST_NS);
+	t_file(fx, "l1/a/f", "four");
+	t_mkdir(fx, "u");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1", "u", "w");
+	f = t_id(fx, "a/f");
+	usleep(SETTLE_WAIT_US);
+	resolve_calls(fx, f, 1, &opens, &xattrs); /* remembers a and f */
+	resolve_calls(fx, f, 1, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	t_file(fx, "l1/a/f", "seven!!"); /* the same inode, rewritten */
+	assert_int_equal(un_resolve_view(fx->ex, f, &v), 0);
+	assert_int_equal(un_getattr(fx->ex, v, &a), 0);
+	assert_int_equal(a.size, 7);
+	un_obj_put(v);
+	t_rm(fx, "l1/a/f");
+	t_file(fx, "l1/a/f", "x"); /* another inode under the name: its size */
+	assert_int_equal(un_resolve_view(fx->ex, f, &v), 0);
+	assert_int_equal(un_getattr(fx->ex, v, &a), 0);
+	assert_int_equal(a.size, 1);
+	un_obj_put(v);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
+}
+
 /* The size un_getattr gives of NAME in the view of directory DIR (or
  * -errno), looked up as the server's LOOKUP does: views both. */
 static long long view_size(struct fx *fx, un_id dir, const char *name)
@@ -1425,6 +1461,7 @@ int main(void)
 	    T_TEST(test_resolve_cache_parent_gains_layer),
 	    T_TEST(test_resolve_cache_settle_by_ctime),
 	    T_TEST(test_dir_stat_memo),
+	    T_TEST(test_file_view_opens_nothing),
 	    T_TEST(test_resolve_cache_dir_ctime_moves),
 	    T_TEST(test_resolve_cache_opaque_on_upper),
 	    T_TEST(test_resolve_cache_lower_opaque),
