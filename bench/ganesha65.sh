@@ -5,10 +5,12 @@
 #
 # The root: debootstrap --variant=minbase trixie (debootstrap's default
 # mirror), then, chrooted, apt-get install --no-install-recommends
-# nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common.  The host's apt sources are
-# not touched: apt inside reads the root's own sources.list, the one
-# debootstrap wrote.  Services are not started inside (policy-rc.d says no).
-# About 300 MB and 3-6 min once, most of it downloads.
+# nfs-ganesha nfs-ganesha-vfs, rpcbind, nfs-common (rpcinfo, rpc.statd) and
+# netbase (/etc/services: Ganesha's lock manager looks up "sunrpc" to find
+# rpc.statd).  The host's apt sources are not touched: apt inside reads the
+# root's own sources.list, the one debootstrap wrote.  Services are not
+# started inside (policy-rc.d says no).  About 130 MB and 40 s once, most of
+# it downloads, on a fast link.
 #
 # Made in a directory beside the cache and renamed into place; the marker
 # $G65_CACHE/complete is written last, so a root without it is not used.
@@ -21,10 +23,10 @@
 # Env: G65_CACHE (default /var/cache/union-nfsd-bench/trixie-ganesha).
 set -euo pipefail
 # Raise when what the root holds changes: roots of older versions are remade.
-G65_VERSION=1
+G65_VERSION=3
 CACHE=${G65_CACHE:-/var/cache/union-nfsd-bench/trixie-ganesha}
 ROOT=$CACHE/root
-PKGS="nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common"
+PKGS="nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common netbase"
 
 die() {
 	echo "ganesha65.sh: $*" >&2
@@ -70,6 +72,9 @@ make_root() {
 	# Ganesha's VFS export reads the mount table from /etc/mtab (see
 	# etc/install-deps.sh); a root made without systemd lacks the link
 	ln -sfn ../proc/self/mounts "$r/etc/mtab"
+	# Ganesha's lock manager finds rpc.statd at "localhost"; debootstrap
+	# writes no hosts file
+	printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$r/etc/hosts"
 	rm -rf "$r/var/lib/apt/lists/"* "$r/usr/share/doc" "$r/usr/share/man" "$r/usr/share/info"
 	rm -rf "$ROOT"
 	mv "$r" "$ROOT"
