@@ -479,6 +479,8 @@ bench() {
 			--nlm-port="${NLM_PORT[$t]}" lockpairs)
 		;;
 	esac
+	# gan and g65 share one tree: g65's directories of new files are its own
+	[ "$s" = g65 ] && [[ $w == @(createremove|smallfiles) ]] && args=("${args[@]/#--name=/--name=g65-}")
 	case $w in
 	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
 	read) warm "$(read_file_of "$s")" ;;
