@@ -46,12 +46,14 @@
 # rpc.statd on the private rpcbind (it refuses every LOCK, NLM4_DENIED_NOLOCKS,
 # when SM_MON fails).  GANESHA_NLM=apart (default): a second Ganesha with NLM
 # answers gan's lockpairs row, gan itself runs without, as before; on: one
-# Ganesha with NLM for every row; off: no lock row for Ganesha.
+# Ganesha with NLM for every row; off: no lock row for Ganesha.  g65 alike
+# (g65l its second Ganesha, on gan's rpc.statd).
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
 # A full run first installs what it needs (etc/install-deps.sh build bench) and
 # makes g65's root if it is not cached (bench/ganesha65.sh, about 40 s);
 # --smoke installs nothing (ctest runs it, after tests/run.sh installed build and
-# tests) and leaves g65 out unless its root is cached.  Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
+# tests) and leaves g65 out unless its root is cached (G65_CACHE: where).
+# Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
 set -euo pipefail
 SMOKE=0
 [ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
