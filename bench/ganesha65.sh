@@ -14,7 +14,7 @@
 #
 # Made in a directory beside the cache and renamed into place; the marker
 # $G65_CACHE/complete is written last, so a root without it is not used.
-# Idempotent: a complete root of this version is left alone (a few ms); two
+# Idempotent: a complete root of this version is left alone (under 0.1 s); two
 # callers at once take turns on $G65_CACHE/.lock and the second finds it made.
 #
 # Prints the root's directory on stdout and Ganesha's version on stderr.
