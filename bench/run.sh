@@ -15,6 +15,8 @@
 #        exports(5) rule option `async`: changes are answered before they
 #        reach the disk (u4 is `sync`, the default: durable at the reply)
 #   gan  NFS-Ganesha (nfs-ganesha-vfs), NFSv3 only, on the plain tree
+#   g65  NFS-Ganesha 6.5 (Debian 13's), chrooted in a cached debootstrap root
+#        (bench/ganesha65.sh), gan's settings, the same plain tree
 #   unfs unfs3, if `unfsd` is installed (Debian 12 has no unfs3 package)
 # Each server has two exports: the tree on the local filesystem (whatever holds
 # $TMPDIR, default /var/tmp) and the copy-up files on a loop-mounted XFS image
@@ -46,11 +48,14 @@
 # rpc.statd on the private rpcbind (it refuses every LOCK, NLM4_DENIED_NOLOCKS,
 # when SM_MON fails).  GANESHA_NLM=apart (default): a second Ganesha with NLM
 # answers gan's lockpairs row, gan itself runs without, as before; on: one
-# Ganesha with NLM for every row; off: no lock row for Ganesha.
+# Ganesha with NLM for every row; off: no lock row for Ganesha.  g65 alike
+# (g65l its second Ganesha, on gan's rpc.statd).
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
-# A full run first installs what it needs (etc/install-deps.sh build bench);
+# A full run first installs what it needs (etc/install-deps.sh build bench) and
+# makes g65's root if it is not cached (bench/ganesha65.sh, about 40 s);
 # --smoke installs nothing (ctest runs it, after tests/run.sh installed build and
-# tests).  Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
+# tests) and leaves g65 out unless its root is cached (G65_CACHE: where).
+# Exit 77 (skipped) when not root or nfs-ganesha-vfs is missing.
 set -euo pipefail
 SMOKE=0
 [ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
@@ -59,6 +64,10 @@ SMOKE=0
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (namespaces, mounts); skipped" >&2; exit 77; }
 [ "$SMOKE" = 1 ] || [ "${NFS_BENCH_INNER:-}" = 1 ] ||
 	bash "$(dirname "$(realpath "$0")")/../etc/install-deps.sh" build bench </dev/null >&2
+# g65's root, made outside the private network namespace (debootstrap downloads)
+[ "$SMOKE" = 1 ] || [ "${NFS_BENCH_INNER:-}" = 1 ] ||
+	bash "$(dirname "$(realpath "$0")")/ganesha65.sh" </dev/null >/dev/null ||
+	echo "run.sh: no trixie root for g65 (bench/ganesha65.sh failed); g65 left out" >&2
 dpkg -L nfs-ganesha-vfs 2>/dev/null | grep -q 'libfsalvfs.so$' ||
 	{ echo "run.sh: nfs-ganesha-vfs not installed; skipped" >&2; exit 77; }
 command -v rpcbind >/dev/null || { echo "run.sh: rpcbind missing; skipped" >&2; exit 77; }
@@ -85,9 +94,11 @@ export DEPTH # the table's labels name it
 T=$(mktemp -d "${TMPDIR:-/var/tmp}/nfs-bench.XXXXXX")
 X=$T/xfs # mount point of the reflink filesystem
 PIDS=()
+UMOUNTS=() # unmounted in reverse order, after every server stopped
 cleanup() {
 	local rc=$?
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+	for ((i = ${#UMOUNTS[@]} - 1; i >= 0; i--)); do umount -R "${UMOUNTS[i]}" || true; done
 	mountpoint -q "$X" && umount "$X"
 	rm -rf "$T"
 	exit "$rc"
@@ -293,13 +304,16 @@ start_rpcbind() {
 	for _ in $(seq 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done
 }
 
-# start_ganesha NAME NFS_PORT MNT_PORT NLM_PORT: a Ganesha on the plain tree,
-# its lock manager on NLM_PORT (0: none).  NAME gan is the table's; ganl, a
+# start_ganesha NAME NFS_PORT MNT_PORT NLM_PORT [ROOT]: a Ganesha on the plain
+# tree, its lock manager on NLM_PORT (0: none).  NAME gan is the table's; ganl, a
 # second one with NLM (GANESHA_NLM=apart), serves only gan's lockpairs row.
+# ROOT: the Ganesha chrooted there (g65), where $T is /srv (start_g65).
 start_ganesha() {
-	local n=$1 nfs=$2 mnt=$3 nlm=$4 plugins g=$T/ganesha${1#gan}
-	plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
-	mkdir -p "$g/recovery"
+	local n=$1 nfs=$2 mnt=$3 nlm=$4 root=${5:-} plugins top=$T in=() g
+	[ -n "$root" ] && top=/srv in=(chroot "$root")
+	g=$top/ganesha-$n
+	plugins=$(dirname "$("${in[@]}" dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
+	mkdir -p "$T/ganesha-$n/recovery"
 	export_block() { # ID PATH
 		cat <<CONF
 EXPORT {
@@ -317,34 +331,34 @@ NFS_CORE_PARAM {
 	Protocols = 3; NFS_Port = $nfs; MNT_Port = $mnt; # the namespace has only lo
 	NLM_Port = $nlm; Enable_NLM = $([ "$nlm" != 0 ] && echo true || echo false);
 	Enable_RQUOTA = false; Enable_UDP = false;
-	Plugins_Dir = $plugins;
+	Plugins_Dir = $plugins;$([ -n "$root" ] && printf '\n\t%s' "$G65_CORE")
 }
 NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $g/recovery; }
 LOG { Default_Log_Level = EVENT; }
 CONF
 		[ -n "${GANESHA_ENTRIES:-}" ] &&
 			printf 'MDCACHE { Entries_HWMark = %s; }\n' "$GANESHA_ENTRIES"
-		export_block 1 "$T/plain"
-		[ "$HAVE_XFS" = 1 ] && [ "$n" = gan ] && export_block 2 "$X/plain"
-	} >"$g/ganesha.conf"
-	ganesha.nfsd -F -f "$g/ganesha.conf" -L "$g/ganesha.log" -p "$g/ganesha.pid" -N NIV_EVENT &
+		export_block 1 "$top/plain"
+		[ "$HAVE_XFS" = 1 ] && [[ $n == @(gan|g65) ]] && export_block 2 "$top/xfs/plain"
+	} >"$T/ganesha-$n/ganesha.conf"
+	"${in[@]}" ganesha.nfsd -F -f "$g/ganesha.conf" -L "$g/ganesha.log" -p "$g/ganesha.pid" -N NIV_EVENT &
 	SPID[$n]=$!
 	PIDS+=("${SPID[$n]}")
 	NFS_PORT[$n]=$nfs MOUNT_PORT[$n]=$mnt
 	[ "$nlm" != 0 ] && NLM_PORT[$n]=$nlm
-	EXP_LOCAL[$n]=$T/plain EXP_XFS[$n]=$X/plain
+	EXP_LOCAL[$n]=$top/plain EXP_XFS[$n]=$top/xfs/plain
 	# ganesha answers MOUNT only once its exports are up: wait for a NULL that works
 	for _ in $(seq 100); do
-		if "$NFS_BENCH" --nfs-port="$nfs" --mount-port="$mnt" --export="$T/plain" --count=1 \
+		if "$NFS_BENCH" --nfs-port="$nfs" --mount-port="$mnt" --export="$top/plain" --count=1 \
 			null >/dev/null 2>&1; then
-			[ "$n" = gan ] && SERVERS+=(gan)
+			[[ $n == @(gan|g65) ]] && SERVERS+=("$n")
 			return 0
 		fi
 		kill -0 "${SPID[$n]}" 2>/dev/null || break
 		sleep 0.2
 	done
 	log "ganesha $n did not start:"
-	cat "$g/ganesha.log" >&2
+	cat "$T/ganesha-$n/ganesha.log" >&2
 	exit 1
 }
 
@@ -387,6 +401,62 @@ start_statd() {
 	exit 1
 }
 
+# ---- g65: NFS-Ganesha 6.5, chrooted in Debian 13's root ----
+
+# start_g65: the Ganesha of the cached trixie root (bench/ganesha65.sh; a full
+# run made it before it entered the namespace, --smoke only uses one made
+# before), with gan's settings on the same plain tree: the chroot sees $T as
+# /srv, /proc and /dev are the host's, /run a tmpfs of its own for its own
+# rpcbind (g65_rpcbind).  Its lock manager as gan's (GANESHA_NLM; apart: a
+# second one, g65l, answers g65's lockpairs row) asks gan's rpc.statd, which
+# it finds as the root's rpc.statd would, through the rpcbind on port 111.
+G65_NOTE=
+# Ganesha 6 asks the kernel to treat it as an I/O flusher (prctl
+# PR_SET_IO_FLUSHER, which needs CAP_SYS_RESOURCE, missing in some
+# containers) and will not start when refused unless told it may
+G65_CORE="Allow_Set_Io_Flusher_Fail = true;"
+start_g65() {
+	local r
+	if ! r=$(bash "$(dirname "$(realpath "$0")")/ganesha65.sh" --check); then
+		G65_NOTE="g65: no cached trixie root (bench/ganesha65.sh makes it; --smoke does not); skipped"
+		return 0
+	fi
+	mount --rbind "$T" "$r/srv"
+	UMOUNTS+=("$r/srv")
+	mount -t proc proc "$r/proc"
+	UMOUNTS+=("$r/proc")
+	mount --rbind /dev "$r/dev"
+	UMOUNTS+=("$r/dev")
+	mount -t tmpfs -o mode=0755 tmpfs "$r/run"
+	UMOUNTS+=("$r/run")
+	g65_rpcbind "$r"
+	case $GANESHA_NLM in
+	off) start_ganesha g65 2052 20052 0 "$r" ;;
+	on) start_ganesha g65 2052 20052 32804 "$r" ;;
+	*)
+		start_ganesha g65 2052 20052 0 "$r"
+		start_ganesha g65l 2053 20053 32804 "$r"
+		;;
+	esac
+}
+
+# g65_rpcbind ROOT: the chroot's own rpcbind, which Ganesha registers with
+# (it will not start without one), on ROOT/run/rpcbind.sock only.  rpcbind
+# binds port 111 on every address for TCP whatever -h says (-h covers UDP
+# and always adds 127.0.0.1), and the private rpcbind of gan holds it: this
+# one reads, in a mount namespace of its own, a netconfig that lists only
+# the local transports, so it opens no port; Ganesha's own netconfig is the
+# root's, and it registers through the socket.
+g65_rpcbind() {
+	grep -E '^(local|unix)[[:space:]]' "$1/etc/netconfig" >"$T/g65-netconfig"
+	unshare -m --propagation private sh -c 'mount --bind "$1" "$2/etc/netconfig" && exec chroot "$2" rpcbind -f' \
+		sh "$T/g65-netconfig" "$1" &
+	PIDS+=($!)
+	for _ in $(seq 100); do [ -S "$1/run/rpcbind.sock" ] && return 0; sleep 0.05; done
+	log "g65's rpcbind did not start"
+	exit 1
+}
+
 UNFS_NOTE=
 start_unfs() {
 	if ! command -v unfsd >/dev/null; then
@@ -413,6 +483,7 @@ bench() {
 	local s=$1 w=$2 r=$3 exp=${EXP_LOCAL[$1]} args out t0=$SECONDS t=$1
 	# gan's lock row is answered by the Ganesha with NLM (start_ganeshas)
 	[ "$w" = lockpairs ] && [ -n "${SPID[ganl]:-}" ] && [ "$s" = gan ] && t=ganl
+	[ "$w" = lockpairs ] && [ -n "${SPID[g65l]:-}" ] && [ "$s" = g65 ] && t=g65l
 	case $w in
 	null1) args=(--depth=1 --count="$N_NULL1" null) ;;
 	null32) args=(--depth="$DEPTH" --count="$N_NULL" null) ;;
@@ -436,6 +507,8 @@ bench() {
 			--nlm-port="${NLM_PORT[$t]}" lockpairs)
 		;;
 	esac
+	# gan and g65 share one tree: g65's directories of new files are its own
+	[ "$s" = g65 ] && [[ $w == @(createremove|smallfiles) ]] && args=("${args[@]/#--name=/--name=g65-}")
 	case $w in
 	copyup-*) warm "$(lower_of "$s" "$w" "$r")" ;;
 	read) warm "$(read_file_of "$s")" ;;
@@ -473,7 +546,7 @@ lower_of() {
 	case $1 in
 	u1) echo "$top/u1/lower/cu/f$3" ;;
 	u4 | u4a) echo "$top/u4/l3/cu/f$3" ;;
-	gan) echo "$top/plain/cu/f$3" ;;
+	gan | g65) echo "$top/plain/cu/f$3" ;;
 	*) echo "$top/plain-unfs/cu/f$3" ;;
 	esac
 }
@@ -490,7 +563,7 @@ read_file_of() {
 	case $1 in
 	u1) echo "$T/u1/lower/seq/$n" ;;
 	u4 | u4a) echo "$T/u4/$l/seq/$n" ;;
-	gan) echo "$T/plain/seq/$n" ;;
+	gan | g65) echo "$T/plain/seq/$n" ;;
 	*) echo "$T/plain-unfs/seq/$n" ;;
 	esac
 }
@@ -505,12 +578,12 @@ warm() {
 # The 1 GiB files a run wrote are not needed again: give the disk back.
 drop_written() {
 	local up=$T/$1/upper
-	[ "$1" = gan ] && up=$T/plain
+	[[ $1 == @(gan|g65) ]] && up=$T/plain
 	[ "$1" = unfs ] && up=$T/plain-unfs
 	case $2 in
 	write) rm -f "$up/work/seq-$3" ;;
-	copyup-local) [ "$1" = gan ] || [ "$1" = unfs ] || rm -f "$up/cu/f$3" ;;
-	copyup-xfs) [ "$1" = gan ] || [ "$1" = unfs ] || rm -f "$X/$1/upper/cu/f$3" ;;
+	copyup-local) [[ $1 == @(gan|g65|unfs) ]] || rm -f "$up/cu/f$3" ;;
+	copyup-xfs) [[ $1 == @(gan|g65|unfs) ]] || rm -f "$X/$1/upper/cu/f$3" ;;
 	esac
 }
 
@@ -569,6 +642,20 @@ kernel_pairs() {
 	done
 }
 
+# only_servers NAME...: SERVERS narrowed to these, in this order, less those
+# not running (g65 without its root)
+only_servers() {
+	local s
+	SERVERS=()
+	for s; do
+		if [ -n "${NFS_PORT[$s]:-}" ]; then
+			SERVERS+=("$s")
+		else
+			log "== ONLY_SERVERS: $s is not running; left out"
+		fi
+	done
+}
+
 # ---- main ----
 
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -583,8 +670,10 @@ start_union u1 lower
 start_union u4 l0:l1:l2:l3
 start_union u4a l0:l1:l2:l3 u4 async
 start_ganeshas
+start_g65
 start_unfs
 [ -n "$UNFS_NOTE" ] && log "== $UNFS_NOTE"
+[ -n "$G65_NOTE" ] && log "== $G65_NOTE"
 log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
 
 ROWS=(null1 null32 getattr1 getattr lookup1 lookup access1 access32 read4k1 read4k32 dir50-1 dir50-32
@@ -592,7 +681,7 @@ ROWS=(null1 null32 getattr1 getattr lookup1 lookup access1 access32 read4k1 read
 [ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
 # ONLY_ROWS / ONLY_SERVERS (space-separated) narrow a run, e.g. for a profile
 [ -n "${ONLY_ROWS:-}" ] && read -ra ROWS <<<"$ONLY_ROWS"
-[ -n "${ONLY_SERVERS:-}" ] && read -ra SERVERS <<<"$ONLY_SERVERS"
+[ -n "${ONLY_SERVERS:-}" ] && read -ra only <<<"$ONLY_SERVERS" && only_servers "${only[@]}"
 FAILED=0
 : >"$T/results"
 LOADS=()
@@ -674,16 +763,17 @@ print("servers (near 1.0: the client, not the server, may be the limit)")
 print()
 hdr = "| %-24s |" % "workload" + "".join(" %9s |" % (s + " rate") for s in cols) + \
       "".join(" %9s |" % (s + " cpu") for s in servers) + \
-      " u4/gan rate | u4/gan cpu | u4a/gan rate | u4a/gan cpu | client |"
+      " u4/gan rate | u4/gan cpu | u4a/gan rate | u4a/gan cpu |" + \
+      " u4/g65 rate | u4/g65 cpu | u4a/g65 rate | u4a/g65 cpu | client |"
 print(hdr)
-print("|" + "---|" * (1 + len(cols) + len(servers) + 5))
+print("|" + "---|" * (1 + len(cols) + len(servers) + 9))
 # u4/gan compares the default (every change durable at its reply) with
 # Ganesha, which answers changes before the disk; u4a/gan compares the same
 # promise (the union's async rule).  None on the copy-up rows: Ganesha's is
-# a plain 1-byte write.
-def ratios(row, u):
-    a, b = rate(row, u), rate(row, "gan")
-    ca, cb = cpu(row, u), cpu(row, "gan")
+# a plain 1-byte write.  u4/g65 and u4a/g65: the same against Ganesha 6.5.
+def ratios(row, u, g="gan"):
+    a, b = rate(row, u), rate(row, g)
+    ca, cb = cpu(row, u), cpu(row, g)
     copyup = row.startswith("copyup")
     r = "-" if copyup or not (a and b) else "%.2fx" % (a / b)
     c = "-" if copyup or not (ca and cb) else "%.2fx" % (ca / cb)
@@ -695,6 +785,7 @@ for row in order:
     line += "".join(" %s |" % f(rate(row, s)) for s in cols)
     line += "".join(" %s |" % f(cpu(row, s)) for s in servers)
     line += ratios(row, "u4") + ratios(row, "u4a")
+    line += ratios(row, "u4", "g65") + ratios(row, "u4a", "g65")
     c = [x for x in (client(row, s) for s in servers) if x is not None]
     line += " %6s |" % (("%.2f" % max(c)) if c else "-")
     print(line)
@@ -708,4 +799,5 @@ loopback_limit
 "$NFS_BENCH" memcpy 256
 kernel_pairs
 [ -n "$UNFS_NOTE" ] && echo "$UNFS_NOTE"
+[ -n "$G65_NOTE" ] && echo "$G65_NOTE"
 exit 0
