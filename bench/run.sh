@@ -639,7 +639,8 @@ for line in open(sys.argv[1]):
     rows.setdefault((kv["row"], kv["server"]), []).append(kv)
 servers = sys.argv[2].split()
 order = ["null1", "null32", "getattr", "lookup", "readdirplus", "createremove",
-         "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
+         "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs",
+         "bootreplay"]
 label = {"null1": "NULL, 1 outstanding", "null32": "NULL, 32 outstanding",
          "getattr": "GETATTR, 32 outst.", "lookup": "LOOKUP, 32 outst.",
          "readdirplus": "READDIRPLUS 100k dir", "createremove": "CREATE+REMOVE pairs",
