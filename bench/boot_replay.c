@@ -71,6 +71,7 @@ struct rcall {
 	uint32_t args_len, res_len;
 	uint32_t deps; /* replies recorded before this call was sent */
 	uint32_t rank; /* this call's reply's place among the recorded replies */
+	double sent;   /* when it was sent here */
 	bool has_reply;
 };
 
@@ -101,6 +102,7 @@ struct replay {
 	uint32_t outstanding, answered;
 	uint64_t mismatches, allowed, unmapped, rpc_errors;
 	uint64_t by_proc[NFS_PROC_COUNT], bad_by_proc[NFS_PROC_COUNT];
+	double wait_by_proc[NFS_PROC_COUNT]; /* seconds from send to reply, summed */
 	struct allow allow[MAX_ALLOW];
 	int nallow;
 	uint32_t cred_uid, cred_gid, cred_n;
@@ -642,6 +644,7 @@ static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv
 
 	(void)rpc;
 	rp->outstanding--;
+	rp->wait_by_proc[c->proc] += now_s() - c->sent;
 	if (status != RPC_STATUS_SUCCESS) {
 		rp->rpc_errors++;
 		fprintf(stderr, "boot_replay: call %td (%s): %s\n", c - rp->calls,
@@ -710,6 +713,7 @@ static void send_call(struct replay *rp, struct rcall *c)
 		}
 	}
 	set_cred(rp, c);
+	c->sent = now_s();
 	if (o->send(rp->rpc, on_reply, args, c))
 		die("call %td (%s) not queued: %s", c - rp->calls, proc_names[c->proc],
 		    rpc_get_error(rp->rpc));
@@ -839,6 +843,11 @@ static void report(const struct replay *rp, double secs, long long ticks)
 			fprintf(stderr, " %s %" PRIu64 "%s", proc_names[p],
 				rp->by_proc[p],
 				rp->bad_by_proc[p] ? " (some FAILED)" : "");
+	fprintf(stderr, "\nboot_replay: ms from call to reply, summed:");
+	for (int p = 0; p < NFS_PROC_COUNT; p++)
+		if (rp->by_proc[p])
+			fprintf(stderr, " %s %.1f", proc_names[p],
+				rp->wait_by_proc[p] * 1e3);
 	fprintf(stderr,
 		"\nboot_replay: %" PRIu64 " statuses differ, %" PRIu64
 		" allowed by --allow, %" PRIu64

@@ -179,6 +179,7 @@ bench() {
 		for s in "${order[@]}"; do
 			if one "$s" "$T/$s-r$r" 2049 20048 >"$T/res"; then
 				echo "server=$s round=$r $(cat "$T/res")" | tee -a "$T/results"
+				sed -n 's/^boot_replay: \(ms from call to reply\)/    \1/p' "$T/$s-r$r/replay.err"
 			else
 				rc=1
 				echo "server=$s round=$r FAILED: $(cat "$T/res")"
