@@ -23,6 +23,9 @@
 #       line and exits with its status.  Expects to run in a namespace of
 #       its own, with an rpcbind for Ganesha (run.sh's bootreplay row).
 #
+# Env: BOOTREPLAY_CACHE (above), ROUNDS and SERVERS (bench),
+# BOOTREPLAY_ALLOW (below), BOOTREPLAY_KEEP=1 keeps bench's temp dir.
+#
 # Every replay starts from the same tree, the root as the boot found it:
 #   u1   union-nfsd, one export: lowerdir the cached root, a fresh empty
 #        upper and work dir
@@ -122,7 +125,9 @@ CONF
 
 # one KIND DIR NFS MNT: the replay against a fresh server of KIND
 one() {
-	local kind=$1 d=$2 nfs=$3 mnt=$4 export=/ rc=0
+	local kind=$1 d=$2 nfs=$3 mnt=$4 export=/ rc=0 a
+	local -a allow=()
+	for a in ${BOOTREPLAY_ALLOW:-}; do allow+=(--allow="$a"); done
 	rm -rf "$d"
 	mkdir -p "$d"
 	case $kind in
@@ -135,7 +140,7 @@ one() {
 	*) die "server $kind: u1, u1a or gan" ;;
 	esac
 	"$REPLAY" --nfs-port="$nfs" --mount-port="$mnt" --export="$export" --pid="$PID" \
-		--wait=60 $ALLOW "$TRACE" 2>"$d/replay.err" || rc=$?
+		--wait=60 "${allow[@]}" "$TRACE" 2>"$d/replay.err" || rc=$?
 	kill "$PID" 2>/dev/null || true
 	wait "$PID" 2>/dev/null || true
 	[ "$rc" = 0 ] || sed 's/^/  /' "$d/replay.err" >&2
@@ -143,9 +148,9 @@ one() {
 	return "$rc"
 }
 
-# the trace's statuses that may differ between servers: none so far (see
+# BOOTREPLAY_ALLOW="PROC:REC:LIVE ...": statuses that may differ between
+# servers (boot_replay --allow); none is needed for the recorded boot (see
 # bench/README.md, "Boot replay")
-ALLOW=${BOOTREPLAY_ALLOW:-}
 
 need_trace() {
 	TRACE=$CACHE/boot.trace
@@ -208,7 +213,11 @@ bench_cleanup() {
 	[ -z "${PID:-}" ] || kill "$PID" 2>/dev/null || true
 	[ -z "${RPCB:-}" ] || kill "$RPCB" 2>/dev/null || true
 	wait 2>/dev/null || true
-	[ "${BOOTREPLAY_KEEP:-0}" = 1 ] && echo "bootreplay: kept $T" || rm -rf "$T"
+	if [ "${BOOTREPLAY_KEEP:-0}" = 1 ]; then
+		echo "bootreplay: kept $T"
+	else
+		rm -rf "$T"
+	fi
 }
 
 case ${1:-} in
