@@ -69,7 +69,7 @@
 #   BOOTSTORM_AGAIN=1  after each run, the same guests boot a second time
 #                      from the same server(s) and their own uppers, as a
 #                      thin client reboots (a second row, KIND-again)
-#   BOOTSTORM_PCAP     FILE: tcpdump of guest 1's NFS traffic in the first
+#   BOOTSTORM_PCAP     FILE: tcpdump of guest 1's NFS and MOUNT traffic in the first
 #                      u1 run (needs tcpdump)
 #   BOOTSTORM_KEEP=1   keep the temp dir (consoles, logs, uppers)
 #
@@ -439,8 +439,8 @@ run_one() {
 	mkdir -p "$d"
 	start_server "$kind" "$d" || return 1
 	if [ -n "${BOOTSTORM_PCAP:-}" ] && [ "$kind" = u1 ] && [ "$k" = 1 ]; then
-		ip netns exec "$VM_NS" tcpdump -q -i br0 -s 0 -w "$BOOTSTORM_PCAP" \
-			"host $(vm_guest_ip 1) and tcp port 2049" 2>"$d/tcpdump.log" &
+		ip netns exec "$VM_NS" tcpdump -q -Z root -i br0 -s 0 -w "$BOOTSTORM_PCAP" \
+			"host $(vm_guest_ip 1) and (tcp port 2049 or tcp port 20048)" 2>"$d/tcpdump.log" &
 		pcap_pid=$!
 		sleep 1
 	fi

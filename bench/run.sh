@@ -50,6 +50,10 @@
 # answers gan's lockpairs row, gan itself runs without, as before; on: one
 # Ganesha with NLM for every row; off: no lock row for Ganesha.  g65 alike
 # (g65l its second Ganesha, on gan's rpc.statd).
+# The bootreplay row (bench/bootreplay.sh) replays a recorded Debian boot's
+# NFS calls when a trace is cached ($BOOTREPLAY_CACHE, default
+# /var/cache/union-nfsd-bench/bootreplay; `bootreplay.sh record` boots a VM
+# to make it), else it is skipped with a note.
 # --smoke: tiny sizes, 2 rounds; checks that every workload's checks pass (~30 s).
 # A full run first installs what it needs (etc/install-deps.sh build bench) and
 # makes g65's root if it is not cached (bench/ganesha65.sh, about 40 s);
@@ -481,6 +485,7 @@ start_unfs() {
 # bench SERVER WORKLOAD ROUND: one nfs_bench run; appends to $T/results
 bench() {
 	local s=$1 w=$2 r=$3 exp=${EXP_LOCAL[$1]} args out t0=$SECONDS t=$1
+	[ "$w" = bootreplay ] && { bootreplay_row "$s" "$r"; return 0; }
 	# gan's lock row is answered by the Ganesha with NLM (start_ganeshas)
 	[ "$w" = lockpairs ] && [ -n "${SPID[ganl]:-}" ] && [ "$s" = gan ] && t=ganl
 	[ "$w" = lockpairs ] && [ -n "${SPID[g65l]:-}" ] && [ "$s" = g65 ] && t=g65l
@@ -537,6 +542,41 @@ bench() {
 	log "   $s $w: $(echo "$out" | sed -n 's/.* rate=\([^ ]*\) unit=\([^ ]*\) .*/\1 \2/p') ($((SECONDS - t0)) s)"
 	[[ $w == dir50-* ]] && log "      $(cat "$T/bench.err")" # calls a listing
 	drop_written "$s" "$w" "$r"
+}
+
+# ---- the boot replay row (bench/bootreplay.sh, bench/README.md "Boot replay") ----
+
+# bootreplay_rows: adds the row when a boot's trace is cached on this machine
+# (bootreplay.sh record makes it, booting a VM: never here), else a note
+bootreplay_rows() {
+	local c=${BOOTREPLAY_CACHE:-/var/cache/union-nfsd-bench/bootreplay}
+	if [ -e "$c/complete" ] && [ -d "$(cat "$c/root")" ] && [ -x "$(dirname "$NFS_BENCH")/boot_replay" ]; then
+		ROWS+=(bootreplay)
+	else
+		log "== no boot trace in $c (bench/bootreplay.sh record): bootreplay row skipped"
+	fi
+}
+
+# bootreplay_row SERVER ROUND: the trace replayed against a server started
+# for it on the boot's root, fresh (bootreplay.sh one): u1 is union-nfsd
+# over the root in one layer, sync; u4a the same under the async rule; gan
+# Ganesha on a copy of the root.  u4 and unfs have no cell.
+bootreplay_row() {
+	local s=$1 r=$2 kind out
+	case $s in
+	u1) kind=u1 ;;
+	u4a) kind=u1a ;;
+	gan) kind=gan ;;
+	*) return 0 ;;
+	esac
+	if ! out=$(bash "$(dirname "$0")/bootreplay.sh" one "$kind" "$UNION_NFSD" \
+		"$(dirname "$NFS_BENCH")/boot_replay" "$T/bootreplay-$s" 2061 20061 2>"$T/bench.err"); then
+		log "FAILED: $s bootreplay round $r: $(cat "$T/bench.err")"
+		FAILED=$((FAILED + 1))
+		return 0
+	fi
+	echo "$out" | sed -n "s/^RESULT /server=$s round=$r row=bootreplay /p" >>"$T/results"
+	log "   $s bootreplay: $(echo "$out" | sed -n 's/.* secs=\([^ ]*\) .*/\1 s/p')"
 }
 
 # lower_of SERVER ROW ROUND: the file a copy-up row changes, as the server sees it
@@ -679,6 +719,7 @@ log "== servers: ${SERVERS[*]} (pids ${SPID[*]})"
 ROWS=(null1 null32 getattr1 getattr lookup1 lookup access1 access32 read4k1 read4k32 dir50-1 dir50-32
 	readdirplus createremove lockpairs smallfiles write read copyup-local)
 [ "$HAVE_XFS" = 1 ] && ROWS+=(copyup-xfs)
+bootreplay_rows
 # ONLY_ROWS / ONLY_SERVERS (space-separated) narrow a run, e.g. for a profile
 [ -n "${ONLY_ROWS:-}" ] && read -ra ROWS <<<"$ONLY_ROWS"
 [ -n "${ONLY_SERVERS:-}" ] && read -ra only <<<"$ONLY_SERVERS" && only_servers "${only[@]}"
@@ -720,7 +761,8 @@ for line in open(sys.argv[1]):
 servers = sys.argv[2].split()
 order = ["null1", "null32", "getattr1", "getattr", "lookup1", "lookup", "access1",
          "access32", "read4k1", "read4k32", "dir50-1", "dir50-32", "readdirplus", "createremove",
-         "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs"]
+         "lockpairs", "smallfiles", "write", "read", "copyup-local", "copyup-xfs",
+         "bootreplay"]
 D = os.environ.get("DEPTH", "32")  # calls in flight of the rows not at 1
 label = {"null1": "NULL, 1 outstanding", "null32": "NULL, %s outstanding" % D,
          "getattr1": "GETATTR, 1 outstanding", "getattr": "GETATTR, %s outst." % D,
@@ -732,12 +774,13 @@ label = {"null1": "NULL, 1 outstanding", "null32": "NULL, %s outstanding" % D,
          "lockpairs": "LOCK+UNLOCK pairs",
          "smallfiles": "small files C+W4k+C", "write": "seq WRITE+COMMIT, 16",
          "read": "seq READ, 16 outst.", "copyup-local": "copy-up 1st WRITE, local",
-         "copyup-xfs": "copy-up 1st WRITE, XFS"}
+         "copyup-xfs": "copy-up 1st WRITE, XFS",
+         "bootreplay": "boot replay, ms"}
 def med(row, s, key):
     v = [float(k[key]) for k in rows.get((row, s), [])]
     return statistics.median(v) if v else None
 def rate(row, s):
-    if row.startswith("copyup"):  # milliseconds, lower is better
+    if row.startswith("copyup") or row == "bootreplay":  # ms, lower is better
         v = med(row, s, "secs")
         return None if v is None else v * 1000
     return med(row, s, "rate")
@@ -757,6 +800,7 @@ def f(x, w=9):
 cols = servers + [c for c in ("cp", "cp+sync") if any(r[1] == c for r in rows)]
 print()
 print("rate: ops/s (pairs/s, files/s, entries/s), MB/s for WRITE/READ, ms for copy-up")
+print("and the boot replay (its ratio: gan's ms over the union's, cpu per call)")
 print("cpu: server CPU us per op (per MB for WRITE/READ; ms per copy-up); medians")
 print("client: nfs_bench's own CPU seconds per second of the run, the highest over the")
 print("servers (near 1.0: the client, not the server, may be the limit)")
@@ -775,7 +819,7 @@ def ratios(row, u, g="gan"):
     a, b = rate(row, u), rate(row, g)
     ca, cb = cpu(row, u), cpu(row, g)
     copyup = row.startswith("copyup")
-    r = "-" if copyup or not (a and b) else "%.2fx" % (a / b)
+    r = "-" if copyup or not (a and b) else "%.2fx" % ((b / a) if row == "bootreplay" else (a / b))
     c = "-" if copyup or not (ca and cb) else "%.2fx" % (ca / cb)
     return " %*s | %*s |" % (len(u) + 9, r, len(u) + 8, c)
 for row in order:
