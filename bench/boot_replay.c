@@ -96,9 +96,10 @@ struct replay {
 	uint32_t ncalls, nreplies;
 	struct fh rec_root;
 	struct slot *fhs, *cookies;
-	bool *answered_rank; /* by recorded reply rank */
-	uint32_t prefix;     /* replies 0..prefix-1 all answered here */
-	uint32_t next;	     /* the next call to send */
+	struct slot *rec_only, *live_only; /* READDIRPLUS entries met on one side */
+	bool *answered_rank;		   /* by recorded reply rank */
+	uint32_t prefix;		   /* replies 0..prefix-1 all answered here */
+	uint32_t next;			   /* the next call to send */
 	uint32_t outstanding, answered;
 	uint64_t mismatches, allowed, unmapped, rpc_errors;
 	uint64_t by_proc[NFS_PROC_COUNT], bad_by_proc[NFS_PROC_COUNT];
@@ -466,6 +467,45 @@ static const entryplus3 *entry_named(const entryplus3 *e, const char *name)
 	return NULL;
 }
 
+static uint64_t name_hash(const char *name)
+{
+	return hash_bytes((const unsigned char *)name, strlen(name),
+			  14695981039346656037ull);
+}
+
+/* E, an entry of DIR in a page of one side only (RECORDED or live): its
+ * handle is learnt when the other side had its name in an earlier page,
+ * else kept for a later one.  Servers cut a directory into pages of their
+ * own sizes (Ganesha 6.5 cuts the recorded boot's largest directory
+ * elsewhere than union-nfsd did), and a later recorded page continues
+ * where this server stopped, so a name can come in different pages on the
+ * two sides. */
+static void learn_across_pages(struct replay *rp, const struct fh *dir,
+			       const entryplus3 *e, bool recorded)
+{
+	struct slot *mine = recorded ? rp->rec_only : rp->live_only;
+	struct slot *theirs = recorded ? rp->live_only : rp->rec_only;
+	uint64_t name = name_hash(e->name);
+	struct slot *t = find_slot(theirs, dir, name), *s;
+	struct fh h;
+
+	if (!e->name_handle.handle_follows)
+		return;
+	fh_of(&h, &e->name_handle.post_op_fh3_u.handle);
+	if (t->used) {
+		s = find_slot(rp->fhs, recorded ? &h : &t->val, 0);
+		s->used = true;
+		s->key = recorded ? h : t->val;
+		s->val = recorded ? t->val : h;
+		return;
+	}
+	s = find_slot(mine, dir, name);
+	s->used = true;
+	s->key = *dir;
+	s->kcookie = name;
+	s->val = h;
+}
+
 /* Entries by name: handles, and cookies.  Where the recorded page went on
  * past this server's, its last cookie maps to this server's last, so that
  * the next recorded page continues where this server stopped. */
@@ -479,14 +519,19 @@ static void learn_readdirplus(struct replay *rp, const struct fh *dir, const voi
 	const entryplus3 *e, *m, *rlast = NULL, *llast = NULL;
 	bool last_mapped = false;
 
-	for (e = l->reply.entries; e; e = e->nextentry)
+	for (e = l->reply.entries; e; e = e->nextentry) {
 		llast = e;
+		if (!entry_named(r->reply.entries, e->name))
+			learn_across_pages(rp, dir, e, false);
+	}
 	for (e = r->reply.entries; e; e = e->nextentry) {
 		rlast = e;
 		m = entry_named(l->reply.entries, e->name);
 		last_mapped = m != NULL;
-		if (!m)
+		if (!m) {
+			learn_across_pages(rp, dir, e, true);
 			continue;
+		}
 		learn_cookie(rp, dir, e->cookie, m->cookie, l->cookieverf);
 		if (e->name_handle.handle_follows && m->name_handle.handle_follows)
 			learn_fh(rp, &e->name_handle.post_op_fh3_u.handle,
@@ -877,8 +922,10 @@ int main(int argc, char **argv)
 		rp.calls[i].rp = &rp;
 	rp.fhs = calloc(MAP_SLOTS, sizeof(*rp.fhs));
 	rp.cookies = calloc(MAP_SLOTS, sizeof(*rp.cookies));
+	rp.rec_only = calloc(MAP_SLOTS, sizeof(*rp.rec_only));
+	rp.live_only = calloc(MAP_SLOTS, sizeof(*rp.live_only));
 	rp.answered_rank = calloc(rp.nreplies + 1, 1);
-	if (!rp.fhs || !rp.cookies || !rp.answered_rank)
+	if (!rp.fhs || !rp.cookies || !rp.rec_only || !rp.live_only || !rp.answered_rank)
 		die("out of memory");
 	mount_root(&rp, &o);
 	rp.rpc = nfs_raw_connect(o.nfs_port, NFS_PROG, 3);
@@ -891,6 +938,8 @@ int main(int argc, char **argv)
 	report(&rp, secs, c0 < 0 ? -1 : cpu_ticks(o.pid) - c0);
 	rpc_destroy_context(rp.rpc);
 	free(rp.fhs);
+	free(rp.rec_only);
+	free(rp.live_only);
 	free(rp.cookies);
 	free(rp.answered_rank);
 	free(rp.calls);
