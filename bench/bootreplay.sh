@@ -14,14 +14,16 @@
 #       recording at once.  Again only when complete is missing.
 #   bootreplay.sh bench UNION_NFSD BOOT_REPLAY
 #       ROUNDS (default 5) rounds, each replaying the trace against every
-#       server of SERVERS (default "u1 u1a gan"), the order turning each round,
+#       server of SERVERS (default "u1 u1a gan g65"; g65 left out with a
+#       note when its root is not cached), the order turning each round,
 #       in a private network and mount namespace; prints each RESULT and
 #       the medians: whole-replay ms and server CPU us a call.
 #   bootreplay.sh one KIND UNION_NFSD BOOT_REPLAY DIR NFS_PORT MOUNT_PORT
 #       one replay against a server of KIND started for it in DIR (which it
 #       fills), on 127.0.0.1 at the ports given; prints boot_replay's RESULT
 #       line and exits with its status.  Expects to run in a namespace of
-#       its own, with an rpcbind for Ganesha (run.sh's bootreplay row).
+#       its own, with an rpcbind for Ganesha and, for g65, the chroot
+#       ready with DIR's parent as its /srv (run.sh's bootreplay row).
 #
 # Env: BOOTREPLAY_CACHE (above), ROUNDS and SERVERS (bench),
 # BOOTREPLAY_ALLOW (below), BOOTREPLAY_KEEP=1 keeps bench's temp dir.
@@ -33,12 +35,17 @@
 #        before they reach the disk, Ganesha's promise
 #   gan  NFS-Ganesha 4.3 (nfs-ganesha-vfs) on a fresh copy of the root
 #        (cp -a, a reflink where the filesystem shares blocks)
+#   g65  NFS-Ganesha 6.5 chrooted in the cached trixie root
+#        (bench/ganesha65.sh, bench/g65root.sh), gan's settings, on a fresh
+#        copy of the root in DIR, which the chroot sees as /srv/DIR's name
 # Each server is started for its replay and stopped after it, so each
 # meets the boot's calls with cold caches of its own (the page cache of the
-# root is warm for both: the root is read once first).
+# root is warm for all: the root is read once first).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${BOOTREPLAY_CACHE:-/var/cache/union-nfsd-bench/bootreplay}
+# shellcheck source=bench/g65root.sh
+. "$HERE/g65root.sh"
 
 die() {
 	echo "bootreplay: $*" >&2
@@ -97,35 +104,51 @@ CONF
 	PID=$!
 }
 
-# start_gan DIR NFS MNT: Ganesha on a fresh copy of the root; sets PID
+# start_gan DIR NFS MNT [G65ROOT]: Ganesha on a fresh copy of the root, the
+# host's, or (G65ROOT) the one chrooted there; sets PID, and G: DIR as the
+# server sees it (g65_dir)
 start_gan() {
-	local d=$1 nfs=$2 mnt=$3 plugins
-	plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
+	local d=$1 nfs=$2 mnt=$3 root=${4:-} plugins in=() core=
+	G=$d
+	if [ -n "$root" ]; then
+		G=$(g65_dir "$root" "$d")
+		in=(chroot "$root")
+		core=$G65_CORE
+	fi
+	plugins=$(dirname "$("${in[@]}" dpkg -L nfs-ganesha-vfs | grep 'libfsalvfs.so$' | head -1)")
 	mkdir -p "$d/recovery"
 	cp -a --reflink=auto "$ROOT" "$d/tree"
 	cat >"$d/ganesha.conf" <<CONF
 NFS_CORE_PARAM {
 	Protocols = 3; NFS_Port = $nfs; MNT_Port = $mnt;
 	Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false;
-	Plugins_Dir = $plugins;
+	Plugins_Dir = $plugins; $core
 }
-NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $d/recovery; }
+NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = $G/recovery; }
 LOG { Default_Log_Level = EVENT; }
 EXPORT {
-	Export_Id = 1; Path = $d/tree; Pseudo = $d/tree;
+	Export_Id = 1; Path = $G/tree; Pseudo = $G/tree;
 	Access_Type = RW; Squash = No_Root_Squash; SecType = sys;
 	Protocols = 3; Transports = TCP; Disable_ACL = true; Manage_Gids = false;
 	CLIENT { Clients = *; Access_Type = RW; Squash = No_Root_Squash; }
 	FSAL { Name = VFS; }
 }
 CONF
-	ganesha.nfsd -F -f "$d/ganesha.conf" -L "$d/ganesha.log" -p "$d/ganesha.pid" -N NIV_EVENT &
+	"${in[@]}" ganesha.nfsd -F -f "$G/ganesha.conf" -L "$G/ganesha.log" -p "$G/ganesha.pid" -N NIV_EVENT &
 	PID=$!
+}
+
+# g65_dir G65ROOT DIR: where the chroot sees DIR, /srv/NAME: the caller
+# (bench, run.sh) bound DIR's parent there (g65_mount)
+g65_dir() {
+	local r=$1 d=$2
+	[ "$r/srv/${d##*/}" -ef "$d" ] || die "g65: $d is not the chroot's /srv/${d##*/} (g65_mount)"
+	echo "/srv/${d##*/}"
 }
 
 # one KIND DIR NFS MNT: the replay against a fresh server of KIND
 one() {
-	local kind=$1 d=$2 nfs=$3 mnt=$4 export=/ rc=0 a
+	local kind=$1 d=$2 nfs=$3 mnt=$4 export=/ rc=0 a g65=
 	local -a allow=()
 	for a in ${BOOTREPLAY_ALLOW:-}; do allow+=(--allow="$a"); done
 	rm -rf "$d"
@@ -133,11 +156,12 @@ one() {
 	case $kind in
 	u1) start_u1 "$d" "$nfs" "$mnt" ;;
 	u1a) start_u1 "$d" "$nfs" "$mnt" async ;;
-	gan)
-		start_gan "$d" "$nfs" "$mnt"
-		export=$d/tree
+	gan | g65)
+		[ "$kind" = gan ] || g65=$(g65_root)
+		start_gan "$d" "$nfs" "$mnt" "$g65"
+		export=$G/tree
 		;;
-	*) die "server $kind: u1, u1a or gan" ;;
+	*) die "server $kind: u1, u1a, gan or g65" ;;
 	esac
 	"$REPLAY" --nfs-port="$nfs" --mount-port="$mnt" --export="$export" --pid="$PID" \
 		--wait=60 "${allow[@]}" "$TRACE" 2>"$d/replay.err" || rc=$?
@@ -146,6 +170,11 @@ one() {
 	[ "$rc" = 0 ] || sed 's/^/  /' "$d/replay.err" >&2
 	rm -rf "$d/tree" "$d/up"
 	return "$rc"
+}
+
+# g65_root: the cached trixie root, or die
+g65_root() {
+	bash "$HERE/ganesha65.sh" --check || die "g65: no cached trixie root (bench/ganesha65.sh makes it)"
 }
 
 # BOOTREPLAY_ALLOW="PROC:REC:LIVE ...": statuses that may differ between
@@ -162,19 +191,28 @@ need_trace() {
 # ---- the benchmark: rounds, alternated --------------------------------------------
 
 bench() {
-	local r k s rc=0 order
+	local r k s rc=0 order g65
 	local -a servers
-	read -ra servers <<<"${SERVERS:-u1 u1a gan}"
+	read -ra servers <<<"${SERVERS:-u1 u1a gan g65}"
+	if [[ " ${servers[*]} " == *" g65 "* ]] && ! g65=$(bash "$HERE/ganesha65.sh" --check); then
+		echo "bootreplay: g65: no cached trixie root (bench/ganesha65.sh makes it); left out"
+		read -ra servers <<<"${servers[*]/g65/}"
+	fi
 	mount -t tmpfs -o mode=0755 tmpfs /run
 	ip link set lo up
 	T=$(mktemp -d "${TMPDIR:-/var/tmp}/bootreplay.XXXXXX")
+	PIDS=() UMOUNTS=()
 	trap 'bench_cleanup' EXIT
 	: >"$T/results"
-	if [[ " ${servers[*]} " == *" gan "* ]]; then
+	if [[ " ${servers[*]} " == *" g"* ]]; then
 		mkdir -p /run/ganesha
 		rpcbind -f &
-		RPCB=$!
+		PIDS+=($!)
 		for _ in $(seq 100); do [ -S /run/rpcbind.sock ] && break; sleep 0.05; done
+	fi
+	if [[ " ${servers[*]} " == *" g65 "* ]]; then
+		g65_mount "$g65" "$T"
+		g65_rpcbind "$g65" "$T" || die "g65's rpcbind did not start"
 	fi
 	tar -C "$ROOT" -cf - . | cat >/dev/null
 	echo "bootreplay: $(cat "$CACHE/calls"); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -208,11 +246,13 @@ PY
 	return "$rc"
 }
 
-# bench_cleanup: the servers of an unfinished replay, rpcbind, the temp dir
+# bench_cleanup: the servers of an unfinished replay, the rpcbinds, the
+# chroot's mounts, the temp dir
 bench_cleanup() {
-	[ -z "${PID:-}" ] || kill "$PID" 2>/dev/null || true
-	[ -z "${RPCB:-}" ] || kill "$RPCB" 2>/dev/null || true
+	local p i
+	for p in ${PID:-} "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	for ((i = ${#UMOUNTS[@]} - 1; i >= 0; i--)); do umount -R "${UMOUNTS[i]}" || true; done
 	if [ "${BOOTREPLAY_KEEP:-0}" = 1 ]; then
 		echo "bootreplay: kept $T"
 	else

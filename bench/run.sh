@@ -410,30 +410,20 @@ start_statd() {
 # start_g65: the Ganesha of the cached trixie root (bench/ganesha65.sh; a full
 # run made it before it entered the namespace, --smoke only uses one made
 # before), with gan's settings on the same plain tree: the chroot sees $T as
-# /srv, /proc and /dev are the host's, /run a tmpfs of its own for its own
-# rpcbind (g65_rpcbind).  Its lock manager as gan's (GANESHA_NLM; apart: a
+# /srv and has an rpcbind of its own (bench/g65root.sh).  Its lock manager as gan's (GANESHA_NLM; apart: a
 # second one, g65l, answers g65's lockpairs row) asks gan's rpc.statd, which
 # it finds as the root's rpc.statd would, through the rpcbind on port 111.
 G65_NOTE=
-# Ganesha 6 asks the kernel to treat it as an I/O flusher (prctl
-# PR_SET_IO_FLUSHER, which needs CAP_SYS_RESOURCE, missing in some
-# containers) and will not start when refused unless told it may
-G65_CORE="Allow_Set_Io_Flusher_Fail = true;"
+# shellcheck source=bench/g65root.sh
+. "$(dirname "$(realpath "$0")")/g65root.sh"
 start_g65() {
 	local r
 	if ! r=$(bash "$(dirname "$(realpath "$0")")/ganesha65.sh" --check); then
 		G65_NOTE="g65: no cached trixie root (bench/ganesha65.sh makes it; --smoke does not); skipped"
 		return 0
 	fi
-	mount --rbind "$T" "$r/srv"
-	UMOUNTS+=("$r/srv")
-	mount -t proc proc "$r/proc"
-	UMOUNTS+=("$r/proc")
-	mount --rbind /dev "$r/dev"
-	UMOUNTS+=("$r/dev")
-	mount -t tmpfs -o mode=0755 tmpfs "$r/run"
-	UMOUNTS+=("$r/run")
-	g65_rpcbind "$r"
+	g65_mount "$r" "$T"
+	g65_rpcbind "$r" "$T" || { log "g65's rpcbind did not start" && exit 1; }
 	case $GANESHA_NLM in
 	off) start_ganesha g65 2052 20052 0 "$r" ;;
 	on) start_ganesha g65 2052 20052 32804 "$r" ;;
@@ -442,23 +432,6 @@ start_g65() {
 		start_ganesha g65l 2053 20053 32804 "$r"
 		;;
 	esac
-}
-
-# g65_rpcbind ROOT: the chroot's own rpcbind, which Ganesha registers with
-# (it will not start without one), on ROOT/run/rpcbind.sock only.  rpcbind
-# binds port 111 on every address for TCP whatever -h says (-h covers UDP
-# and always adds 127.0.0.1), and the private rpcbind of gan holds it: this
-# one reads, in a mount namespace of its own, a netconfig that lists only
-# the local transports, so it opens no port; Ganesha's own netconfig is the
-# root's, and it registers through the socket.
-g65_rpcbind() {
-	grep -E '^(local|unix)[[:space:]]' "$1/etc/netconfig" >"$T/g65-netconfig"
-	unshare -m --propagation private sh -c 'mount --bind "$1" "$2/etc/netconfig" && exec chroot "$2" rpcbind -f' \
-		sh "$T/g65-netconfig" "$1" &
-	PIDS+=($!)
-	for _ in $(seq 100); do [ -S "$1/run/rpcbind.sock" ] && return 0; sleep 0.05; done
-	log "g65's rpcbind did not start"
-	exit 1
 }
 
 UNFS_NOTE=
@@ -560,13 +533,14 @@ bootreplay_rows() {
 # bootreplay_row SERVER ROUND: the trace replayed against a server started
 # for it on the boot's root, fresh (bootreplay.sh one): u1 is union-nfsd
 # over the root in one layer, sync; u4a the same under the async rule; gan
-# Ganesha on a copy of the root.  u4 and unfs have no cell.
+# Ganesha on a copy of the root, g65 Ganesha 6.5 alike in its chroot (whose
+# /srv is $T: start_g65).  u4 and unfs have no cell.
 bootreplay_row() {
 	local s=$1 r=$2 kind out
 	case $s in
 	u1) kind=u1 ;;
 	u4a) kind=u1a ;;
-	gan) kind=gan ;;
+	gan | g65) kind=$s ;;
 	*) return 0 ;;
 	esac
 	if ! out=$(bash "$(dirname "$0")/bootreplay.sh" one "$kind" "$UNION_NFSD" \
@@ -800,7 +774,7 @@ def f(x, w=9):
 cols = servers + [c for c in ("cp", "cp+sync") if any(r[1] == c for r in rows)]
 print()
 print("rate: ops/s (pairs/s, files/s, entries/s), MB/s for WRITE/READ, ms for copy-up")
-print("and the boot replay (its ratio: gan's ms over the union's, cpu per call)")
+print("and the boot replay (its ratio: Ganesha's ms over the union's, cpu per call)")
 print("cpu: server CPU us per op (per MB for WRITE/READ; ms per copy-up); medians")
 print("client: nfs_bench's own CPU seconds per second of the run, the highest over the")
 print("servers (near 1.0: the client, not the server, may be the limit)")
