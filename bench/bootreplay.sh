@@ -111,7 +111,7 @@ start_gan() {
 	local d=$1 nfs=$2 mnt=$3 root=${4:-} plugins in=() core=
 	G=$d
 	if [ -n "$root" ]; then
-		G=$(g65_dir "$root" "$d")
+		g65_dir "$root" "$d"
 		in=(chroot "$root")
 		core=$G65_CORE
 	fi
@@ -138,12 +138,12 @@ CONF
 	PID=$!
 }
 
-# g65_dir G65ROOT DIR: where the chroot sees DIR, /srv/NAME: the caller
-# (bench, run.sh) bound DIR's parent there (g65_mount)
+# g65_dir G65ROOT DIR: sets G to where the chroot sees DIR, /srv/NAME: the
+# caller (bench, run.sh) bound DIR's parent there (g65_mount)
 g65_dir() {
 	local r=$1 d=$2
 	[ "$r/srv/${d##*/}" -ef "$d" ] || die "g65: $d is not the chroot's /srv/${d##*/} (g65_mount)"
-	echo "/srv/${d##*/}"
+	G=/srv/${d##*/}
 }
 
 # one KIND DIR NFS MNT: the replay against a fresh server of KIND
@@ -157,7 +157,7 @@ one() {
 	u1) start_u1 "$d" "$nfs" "$mnt" ;;
 	u1a) start_u1 "$d" "$nfs" "$mnt" async ;;
 	gan | g65)
-		[ "$kind" = gan ] || g65=$(g65_root)
+		[ "$kind" = gan ] || g65=$(g65_root) || exit 1
 		start_gan "$d" "$nfs" "$mnt" "$g65"
 		export=$G/tree
 		;;
