@@ -70,8 +70,9 @@
  *       - every layer dir of the listing carries an inotify watch, added
  *         before the first stat (attr_watch); each event about an entry
  *         counts in its watch, and the pending events are counted at every
- *         call before any remembered attribute is used (watches_drain), so
- *         a change whose syscall returned before the call is seen;
+ *         call before any remembered attribute is used (un_watches_drain,
+ *         watch.c), so a change whose syscall returned before the call is
+ *         seen;
  *       - an attribute is tagged with the token (node epoch + the listing's
  *         watch counts + events lost) and the clock, both read before its
  *         stat; it serves only while the token is unchanged and it is
@@ -79,7 +80,7 @@
  *       - only entries whose every change passes through their name in
  *         that dir are remembered: no directory (a change inside it reaches
  *         its own watch), no file with several links; and only on local
- *         filesystems (fs_local).
+ *         filesystems (un_fs_local).
  *     What no watch reports: a link made to a remembered file from another
  *     directory (through the union it writes the node table, hence the
  *     node epoch in the token; made in a layer by someone else, it shows
@@ -105,7 +106,7 @@
  *     would run out of them past a hundred unions, leaving those unions'
  *     listings to stat every entry on every call and other programs of the
  *     user without inotify.  A watch names a layer dir, not a table's node,
- *     so a lower dir every union lists takes one watch for all (watch_get:
+ *     so a lower dir every union lists takes one watch for all (un_watch_get:
  *     the kernel gives one wd per inode and instance); its events count
  *     once, in the watch, whichever table's listings read them; and a
  *     token (watches_token) adds the table's own node epoch.  An overflow
