@@ -273,7 +273,7 @@ static int walk_init(struct un_walk *w, struct un_export *ex)
 	w->ex = ex;
 	w->cur = NULL;
 	w->have = 0;
-	w->shared = w->ctop_ok = w->ntop_ok = false;
+	w->shared = w->ctop_ok = w->ntop_ok = w->bare_ok = false;
 	w->buf = w->sbuf;
 	if (ex->nlayers + 1 > UN_RC_WALK_STAMPS)
 		w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
@@ -436,8 +436,12 @@ static int resolve_walk(struct un_walk *w, const struct un_node_hop *hops, size_
 	w->shared = true;
 	w->ctop_ok = w->ntop_ok = false;
 	err = un_rc_root(w->ex, &w->cur);
-	for (size_t i = 1; i < n && !err; i++)
+	for (size_t i = 1; i < n && !err; i++) {
+		w->bare_ok =
+		    view && i == n - 1; /* a view's last hop (rcache.c rule 14) */
 		err = walk_hop(w, &hops[i]);
+	}
+	w->bare_ok = false;
 	if (!err)
 		err = walk_out(w, view, out);
 	un_obj_put(w->cur);
@@ -559,6 +563,7 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 		return err;
 	w.cur = un_obj_get(dir);
 	w.shared = false;
+	w.bare_ok = view;
 	if (dir->nstamps == dir->ninst) { /* a view: its walk's (rcache.c rule 10) */
 		memcpy(w.cst, dir->stamps, dir->ninst * sizeof(w.cst[0]));
 		w.have = dir->ninst;
@@ -574,6 +579,21 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 	return err;
 }
 
+/* lookup in bare DIR (rcache.c rule 14), which has no descriptor to look
+ * in: in DIR resolved whole. */
+static int lookup_whole(struct un_export *ex, struct un_obj *dir, const char *name,
+			bool view, struct un_obj **out)
+{
+	struct un_obj *whole;
+	int err = un_resolve(ex, dir->id, &whole);
+
+	if (err)
+		return err;
+	err = lookup(ex, whole, name, view, out);
+	un_obj_put(whole);
+	return err;
+}
+
 static int lookup(struct un_export *ex, struct un_obj *dir, const char *name, bool view,
 		  struct un_obj **out)
 {
@@ -583,6 +603,8 @@ static int lookup(struct un_export *ex, struct un_obj *dir, const char *name, bo
 
 	if (!S_ISDIR(dir->type))
 		return -ENOTDIR;
+	if (dir->bare)
+		return lookup_whole(ex, dir, name, view, out);
 	err = un_name_check(name, &len);
 	if (err)
 		return err;

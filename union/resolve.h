@@ -49,6 +49,7 @@ struct un_walk {
 	struct timespec t0; /* clock before any stamp was taken */
 	struct un_obj *cur;
 	bool shared;		 /* cur is (also) the cache's */
+	bool bare_ok;		 /* the next hop may be bare (rcache.c rule 14) */
 	size_t have;		 /* stamps of cur known: cst[0..have-1] */
 	struct un_rc_stamp *cst; /* cur's, nlayers + 1 long */
 	struct un_rc_stamp *nst; /* the next object's, as long */
