@@ -77,9 +77,18 @@
  *         stat; it serves only while the token is unchanged and it is
  *         younger than ATTR_TTL_NS;
  *       - only entries whose every change passes through their name in
- *         that dir are remembered: no directory (a change inside it reaches
- *         its own watch), no file with several links; and only on local
- *         filesystems (fs_local).
+ *         that dir are remembered, no file with several links, and only on
+ *         local filesystems (fs_local); a directory, whose change inside it
+ *         reaches its own watch and not its parent's, only with a watch on
+ *         each of its parts (attr_entry_watch: every part on its layer
+ *         dir's filesystem, added before its first stat), whose events
+ *         about names in it move its entry's own token (entry_token, read
+ *         before the stat like the listing's; one about the part itself
+ *         reaches the listing's watch of its parent too).  So a
+ *         merged directory's times (object.c rule 6) follow a name added
+ *         to any part at the next call.  Those watches are bounded by a
+ *         quarter of the user's inotify watches (entry_watches_max), past
+ *         which a directory is stat'ed on every call, as before.
  *     What no watch reports: a link made to a remembered file from another
  *     directory (through the union it writes the node table, hence the
  *     node epoch in the token; made in a layer by someone else, it shows
@@ -186,6 +195,11 @@ struct lattr {
 	struct un_attr a;
 	uint64_t token;
 	long long at;
+	/* a directory's: a watch on each of its parts (ents[].ninst) and their
+	 * entry_token read before the stat; NULL when not (yet) watched */
+	struct watch **ew;
+	uint64_t etoken;
+	bool unwatched; /* the parts cannot be watched: stat each time */
 };
 
 /* One inotify watch on a layer dir, shared by the listings that remember
@@ -205,6 +219,8 @@ struct watches {
 	int fd;	       /* inotify; < 0: unavailable, so no attribute is remembered */
 	bool opened;   /* fd and events were tried (watches_open) */
 	uint64_t lost; /* events the kernel dropped (IN_Q_OVERFLOW) */
+	/* watches entries' parts hold (invariant 8), and at most that many */
+	size_t nentry, entry_max;
 	struct watch *buckets[WATCH_BUCKETS];
 	char *events;
 };
@@ -227,6 +243,7 @@ struct un_listing {
 	/* remembered attributes (invariant 8), also guarded by nlock */
 	struct lattr *attr;
 	struct watch **w; /* one per layer dir of the stack, NW of them */
+	dev_t *wdev;	  /* the devices of those layer dirs */
 	size_t nw;
 	struct watches *ws; /* whose watches W are */
 	int watch_err;	    /* not 0: this listing remembers no attribute */
@@ -311,6 +328,7 @@ int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache 
 }
 
 static void watch_put(struct watches *ws, struct watch *w);
+static void entry_watch_put(struct watches *ws, struct watch **ew, size_t n);
 
 static void listing_free(struct un_listing *l)
 {
@@ -321,10 +339,13 @@ static void listing_free(struct un_listing *l)
 	free(l->names);
 	free(l->nodes);
 	free(l->fh);
+	for (size_t i = 0; l->attr && i < l->count; i++)
+		entry_watch_put(l->ws, l->attr[i].ew, l->ents[i].ninst);
 	free(l->attr);
 	for (size_t i = 0; i < l->nw; i++)
 		watch_put(l->ws, l->w[i]);
 	free(l->w);
+	free(l->wdev);
 	pthread_mutex_destroy(&l->nlock);
 	free(l);
 }
@@ -1390,7 +1411,8 @@ static void watch_put(struct watches *ws, struct watch *w)
 
 /* Counts the pending events into their watches; with WS's lock held.  An
  * event about the layer dir itself changes none of its entries (reading it
- * to build a listing is one), unless the dir goes away. */
+ * to build a listing is one), unless the dir goes away; what it changes of
+ * the dir's own attributes reaches its parent's watch too, by its name. */
 static void watches_drain(struct watches *ws)
 {
 	const struct inotify_event *ev;
@@ -1460,11 +1482,27 @@ static bool fs_local(long type)
  * remembers an attribute holds none, and opening the state never fails for
  * want of what is only an optimisation.  A failure is kept: without inotify no
  * attribute is remembered. */
+/* How many watches entries' parts may hold (invariant 8): a quarter of
+ * what the kernel lets the server's user hold, which every program of that
+ * user shares (8,192 before Linux 5.11, more since, by memory). */
+static size_t entry_watches_max(void)
+{
+	unsigned long n = 8192;
+	FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+
+	if (f && fscanf(f, "%lu", &n) != 1)
+		n = 8192;
+	if (f)
+		fclose(f);
+	return n / 4;
+}
+
 static int watches_open(struct watches *ws)
 {
 	un_assert_locked(&ws->lock);
 	if (!ws->opened) {
 		ws->opened = true;
+		ws->entry_max = entry_watches_max();
 		ws->events = un_sys_malloc(EVENTS_BUF);
 		ws->fd = ws->events ? un_sys_inotify_init() : -ENOMEM;
 	}
@@ -1477,6 +1515,7 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 		       const struct un_obj *dir)
 {
 	struct watches *ws = st->cache->ws;
+	struct stat sb;
 	long type;
 	int err, wd;
 
@@ -1487,13 +1526,18 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 	err = watches_open(ws);
 	pthread_mutex_unlock(&ws->lock);
 	l->w = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->w));
-	if (!err && !l->w)
+	l->wdev = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->wdev));
+	if (!err && (!l->w || !l->wdev))
 		err = -ENOMEM;
 	l->ws = ws;
 	for (size_t i = 0; !err && i < dir->ninst; i++) {
 		err = un_sys_fstype(dir->inst[i].fd, &type);
 		if (!err && !fs_local(type))
 			err = -EOPNOTSUPP;
+		if (!err)
+			err = un_sys_fstat(dir->inst[i].fd, &sb);
+		if (!err)
+			l->wdev[i] = sb.st_dev;
 		pthread_mutex_lock(&ws->lock);
 		wd =
 		    err ? err : un_sys_inotify_watch(ws->fd, dir->inst[i].fd, WATCH_MASK);
@@ -1505,6 +1549,93 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 		pthread_mutex_unlock(&ws->lock);
 	}
 	l->watch_err = err;
+}
+
+/* Drops the watches EW (N of them, NULL: none) of an entry's parts. */
+static void entry_watch_put(struct watches *ws, struct watch **ew, size_t n)
+{
+	if (!ew)
+		return;
+	for (size_t k = 0; k < n; k++)
+		watch_put(ws, ew[k]);
+	pthread_mutex_lock(&ws->lock);
+	ws->nentry -= n;
+	pthread_mutex_unlock(&ws->lock);
+	free(ew);
+}
+
+/* The state of the watches EW of an entry's N parts: it changes whenever
+ * one of them reports an event about a name in the part (which moves its
+ * times), and is 0 (trusted never) when one is dead: a change of the part's
+ * own attributes, or its atime, reaches the listing's watch of its parent
+ * by its name.  With WS's lock held. */
+static uint64_t entry_token(const struct watches *ws, struct watch *const *ew, size_t n)
+{
+	uint64_t t = ws->lost + 1;
+
+	un_assert_locked(&ws->lock);
+	for (size_t k = 0; k < n; k++) {
+		if (ew[k]->dead)
+			return 0;
+		t += ew[k]->gen;
+	}
+	return t;
+}
+
+/* entry_token of LA's watches (E's parts) as they stand now. */
+static uint64_t entry_token_now(const struct un_listing *l, const struct lent *e,
+				const struct lattr *la)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&l->ws->lock);
+	t = entry_token(l->ws, la->ew, e->ninst);
+	pthread_mutex_unlock(&l->ws->lock);
+	return t;
+}
+
+/* Puts a watch on each part of directory entry I of L in DIR (invariant
+ * 8), before any stat of it, when every part is on its layer dir's
+ * (local) filesystem and the server's bound on such watches allows; else
+ * LA says it is not watched, and the entry is stat'ed on every call.  With
+ * L's nlock held. */
+static void attr_entry_watch(struct un_state *st, struct un_listing *l,
+			     const struct un_obj *dir, size_t i, struct lattr *la)
+{
+	const struct lent *e = &l->ents[i];
+	struct watches *ws = l->ws;
+	struct watch **ew = un_sys_calloc(e->ninst, sizeof(*ew));
+	size_t n = 0, pos;
+	int wd;
+
+	un_assert_locked(&l->nlock);
+	la->unwatched = true;
+	for (size_t k = 0; ew && k < e->ninst; k++) {
+		pos = l->ipos[e->inst_off + k];
+		if (pos >= l->nw || l->inst[e->inst_off + k].dev != l->wdev[pos])
+			goto out; /* a mount inside the layer: maybe not local */
+	}
+	pthread_mutex_lock(&ws->lock);
+	if (ws->nentry + e->ninst <= ws->entry_max)
+		for (; n < e->ninst; n++) {
+			pos = l->ipos[e->inst_off + n];
+			wd = un_sys_inotify_watch_at(ws->fd, dir->inst[pos].fd, e->d.name,
+						     WATCH_MASK);
+			if (wd < 0 || !(ew[n] = watch_get(ws, wd)))
+				break;
+		}
+	ws->nentry += n;
+	pthread_mutex_unlock(&ws->lock);
+	if (n < e->ninst) {
+		entry_watch_put(ws, ew, n);
+		return;
+	}
+	la->ew = ew;
+	la->unwatched = false;
+	cache_account(st->cache, l, e->ninst * sizeof(*ew));
+	return;
+out:
+	free(ew);
 }
 
 static long long mono_ns(void)
@@ -1577,12 +1708,16 @@ static int attr_merged_times(const struct un_listing *l, const struct un_obj *di
 	return 0;
 }
 
-/* May the attributes of ST be remembered?  A directory's change inside it
- * reaches its own watchers, not its parent's; a file with several links may
- * change through a name in another directory. */
-static bool attr_keepable(const struct stat *st)
+/* May the attributes of ST be remembered (LA: the entry's; ETOKEN: its
+ * parts' watches read before the stat)?  A directory's change inside it
+ * reaches its own watchers, not its parent's: only with a watch on each of
+ * its parts; a file with several links may change through a name in
+ * another directory. */
+static bool attr_keepable(const struct stat *st, const struct lattr *la, uint64_t etoken)
 {
-	return !S_ISDIR(st->st_mode) && st->st_nlink == 1;
+	if (S_ISDIR(st->st_mode))
+		return la->ew && etoken;
+	return st->st_nlink == 1;
 }
 
 /* Fills entry I of L (fileid ID) into OUT: remembered if its stat was made
@@ -1593,15 +1728,22 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 		    long long now, struct un_attr *out)
 {
 	struct lattr *la = l->attr ? &l->attr[i] : NULL;
+	const struct lent *e = &l->ents[i];
+	uint64_t etoken = 0;
 	struct stat st;
 	int err;
 
 	un_assert_locked(&l->nlock);
-	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS) {
+	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS &&
+	    (!la->ew || entry_token_now(l, e, la) == la->etoken)) {
 		*out = la->a;
 		out->fileid = id;
 		return 0;
 	}
+	if (la && token && S_ISDIR(e->d.type) && !la->ew && !la->unwatched)
+		attr_entry_watch(ex->st, l, dir, i, la);
+	if (la && la->ew) /* before the stats: a change after them moves it */
+		etoken = entry_token_now(l, e, la);
 	err = attr_stat(l, dir, i, 0, &st);
 	if (err)
 		return err;
@@ -1611,8 +1753,12 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 		if (err)
 			return err;
 	}
-	if (la && token && attr_keepable(&st))
-		*la = (struct lattr){*out, token, now};
+	if (la && token && attr_keepable(&st, la, etoken)) {
+		la->a = *out;
+		la->token = token;
+		la->at = now;
+		la->etoken = etoken;
+	}
 	return 0;
 }
 

@@ -161,6 +161,8 @@ int un_sys_fstype(int fd, long *type);
  * read, which gives -EAGAIN when no event is pending. */
 int un_sys_inotify_init(void);
 int un_sys_inotify_watch(int ifd, int fd, uint32_t mask);
+/* A watch on directory NAME (one component, not followed) in DIRFD. */
+int un_sys_inotify_watch_at(int ifd, int dirfd, const char *name, uint32_t mask);
 void un_sys_inotify_unwatch(int ifd, int wd);
 ssize_t un_sys_read(int fd, void *buf, size_t n);
 int un_sys_mkdirat(int dirfd, const char *name, mode_t mode);
