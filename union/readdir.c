@@ -128,7 +128,8 @@
  * the first page of a whole listing reads the table for all its entries
  * (invariant 9), with about 120 B per entry of scratch while it does.
  * Memory: a listing that served READDIRPLUS holds 24 B (node) + 40 B
- * (handle) + 120 B (attributes) per entry beyond its names.
+ * (handle) + 144 B (attributes) per entry beyond its names, and 8 B a
+ * part for a directory entry's watches (the kernel's: one watch a part).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1569,7 +1570,7 @@ static void entry_watch_put(struct watches *ws, struct watch **ew, size_t n)
  * times), and is 0 (trusted never) when one is dead: a change of the part's
  * own attributes, or its atime, reaches the listing's watch of its parent
  * by its name.  With WS's lock held. */
-static uint64_t entry_token(const struct watches *ws, struct watch *const *ew, size_t n)
+static uint64_t entry_token(struct watches *ws, struct watch *const *ew, size_t n)
 {
 	uint64_t t = ws->lost + 1;
 
