@@ -333,6 +333,9 @@ static void entry_watch_put(struct watches *ws, struct watch **ew, size_t n);
 
 static void listing_free(struct un_listing *l)
 {
+	for (size_t i = 0; l->attr && i < l->count; i++)
+		entry_watch_put(l->ws, l->attr[i].ew, l->ents[i].ninst);
+	free(l->attr);
 	free(l->ents);
 	free(l->inst);
 	free(l->keys);
@@ -340,9 +343,6 @@ static void listing_free(struct un_listing *l)
 	free(l->names);
 	free(l->nodes);
 	free(l->fh);
-	for (size_t i = 0; l->attr && i < l->count; i++)
-		entry_watch_put(l->ws, l->attr[i].ew, l->ents[i].ninst);
-	free(l->attr);
 	for (size_t i = 0; i < l->nw; i++)
 		watch_put(l->ws, l->w[i]);
 	free(l->w);
