@@ -437,8 +437,8 @@ static int resolve_walk(struct un_walk *w, const struct un_node_hop *hops, size_
 	w->ctop_ok = w->ntop_ok = false;
 	err = un_rc_root(w->ex, &w->cur);
 	for (size_t i = 1; i < n && !err; i++) {
-		w->bare_ok =
-		    view && i == n - 1; /* a view's last hop (rcache.c rule 14) */
+		/* only a view's last hop may be bare (rcache.c rule 14) */
+		w->bare_ok = view && i == n - 1;
 		err = walk_hop(w, &hops[i]);
 	}
 	w->bare_ok = false;

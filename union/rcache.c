@@ -92,11 +92,11 @@
  *     equal, the name still opens those inodes, and their own ctimes equal
  *     mean their opaque flags are as the lookup read them (what rule 11
  *     reads again when a ctime moved, a bare hit takes for a miss).  The
- *     object it gives is bare (un_obj_bare: no descriptor); un_lookup in
- *     it resolves it whole first (lookup.c).  So a GETATTR of a merged
- *     directory beyond the bound costs a stat a part, as within it,
- *     where a full lookup read every layer (bench/README.md, "Merged
- *     directories as cheap as plain ones").
+ *     object it gives is bare (struct un_obj's BARE: no descriptor);
+ *     un_lookup in it resolves it whole first (lookup.c).  So a GETATTR
+ *     of a merged directory beyond the bound costs a stat a part by name,
+ *     as within it by descriptor, where a full lookup read every layer
+ *     (bench/README.md, "Merged directories as cheap as plain ones").
  *
  * What ctime does not cover (opaque.c, "not covered") this does not either.
  */
