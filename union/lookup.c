@@ -273,7 +273,7 @@ static int walk_init(struct un_walk *w, struct un_export *ex)
 	w->ex = ex;
 	w->cur = NULL;
 	w->have = 0;
-	w->shared = w->ctop_ok = w->ntop_ok = w->drained = w->no_fd = false;
+	w->shared = w->ctop_ok = w->ntop_ok = w->drained = w->view_end = false;
 	w->buf = w->sbuf;
 	if (ex->nlayers + 1 > UN_RC_WALK_STAMPS)
 		w->buf = un_sys_malloc(2 * (ex->nlayers + 1) * sizeof(w->cst[0]));
@@ -438,10 +438,12 @@ static int resolve_walk(struct un_walk *w, const struct un_node_hop *hops, size_
 	w->ctop_ok = w->ntop_ok = false;
 	err = un_rc_root(w->ex, &w->cur);
 	for (size_t i = 1; i < n && !err; i++) {
-		w->no_fd = view && i == n - 1;
+		/* only a view's last hop may give no descriptor (rcache.c
+		 * rules 14, 15) */
+		w->view_end = view && i == n - 1;
 		err = walk_hop(w, &hops[i]);
 	}
-	w->no_fd = false;
+	w->view_end = false;
 	if (!err)
 		err = walk_out(w, view, out);
 	un_obj_put(w->cur);
@@ -567,9 +569,9 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 		memcpy(w.cst, dir->stamps, dir->ninst * sizeof(w.cst[0]));
 		w.have = dir->ninst;
 	}
-	w.no_fd = view;
+	w.view_end = view;
 	err = walk_cached(&w, un_rn_get(ex, dir->id, name, len), NULL);
-	w.no_fd = false;
+	w.view_end = false;
 	if (err == 0)
 		err = walk_lookup(&w, name, len);
 	else if (err == 1)
@@ -577,6 +579,21 @@ static int lookup_cached(struct un_export *ex, struct un_obj *dir, const char *n
 	if (!err)
 		err = walk_out(&w, view, out);
 	walk_fini(&w);
+	return err;
+}
+
+/* lookup in bare DIR (rcache.c rule 14), which has no descriptor to look
+ * in: in DIR resolved whole. */
+static int lookup_whole(struct un_export *ex, struct un_obj *dir, const char *name,
+			bool view, struct un_obj **out)
+{
+	struct un_obj *whole;
+	int err = un_resolve(ex, dir->id, &whole);
+
+	if (err)
+		return err;
+	err = lookup(ex, whole, name, view, out);
+	un_obj_put(whole);
 	return err;
 }
 
@@ -589,6 +606,8 @@ static int lookup(struct un_export *ex, struct un_obj *dir, const char *name, bo
 
 	if (!S_ISDIR(dir->type))
 		return -ENOTDIR;
+	if (dir->bare)
+		return lookup_whole(ex, dir, name, view, out);
 	err = un_name_check(name, &len);
 	if (err)
 		return err;

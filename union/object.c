@@ -104,7 +104,7 @@ bool un_obj_upper(const struct un_export *ex, const struct un_obj *o)
 
 void un_obj_push_top(struct un_obj *o, int fd)
 {
-	assert(!o->owner); /* a view is never changed */
+	assert(!o->owner && !o->bare); /* a view is never changed */
 	if (!S_ISDIR(o->type)) {
 		un_sys_close(o->inst[0].fd);
 		o->inst[0] = (struct un_inst){.fd = fd, .layer = 0};
@@ -128,7 +128,7 @@ void un_obj_put(struct un_obj *o)
 		return;
 	if (o->owner) /* a view: the descriptors are the owner's */
 		un_obj_put(o->owner);
-	else
+	else if (!o->bare)
 		for (size_t i = 0; i < o->ninst; i++)
 			un_sys_close(o->inst[i].fd);
 	if (!o->owner)
@@ -200,9 +200,11 @@ int un_obj_copy(const struct un_obj *o, struct un_obj **out)
 	    .name = o->name,
 	    .len = o->namelen,
 	};
-	struct un_obj *c = un_obj_new(o->ninst, &who);
+	struct un_obj *c;
 	int err = 0;
 
+	assert(!o->bare); /* never the cache's: a view's alone */
+	c = un_obj_new(o->ninst, &who);
 	if (!c)
 		return -ENOMEM;
 	c->retired = o->retired;

@@ -29,8 +29,8 @@
  *     entry found stale leaves its slots at once (un_rc_evict).
  *  5. Only directories' entries hold descriptors, and the entries of all
  *     exports together hold at most UN_RC_FDS_MAX and a quarter of
- *     RLIMIT_NOFILE (rc_reserve): a full cache stops remembering, it never
- *     makes the server run out of descriptors.
+ *     RLIMIT_NOFILE (rc_reserve): past that, a directory's entry is bare
+ *     (rule 14), it never makes the server run out of descriptors.
  *  6. A non-directory's entry holds the parent instance it was found in
  *     and its stamp, no descriptor: a hit opens the name again there and
  *     takes the object only if it is the same (dev, ino, type) and still no
@@ -81,8 +81,23 @@
  *     then leaves the other index too (its bytes go with its last slot),
  *     so the cache stays about at its budget and still follows the
  *     working set.
- *
- * 14. A hit on a non-directory's entry that ends a view's walk (the server's
+ * 14. A bare entry (a directory's, made when its descriptors would take the
+ *     cache past rule 5's bound) holds no object, only its own instances'
+ *     stamps, as a non-directory's does (rule 6).  It serves only the last
+ *     hop of a walk to a view (W->view_end: un_resolve_view,
+ *     un_lookup_view), whose callers read its attributes and id alone, and
+ *     only while every own instance is the same (dev, ino, layer) with the
+ *     same settled ctime, read by an fstatat of its name in the parent's
+ *     instance of that layer (rc_hit_bare): the parent's stamps being
+ *     equal, the name still opens those inodes, and their own ctimes equal
+ *     mean their opaque flags are as the lookup read them (what rule 11
+ *     reads again when a ctime moved, a bare hit takes for a miss).  The
+ *     object it gives is bare (struct un_obj's BARE: no descriptor);
+ *     un_lookup in it resolves it whole first (lookup.c).  So a GETATTR
+ *     of a merged directory beyond the bound costs a stat a part by name,
+ *     as within it by descriptor, where a full lookup read every layer
+ *     (bench/README.md, "Merged directories as cheap as plain ones").
+ * 15. A hit on a non-directory's entry that ends a view's walk (the server's
  *     GETATTR, ACCESS and LOOKUP read only its attributes and id) stats
  *     the name in the parent's instance (fstatat, no symlink followed: one
  *     validated component) instead of opening it: the object it gives has
@@ -121,8 +136,9 @@ struct un_rc_entry {
 	bool open;   /* it read them all with no stop: more would be read too */
 	int8_t opq;  /* a directory's last instance's own opaque flag as read;
 		      * -1: not read (rule 11) */
-	/* nvis of the parent's, then its own: obj->ninst, or one for a
-	 * non-directory (ctime RC_UNSETTLED if it was not settled) */
+	size_t nown; /* its own stamps: obj->ninst, a bare one's (rule 14), 1 */
+	/* nvis of the parent's, then its own NOWN (ctime RC_UNSETTLED if it
+	 * was not settled) */
 	struct un_rc_stamp st[];
 };
 
@@ -131,6 +147,11 @@ struct un_rc_entry {
 /* Descriptors held by entries of every export (rule 5), and the
  * bound on them, read once: a quarter of what the process may open. */
 static atomic_size_t rc_nfds, rc_cap;
+
+void un_rc_test_fds_max(size_t n)
+{
+	atomic_store(&rc_cap, n);
+}
 
 static size_t rc_fds_max(void)
 {
@@ -615,7 +636,7 @@ static bool rc_same_name(const struct un_walk *w, const struct un_rc_entry *e,
 {
 	if (e->epoch == w->epoch)
 		return true;
-	return hop && e->obj && hop->id == e->id && hop->parent == e->parent &&
+	return hop && S_ISDIR(e->type) && hop->id == e->id && hop->parent == e->parent &&
 	       hop->namelen == e->namelen && !memcmp(hop->name, e->name, e->namelen);
 }
 
@@ -775,7 +796,7 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 
 	if (pi->layer != e->st[e->nvis].layer)
 		return false;
-	if (w->no_fd) { /* rule 14 */
+	if (w->view_end) { /* rule 15 */
 		fd = -1;
 		if (un_sys_fstatat(pi->fd, e->name, &st, AT_SYMLINK_NOFOLLOW))
 			return false;
@@ -800,6 +821,61 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 	return true;
 }
 
+/* The instance of cur in LAYER among its first N, or NULL. */
+static const struct un_inst *rc_cur_inst(const struct un_walk *w, size_t n,
+					 uint16_t layer)
+{
+	for (size_t i = 0; i < n && i < w->cur->ninst; i++)
+		if (w->cur->inst[i].layer == layer)
+			return &w->cur->inst[i];
+	return NULL;
+}
+
+/* Bare directory entry E (parent valid) on the last hop of a walk to a
+ * view (rule 14): each own instance stat'ed by name in the parent's
+ * instance of its layer must be the one E remembers, at its settled ctime.
+ * *NEXT is then a bare object (no descriptor) whose view carries those
+ * stats: what un_getattr reads of it. */
+static bool rc_hit_bare(struct un_walk *w, const struct un_rc_entry *e,
+			struct un_obj **next)
+{
+	const struct un_rc_stamp *own = &e->st[e->nvis];
+	const struct un_obj_ident who = {
+	    .id = e->id,
+	    .fileid = e->fileid,
+	    .parent = e->parent,
+	    .type = e->type,
+	    .name = e->name,
+	    .len = e->namelen,
+	};
+	const struct un_inst *pi;
+	struct un_obj *o;
+	struct stat st;
+
+	if (!w->view_end)
+		return false;
+	for (size_t j = 0; j < e->nown; j++) {
+		pi = rc_cur_inst(w, e->nvis, own[j].layer);
+		if (!pi || un_sys_fstatat(pi->fd, e->name, &st, 0) ||
+		    !S_ISDIR(st.st_mode))
+			return false;
+		w->nst[j] = rc_stamp_of(&st, own[j].layer);
+		if (!rc_stamp_eq(&w->nst[j], &own[j]))
+			return false;
+		if (j == 0)
+			w->ntop = st;
+	}
+	o = un_obj_new(e->nown, &who);
+	if (!o)
+		return false;
+	o->bare = true;
+	for (size_t j = 0; j < e->nown; j++)
+		o->inst[o->ninst++] = (struct un_inst){.fd = -1, .layer = own[j].layer};
+	w->ntop_ok = true;
+	*next = o;
+	return true;
+}
+
 /* What looking E's name up in cur would give now, from E, if E still
  * holds (HOP: the table's record of E's node, or NULL): *NEXT (a reference
  * of the caller's; *SHARED when it is the cache's object; NULL for a
@@ -815,7 +891,9 @@ bool un_rc_hit(struct un_walk *w, const struct un_rc_entry *e,
 		*next = NULL; /* the name is absent (rule 9) */
 		return true;
 	}
-	return e->obj ? rc_hit_dir(w, e, next) : rc_hit_file(w, e, next);
+	if (e->obj)
+		return rc_hit_dir(w, e, next);
+	return S_ISDIR(e->type) ? rc_hit_bare(w, e, next) : rc_hit_file(w, e, next);
 }
 
 /* A new entry (one reference) for NAME in cur with NST stamps, the
@@ -869,8 +947,6 @@ static struct un_rc_stamp rc_own_kept(const struct un_walk *w,
  * (rule 5); false if they do not fit. */
 static bool rc_reserve(const struct un_obj *next)
 {
-	if (!S_ISDIR(next->type))
-		return true;
 	if (atomic_fetch_add(&rc_nfds, next->ninst) + next->ninst > rc_fds_max()) {
 		atomic_fetch_sub(&rc_nfds, next->ninst);
 		return false;
@@ -885,12 +961,13 @@ static bool rc_reserve(const struct un_obj *next)
 bool un_rc_remember(struct un_walk *w, struct un_obj *next,
 		    const struct un_lookup_read *rd, const struct un_rc_entry *old)
 {
-	bool dir = S_ISDIR(next->type);
-	size_t nown = dir ? next->ninst : 1;
+	size_t nown = S_ISDIR(next->type) ? next->ninst : 1;
 	struct un_rc_entry *e;
+	bool dir;
 
-	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis) || !rc_reserve(next))
+	if (w->have < rd->nvis || !rc_parent_settled(w, rd->nvis) || next->bare)
 		return false;
+	dir = S_ISDIR(next->type) && rc_reserve(next); /* else bare (rule 14) */
 	e = rc_entry_new(w, next->name, next->namelen, rd->nvis, rd->nvis + nown);
 	if (!e) {
 		if (dir)
@@ -902,7 +979,8 @@ bool un_rc_remember(struct un_walk *w, struct un_obj *next,
 	e->type = next->type;
 	e->open = rd->open;
 	e->opq = rd->opq;
-	e->obj = dir ? un_obj_get(next) : NULL; /* rule 6 */
+	e->nown = nown;
+	e->obj = dir ? un_obj_get(next) : NULL; /* rules 6, 14 */
 	if (dir)
 		e->bytes += (uint32_t)un_obj_bytes(next);
 	for (size_t j = 0; j < nown; j++)

@@ -78,9 +78,18 @@
  *         stat; it serves only while the token is unchanged and it is
  *         younger than ATTR_TTL_NS;
  *       - only entries whose every change passes through their name in
- *         that dir are remembered: no directory (a change inside it reaches
- *         its own watch), no file with several links; and only on local
- *         filesystems (un_fs_local).
+ *         that dir are remembered, no file with several links, and only on
+ *         local filesystems (un_fs_local); a directory, whose change inside it
+ *         reaches its own watch and not its parent's, only with a watch on
+ *         each of its parts (attr_entry_watch: every part on its layer
+ *         dir's filesystem, added before its first stat), whose events
+ *         about names in it move its entry's own token (entry_token, read
+ *         before the stat like the listing's; one about the part itself
+ *         reaches the listing's watch of its parent too).  So a
+ *         merged directory's times (object.c rule 6) follow a name added
+ *         to any part at the next call.  Those watches are bounded by a
+ *         quarter of the user's inotify watches (watch.c rule 6), past
+ *         which a directory is stat'ed on every call, as before.
  *     What no watch reports: a link made to a remembered file from another
  *     directory (through the union it writes the node table, hence the
  *     node epoch in the token; made in a layer by someone else, it shows
@@ -120,7 +129,8 @@
  * the first page of a whole listing reads the table for all its entries
  * (invariant 9), with about 120 B per entry of scratch while it does.
  * Memory: a listing that served READDIRPLUS holds 24 B (node) + 40 B
- * (handle) + 120 B (attributes) per entry beyond its names.
+ * (handle) + 144 B (attributes) per entry beyond its names, and 8 B a
+ * part for a directory entry's watches (the kernel's: one watch a part).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -180,6 +190,11 @@ struct lattr {
 	struct un_attr a;
 	uint64_t token;
 	long long at;
+	/* a directory's: a watch on each of its parts (ents[].ninst) and their
+	 * entry_token read before the stat; NULL when not (yet) watched */
+	struct un_watch **ew;
+	uint64_t etoken;
+	bool unwatched; /* the parts cannot be watched: stat each time */
 };
 
 struct un_listing {
@@ -200,6 +215,7 @@ struct un_listing {
 	/* remembered attributes (invariant 8), also guarded by nlock */
 	struct lattr *attr;
 	struct un_watch **w; /* one per layer dir of the stack, NW of them */
+	dev_t *wdev;	     /* the devices of those layer dirs */
 	size_t nw;
 	struct un_watches *ws; /* whose watches W are */
 	int watch_err;	       /* not 0: this listing remembers no attribute */
@@ -261,8 +277,13 @@ int un_listing_cache_new(struct un_listing_cache *main, struct un_listing_cache 
 	return 0;
 }
 
+static void entry_watch_put(struct un_watches *ws, struct un_watch **ew, size_t n);
+
 static void listing_free(struct un_listing *l)
 {
+	for (size_t i = 0; l->attr && i < l->count; i++)
+		entry_watch_put(l->ws, l->attr[i].ew, l->ents[i].ninst);
+	free(l->attr);
 	free(l->ents);
 	free(l->inst);
 	free(l->keys);
@@ -270,10 +291,10 @@ static void listing_free(struct un_listing *l)
 	free(l->names);
 	free(l->nodes);
 	free(l->fh);
-	free(l->attr);
 	for (size_t i = 0; i < l->nw; i++)
 		un_watch_put(l->ws, l->w[i]);
 	free(l->w);
+	free(l->wdev);
 	pthread_mutex_destroy(&l->nlock);
 	free(l);
 }
@@ -1309,6 +1330,7 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 		       const struct un_obj *dir)
 {
 	struct un_watches *ws = st->cache->ws;
+	struct stat sb;
 	long type;
 	int err, wd;
 
@@ -1319,13 +1341,18 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 	err = un_watches_open(ws);
 	pthread_mutex_unlock(&ws->lock);
 	l->w = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->w));
-	if (!err && !l->w)
+	l->wdev = err ? NULL : un_sys_calloc(dir->ninst, sizeof(*l->wdev));
+	if (!err && (!l->w || !l->wdev))
 		err = -ENOMEM;
 	l->ws = ws;
 	for (size_t i = 0; !err && i < dir->ninst; i++) {
 		err = un_sys_fstype(dir->inst[i].fd, &type);
 		if (!err && !un_fs_local(type))
 			err = -EOPNOTSUPP;
+		if (!err)
+			err = un_sys_fstat(dir->inst[i].fd, &sb);
+		if (!err)
+			l->wdev[i] = sb.st_dev;
 		pthread_mutex_lock(&ws->lock);
 		wd = err ? err
 			 : un_sys_inotify_watch(ws->fd, dir->inst[i].fd, UN_WATCH_MASK);
@@ -1337,6 +1364,93 @@ static void attr_watch(struct un_state *st, struct un_listing *l,
 		pthread_mutex_unlock(&ws->lock);
 	}
 	l->watch_err = err;
+}
+
+/* Drops the watches EW (N of them, NULL: none) of an entry's parts. */
+static void entry_watch_put(struct un_watches *ws, struct un_watch **ew, size_t n)
+{
+	if (!ew)
+		return;
+	for (size_t k = 0; k < n; k++)
+		un_watch_put(ws, ew[k]);
+	pthread_mutex_lock(&ws->lock);
+	ws->nentry -= n;
+	pthread_mutex_unlock(&ws->lock);
+	free(ew);
+}
+
+/* The state of the watches EW of an entry's N parts: it changes whenever
+ * one of them reports an event about a name in the part (which moves its
+ * times), and is 0 (trusted never) when one is dead: a change of the part's
+ * own attributes, or its atime, reaches the listing's watch of its parent
+ * by its name.  With WS's lock held. */
+static uint64_t entry_token(struct un_watches *ws, struct un_watch *const *ew, size_t n)
+{
+	uint64_t t = ws->lost + 1;
+
+	un_assert_locked(&ws->lock);
+	for (size_t k = 0; k < n; k++) {
+		if (ew[k]->dead)
+			return 0;
+		t += ew[k]->gen;
+	}
+	return t;
+}
+
+/* entry_token of LA's watches (E's parts) as they stand now. */
+static uint64_t entry_token_now(const struct un_listing *l, const struct lent *e,
+				const struct lattr *la)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&l->ws->lock);
+	t = entry_token(l->ws, la->ew, e->ninst);
+	pthread_mutex_unlock(&l->ws->lock);
+	return t;
+}
+
+/* Puts a watch on each part of directory entry I of L in DIR (invariant
+ * 8), before any stat of it, when every part is on its layer dir's
+ * (local) filesystem and the server's bound on such watches allows; else
+ * LA says it is not watched, and the entry is stat'ed on every call.  With
+ * L's nlock held. */
+static void attr_entry_watch(struct un_state *st, struct un_listing *l,
+			     const struct un_obj *dir, size_t i, struct lattr *la)
+{
+	const struct lent *e = &l->ents[i];
+	struct un_watches *ws = l->ws;
+	struct un_watch **ew = un_sys_calloc(e->ninst, sizeof(*ew));
+	size_t n = 0, pos;
+	int wd;
+
+	un_assert_locked(&l->nlock);
+	la->unwatched = true;
+	for (size_t k = 0; ew && k < e->ninst; k++) {
+		pos = l->ipos[e->inst_off + k];
+		if (pos >= l->nw || l->inst[e->inst_off + k].dev != l->wdev[pos])
+			goto out; /* a mount inside the layer: maybe not local */
+	}
+	pthread_mutex_lock(&ws->lock);
+	if (ws->nentry + e->ninst <= ws->entry_max)
+		for (; n < e->ninst; n++) {
+			pos = l->ipos[e->inst_off + n];
+			wd = un_sys_inotify_watch_at(ws->fd, dir->inst[pos].fd, e->d.name,
+						     UN_WATCH_MASK);
+			if (wd < 0 || !(ew[n] = un_watch_get(ws, wd)))
+				break;
+		}
+	ws->nentry += n;
+	pthread_mutex_unlock(&ws->lock);
+	if (n < e->ninst) {
+		entry_watch_put(ws, ew, n);
+		return;
+	}
+	la->ew = ew;
+	la->unwatched = false;
+	cache_account(st->cache, l, e->ninst * sizeof(*ew));
+	return;
+out:
+	free(ew);
 }
 
 static long long mono_ns(void)
@@ -1409,12 +1523,16 @@ static int attr_merged_times(const struct un_listing *l, const struct un_obj *di
 	return 0;
 }
 
-/* May the attributes of ST be remembered?  A directory's change inside it
- * reaches its own watchers, not its parent's; a file with several links may
- * change through a name in another directory. */
-static bool attr_keepable(const struct stat *st)
+/* May the attributes of ST be remembered (LA: the entry's; ETOKEN: its
+ * parts' watches read before the stat)?  A directory's change inside it
+ * reaches its own watchers, not its parent's: only with a watch on each of
+ * its parts; a file with several links may change through a name in
+ * another directory. */
+static bool attr_keepable(const struct stat *st, const struct lattr *la, uint64_t etoken)
 {
-	return !S_ISDIR(st->st_mode) && st->st_nlink == 1;
+	if (S_ISDIR(st->st_mode))
+		return la->ew && etoken;
+	return st->st_nlink == 1;
 }
 
 /* Fills entry I of L (fileid ID) into OUT: remembered if its stat was made
@@ -1425,15 +1543,22 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 		    long long now, struct un_attr *out)
 {
 	struct lattr *la = l->attr ? &l->attr[i] : NULL;
+	const struct lent *e = &l->ents[i];
+	uint64_t etoken = 0;
 	struct stat st;
 	int err;
 
 	un_assert_locked(&l->nlock);
-	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS) {
+	if (la && token && la->token == token && la->at && now - la->at < ATTR_TTL_NS &&
+	    (!la->ew || entry_token_now(l, e, la) == la->etoken)) {
 		*out = la->a;
 		out->fileid = id;
 		return 0;
 	}
+	if (la && token && S_ISDIR(e->d.type) && !la->ew && !la->unwatched)
+		attr_entry_watch(ex->st, l, dir, i, la);
+	if (la && la->ew) /* before the stats: a change after them moves it */
+		etoken = entry_token_now(l, e, la);
 	err = attr_stat(l, dir, i, 0, &st);
 	if (err)
 		return err;
@@ -1443,8 +1568,12 @@ static int attr_one(const struct un_export *ex, struct un_listing *l,
 		if (err)
 			return err;
 	}
-	if (la && token && attr_keepable(&st))
-		*la = (struct lattr){*out, token, now};
+	if (la && token && attr_keepable(&st, la, etoken)) {
+		la->a = *out;
+		la->token = token;
+		la->at = now;
+		la->etoken = etoken;
+	}
 	return 0;
 }
 

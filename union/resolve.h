@@ -50,8 +50,8 @@ struct un_walk {
 	struct un_obj *cur;
 	bool shared;		 /* cur is (also) the cache's */
 	bool drained;		 /* the watches' events were counted (watch.c rule 3) */
-	bool no_fd;		 /* the next hop ends a view's walk: a non-directory
-				  * may come with no descriptor (rcache.c rule 14) */
+	bool view_end;		 /* the next hop ends a view's walk: it may give an
+				  * object with no descriptor (rcache.c rules 14, 15) */
 	size_t have;		 /* stamps of cur known: cst[0..have-1] */
 	struct un_rc_stamp *cst; /* cur's, nlayers + 1 long */
 	struct un_rc_stamp *nst; /* the next object's, as long */

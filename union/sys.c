@@ -401,6 +401,17 @@ int un_sys_inotify_watch(int ifd, int fd, uint32_t mask)
 	return (int)ret(inotify_add_watch(ifd, path, mask | IN_ONLYDIR));
 }
 
+int un_sys_inotify_watch_at(int ifd, int dirfd, const char *name, uint32_t mask)
+{
+	char path[PROC_FD_PATH_MAX];
+	int err = un_sys_fault(UN_SYS_WATCH);
+
+	if (err)
+		return -err;
+	proc_fd_path(path, dirfd, name);
+	return (int)ret(inotify_add_watch(ifd, path, mask | IN_ONLYDIR | IN_DONT_FOLLOW));
+}
+
 void un_sys_inotify_unwatch(int ifd, int wd)
 {
 	inotify_rm_watch(ifd, wd);

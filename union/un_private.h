@@ -85,7 +85,14 @@
 #define UN_RC_WAYS	  4
 #define UN_RC_BUCKETS	  (UN_RC_SLOTS / UN_RC_WAYS)
 #define UN_RC_BUCKETS_MIN 32
-#define UN_RC_FDS_MAX	  4096 /* descriptors they hold, all exports together */
+/* Descriptors the entries hold, all exports together, and at most a
+ * quarter of RLIMIT_NOFILE (rcache.c rule 5).  A merged directory's entry
+ * holds one a part: with 4096, 1,024 directories of 4 parts filled it, and
+ * every GETATTR of a directory past them walked its name through every
+ * layer (22 us of server CPU against 7 for a file, bench/README.md, "Merged
+ * directories as cheap as plain ones").  An O_PATH descriptor costs the
+ * kernel a struct file and pins its (cached) inode. */
+#define UN_RC_FDS_MAX 65536
 
 /* ---- sys.c: the syscall seam ----
  *
@@ -155,6 +162,8 @@ int un_sys_fstype(int fd, long *type);
  * read, which gives -EAGAIN when no event is pending. */
 int un_sys_inotify_init(void);
 int un_sys_inotify_watch(int ifd, int fd, uint32_t mask);
+/* A watch on directory NAME (one component, not followed) in DIRFD. */
+int un_sys_inotify_watch_at(int ifd, int dirfd, const char *name, uint32_t mask);
 void un_sys_inotify_unwatch(int ifd, int wd);
 /* Reads pending events of inotify instance IFD (nonblocking). */
 ssize_t un_sys_inotify_read(int ifd, void *buf, size_t n);
@@ -933,6 +942,9 @@ int un_dir_opaque_own(int dir, bool lower);
  * or a resolved object is remembered (default, or -1: by its ctime,
  * UN_SETTLE_FINE_NS or UN_OPAQUE_SETTLE_NS; LLONG_MAX: never). */
 void un_lookup_test_settle_ns(long long ns);
+/* TEST ONLY: the bound on the resolve cache's descriptors (rcache.c rule
+ * 5); 0: UN_RC_FDS_MAX and RLIMIT_NOFILE again. */
+void un_rc_test_fds_max(size_t n);
 
 /* ---- rcache.c: the resolve cache ---- */
 
@@ -982,6 +994,11 @@ struct un_obj {
 	 * up; inst[0] is its file there, with the layer of the export's
 	 * bottom-most lower, which no write path takes for the upper. */
 	bool retired;
+	/* A directory found from a bare entry of the resolve cache (rcache.c
+	 * rule 14), or a view of one: every inst[].fd is -1; only its id,
+	 * type and (a view's) attributes are read, and un_lookup in it
+	 * resolves it whole first. */
+	bool bare;
 	/* The stat memo of a directory the resolve cache shares (watch.c
 	 * rule 4), made on first use, freed with the object; NULL in a view. */
 	_Atomic(struct un_dirmemo *) memo;

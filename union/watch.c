@@ -42,10 +42,17 @@
  *     whose watch cannot be had (no inotify, the watch limit) stats on
  *     every call.  The TTL bounds what no event would report that we do
  *     not know of: any stat is taken again at least that often.
+ *  6. The kernel bounds the watches of a user (max_user_watches, shared by
+ *     every program the server's user runs), so the watches held beyond
+ *     the listings' own layer dirs (a listed directory's parts, memo
+ *     slots) count in NENTRY and stay under a quarter of that bound
+ *     (ENTRY_MAX); past it a slot stats on every call, as a listing's
+ *     directory entry does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/magic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -205,6 +212,21 @@ bool un_fs_local(long type)
 	}
 }
 
+/* How many watches the holders beyond the listings' layer dirs may take
+ * (rule 6): a quarter of what the kernel lets the server's user hold
+ * (8,192 before Linux 5.11, more since, by memory). */
+static size_t entry_watches_max(void)
+{
+	unsigned long n = 8192;
+	FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+
+	if (f && fscanf(f, "%lu", &n) != 1)
+		n = 8192;
+	if (f)
+		fclose(f);
+	return n / 4;
+}
+
 /* Opens WS's inotify instance and event buffer on the first holder that
  * wants them; with WS's lock held.  Opened lazily, so that a state which never
  * remembers an attribute holds none, and opening the state never fails for
@@ -215,6 +237,7 @@ int un_watches_open(struct un_watches *ws)
 	un_assert_locked(&ws->lock);
 	if (!ws->opened) {
 		ws->opened = true;
+		ws->entry_max = entry_watches_max();
 		ws->events = un_sys_malloc(EVENTS_BUF);
 		ws->fd = ws->events ? un_sys_inotify_init() : -ENOMEM;
 	}
@@ -235,9 +258,18 @@ void un_dirmemo_free(struct un_dirmemo *m)
 {
 	if (!m)
 		return;
+	size_t held = 0;
+
 	for (size_t j = 0; j < m->n; j++)
-		if (m->slot[j].w)
+		if (m->slot[j].w) {
 			un_watch_put(m->ws, m->slot[j].w);
+			held++;
+		}
+	if (held) {
+		pthread_mutex_lock(&m->ws->lock);
+		m->ws->nentry -= held;
+		pthread_mutex_unlock(&m->ws->lock);
+	}
 	free(m);
 }
 
@@ -270,10 +302,14 @@ static void slot_watch(struct un_watches *ws, struct dirmemo_slot *s, int fd)
 	pthread_mutex_lock(&ws->lock);
 	if (!wd)
 		wd = un_watches_open(ws);
+	if (!wd && ws->nentry >= ws->entry_max)
+		wd = -ENOSPC; /* rule 6 */
 	if (!wd)
 		wd = un_sys_inotify_watch(ws->fd, fd, UN_WATCH_MASK);
 	if (wd >= 0)
 		s->w = un_watch_get(ws, wd);
+	if (s->w)
+		ws->nentry++;
 	pthread_mutex_unlock(&ws->lock);
 	s->off = !s->w;
 }

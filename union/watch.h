@@ -39,6 +39,10 @@ struct un_watches {
 	int fd;		       /* inotify; < 0: unavailable, so nothing is remembered */
 	bool opened;	       /* fd and events were tried (un_watches_open) */
 	_Atomic uint64_t lost; /* events the kernel dropped (IN_Q_OVERFLOW) */
+	/* watches held beyond the listings' layer dirs: a listed directory
+	 * entry's parts (readdir.c invariant 8) and memo slots (watch.c rule
+	 * 6), and at most that many */
+	size_t nentry, entry_max;
 	struct un_watch *buckets[UN_WATCH_BUCKETS];
 	char *events;
 };

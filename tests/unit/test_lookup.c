@@ -1063,7 +1063,7 @@ static void test_dir_stat_memo(void **state)
 }
 
 /* A view of a non-directory that the resolve cache finds (rcache.c rule
- * 14) opens nothing: its name is stat'ed in the parent's instance, and a
+ * 15) opens nothing: its name is stat'ed in the parent's instance, and a
  * change of the file (its size) or of its name (another file put there)
  * shows at the next call. */
 static void test_file_view_opens_nothing(void **state)
@@ -1183,6 +1183,78 @@ static bool times_equal(const struct un_attr *a, const struct un_attr *b)
 	return a->mtime.tv_sec == b->mtime.tv_sec &&
 	       a->mtime.tv_nsec == b->mtime.tv_nsec &&
 	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* A directory whose entry would take the resolve cache past its bound on
+ * descriptors (here 1) is remembered bare (rcache.c rule 14): a view of it
+ * opens nothing and holds no descriptor, gives what un_resolve's whole
+ * object gives (a stat of each part, object.c rule 6), and a name is
+ * looked up in it; a walk through it, and un_resolve, look it up.  Each
+ * change shows at the next resolve: a name added to a lower part (its
+ * ctime), a part made in the middle layer (the parent's), the opaque flag
+ * set on the upper part, which moves only that part's own ctime (settle
+ * time 0; each change waits out a tick). */
+static void test_resolve_cache_bare_dirs(void **state)
+{
+	struct fx *fx = *state;
+	unsigned long opens, xattrs;
+	struct un_obj *v, *o;
+	struct un_attr a, b;
+	struct stat st;
+	un_id d;
+
+	un_lookup_test_settle_ns(0);
+	un_rc_test_fds_max(1);
+	t_file(fx, "u/d/x", "x");
+	t_file(fx, "l1/d/y", "y");
+	t_file(fx, "l3/d/z", "z");
+	t_mkdir(fx, "l2");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1:l2:l3", "u", "w");
+	d = t_id(fx, "d");
+	usleep(20000);
+	resolve_calls(fx, d, 3, &opens, &xattrs); /* remembers d, bare */
+	resolve_calls(fx, d, 3, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+	assert_int_equal(un_resolve_view(fx->ex, d, &v), 0);
+	assert_true(v->bare);
+	assert_int_equal(un_lookup_view(fx->ex, v, "z", &o), 0);
+	assert_int_equal(un_obj_id(o), t_id(fx, "d/z"));
+	un_obj_put(o);
+	un_obj_put(v);
+	assert_int_equal(un_resolve(fx->ex, d, &o), 0);
+	assert_false(o->bare);
+	un_obj_put(o);
+	assert_int_equal(resolve_ninst(fx, t_id(fx, "d/y")), 1);
+	dir_attr(fx, d, &a);
+	merged_times(fx, "u/d:l1/d:l3/d", &b);
+	assert_true(times_equal(&a, &b));
+	assert_int_equal(a.nlink, 1);
+
+	usleep(20000);
+	t_file(fx, "l3/d/n", "n");
+	dir_attr(fx, d, &a);
+	merged_times(fx, "u/d:l1/d:l3/d", &b);
+	assert_true(times_equal(&a, &b));
+
+	usleep(20000);
+	t_file(fx, "l2/d/m", "m");
+	assert_int_equal(resolve_ninst(fx, d), 4);
+	usleep(20000);
+	resolve_calls(fx, d, 4, &opens, &xattrs);
+	resolve_calls(fx, d, 4, &opens, &xattrs);
+	assert_int_equal(opens, 0);
+
+	usleep(20000);
+	t_xattr(fx, "u/d", "trusted.overlay.opaque", "y");
+	resolve_calls(fx, d, 1, &opens, &xattrs);
+	dir_attr(fx, d, &a);
+	assert_int_equal(stat(t_path(fx, "u/d"), &st), 0);
+	assert_int_equal(a.ctime.tv_sec, st.st_ctim.tv_sec); /* its own, unmoved */
+	assert_int_equal(a.ctime.tv_nsec, st.st_ctim.tv_nsec);
+	assert_int_equal(a.nlink, st.st_nlink);
+	un_rc_test_fds_max(0);
+	un_lookup_test_settle_ns(UN_OPAQUE_SETTLE_NS);
 }
 
 /* A merged directory's ctime changes with any of its parts (a client
@@ -1467,6 +1539,7 @@ int main(void)
 	    T_TEST(test_resolve_cache_lower_opaque),
 	    T_TEST(test_resolve_cache_table_changes),
 	    T_TEST(test_merged_dir_times),
+	    T_TEST(test_resolve_cache_bare_dirs),
 	    T_TEST(test_views_follow_changes),
 	    T_TEST(test_injected_failures),
 	    T_TEST(test_export_open_faults),

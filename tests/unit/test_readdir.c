@@ -618,6 +618,68 @@ static void test_listing_attr_follows_layers(void **state)
 	un_obj_put(d);
 }
 
+/* Entry NAME of listing L of D gives, through the listing, what a lookup
+ * and un_getattr give; its attributes to *OUT. */
+static void entry_attr_eq(struct fx *fx, struct un_obj *d, struct un_listing *l,
+			  const char *name, struct un_attr *out)
+{
+	struct un_attr b;
+	struct un_obj *o;
+
+	*out = entry_attr(fx, d, l, name);
+	assert_int_equal(un_lookup(fx->ex, d, name, &o), 0);
+	assert_int_equal(un_getattr(fx->ex, o, &b), 0);
+	un_obj_put(o);
+	assert_memory_equal(out, &b, sizeof(b));
+}
+
+/* A directory's attributes are remembered with a watch on each of its
+ * parts (invariant 8): a second look at a directory merged from the upper
+ * and both lowers makes no stat, and each change of a part shows at the
+ * next look as un_getattr gives it: a name added to a lower part and one
+ * removed from the upper part, which reach no watch of d's own (the ctime,
+ * object.c rule 6), and the upper part's mode. */
+static void test_listing_attr_merged_dirs(void **state)
+{
+	struct fx *fx = *state;
+	struct un_listing *l;
+	struct un_attr a, b;
+	struct un_obj *d;
+
+	t_file(fx, "u/d/sub/x", "1");
+	t_file(fx, "l1/d/sub/y", "1");
+	t_file(fx, "l2/d/sub/z", "1");
+	t_mkdir(fx, "w");
+	t_export(fx, "l1:l2", "u", "w");
+	d = obj(fx, "d");
+	l = listing(fx, d);
+	entry_attr_eq(fx, d, l, "sub", &a);
+	assert_int_equal(a.nlink, 1);
+	un_sys_inject_reset();
+	b = entry_attr(fx, d, l, "sub");
+	assert_memory_equal(&a, &b, sizeof(a));
+	if (local_fs(t_path(fx, "l1")))
+		assert_int_equal(un_sys_calls(UN_SYS_STAT), 0); /* remembered */
+	else
+		print_message("not a local filesystem: nothing is remembered\n");
+
+	pause_tick();
+	t_file(fx, "l2/d/sub/n", "n");
+	entry_attr_eq(fx, d, l, "sub", &b);
+	assert_false(a.ctime.tv_sec == b.ctime.tv_sec &&
+		     a.ctime.tv_nsec == b.ctime.tv_nsec);
+	pause_tick();
+	t_rm(fx, "u/d/sub/x");
+	entry_attr_eq(fx, d, l, "sub", &a);
+	assert_false(a.ctime.tv_sec == b.ctime.tv_sec &&
+		     a.ctime.tv_nsec == b.ctime.tv_nsec);
+	assert_int_equal(chmod(t_path(fx, "u/d/sub"), 0700), 0);
+	entry_attr_eq(fx, d, l, "sub", &a);
+	assert_int_equal(a.mode & 07777, 0700);
+	un_listing_put(l);
+	un_obj_put(d);
+}
+
 /* The verifier of D's listing now. */
 static uint64_t verf_now(struct fx *fx, struct un_obj *d)
 {
@@ -883,6 +945,7 @@ int main(void)
 	    T_TEST(test_entry_ids_follow_table),
 	    T_TEST(test_listing_attr_follows_layers),
 	    T_TEST(test_listing_attr_follows_union),
+	    T_TEST(test_listing_attr_merged_dirs),
 	    T_TEST(test_dots_and_order),
 	    T_TEST(test_seek),
 	    T_TEST(test_forced_collisions),
