@@ -103,6 +103,9 @@
  *     validated component) instead of opening it: the object it gives has
  *     no descriptor (-1), which a view's callers never use (include/union.h,
  *     un_resolve_view).  Rule 6's check is the same, on the same stat.
+ *     That stat comes from the entry's file memo while its parent's watch
+ *     proves it unchanged (watch.c rule 7: a file of one link, at most a
+ *     second old): the memo is the one part of an entry that changes.
  *
  * What ctime does not cover (opaque.c, "not covered") this does not either.
  */
@@ -136,6 +139,9 @@ struct un_rc_entry {
 	bool open;   /* it read them all with no stop: more would be read too */
 	int8_t opq;  /* a directory's last instance's own opaque flag as read;
 		      * -1: not read (rule 11) */
+	/* a non-directory's stat as its parent's watch proves it (rule 15),
+	 * made on first use; it changes, as the object's memo (watch.c) */
+	_Atomic(struct un_filememo *) fmemo;
 	size_t nown; /* its own stamps: obj->ninst, a bare one's (rule 14), 1 */
 	/* nvis of the parent's, then its own NOWN (ctime RC_UNSETTLED if it
 	 * was not settled) */
@@ -175,6 +181,7 @@ void un_rc_put(struct un_rc_entry *e)
 		atomic_fetch_sub(&rc_nfds, e->obj->ninst);
 		un_obj_put(e->obj);
 	}
+	un_filememo_free(atomic_load(&e->fmemo));
 	free(e);
 }
 
@@ -778,10 +785,11 @@ static bool rc_same_file(const struct un_rc_entry *e, const struct stat *st)
  * by another inode, a white-out made over it, or a rename in the layer
  * shows at once: the first two change the parent's ctime or the identity
  * the open finds, the last the parent's ctime and the open's result. */
-static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
-			struct un_obj **next)
+static bool rc_hit_file(struct un_walk *w, struct un_rc_entry *e, struct un_obj **next)
 {
 	const struct un_inst *pi = &w->cur->inst[e->nvis - 1];
+	/* a view's parent: the watches are its owner's (watch.c rule 4) */
+	struct un_obj *p = w->cur->owner ? w->cur->owner : w->cur;
 	const struct un_obj_ident who = {
 	    .id = e->id,
 	    .fileid = e->fileid,
@@ -798,7 +806,8 @@ static bool rc_hit_file(struct un_walk *w, const struct un_rc_entry *e,
 		return false;
 	if (w->view_end) { /* rule 15 */
 		fd = -1;
-		if (un_sys_fstatat(pi->fd, e->name, &st, AT_SYMLINK_NOFOLLOW))
+		if (pi->fd < 0 || un_file_fstatat(w->ex, p, e->nvis - 1, &e->fmemo,
+						  e->name, &w->drained, &st))
 			return false;
 	} else {
 		fd = un_sys_open_beneath(pi->fd, e->name, O_PATH);
@@ -893,7 +902,10 @@ bool un_rc_hit(struct un_walk *w, const struct un_rc_entry *e,
 	}
 	if (e->obj)
 		return rc_hit_dir(w, e, next);
-	return S_ISDIR(e->type) ? rc_hit_bare(w, e, next) : rc_hit_file(w, e, next);
+	if (S_ISDIR(e->type))
+		return rc_hit_bare(w, e, next);
+	/* an entry never changes, but for its file memo (rule 15) */
+	return rc_hit_file(w, (struct un_rc_entry *)e, next);
 }
 
 /* A new entry (one reference) for NAME in cur with NST stamps, the
@@ -913,6 +925,7 @@ static struct un_rc_entry *rc_entry_new(struct un_walk *w, const char *name, siz
 				  .bytes = (uint32_t)bytes};
 	atomic_init(&e->ref, 1);
 	atomic_init(&e->slots, 0);
+	atomic_init(&e->fmemo, NULL);
 	e->name = (char *)(e->st + nst);
 	e->namelen = (uint16_t)len;
 	memcpy(e->name, name, len);

@@ -301,6 +301,7 @@ void un_count_listing(bool hit);
 
 struct un_listing_cache; /* readdir.c */
 struct un_dirmemo;	 /* watch.c */
+struct un_filememo;	 /* watch.c */
 struct un_change;	 /* sync.c */
 
 /* What every node table of a server shares (state.c rule 5 says why each
@@ -1222,5 +1223,13 @@ size_t un_listing_bytes(const struct un_listing *l);
 int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained,
 		 struct stat *st);
 void un_dirmemo_free(struct un_dirmemo *m);
+/* What fstatat of NAME (no symlink followed) in instance J of directory P
+ * gives now: from the memo *SLOT (made on first use) where P's watch on
+ * that instance proves it unchanged, else an fstatat, remembered (watch.c
+ * rule 7).  *DRAINED as un_dir_fstat's. */
+int un_file_fstatat(struct un_export *ex, struct un_obj *p, size_t j,
+		    _Atomic(struct un_filememo *) *slot, const char *name, bool *drained,
+		    struct stat *st);
+void un_filememo_free(struct un_filememo *m);
 
 #endif

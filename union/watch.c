@@ -48,9 +48,21 @@
  *     slots) count in NENTRY and stay under a quarter of that bound
  *     (ENTRY_MAX); past it a slot stats on every call, as a listing's
  *     directory entry does.
+ *  7. A file memo (un_file_fstatat) holds what fstatat of a name in a
+ *     directory instance gave, with GEN of that instance's watch and LOST
+ *     read before it (after a drain), and serves instead of it on the same
+ *     terms as rule 3, with GEN for DGEN: GEN counts every event about a
+ *     name of the dir (its attributes, data, atime; the name added,
+ *     removed or renamed).  What reaches no watch of the dir is what
+ *     readdir.c invariant 8 lists for a listing's remembered attributes (a
+ *     link made to the file from another directory, a write through a
+ *     shared mapping): only a file with one link is remembered, and the
+ *     TTL bounds the rest, as there.  The memo holds its own reference to
+ *     the watch, so it may outlive the directory object it was read in.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +82,17 @@ struct dirmemo_slot {
 	struct un_watch *w; /* a reference, once added */
 	uint64_t dgen, lost;
 	long long at; /* CLOCK_MONOTONIC ns, before the fstat */
+	struct stat st;
+};
+
+/* The memo of one name (rule 7), behind BUSY. */
+struct un_filememo {
+	atomic_bool busy;
+	bool ok;
+	struct un_watches *ws;
+	struct un_watch *w; /* a reference: the watch GEN was read from */
+	uint64_t gen, lost;
+	long long at;
 	struct stat st;
 };
 
@@ -339,6 +362,17 @@ static int slot_fill(const struct un_watches *ws, struct dirmemo_slot *s, int fd
 	return err;
 }
 
+/* Counts the pending events, once a walk (rule 3: *DRAINED). */
+static void drain_once(struct un_watches *ws, bool *drained)
+{
+	if (*drained)
+		return;
+	pthread_mutex_lock(&ws->lock);
+	un_watches_drain(ws);
+	pthread_mutex_unlock(&ws->lock);
+	*drained = true;
+}
+
 int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained,
 		 struct stat *st)
 {
@@ -350,12 +384,7 @@ int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained
 
 	if (!s || s->off || atomic_exchange(&s->busy, true))
 		return un_sys_fstat(o->inst[j].fd, st);
-	if (!*drained) {
-		pthread_mutex_lock(&ws->lock);
-		un_watches_drain(ws);
-		pthread_mutex_unlock(&ws->lock);
-		*drained = true;
-	}
+	drain_once(ws, drained);
 	now = mono_ns();
 	if (!s->w)
 		slot_watch(ws, s, o->inst[j].fd);
@@ -367,5 +396,112 @@ int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained
 			   : un_sys_fstat(o->inst[j].fd, st);
 	}
 	atomic_store(&s->busy, false);
+	return err;
+}
+
+/* ---- the file memo (rule 7) ---- */
+
+void un_filememo_free(struct un_filememo *m)
+{
+	if (!m)
+		return;
+	if (m->w)
+		un_watch_put(m->ws, m->w);
+	free(m);
+}
+
+/* The watch on instance J of directory P, added if need be (a slot of
+ * P's memo holds it), with a reference of the caller's; NULL when there is
+ * none to be had now. */
+static struct un_watch *dir_watch_ref(struct un_watches *ws, struct un_obj *p, size_t j)
+{
+	struct un_dirmemo *m = memo_of(p, ws);
+	struct dirmemo_slot *s = m && j < m->n ? &m->slot[j] : NULL;
+	struct un_watch *w = NULL;
+
+	if (!s || s->off || atomic_exchange(&s->busy, true))
+		return NULL;
+	if (!s->w)
+		slot_watch(ws, s, p->inst[j].fd);
+	if (s->w) {
+		w = s->w;
+		pthread_mutex_lock(&ws->lock);
+		w->refs++;
+		pthread_mutex_unlock(&ws->lock);
+	}
+	atomic_store(&s->busy, false);
+	return w;
+}
+
+/* M for the slot *SLOT, made on first use; NULL without memory. */
+static struct un_filememo *filememo_of(_Atomic(struct un_filememo *) *slot,
+				       struct un_watches *ws)
+{
+	struct un_filememo *m = atomic_load(slot), *none = NULL;
+
+	if (m)
+		return m;
+	m = un_sys_calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->ws = ws;
+	if (atomic_compare_exchange_strong(slot, &none, m))
+		return m;
+	free(m);
+	return none;
+}
+
+/* Whether M's stat holds now, read through watch W (rule 7). */
+static bool filememo_holds(const struct un_filememo *m, const struct un_watch *w,
+			   long long now)
+{
+	return m->ok && m->w == w && !w->dead && w->gen == m->gen &&
+	       m->ws->lost == m->lost && now - m->at < UN_DIRSTAT_TTL_NS;
+}
+
+/* fstatat of NAME in FD into ST, remembered in M when a single-link
+ * non-directory: the counts of W read first (rule 7). */
+static int filememo_fill(struct un_filememo *m, struct un_watch *w, int fd,
+			 const char *name, long long now, struct stat *st)
+{
+	uint64_t gen = w->gen, lost = m->ws->lost;
+	int err = un_sys_fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW);
+
+	m->ok = !err && !S_ISDIR(st->st_mode) && st->st_nlink == 1;
+	if (m->ok) {
+		m->gen = gen;
+		m->lost = lost;
+		m->at = now;
+		m->st = *st;
+	}
+	return err;
+}
+
+int un_file_fstatat(struct un_export *ex, struct un_obj *p, size_t j,
+		    _Atomic(struct un_filememo *) *slot, const char *name, bool *drained,
+		    struct stat *st)
+{
+	struct un_watches *ws = un_state_watches(ex->st);
+	struct un_filememo *m = ws ? filememo_of(slot, ws) : NULL;
+	struct un_watch *w;
+	long long now;
+	int err;
+
+	if (!m || atomic_exchange(&m->busy, true))
+		return un_sys_fstatat(p->inst[j].fd, name, st, AT_SYMLINK_NOFOLLOW);
+	drain_once(ws, drained);
+	w = m->w ? m->w : dir_watch_ref(ws, p, j);
+	if (w && !m->w)
+		m->w = w; /* the reference moves to M */
+	now = mono_ns();
+	if (w && filememo_holds(m, w, now)) {
+		*st = m->st;
+		err = 0;
+	} else if (w) {
+		err = filememo_fill(m, w, p->inst[j].fd, name, now, st);
+	} else {
+		err = un_sys_fstatat(p->inst[j].fd, name, st, AT_SYMLINK_NOFOLLOW);
+	}
+	atomic_store(&m->busy, false);
 	return err;
 }

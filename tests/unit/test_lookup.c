@@ -1069,13 +1069,14 @@ static void test_dir_stat_memo(void **state)
 static void test_file_view_opens_nothing(void **state)
 {
 	struct fx *fx = *state;
-	unsigned long opens, xattrs;
+	unsigned long opens, xattrs, stats;
 	struct un_obj *v;
 	struct un_attr a;
 	un_id f;
 
 	un_lookup_test_settle_ns(SETTLE_TEST_NS);
 	t_file(fx, "l1/a/f", "four");
+	assert_int_equal(chmod(t_path(fx, "l1/a/f"), 0644), 0);
 	t_mkdir(fx, "u");
 	t_mkdir(fx, "w");
 	t_export(fx, "l1", "u", "w");
@@ -1084,11 +1085,22 @@ static void test_file_view_opens_nothing(void **state)
 	resolve_calls(fx, f, 1, &opens, &xattrs); /* remembers a and f */
 	resolve_calls(fx, f, 1, &opens, &xattrs);
 	assert_int_equal(opens, 0);
+	assert_int_equal(resolve_stats(fx, f, &stats), 0644);
+	assert_int_equal(stats, 0); /* the file memo (watch.c rule 7) */
 	t_file(fx, "l1/a/f", "seven!!"); /* the same inode, rewritten */
 	assert_int_equal(un_resolve_view(fx->ex, f, &v), 0);
 	assert_int_equal(un_getattr(fx->ex, v, &a), 0);
 	assert_int_equal(a.size, 7);
 	un_obj_put(v);
+	assert_int_equal(chmod(t_path(fx, "l1/a/f"), 0600), 0);
+	assert_int_equal(resolve_stats(fx, f, &stats), 0600);
+	/* a second link: never remembered, each call stats */
+	assert_int_equal(link(t_path(fx, "l1/a/f"), t_path(fx, "l1/f2")), 0);
+	usleep(1100000); /* the TTL: what no watch of a/ saw shows */
+	assert_int_equal(resolve_stats(fx, f, &stats), 0600);
+	assert_int_equal(resolve_stats(fx, f, &stats), 0600);
+	assert_true(stats > 0);
+	t_rm(fx, "l1/f2");
 	t_rm(fx, "l1/a/f");
 	t_file(fx, "l1/a/f", "x"); /* another inode under the name: its size */
 	assert_int_equal(un_resolve_view(fx->ex, f, &v), 0);
