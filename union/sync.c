@@ -170,23 +170,40 @@ static int seq_run(struct un_seq *s, int (*run)(void *), void *arg)
 	return err;
 }
 
-/* Sleeps while S's count of ended runs is SEEN.  The count of sleepers
- * goes up before the futex reads the word, and seq_wake reads it after the
- * count moved (both sequentially consistent): either the waker sees the
- * sleeper, or the sleeper's futex sees the new count and returns at once. */
-static void seq_sleep(struct un_seq *s, uint32_t seen)
+/* The futex bit of the sleepers of TICKET: when run N ends, every sleeper
+ * holds ticket N or N + 1 (a ticket is the number of the run after the
+ * last one begun, and runs go one at a time), so the parity tells them
+ * apart. */
+static uint32_t ticket_bit(uint64_t ticket)
+{
+	return 1u << (ticket & 1);
+}
+
+/* Sleeps while S's count of ended runs is SEEN, as the holder of TICKET.
+ * The count of sleepers goes up before the futex reads the word, and
+ * seq_wake reads it after the count moved (both sequentially consistent):
+ * either the waker sees the sleeper, or the sleeper's futex sees the new
+ * count and returns at once. */
+static void seq_sleep(struct un_seq *s, uint32_t seen, uint64_t ticket)
 {
 	atomic_fetch_add(&s->sleepers, 1);
-	syscall(SYS_futex, &s->ended, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+	syscall(SYS_futex, &s->ended, FUTEX_WAIT_BITSET_PRIVATE, seen, NULL, NULL,
+		ticket_bit(ticket));
 	atomic_fetch_sub(&s->sleepers, 1);
 }
 
-/* Wakes everyone sleeping on S (after its count of ended runs moved): no
- * system call when no one sleeps. */
-static void seq_wake(struct un_seq *s)
+/* Wakes, once run N of S ended, every sleeper it served (ticket N) and one
+ * of those of run N + 1 to begin it: the others of N + 1 sleep on until it
+ * ends, instead of waking to find it begun (a wake-up is dear on a busy
+ * machine).  No system call when no one sleeps. */
+static void seq_wake(struct un_seq *s, uint64_t n)
 {
-	if (atomic_load(&s->sleepers))
-		syscall(SYS_futex, &s->ended, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	if (!atomic_load(&s->sleepers))
+		return;
+	syscall(SYS_futex, &s->ended, FUTEX_WAKE_BITSET_PRIVATE, INT_MAX, NULL, NULL,
+		ticket_bit(n));
+	syscall(SYS_futex, &s->ended, FUTEX_WAKE_BITSET_PRIVATE, 1, NULL, NULL,
+		ticket_bit(n + 1));
 }
 
 int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg)
@@ -213,10 +230,10 @@ int un_seq_wait(struct un_seq *s, uint64_t ticket, int (*run)(void *), void *arg
 		if (ran) {
 			/* The run was number TICKET (none had ended since the
 			 * ticket was taken): its own result is exact. */
-			seq_wake(s);
+			seq_wake(s, ticket);
 			return err;
 		}
-		seq_sleep(s, seen);
+		seq_sleep(s, seen, ticket);
 	}
 	return atomic_load(&s->failed) >= ticket ? atomic_load(&s->err) : 0;
 }
