@@ -530,10 +530,12 @@ static int fsync_fd(int fd, bool fs)
 static int fsync_run(void *arg)
 {
 	const struct fsync_job *j = arg;
-	uint64_t ticket = un_seq_ticket(&j->st->flushes);
-	uint64_t t0;
+	uint64_t ticket, t0;
 	int err;
 
+	if (j->flush) /* commit what waits, for a flush begun after it */
+		un_node_jobs_drain(j->st);
+	ticket = un_seq_ticket(&j->st->flushes);
 	if (j->flush)
 		un_state_sync_kick(j->st);
 	t0 = un_now_ns();
@@ -715,6 +717,21 @@ static bool change_needs_fs(struct un_export *ex, bool fs, struct un_obj *a,
 	return made && !ex->dirsync_orders;
 }
 
+/* The upper's part of un_sync_now: A's and then B's fsync, or the syncfs;
+ * the last run waits for a flush of the table begun after it began
+ * (fsync_run). */
+static int sync_uppers(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b)
+{
+	int err;
+
+	if (b == a)
+		b = NULL;
+	if (change_needs_fs(ex, fs, a, b))
+		return sync_fs(ex);
+	err = sync_upper(ex, a, !b);
+	return err ? err : sync_upper(ex, b, true);
+}
+
 int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b)
 {
 	uint64_t ticket;
@@ -723,16 +740,24 @@ int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *
 	/* The table's ticket first: a flush begun during the fsyncs below
 	 * serves the change too. */
 	err = un_state_sync_ticket(ex->st, &ticket);
-	if (err)
-		return err;
-	if (b == a)
-		b = NULL;
-	if (change_needs_fs(ex, fs, a, b))
-		err = sync_fs(ex);
-	else {
-		err = sync_upper(ex, a, !b);
-		if (!err)
-			err = sync_upper(ex, b, true);
-	}
+	if (!err)
+		err = sync_uppers(ex, fs, a, b);
 	return err ? err : un_state_sync_wait(ex->st, ticket);
+}
+
+int un_sync_queued(struct un_export *ex, struct un_change *ch, bool made,
+		   struct un_obj *a, struct un_obj *b, struct un_node_job *job)
+{
+	int err = ch->cx->async ? 0 : -un_sys_fault(UN_SYS_SYNC), jerr;
+
+	if (made && ex->dirsync_orders)
+		a = NULL; /* un_sync_made */
+	if (!err && !ch->cx->async)
+		err = sync_uppers(ex, ch->fs, a, b);
+	jerr = un_node_job_wait(ex->st, job);
+	if (jerr || err || ch->cx->async)
+		return jerr ? jerr : err;
+	/* The job's flush ticket was taken after its commit (node.c); the
+	 * run that drained it usually flushed after that already. */
+	return un_state_sync_wait(ex->st, job->flush);
 }
