@@ -31,7 +31,9 @@
  *      queue their write under the lock (un_node_remove_queue,
  *      un_node_assign_queue) and wait for its commit after dropping it, so
  *      that the changes of one directory share commits (node.c, the
- *      writer; its queue keeps their order);
+ *      writer; its queue keeps their order); a sync one waits only after
+ *      its syncs of step 7, whose shared run commits the queue first
+ *      (un_sync_queued: one sleep a change, not two);
  *   7. after the locks are dropped, make the change durable before the
  *      reply (un_sync_change): the upper instances of the objects it made
  *      or changed, each before the directory whose entry names it, then the

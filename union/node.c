@@ -99,8 +99,9 @@
  * which runs the jobs queued meanwhile as one batch with one commit, and
  * dir.c waits for a create's or a remove's job only after it dropped the
  * directory's lock, so changes in one directory do not run one commit at a
- * time.  No transaction rewrites a record it leaves unchanged, and a read
- * transaction decides before a write one begins.
+ * time (on a sync export only after the upper's fsync, whose run commits
+ * the queue: sync.c, un_node_jobs_drain).  No transaction rewrites a record it leaves
+ * unchanged, and a read transaction decides before a write one begins.
  *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
@@ -151,8 +152,11 @@
  *     every change that held the lock before it, and its id is committed
  *     before it leaves the engine, as with one transaction a change.
  * 12. One thread at a time holds the writer's turn (wq_running): the one
- *     that claimed it for a job no batch has taken, or the owner of the
- *     first job queued when a batch ended, to whom it was handed.
+ *     that claimed it for a job no batch has taken, a sync run that found
+ *     none held and jobs queued (un_node_jobs_drain), or the owner of the
+ *     first job queued when a batch ended whose owner waits for it, to whom
+ *     it was handed; with none waiting nobody holds it, and the next owner
+ *     to wait claims it.
  * 13. A read transaction decides a lookup only while no job that may
  *     repoint or forget a name (a bumping one, 10) is queued and
  *     uncommitted (st->node_pending, reads_decide); else the lookup is a

@@ -26,7 +26,10 @@
  * Waiting costs CPU (a context switch is dear on a VM): a waiter sleeps on
  * a futex over the count of ended runs and wakes up only to read it; the
  * mutex is taken to start a run, never to learn that one ended, so the end
- * of a run wakes no herd onto the mutex.
+ * of a run wakes no herd onto the mutex.  When run N ends, its waiters hold
+ * ticket N or N + 1, told apart by the futex bit of the ticket's parity:
+ * the end wakes all of N and one of N + 1, which begins that run, while
+ * the others of N + 1 sleep on until it ends (seq_wake).
  *
  * A change takes its ticket of the table's flush first, then syncs its
  * inodes (fsync_shared), then waits for the flush: a flush begun meanwhile
@@ -40,7 +43,17 @@
  * file no other change shares waits for; it costs a wake-up per run, not
  * per change.  When the syncer is busy with another table's flush, the
  * run finds no flush of its table begun and runs one itself (un_seq_wait):
- * the sum again, never a wait for the other table.  Inodes meet
+ * the sum again, never a wait for the other table.
+ *
+ * A create's or a remove's node-table write is a job of node.c's writer,
+ * queued under the directory's lock: the change goes to its fsyncs without
+ * waiting for that job (un_sync_queued), and the run that fsyncs its last
+ * inode first commits the queued jobs (un_node_jobs_drain) and then takes
+ * its flush ticket, so the job's commit is covered by the flush the run
+ * waits for.  Its waiters wake once, to find job, fsync and flush done,
+ * where they slept for the commit and then for the fsync; a job a batch
+ * under way missed is committed by its owner after the run (it waits for
+ * a flush begun after that commit: the job notes the ticket).  Inodes meet
  * in a table of SLOTS series the state owns (one table for every export:
  * dev and ino name an inode on the machine); a slot serves one inode at a
  * time, bound to it while changes use it, and a change whose slot is bound
