@@ -53,7 +53,9 @@
  * waits for.  Its waiters wake once, to find job, fsync and flush done,
  * where they slept for the commit and then for the fsync; a job a batch
  * under way missed is committed by its owner after the run (it waits for
- * a flush begun after that commit: the job notes the ticket).  Inodes meet
+ * a flush begun after that commit: the job notes the ticket).  Only such a
+ * change's run drains the queue: a COMMIT's fsync, of a file no create
+ * shares, would add a commit to its own wait and serve nobody.  Inodes meet
  * in a table of SLOTS series the state owns (one table for every export:
  * dev and ino name an inode on the machine); a slot serves one inode at a
  * time, bound to it while changes use it, and a change whose slot is bound
@@ -515,11 +517,12 @@ unsigned un_fsyncs_test_sleepers(struct un_state *st)
 
 /* The job of a slot's runs: an fsync of FD's inode (FD: O_PATH), or when FS
  * a syncfs of its filesystem, then, when FLUSH, a flush of ST's table that
- * began after the run did. */
+ * began after the run did; first, when DRAIN (the runner's change has a
+ * table write queued: un_sync_queued), the writer's queue committed. */
 struct fsync_job {
 	int fd;
 	struct un_state *st;
-	bool flush, fs;
+	bool flush, fs, drain;
 };
 
 /* Opens FD for reading and fsyncs it.  With the engine's identity: a sync
@@ -546,7 +549,7 @@ static int fsync_run(void *arg)
 	uint64_t ticket, t0;
 	int err;
 
-	if (j->flush) /* commit what waits, for a flush begun after it */
+	if (j->drain) /* commit what waits, for a flush begun after it */
 		un_node_jobs_drain(j->st);
 	ticket = un_seq_ticket(&j->st->flushes);
 	if (j->flush)
@@ -623,10 +626,10 @@ static bool needs_fs(struct un_export *ex, struct un_obj *o)
 }
 
 /* Flushes the upper instance of O, if it has one, and the table after it
- * when FLUSH. */
-static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush)
+ * when FLUSH, the queue before it when DRAIN too (struct fsync_job). */
+static int sync_upper(struct un_export *ex, struct un_obj *o, bool flush, bool drain)
 {
-	struct fsync_job j = {.st = ex->st, .flush = flush};
+	struct fsync_job j = {.st = ex->st, .flush = flush, .drain = flush && drain};
 
 	if (!o || !un_obj_upper(ex, o) || !syncable(o))
 		return 0;
@@ -661,9 +664,10 @@ int un_sync_change(struct un_export *ex, struct un_change *ch, struct un_obj *a,
 /* The syncfs a change takes instead of its fsyncs when one cannot reach
  * an inode it made or changed: it writes every inode and block of the upper
  * filesystem (the work dir's), A's and B's among them. */
-static int sync_fs(struct un_export *ex)
+static int sync_fs(struct un_export *ex, bool drain)
 {
-	struct fsync_job j = {.fd = ex->tmpfd, .st = ex->st, .flush = true, .fs = true};
+	struct fsync_job j = {
+	    .fd = ex->tmpfd, .st = ex->st, .flush = true, .fs = true, .drain = drain};
 
 	return fsync_shared(&j);
 }
@@ -732,17 +736,18 @@ static bool change_needs_fs(struct un_export *ex, bool fs, struct un_obj *a,
 
 /* The upper's part of un_sync_now: A's and then B's fsync, or the syncfs;
  * the last run waits for a flush of the table begun after it began
- * (fsync_run). */
-static int sync_uppers(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b)
+ * (fsync_run), and when DRAIN first commits the writer's queue. */
+static int sync_uppers(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b,
+		       bool drain)
 {
 	int err;
 
 	if (b == a)
 		b = NULL;
 	if (change_needs_fs(ex, fs, a, b))
-		return sync_fs(ex);
-	err = sync_upper(ex, a, !b);
-	return err ? err : sync_upper(ex, b, true);
+		return sync_fs(ex, drain);
+	err = sync_upper(ex, a, !b, drain);
+	return err ? err : sync_upper(ex, b, true, drain);
 }
 
 int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b)
@@ -754,7 +759,7 @@ int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *
 	 * serves the change too. */
 	err = un_state_sync_ticket(ex->st, &ticket);
 	if (!err)
-		err = sync_uppers(ex, fs, a, b);
+		err = sync_uppers(ex, fs, a, b, false);
 	return err ? err : un_state_sync_wait(ex->st, ticket);
 }
 
@@ -766,7 +771,7 @@ int un_sync_queued(struct un_export *ex, struct un_change *ch, bool made,
 	if (made && ex->dirsync_orders)
 		a = NULL; /* un_sync_made */
 	if (!err && !ch->cx->async)
-		err = sync_uppers(ex, ch->fs, a, b);
+		err = sync_uppers(ex, ch->fs, a, b, true);
 	jerr = un_node_job_wait(ex->st, job);
 	if (jerr || err || ch->cx->async)
 		return jerr ? jerr : err;
