@@ -1124,8 +1124,9 @@ int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *
  * JOB, queued and not yet waited for: the upper's syncs first, whose run
  * commits the queued jobs before it syncs (un_node_jobs_drain), then the
  * wait for JOB and for a flush begun after its commit; so a change
- * usually sleeps once, for the shared run.  JOB's own failure first, else
- * the syncs'; JOB is done on return whatever the result. */
+ * usually sleeps once, for the shared run (where a directory's fsync
+ * orders; else the wait for JOB comes first: sync.c).  JOB's own failure
+ * first, else the syncs'; JOB is done on return whatever the result. */
 int un_sync_queued(struct un_export *ex, struct un_change *ch, bool made,
 		   struct un_obj *a, struct un_obj *b, struct un_node_job *job);
 /* Learns whether a directory's fsync on EX's upper filesystem also makes
