@@ -784,10 +784,11 @@ static int queued_then_sync(struct un_export *ex, struct un_change *ch, bool mad
 int un_sync_queued(struct un_export *ex, struct un_change *ch, bool made,
 		   struct un_obj *a, struct un_obj *b, struct un_node_job *job)
 {
-	int err = ch->cx->async ? 0 : -un_sys_fault(UN_SYS_SYNC), jerr;
+	int err, jerr;
 
 	if (!ex->dirsync_orders) /* design notes: the job, then the syncs */
 		return queued_then_sync(ex, ch, made, a, b, job);
+	err = ch->cx->async ? 0 : -un_sys_fault(UN_SYS_SYNC);
 	if (made)
 		a = NULL; /* un_sync_made */
 	if (!err && !ch->cx->async)
