@@ -19,7 +19,8 @@
 # made in the lower layer and in every build's upper; createremove, renames:
 # 20,000 CREATE+REMOVE pairs and CREATE+RENAME+REMOVE triples, 32 in flight,
 # and renames1 2,000 triples one at a time, durable, in a new directory of
-# the upper); TMPDIR (default
+# the upper; smallfiles: 10,000 x CREATE, 4 KiB WRITE, COMMIT, there too);
+# TMPDIR (default
 # /var/tmp) for the data: 10,000 files, 100,000 names and a 1 GiB file;
 # PORT (default 31000): the first of the loopback ports taken, 10 a build.
 # Root not needed.
@@ -98,6 +99,7 @@ for i in $(seq "$N"); do
 		createremove) args=(--depth=32 --dir=wr --name="cr$i" --count=20000 createremove) ;;
 		renames) args=(--depth=32 --dir=wr --name="rn$i" --count=20000 renames) ;;
 		renames1) args=(--depth=1 --dir=wr --name="ro$i" --count=2000 renames) ;;
+		smallfiles) args=(--depth=32 --dir=wr --name="sf$i" --count=10000 smallfiles) ;;
 		*) echo "ab.sh: unknown row $w" >&2; exit 2 ;;
 		esac
 		order=("${NAMES[@]}")

@@ -16,6 +16,13 @@
  *                                         with group it waits for a syncfs
  *                                         begun after it, one thread running
  *                                         them back to back (group commit)
+ *   nfs_bench localsmall DIR COUNT THREADS [sync|group]
+ *                                         the same for the smallfiles row:
+ *                                         each file made, then 4 KiB written
+ *                                         to it, each of the two waiting as
+ *                                         above (the write: the file's
+ *                                         fdatasync with sync), the files
+ *                                         removed untimed after
  *
  * Workloads (each checks what it got, so that a fast wrong answer fails):
  *   null         NULL calls
@@ -1945,6 +1952,7 @@ struct local_pairs {
 	int dirfd, threads;
 	uint64_t count;
 	enum local_mode mode;
+	bool small; /* localsmall: CREATE, WRITE 4 KiB, COMMIT */
 	_Atomic uint64_t next;
 	_Atomic int failed;
 	/* LOCAL_GROUP: the syncfs runs, numbered; guarded by lock */
@@ -2031,15 +2039,47 @@ static int local_pair(struct local_pairs *lp, uint64_t i)
 	return local_durable(lp, NULL);
 }
 
+/* localsmall's file I: made, durable (as a sync CREATE), 4 KiB written and
+ * durable again (as a COMMIT). */
+static int local_small(struct local_pairs *lp, uint64_t i)
+{
+	static const char data[4096];
+	char name[32];
+	int fd, rc;
+
+	snprintf(name, sizeof(name), "s%07" PRIu64, i);
+	fd = openat(lp->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	rc = local_durable(lp, name);
+	if (!rc)
+		rc = pwrite(fd, data, sizeof(data), 0) == (ssize_t)sizeof(data) ? 0 : -1;
+	if (!rc)
+		rc = lp->mode == LOCAL_SYNC ? fdatasync(fd) : local_durable(lp, NULL);
+	close(fd);
+	return rc;
+}
+
 static void *local_pairs_thread(void *arg)
 {
 	struct local_pairs *lp = arg;
 	uint64_t i;
 
 	while (!lp->failed && (i = lp->next++) < lp->count)
-		if (local_pair(lp, i))
+		if (lp->small ? local_small(lp, i) : local_pair(lp, i))
 			lp->failed = errno;
 	return NULL;
+}
+
+/* Removes localsmall's files (untimed), so that the directory can go. */
+static void local_small_clean(struct local_pairs *lp)
+{
+	char name[32];
+
+	for (uint64_t i = 0; i < lp->count; i++) {
+		snprintf(name, sizeof(name), "s%07" PRIu64, i);
+		unlinkat(lp->dirfd, name, 0);
+	}
 }
 
 /* The mode localpairs' last argument names: "", "sync" or "group". */
@@ -2051,11 +2091,14 @@ static enum local_mode local_mode_of(const char *arg)
 }
 
 /* Prints "LOCAL workload=localpairs ops=N secs=S rate=R unit=pairs/s
- * cpu_us_per_op=P" as the workloads print their RESULT line. */
-static int local_pairs(const char *dir, uint64_t count, int threads, enum local_mode mode)
+ * cpu_us_per_op=P" (localsmall, unit=files/s when SMALL) as the workloads
+ * print their RESULT line. */
+static int local_pairs(const char *dir, uint64_t count, int threads, enum local_mode mode,
+		       bool small)
 {
 	static const char *const suffix[] = {"", "-sync", "-group"};
-	struct local_pairs lp = {.count = count, .threads = threads, .mode = mode};
+	struct local_pairs lp = {
+	    .count = count, .threads = threads, .mode = mode, .small = small};
 	char sub[64];
 	pthread_t *t = calloc((size_t)threads, sizeof(*t)), syncer;
 	int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 1;
@@ -2092,10 +2135,13 @@ static int local_pairs(const char *dir, uint64_t count, int threads, enum local_
 		fprintf(stderr, "localpairs: %s\n", strerror(lp.failed));
 		goto out;
 	}
-	printf("LOCAL workload=localpairs%s ops=%" PRIu64
-	       " secs=%.3f rate=%.1f unit=pairs/s cpu_us_per_op=%.2f\n",
-	       suffix[mode], count, secs, (double)count / secs,
+	printf("LOCAL workload=%s%s ops=%" PRIu64
+	       " secs=%.3f rate=%.1f unit=%s/s cpu_us_per_op=%.2f\n",
+	       small ? "localsmall" : "localpairs", suffix[mode], count, secs,
+	       (double)count / secs, small ? "files" : "pairs",
 	       cpu * 1e6 / (double)count);
+	if (small)
+		local_small_clean(&lp);
 	rc = unlinkat(parent, sub, AT_REMOVEDIR) ? 1 : 0; /* must be empty again */
 out:
 	if (lp.dirfd >= 0)
@@ -2121,7 +2167,7 @@ static void usage(void)
 	    "smallfiles|write|read|reads|copyup|lockpairs\n"
 	    "       nfs_bench genfile PATH BYTES\n"
 	    "       nfs_bench memcpy [MIB]\n"
-	    "       nfs_bench localpairs DIR COUNT THREADS [sync|group]\n");
+	    "       nfs_bench localpairs|localsmall DIR COUNT THREADS [sync|group]\n");
 	exit(2);
 }
 
@@ -2255,9 +2301,11 @@ int main(int argc, char **argv)
 		return genfile(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "memcpy"))
 		return memcpy_bw(argc > 2 ? strtoul(argv[2], NULL, 0) : 256);
-	if (argc >= 5 && !strcmp(argv[1], "localpairs"))
+	if (argc >= 5 &&
+	    (!strcmp(argv[1], "localpairs") || !strcmp(argv[1], "localsmall")))
 		return local_pairs(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]),
-				   local_mode_of(argc > 5 ? argv[5] : ""));
+				   local_mode_of(argc > 5 ? argv[5] : ""),
+				   !strcmp(argv[1], "localsmall"));
 	parse(&b, argc, argv);
 	for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
 		if (!strcmp(workloads[i].name, b.workload))

@@ -40,6 +40,7 @@
 # Beside the table: the kernel's own CREATE+REMOVE rate on the data's
 # filesystem (nfs_bench localpairs): without fsyncs, with an fsync per
 # change, and with a syncfs shared by the changes in flight (kernel_pairs).
+# The same for the smallfiles row (nfs_bench localsmall, kernel_small).
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see bench/README.md).
@@ -670,6 +671,22 @@ only_servers() {
 	done
 }
 
+# kernel_small: the same yardstick for the smallfiles row (nfs_bench
+# localsmall: DEPTH threads make N_SMALL files, each made, then 4 KiB
+# written, and each of the two waiting as kernel_pairs' changes wait)
+kernel_small() {
+	local fs m line
+	[[ " ${ROWS[*]} " == *" smallfiles "* ]] || return 0
+	fs=$(findmnt -n -o FSTYPE,SOURCE -T "$T" | tr -s ' ' | tr ' ' ,)
+	for m in "" sync group; do
+		line=$("$NFS_BENCH" localsmall "$T" "$N_SMALL" "$DEPTH" $m) || { echo "localsmall: failed"; return 0; }
+		awk -v fs="$fs" -v m="$m" -v d="$DEPTH" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			printf "kernel alone, small files (%s, %s threads, %s): %.0f files/s, %.1f us CPU a file\n",
+			fs, d, m == "sync" ? "fsync of each change" : m == "group" ? "a shared syncfs after each change" : "no fsync",
+			v["rate"], v["cpu_us_per_op"] }' <<<"$line"
+	done
+}
+
 # ---- main ----
 
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -816,6 +833,7 @@ echo "all runs passed their checks"
 loopback_limit
 "$NFS_BENCH" memcpy 256
 kernel_pairs
+kernel_small
 [ -n "$UNFS_NOTE" ] && echo "$UNFS_NOTE"
 [ -n "$G65_NOTE" ] && echo "$G65_NOTE"
 exit 0

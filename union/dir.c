@@ -31,7 +31,9 @@
  *      queue their write under the lock (un_node_remove_queue,
  *      un_node_assign_queue) and wait for its commit after dropping it, so
  *      that the changes of one directory share commits (node.c, the
- *      writer; its queue keeps their order);
+ *      writer; its queue keeps their order); a sync one waits only after
+ *      its syncs of step 7, whose shared run commits the queue first
+ *      (un_sync_queued: one sleep a change, not two);
  *   7. after the locks are dropped, make the change durable before the
  *      reply (un_sync_change): the upper instances of the objects it made
  *      or changed, each before the directory whose entry names it, then the
@@ -1002,7 +1004,7 @@ static int create_obj(const struct un_ctx *cx, struct un_export *ex, struct un_o
 	struct nslocks l;
 	bool made = true;
 	size_t len;
-	int err, jerr;
+	int err;
 
 	err = dir_args_check(ex, dir, name, &len);
 	if (err)
@@ -1024,16 +1026,18 @@ static int create_obj(const struct un_ctx *cx, struct un_export *ex, struct un_o
 		err = un_setattr_nosync(ex, &ch, o, sa);
 	}
 	ns_unlock(ex, &l);
-	if (job.fn) { /* queued by create_made: the new object's node */
-		jerr = un_node_job_wait(ex->st, &job);
-		err = err ? err : jerr;
-		if (!err) {
+	/* The object before the entry that names it (design notes, step 7);
+	 * a queued job (create_made's: the new object's node) commits in the
+	 * syncs' run. */
+	if (job.fn && err)
+		(void)un_node_job_wait(ex->st, &job); /* the change failed */
+	else if (job.fn) {
+		err = un_sync_queued(ex, &ch, made && !nb->changed, o, dir, &job);
+		if (!job.err) {
 			o->id = job.id;
 			o->fileid = job.fileid;
 		}
-	}
-	/* The object before the entry that names it (design notes, step 7). */
-	if (!err)
+	} else if (!err)
 		err = made && !nb->changed ? un_sync_made(ex, &ch, o, dir)
 					   : un_sync_change(ex, &ch, o, dir);
 	if (!err && out)
@@ -1219,13 +1223,15 @@ int un_remove(const struct un_ctx *cx, struct un_export *ex, struct un_obj *dir,
 		err = remove_merged(ex, &ch, dir, name, nm.len);
 	}
 	/* Queued in the order of the removal, committed after the lock
-	 * (node.c, the writer). */
+	 * (node.c, the writer), by the run of the syncs (un_sync_queued). */
 	if (!err)
 		un_node_remove_queue(ex->st, ex->root_id, &nm, &job);
 	ns_unlock(ex, &l);
 	if (!err)
-		err = un_node_job_wait(ex->st, &job);
-	return err ? err : change_durable(ex, &ch, dir, NULL, &nm, job.seq);
+		err = un_sync_queued(ex, &ch, false, dir, NULL, &job);
+	if (!err) /* durable: the intent goes (change_durable) */
+		un_node_intent_done(ex->st, &nm, job.seq);
+	return err;
 }
 
 /* Moves upper dir NAME of UDIR into the work dir and removes it there with

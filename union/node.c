@@ -99,8 +99,9 @@
  * which runs the jobs queued meanwhile as one batch with one commit, and
  * dir.c waits for a create's or a remove's job only after it dropped the
  * directory's lock, so changes in one directory do not run one commit at a
- * time.  No transaction rewrites a record it leaves unchanged, and a read
- * transaction decides before a write one begins.
+ * time (on a sync export only after the upper's fsync, whose run commits
+ * the queue: sync.c, un_node_jobs_drain).  No transaction rewrites a record it leaves
+ * unchanged, and a read transaction decides before a write one begins.
  *
  * Invariants
  *  1. Ids are never reused: "next" only grows, and it grows in the same
@@ -151,8 +152,11 @@
  *     every change that held the lock before it, and its id is committed
  *     before it leaves the engine, as with one transaction a change.
  * 12. One thread at a time holds the writer's turn (wq_running): the one
- *     that claimed it for a job no batch has taken, or the owner of the
- *     first job queued when a batch ended, to whom it was handed.
+ *     that claimed it for a job no batch has taken, a sync run that found
+ *     none held and jobs queued (un_node_jobs_drain), or the owner of the
+ *     first job queued when a batch ended whose owner waits for it, to whom
+ *     it was handed; with none waiting nobody holds it, and the next owner
+ *     to wait claims it.
  * 13. A read transaction decides a lookup only while no job that may
  *     repoint or forget a name (a bumping one, 10) is queued and
  *     uncommitted (st->node_pending, reads_decide); else the lookup is a
@@ -1368,8 +1372,10 @@ static void batch_run(struct un_state *st, struct un_node_job *batch,
 		mdb_txn_abort(txn);
 	else if (!err)
 		err = timed_commit(st, txn);
-	for (j = batch; err && j; j = j->next)
+	for (j = batch; j; j = j->next) {
 		j->err = j->err ? j->err : err;
+		j->flush = un_seq_ticket(&st->flushes); /* after the commit */
+	}
 	/* A job fails with ENOSPC only for want of room in the table. */
 	for (j = batch; !err && j; j = j->next)
 		if (j->err == -ENOSPC)
@@ -1400,6 +1406,7 @@ static void job_queue(struct un_state *st, struct un_node_job *j)
 {
 	j->next = NULL;
 	j->taken = false;
+	j->waiting = false;
 	atomic_store(&j->state, JOB_QUEUED);
 	if (j->bump) /* before the caller drops the lock of its change */
 		atomic_fetch_add(&st->node_pending, 1);
@@ -1434,19 +1441,34 @@ static void job_wake(struct un_node_job *j)
 	syscall(SYS_futex, &j->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* The first queued job whose owner waits for it (un_node_job_wait), or
+ * NULL; with wq_lock held.  An owner that queued its job and went on to
+ * other work (a sync run, which drains the queue: un_node_jobs_drain) gets
+ * no turn it would hold up: it takes one when it comes to wait and none
+ * runs. */
+static struct un_node_job *first_waiting(struct un_state *st)
+{
+	struct un_node_job *j = st->wq_head;
+
+	un_assert_locked(&st->wq_lock);
+	while (j && !j->waiting)
+		j = j->next;
+	return j;
+}
+
 /* Ends BATCH: hands the turn to the owner of the first job queued since it
- * began (no other thread can take it in between), and wakes the owners of
- * the batch's jobs.  Once handed on, the turn may end and be taken again
- * while this batch is still being marked: only a job no batch has taken
- * claims it (un_node_job_wait).  An owner may return once its job is done:
- * each job is read before it is marked. */
+ * began whose owner waits (no other thread can take it in between), and
+ * wakes the owners of the batch's jobs.  Once handed on, the turn may end and be taken
+ * again while this batch is still being marked: only a job no batch has taken claims it
+ * (un_node_job_wait).  An owner may return once its job is done: each job is read before
+ * it is marked. */
 static void batch_end(struct un_state *st, struct un_node_job *batch)
 {
 	struct un_node_job *turn, *next;
 	bool asleep = false;
 
 	pthread_mutex_lock(&st->wq_lock);
-	turn = st->wq_head;
+	turn = first_waiting(st);
 	if (turn)
 		asleep = job_set(turn, JOB_RUN);
 	pthread_mutex_unlock(&st->wq_lock);
@@ -1457,7 +1479,7 @@ static void batch_end(struct un_state *st, struct un_node_job *batch)
 	}
 	if (!turn) {
 		pthread_mutex_lock(&st->wq_lock);
-		turn = st->wq_head; /* queued while the jobs were marked */
+		turn = first_waiting(st); /* queued while the jobs were marked */
 		if (turn)
 			asleep = job_set(turn, JOB_RUN);
 		else
@@ -1492,6 +1514,7 @@ int un_node_job_wait(struct un_state *st, struct un_node_job *j)
 	int state;
 
 	pthread_mutex_lock(&st->wq_lock);
+	j->waiting = true; /* batch_end may hand it the turn from now on */
 	if (!st->wq_running && !j->taken) {
 		st->wq_running = true;
 		atomic_store(&j->state, JOB_RUN);
@@ -1506,6 +1529,19 @@ int un_node_job_wait(struct un_state *st, struct un_node_job *j)
 			job_sleep(j);
 	}
 	return j->err;
+}
+
+void un_node_jobs_drain(struct un_state *st)
+{
+	bool turn;
+
+	pthread_mutex_lock(&st->wq_lock);
+	turn = !st->wq_running && st->wq_head;
+	if (turn)
+		st->wq_running = true;
+	pthread_mutex_unlock(&st->wq_lock);
+	if (turn)
+		batch_next(st);
 }
 
 static int write_job(struct un_state *st, struct un_node_job *j)

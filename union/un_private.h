@@ -604,7 +604,9 @@ struct un_node_job {
 	struct un_node_job *next;
 	int err;
 	bool bump;
+	uint64_t flush;	   /* the first flush to begin after its commit */
 	bool taken;	   /* in a batch (node.c, under st->wq_lock) */
+	bool waiting;	   /* its owner waits for it (node.c, under st->wq_lock) */
 	_Atomic int state; /* node.c: queued (its owner asleep or not), its batch's
 			      runner, done */
 };
@@ -647,6 +649,10 @@ void un_node_remove_queue(struct un_state *st, un_id root, const struct un_node_
 /* Returns once JOB's batch has committed, with JOB's result; runs a batch
  * itself when none is running. */
 int un_node_job_wait(struct un_state *st, struct un_node_job *job);
+/* Runs the queued jobs as one batch, unless a batch is under way or none
+ * is queued: a sync run's (sync.c), so that the changes it serves find
+ * their jobs committed when they wake and sleep once, not twice. */
+void un_node_jobs_drain(struct un_state *st);
 /* NM was removed: it names nothing; its node is forgotten (un_resolve
  * answers -ESTALE for it from now on, whatever appears under NM later),
  * unless the node keeps another name that LINK recorded.  A REMOVE intent
@@ -1139,6 +1145,15 @@ int un_sync_made(struct un_export *ex, struct un_change *ch, struct un_obj *o,
 		 struct un_obj *dir);
 /* un_sync_change whatever the caller's context, FS as CH->fs: un_commit. */
 int un_sync_now(struct un_export *ex, bool fs, struct un_obj *a, struct un_obj *b);
+/* un_sync_change (un_sync_made when MADE) of a change whose table write is
+ * JOB, queued and not yet waited for: the upper's syncs first, whose run
+ * commits the queued jobs before it syncs (un_node_jobs_drain), then the
+ * wait for JOB and for a flush begun after its commit; so a change
+ * usually sleeps once, for the shared run (where a directory's fsync
+ * orders; else the wait for JOB comes first: sync.c).  JOB's own failure
+ * first, else the syncs'; JOB is done on return whatever the result. */
+int un_sync_queued(struct un_export *ex, struct un_change *ch, bool made,
+		   struct un_obj *a, struct un_obj *b, struct un_node_job *job);
 /* Learns whether a directory's fsync on EX's upper filesystem also makes
  * durable every inode made before it (ext4 with its journal, xfs), so that
  * a change needs no syncfs for an inode no fsync reaches.  0 or -errno. */
