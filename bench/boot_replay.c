@@ -579,37 +579,6 @@ static const struct proc_ops ops[NFS_PROC_COUNT] = {
 
 /* ---- the replay ---- */
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static long long cpu_ticks(int pid)
-{
-	char path[64], buf[2048], *p;
-	unsigned long long ut, st;
-	FILE *f;
-	size_t n;
-
-	if (pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* the command name may hold spaces and parentheses: skip to the last ')' */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			 &ut, &st) != 2)
-		return -1;
-	return (long long)(ut + st);
-}
-
 static void mark_answered(struct replay *rp, const struct rcall *c)
 {
 	rp->answered_rank[c->rank] = true;
@@ -689,7 +658,7 @@ static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv
 
 	(void)rpc;
 	rp->outstanding--;
-	rp->wait_by_proc[c->proc] += now_s() - c->sent;
+	rp->wait_by_proc[c->proc] += nfs_raw_now() - c->sent;
 	if (status != RPC_STATUS_SUCCESS) {
 		rp->rpc_errors++;
 		fprintf(stderr, "boot_replay: call %td (%s): %s\n", c - rp->calls,
@@ -758,7 +727,7 @@ static void send_call(struct replay *rp, struct rcall *c)
 		}
 	}
 	set_cred(rp, c);
-	c->sent = now_s();
+	c->sent = nfs_raw_now();
 	if (o->send(rp->rpc, on_reply, args, c))
 		die("call %td (%s) not queued: %s", c - rp->calls, proc_names[c->proc],
 		    rpc_get_error(rp->rpc));
@@ -777,7 +746,7 @@ static void send_ready(struct replay *rp)
 
 static void run(struct replay *rp)
 {
-	double last = now_s();
+	double last = nfs_raw_now();
 	uint32_t seen = 0;
 
 	send_ready(rp);
@@ -791,8 +760,8 @@ static void run(struct replay *rp)
 		send_ready(rp);
 		if (rp->answered != seen) {
 			seen = rp->answered;
-			last = now_s();
-		} else if (now_s() - last > STALL_SECS) {
+			last = nfs_raw_now();
+		} else if (nfs_raw_now() - last > STALL_SECS) {
 			die("no reply for %d s (%u of %u calls answered)", STALL_SECS,
 			    rp->answered, rp->ncalls);
 		}
@@ -864,10 +833,11 @@ static void mount_root(struct replay *rp, const struct opts *o)
 {
 	struct fh root;
 	struct slot *s;
-	double end = now_s() + o->wait_s;
+	double end = nfs_raw_now() + o->wait_s;
 	int st;
 
-	while ((st = nfs_raw_mnt(o->mount_port, o->export, &root)) != 0 && now_s() < end)
+	while ((st = nfs_raw_mnt(o->mount_port, o->export, &root)) != 0 &&
+	       nfs_raw_now() < end)
 		usleep(200 * 1000);
 	if (st != 0 || !root.len)
 		die("MNT %s: %s", o->export, nfs_raw_mnt_stat_name(st));
@@ -931,11 +901,11 @@ int main(int argc, char **argv)
 	rp.rpc = nfs_raw_connect(o.nfs_port, NFS_PROG, 3);
 	if (!rp.rpc)
 		exit(1);
-	c0 = cpu_ticks(o.pid);
-	t0 = now_s();
+	c0 = nfs_raw_cpu_ticks(o.pid);
+	t0 = nfs_raw_now();
 	run(&rp);
-	secs = now_s() - t0;
-	report(&rp, secs, c0 < 0 ? -1 : cpu_ticks(o.pid) - c0);
+	secs = nfs_raw_now() - t0;
+	report(&rp, secs, c0 < 0 ? -1 : nfs_raw_cpu_ticks(o.pid) - c0);
 	rpc_destroy_context(rp.rpc);
 	free(rp.fhs);
 	free(rp.rec_only);

@@ -195,39 +195,6 @@ static void fail(struct bench *b, const char *fmt, ...)
 	va_end(ap);
 }
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* utime+stime of PID in clock ticks (all threads), or -1. */
-static long long cpu_ticks(int pid)
-{
-	char path[64], buf[2048], *p;
-	unsigned long long ut, st;
-	FILE *f;
-	size_t n;
-
-	if (pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* the command name may hold spaces and parentheses: skip to the last ')' */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			 &ut, &st) != 2)
-		return -1;
-	return (long long)(ut + st);
-}
-
 /* CPU seconds this process used so far: the client shares the machine's CPUs
  * with the server, so a row where it is near 1 per second is client-bound. */
 static double self_cpu(void)
@@ -242,14 +209,14 @@ static double self_cpu(void)
 static void start_clock(struct bench *b)
 {
 	b->self0 = self_cpu();
-	b->cpu0 = cpu_ticks(b->pid);
-	b->t0 = now();
+	b->cpu0 = nfs_raw_cpu_ticks(b->pid);
+	b->t0 = nfs_raw_now();
 }
 
 static void stop_clock(struct bench *b)
 {
-	b->t1 = now();
-	b->cpu1 = cpu_ticks(b->pid);
+	b->t1 = nfs_raw_now();
+	b->cpu1 = nfs_raw_cpu_ticks(b->pid);
 	b->self1 = self_cpu();
 }
 
@@ -299,7 +266,7 @@ static long long pattern_check(const char *buf, uint64_t seed, uint64_t off, siz
 static int loop(struct bench *b, bool (*done)(struct bench *b, void *arg), void *arg)
 {
 	struct pollfd pfd[64];
-	double last = now();
+	double last = nfs_raw_now();
 	uint64_t seen = b->answered;
 
 	while (!b->failed && !done(b, arg)) {
@@ -317,8 +284,8 @@ static int loop(struct bench *b, bool (*done)(struct bench *b, void *arg), void 
 				fail(b, "connection %d: %s", i, rpc_get_error(b->rpc[i]));
 		if (b->answered != seen) {
 			seen = b->answered;
-			last = now();
-		} else if (now() - last > STALL_SECS) {
+			last = nfs_raw_now();
+		} else if (nfs_raw_now() - last > STALL_SECS) {
 			fail(b, "no answer for %d s", STALL_SECS);
 		}
 	}
@@ -1920,10 +1887,10 @@ static int memcpy_bw(size_t mib)
 	memset(a, 1, n);
 	memset(c, 2, n);
 	for (int k = 0; k < 5; k++) {
-		double t = now();
+		double t = nfs_raw_now();
 
 		memcpy(c, a, n);
-		t = now() - t;
+		t = nfs_raw_now() - t;
 		if ((double)n / t > best)
 			best = (double)n / t;
 		a[k] = c[n - 1 - (size_t)k]; /* keeps the copies observable */
@@ -2114,7 +2081,7 @@ static int local_pairs(const char *dir, uint64_t count, int threads, enum local_
 	pthread_mutex_init(&lp.lock, NULL);
 	pthread_cond_init(&lp.asked, NULL);
 	pthread_cond_init(&lp.ended_cv, NULL);
-	secs = now();
+	secs = nfs_raw_now();
 	cpu = self_cpu();
 	if (mode == LOCAL_GROUP)
 		pthread_create(&syncer, NULL, group_syncer, &lp);
@@ -2129,7 +2096,7 @@ static int local_pairs(const char *dir, uint64_t count, int threads, enum local_
 		pthread_mutex_unlock(&lp.lock);
 		pthread_join(syncer, NULL);
 	}
-	secs = now() - secs;
+	secs = nfs_raw_now() - secs;
 	cpu = self_cpu() - cpu;
 	if (lp.failed) {
 		fprintf(stderr, "localpairs: %s\n", strerror(lp.failed));

@@ -39,8 +39,8 @@
 # TRACE_OPTS replaces strace's -c (e.g. "-e trace=%file,%desc" for every call).
 # Beside the table: the kernel's own CREATE+REMOVE rate on the data's
 # filesystem (nfs_bench localpairs): without fsyncs, with an fsync per
-# change, and with a syncfs shared by the changes in flight (kernel_pairs).
-# The same for the smallfiles row (nfs_bench localsmall, kernel_small).
+# change, and with a syncfs shared by the changes in flight (kernel_alone).
+# The same for the smallfiles row (nfs_bench localsmall, kernel_alone).
 # UNION_THREADS=N gives every union-nfsd N worker threads (default: its own).
 # GANESHA_ENTRIES=N sets Ganesha's MDCACHE Entries_HWMark (default 100,000,
 # which this data set exceeds: see bench/README.md).
@@ -638,22 +638,24 @@ loopback_limit() {
 	wait "$p" 2>/dev/null || true
 }
 
-# kernel_pairs: the createremove row's yardstick, what the kernel alone does
-# of the same work on the same filesystem (nfs_bench localpairs: DEPTH
-# threads, N_PAIRS pairs), as answered before the disk, with an fsync of
-# each change (what a durable server asks of it, unshared), and with each
-# change waiting for a syncfs begun after it, run back to back by one
-# thread (group commit: the ceiling of any durable server at this depth)
-kernel_pairs() {
-	local fs m line
-	[[ " ${ROWS[*]} " == *" createremove "* ]] || return 0
+# kernel_alone ROW WORKLOAD COUNT WHAT UNIT: a row's yardstick, what the
+# kernel alone does of the same work on the same filesystem (nfs_bench
+# WORKLOAD: DEPTH threads, COUNT items), as answered before the disk, with an
+# fsync of each change (what a durable server asks of it, unshared), and
+# with each change waiting for a syncfs begun after it, run back to back by
+# one thread (group commit: the ceiling of any durable server at this
+# depth).  createremove's is localpairs; smallfiles' is localsmall, each
+# file made, then 4 KiB written, each of the two waiting so.
+kernel_alone() {
+	local row=$1 wl=$2 n=$3 what=$4 unit=$5 fs m line
+	[[ " ${ROWS[*]} " == *" $row "* ]] || return 0
 	fs=$(findmnt -n -o FSTYPE,SOURCE -T "$T" | tr -s ' ' | tr ' ' ,)
 	for m in "" sync group; do
-		line=$("$NFS_BENCH" localpairs "$T" "$N_PAIRS" "$DEPTH" $m) || { echo "localpairs: failed"; return 0; }
-		awk -v fs="$fs" -v m="$m" -v d="$DEPTH" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-			printf "kernel alone, CREATE+REMOVE (%s, %s threads, %s): %.0f pairs/s, %.1f us CPU a pair\n",
-			fs, d, m == "sync" ? "fsync of each change" : m == "group" ? "a shared syncfs after each change" : "no fsync",
-			v["rate"], v["cpu_us_per_op"] }' <<<"$line"
+		line=$("$NFS_BENCH" "$wl" "$T" "$n" "$DEPTH" $m) || { echo "$wl: failed"; return 0; }
+		awk -v fs="$fs" -v m="$m" -v d="$DEPTH" -v what="$what" -v unit="$unit" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			printf "kernel alone, %s (%s, %s threads, %s): %.0f %ss/s, %.1f us CPU a %s\n",
+			what, fs, d, m == "sync" ? "fsync of each change" : m == "group" ? "a shared syncfs after each change" : "no fsync",
+			v["rate"], unit, v["cpu_us_per_op"], unit }' <<<"$line"
 	done
 }
 
@@ -668,22 +670,6 @@ only_servers() {
 		else
 			log "== ONLY_SERVERS: $s is not running; left out"
 		fi
-	done
-}
-
-# kernel_small: the same yardstick for the smallfiles row (nfs_bench
-# localsmall: DEPTH threads make N_SMALL files, each made, then 4 KiB
-# written, and each of the two waiting as kernel_pairs' changes wait)
-kernel_small() {
-	local fs m line
-	[[ " ${ROWS[*]} " == *" smallfiles "* ]] || return 0
-	fs=$(findmnt -n -o FSTYPE,SOURCE -T "$T" | tr -s ' ' | tr ' ' ,)
-	for m in "" sync group; do
-		line=$("$NFS_BENCH" localsmall "$T" "$N_SMALL" "$DEPTH" $m) || { echo "localsmall: failed"; return 0; }
-		awk -v fs="$fs" -v m="$m" -v d="$DEPTH" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-			printf "kernel alone, small files (%s, %s threads, %s): %.0f files/s, %.1f us CPU a file\n",
-			fs, d, m == "sync" ? "fsync of each change" : m == "group" ? "a shared syncfs after each change" : "no fsync",
-			v["rate"], v["cpu_us_per_op"] }' <<<"$line"
 	done
 }
 
@@ -832,8 +818,8 @@ fi
 echo "all runs passed their checks"
 loopback_limit
 "$NFS_BENCH" memcpy 256
-kernel_pairs
-kernel_small
+kernel_alone createremove localpairs "$N_PAIRS" CREATE+REMOVE pair
+kernel_alone smallfiles localsmall "$N_SMALL" "small files" file
 [ -n "$UNFS_NOTE" ] && echo "$UNFS_NOTE"
 [ -n "$G65_NOTE" ] && echo "$G65_NOTE"
 exit 0

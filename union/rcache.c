@@ -775,6 +775,19 @@ static bool rc_same_file(const struct un_rc_entry *e, const struct stat *st)
 	return !(S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0));
 }
 
+/* Who E's object is, for un_obj_new. */
+static struct un_obj_ident rc_ident(const struct un_rc_entry *e)
+{
+	return (struct un_obj_ident){
+	    .id = e->id,
+	    .fileid = e->fileid,
+	    .parent = e->parent,
+	    .type = e->type,
+	    .name = e->name,
+	    .len = e->namelen,
+	};
+}
+
 /* Non-directory entry E (parent valid): opens its name again in the
  * parent's instance it was found in (the last one its lookup read: a
  * non-directory ends a lookup), and makes the object from that descriptor
@@ -790,14 +803,7 @@ static bool rc_hit_file(struct un_walk *w, struct un_rc_entry *e, struct un_obj 
 	const struct un_inst *pi = &w->cur->inst[e->nvis - 1];
 	/* a view's parent: the watches are its owner's (watch.c rule 4) */
 	struct un_obj *p = w->cur->owner ? w->cur->owner : w->cur;
-	const struct un_obj_ident who = {
-	    .id = e->id,
-	    .fileid = e->fileid,
-	    .parent = e->parent,
-	    .type = e->type,
-	    .name = e->name,
-	    .len = e->namelen,
-	};
+	const struct un_obj_ident who = rc_ident(e);
 	struct un_obj *o = NULL;
 	struct stat st;
 	int fd;
@@ -849,14 +855,7 @@ static bool rc_hit_bare(struct un_walk *w, const struct un_rc_entry *e,
 			struct un_obj **next)
 {
 	const struct un_rc_stamp *own = &e->st[e->nvis];
-	const struct un_obj_ident who = {
-	    .id = e->id,
-	    .fileid = e->fileid,
-	    .parent = e->parent,
-	    .type = e->type,
-	    .name = e->name,
-	    .len = e->namelen,
-	};
+	const struct un_obj_ident who = rc_ident(e);
 	const struct un_inst *pi;
 	struct un_obj *o;
 	struct stat st;

@@ -510,3 +510,35 @@ int nfs_raw_access(struct rpc_context *rpc, const struct fh *fh, uint32_t want,
 	*granted = o.granted;
 	return o.status;
 }
+
+double nfs_raw_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+long long nfs_raw_cpu_ticks(int pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* the command name may hold spaces and parentheses: skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}

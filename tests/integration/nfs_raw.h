@@ -92,6 +92,10 @@ int nfs_raw_umnt(int port, const char *path);
  * ("MNT3ERR_SERVERFAULT"); -1 is "no reply", a value of neither kind
  * "status N" (in one of four static buffers, so that a printf may name
  * four such; not for tests that call from threads). */
+/* CLOCK_MONOTONIC in seconds. */
+double nfs_raw_now(void);
+/* utime+stime of process PID in clock ticks (all threads), or -1. */
+long long nfs_raw_cpu_ticks(int pid);
 const char *nfs_raw_stat_name(int status);
 const char *nfs_raw_mnt_stat_name(int status);
 

@@ -1086,7 +1086,7 @@ static void test_file_view_opens_nothing(void **state)
 	resolve_calls(fx, f, 1, &opens, &xattrs);
 	assert_int_equal(opens, 0);
 	assert_int_equal(resolve_stats(fx, f, &stats), 0644);
-	assert_int_equal(stats, 0); /* the file memo (watch.c rule 7) */
+	assert_int_equal(stats, 0);	 /* the file memo (watch.c rule 7) */
 	t_file(fx, "l1/a/f", "seven!!"); /* the same inode, rewritten */
 	assert_int_equal(un_resolve_view(fx->ex, f, &v), 0);
 	assert_int_equal(un_getattr(fx->ex, v, &a), 0);
