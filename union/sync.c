@@ -435,12 +435,18 @@ void un_syncer_remove(struct un_state *st)
 	un_seq_destroy(&st->flushes);
 }
 
+/* A table that committed nothing since its last successful flush began is
+ * whole on disk already (flush_job, rule 5): a stable WRITE to a file whose
+ * node is long committed, the most common caller, needs no fdatasync of
+ * the table (the boot replay: one a FILE_SYNC WRITE before). */
 int un_state_sync(struct un_state *st)
 {
 	uint64_t ticket;
 	int err = un_state_sync_ticket(st, &ticket);
 
-	return err ? err : un_state_sync_wait(st, ticket);
+	if (err || !table_dirty(st))
+		return err;
+	return un_state_sync_wait(st, ticket);
 }
 
 int un_state_sync_ticket(struct un_state *st, uint64_t *ticket)
