@@ -1455,10 +1455,7 @@ out:
 
 static long long mono_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return ts_ns(&t);
+	return (long long)un_now_ns();
 }
 
 /* What un_getattr (object.c) gives for entry E of L, whose fileid is ID,

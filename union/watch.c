@@ -66,34 +66,38 @@
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "un_private.h"
 #include "watch.h"
 
 #define EVENTS_BUF	  (16u << 10)
-#define UN_DIRSTAT_TTL_NS 1000000000ll
+#define UN_DIRSTAT_TTL_NS 1000000000u
+
+/* A stat kept by either memo (rules 3, 7): ST holds while the watch's
+ * count (DGEN for a directory's own stat, GEN for a name's) and the lost
+ * count are as read before it was taken, AT (un_now_ns), no longer ago
+ * than UN_DIRSTAT_TTL_NS. */
+struct kept_stat {
+	bool ok;
+	uint64_t count, lost;
+	uint64_t at;
+	struct stat st;
+};
 
 /* One instance's memo (rule 3), behind BUSY. */
 struct dirmemo_slot {
 	atomic_bool busy;
-	bool ok;	    /* ST holds, read at DGEN and LOST */
 	bool off;	    /* no watch to be had: fstat always */
 	struct un_watch *w; /* a reference, once added */
-	uint64_t dgen, lost;
-	long long at; /* CLOCK_MONOTONIC ns, before the fstat */
-	struct stat st;
+	struct kept_stat k; /* its DGEN */
 };
 
 /* The memo of one name (rule 7), behind BUSY. */
 struct un_filememo {
 	atomic_bool busy;
-	bool ok;
 	struct un_watches *ws;
-	struct un_watch *w; /* a reference: the watch GEN was read from */
-	uint64_t gen, lost;
-	long long at;
-	struct stat st;
+	struct un_watch *w; /* a reference: the watch of the name's dir */
+	struct kept_stat k; /* its GEN */
 };
 
 /* The slots of one directory object, one per instance (rule 4). */
@@ -267,22 +271,38 @@ int un_watches_open(struct un_watches *ws)
 	return ws->fd < 0 ? ws->fd : 0;
 }
 
-/* ---- the directory stat memo ---- */
+/* ---- what both memos keep ---- */
 
-static long long mono_ns(void)
+/* Whether K holds now, COUNT being its watch's count now (the caller
+ * drained); a dead watch counts nothing. */
+static bool kept_holds(const struct kept_stat *k, const struct un_watches *ws,
+		       const struct un_watch *w, uint64_t count, uint64_t now)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+	return k->ok && !w->dead && count == k->count && ws->lost == k->lost &&
+	       now - k->at < UN_DIRSTAT_TTL_NS;
 }
+
+/* Keeps ST, taken after COUNT and LOST were read, in K when KEEP. */
+static void kept_fill(struct kept_stat *k, bool keep, uint64_t count, uint64_t lost,
+		      uint64_t now, const struct stat *st)
+{
+	k->ok = keep;
+	if (!keep)
+		return;
+	k->count = count;
+	k->lost = lost;
+	k->at = now;
+	k->st = *st;
+}
+
+/* ---- the directory stat memo ---- */
 
 void un_dirmemo_free(struct un_dirmemo *m)
 {
-	if (!m)
-		return;
 	size_t held = 0;
 
+	if (!m)
+		return;
 	for (size_t j = 0; j < m->n; j++)
 		if (m->slot[j].w) {
 			un_watch_put(m->ws, m->slot[j].w);
@@ -337,28 +357,14 @@ static void slot_watch(struct un_watches *ws, struct dirmemo_slot *s, int fd)
 	s->off = !s->w;
 }
 
-/* Whether S's stat holds now (rule 3); the caller drained. */
-static bool slot_holds(const struct un_watches *ws, const struct dirmemo_slot *s,
-		       long long now)
-{
-	return s->ok && !s->w->dead && s->w->dgen == s->dgen && ws->lost == s->lost &&
-	       now - s->at < UN_DIRSTAT_TTL_NS;
-}
-
 /* Fills slot S from an fstat of FD (rule 3: the counts read first). */
 static int slot_fill(const struct un_watches *ws, struct dirmemo_slot *s, int fd,
-		     long long now, struct stat *st)
+		     uint64_t now, struct stat *st)
 {
 	uint64_t dgen = s->w->dgen, lost = ws->lost;
 	int err = un_sys_fstat(fd, st);
 
-	s->ok = !err;
-	if (!err) {
-		s->dgen = dgen;
-		s->lost = lost;
-		s->at = now;
-		s->st = *st;
-	}
+	kept_fill(&s->k, !err, dgen, lost, now, st);
 	return err;
 }
 
@@ -379,17 +385,17 @@ int un_dir_fstat(struct un_export *ex, struct un_obj *o, size_t j, bool *drained
 	struct un_watches *ws = un_state_watches(ex->st);
 	struct un_dirmemo *m = ws ? memo_of(o, ws) : NULL;
 	struct dirmemo_slot *s = m && j < m->n ? &m->slot[j] : NULL;
-	long long now;
+	uint64_t now;
 	int err;
 
 	if (!s || s->off || atomic_exchange(&s->busy, true))
 		return un_sys_fstat(o->inst[j].fd, st);
 	drain_once(ws, drained);
-	now = mono_ns();
+	now = un_now_ns();
 	if (!s->w)
 		slot_watch(ws, s, o->inst[j].fd);
-	if (s->w && slot_holds(ws, s, now)) {
-		*st = s->st;
+	if (s->w && kept_holds(&s->k, ws, s->w, s->w->dgen, now)) {
+		*st = s->k.st;
 		err = 0;
 	} else {
 		err = s->w ? slot_fill(ws, s, o->inst[j].fd, now, st)
@@ -451,29 +457,16 @@ static struct un_filememo *filememo_of(_Atomic(struct un_filememo *) *slot,
 	return none;
 }
 
-/* Whether M's stat holds now, read through watch W (rule 7). */
-static bool filememo_holds(const struct un_filememo *m, const struct un_watch *w,
-			   long long now)
+/* fstatat of NAME in FD into ST, kept in M when a single-link
+ * non-directory: the counts of M's watch read first (rule 7). */
+static int filememo_fill(struct un_filememo *m, int fd, const char *name, uint64_t now,
+			 struct stat *st)
 {
-	return m->ok && m->w == w && !w->dead && w->gen == m->gen &&
-	       m->ws->lost == m->lost && now - m->at < UN_DIRSTAT_TTL_NS;
-}
-
-/* fstatat of NAME in FD into ST, remembered in M when a single-link
- * non-directory: the counts of W read first (rule 7). */
-static int filememo_fill(struct un_filememo *m, struct un_watch *w, int fd,
-			 const char *name, long long now, struct stat *st)
-{
-	uint64_t gen = w->gen, lost = m->ws->lost;
+	uint64_t gen = m->w->gen, lost = m->ws->lost;
 	int err = un_sys_fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW);
 
-	m->ok = !err && !S_ISDIR(st->st_mode) && st->st_nlink == 1;
-	if (m->ok) {
-		m->gen = gen;
-		m->lost = lost;
-		m->at = now;
-		m->st = *st;
-	}
+	kept_fill(&m->k, !err && !S_ISDIR(st->st_mode) && st->st_nlink == 1, gen, lost,
+		  now, st);
 	return err;
 }
 
@@ -483,22 +476,20 @@ int un_file_fstatat(struct un_export *ex, struct un_obj *p, size_t j,
 {
 	struct un_watches *ws = un_state_watches(ex->st);
 	struct un_filememo *m = ws ? filememo_of(slot, ws) : NULL;
-	struct un_watch *w;
-	long long now;
+	uint64_t now;
 	int err;
 
 	if (!m || atomic_exchange(&m->busy, true))
 		return un_sys_fstatat(p->inst[j].fd, name, st, AT_SYMLINK_NOFOLLOW);
 	drain_once(ws, drained);
-	w = m->w ? m->w : dir_watch_ref(ws, p, j);
-	if (w && !m->w)
-		m->w = w; /* the reference moves to M */
-	now = mono_ns();
-	if (w && filememo_holds(m, w, now)) {
-		*st = m->st;
+	if (!m->w)
+		m->w = dir_watch_ref(ws, p, j); /* the reference is M's */
+	now = un_now_ns();
+	if (m->w && kept_holds(&m->k, ws, m->w, m->w->gen, now)) {
+		*st = m->k.st;
 		err = 0;
-	} else if (w) {
-		err = filememo_fill(m, w, p->inst[j].fd, name, now, st);
+	} else if (m->w) {
+		err = filememo_fill(m, p->inst[j].fd, name, now, st);
 	} else {
 		err = un_sys_fstatat(p->inst[j].fd, name, st, AT_SYMLINK_NOFOLLOW);
 	}
