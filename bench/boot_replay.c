@@ -32,7 +32,8 @@
  *    failure: exit 1 after the RESULT line, with the counts and the first
  *    mismatches on stderr.
  *  - Timing: from the first call sent to the last reply; with --pid the
- *    server's utime+stime (/proc/PID/stat) around it.
+ *    server's utime+stime (/proc/PID/stat) around it.  --calls=FILE writes
+ *    each call's send time and wait, for finding where the time goes.
  *
  * Output: "RESULT workload=bootreplay ops=N secs=S rate=R unit=calls/s
  * cpu_s=C cpu_us_per_op=P mismatches=M allowed=A" (cpu fields -1 without
@@ -72,6 +73,8 @@ struct rcall {
 	uint32_t deps; /* replies recorded before this call was sent */
 	uint32_t rank; /* this call's reply's place among the recorded replies */
 	double sent;   /* when it was sent here */
+	double waited; /* seconds from send to reply here */
+	int live;      /* this server's status */
 	bool has_reply;
 };
 
@@ -658,7 +661,8 @@ static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv
 
 	(void)rpc;
 	rp->outstanding--;
-	rp->wait_by_proc[c->proc] += nfs_raw_now() - c->sent;
+	c->waited = nfs_raw_now() - c->sent;
+	rp->wait_by_proc[c->proc] += c->waited;
 	if (status != RPC_STATUS_SUCCESS) {
 		rp->rpc_errors++;
 		fprintf(stderr, "boot_replay: call %td (%s): %s\n", c - rp->calls,
@@ -666,6 +670,7 @@ static void on_reply(struct rpc_context *rpc, int status, void *data, void *priv
 			status == RPC_STATUS_ERROR ? (char *)data : "cancelled");
 	} else {
 		live = c->proc == 0 ? 0 : *(const int *)data;
+		c->live = live;
 		if (live != rec_status(c)) {
 			if (allowed(rp, c->proc, rec_status(c), live))
 				rp->allowed++;
@@ -771,6 +776,7 @@ static void run(struct replay *rp)
 struct opts {
 	int nfs_port, mount_port, pid, wait_s;
 	const char *export, *trace;
+	const char *calls_out; /* --calls: one line per call, for a profile */
 };
 
 static void parse_allow(struct replay *rp, const char *s)
@@ -790,6 +796,7 @@ static void parse_opts(int argc, char **argv, struct opts *o, struct replay *rp)
 					   {"pid", required_argument, 0, 'p'},
 					   {"wait", required_argument, 0, 'w'},
 					   {"allow", required_argument, 0, 'a'},
+					   {"calls", required_argument, 0, 'c'},
 					   {0, 0, 0, 0}};
 	int c;
 
@@ -814,6 +821,9 @@ static void parse_opts(int argc, char **argv, struct opts *o, struct replay *rp)
 		case 'a':
 			parse_allow(rp, optarg);
 			break;
+		case 'c':
+			o->calls_out = optarg;
+			break;
 		default:
 			exit(2);
 		}
@@ -822,7 +832,8 @@ static void parse_opts(int argc, char **argv, struct opts *o, struct replay *rp)
 		fprintf(
 		    stderr,
 		    "usage: boot_replay [--nfs-port=P] [--mount-port=P] [--export=PATH]"
-		    " [--pid=PID] [--wait=SECS] [--allow=PROC:REC:LIVE]... TRACE\n");
+		    " [--pid=PID] [--wait=SECS] [--allow=PROC:REC:LIVE]..."
+		    " [--calls=FILE] TRACE\n");
 		exit(2);
 	}
 	o->trace = argv[optind];
@@ -876,6 +887,25 @@ static void report(const struct replay *rp, double secs, long long ticks)
 	       rp->allowed);
 }
 
+/* --calls=FILE: "index proc status sent_us waited_us" per call sent, the
+ * send time from the first call; where a replay's time goes, call by call */
+static void write_calls(const struct replay *rp, const char *path, double t0)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		die("%s: cannot write", path);
+	for (uint32_t i = 0; i < rp->ncalls; i++) {
+		const struct rcall *c = &rp->calls[i];
+
+		if (c->sent > 0)
+			fprintf(f, "%u %s %d %.1f %.1f\n", i, proc_names[c->proc],
+				c->live, (c->sent - t0) * 1e6, c->waited * 1e6);
+	}
+	if (fclose(f))
+		die("%s: cannot write", path);
+}
+
 int main(int argc, char **argv)
 {
 	struct replay rp = {0};
@@ -906,6 +936,8 @@ int main(int argc, char **argv)
 	run(&rp);
 	secs = nfs_raw_now() - t0;
 	report(&rp, secs, c0 < 0 ? -1 : nfs_raw_cpu_ticks(o.pid) - c0);
+	if (o.calls_out)
+		write_calls(&rp, o.calls_out, t0);
 	rpc_destroy_context(rp.rpc);
 	free(rp.fhs);
 	free(rp.rec_only);

@@ -26,7 +26,9 @@
 #       ready with DIR's parent as its /srv (run.sh's bootreplay row).
 #
 # Env: BOOTREPLAY_CACHE (above), ROUNDS and SERVERS (bench),
-# BOOTREPLAY_ALLOW (below), BOOTREPLAY_KEEP=1 keeps bench's temp dir.
+# BOOTREPLAY_ALLOW (below), BOOTREPLAY_KEEP=1 keeps bench's temp dir,
+# BOOTREPLAY_CALLS=PREFIX writes each replay's calls, one line each, to
+# PREFIX.KIND.PID (boot_replay --calls).
 #
 # Every replay starts from the same tree, the root as the boot found it:
 #   u1   union-nfsd, one export: lowerdir the cached root, a fresh empty
@@ -151,6 +153,7 @@ one() {
 	local kind=$1 d=$2 nfs=$3 mnt=$4 export=/ rc=0 a g65=
 	local -a allow=()
 	for a in ${BOOTREPLAY_ALLOW:-}; do allow+=(--allow="$a"); done
+	[ -z "${BOOTREPLAY_CALLS:-}" ] || allow+=(--calls="$BOOTREPLAY_CALLS.$kind.$$")
 	rm -rf "$d"
 	mkdir -p "$d"
 	case $kind in

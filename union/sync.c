@@ -486,6 +486,7 @@ struct slot {
 
 struct un_fsyncs {
 	struct slot slot[SLOTS];
+	atomic_uint failed; /* runs whose fsync failed, ever (un_sync_failures) */
 };
 
 int un_fsyncs_new(struct un_fsyncs **out)
@@ -569,6 +570,8 @@ static int fsync_run(void *arg)
 	t0 = un_now_ns();
 	err = fsync_fd(j->fd, j->fs);
 	un_count_timed(&j->st->sh->counters.fsyncs, &j->st->sh->counters.fsync_ns, t0);
+	if (err)
+		atomic_fetch_add(&j->st->fsyncs->failed, 1);
 	return err || !j->flush ? err : un_state_sync_wait(j->st, ticket);
 }
 
@@ -654,6 +657,11 @@ int un_sync_inode(struct un_export *ex, int fd)
 	struct fsync_job j = {.fd = fd, .st = ex->st};
 
 	return fsync_shared(&j);
+}
+
+unsigned un_sync_failures(struct un_state *st)
+{
+	return atomic_load(&st->fsyncs->failed);
 }
 
 int un_sync_made(struct un_export *ex, struct un_change *ch, struct un_obj *o,

@@ -1163,6 +1163,12 @@ int un_sync_probe_fs(struct un_export *ex);
  * context (an `async` caller's COMMIT promises a copied-up file's entry
  * too): copy-ups make what they create durable (copyup.c). */
 int un_sync_inode(struct un_export *ex, int fd);
+/* How many shared fsync runs of ST's exports have failed so far.  A run
+ * reopens its inode, and a writeback error an earlier run already reported
+ * is not reported again to that new descriptor: a writer that read this
+ * count before its write and finds it changed after its run fails too
+ * (write.c rule 4), a false alarm at worst, never a false success. */
+unsigned un_sync_failures(struct un_state *st);
 /* The shared fsyncs of a state (un_state_open). */
 int un_fsyncs_new(struct un_fsyncs **out);
 void un_fsyncs_free(struct un_fsyncs *t);

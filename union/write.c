@@ -16,10 +16,15 @@
  *     (un_open_write): the NFS form of it is an UNCHECKED CREATE of an
  *     existing file.
  *  4. A stable WRITE returns only once its data and the node table are
- *     durable (write_sync: fdatasync for UN_DATA_SYNC, fsync for
- *     UN_FILE_SYNC, then un_state_sync), so the handle the client writes
- *     through survives a crash with the data; COMMIT is a late FILE_SYNC
- *     (un_commit), also under `async`.
+ *     durable (write_sync: an fsync of the inode begun after the write,
+ *     then un_state_sync), so the handle the client writes through
+ *     survives a crash with the data; COMMIT is a late FILE_SYNC
+ *     (un_commit), also under `async`.  The fsync is shared (sync.c's
+ *     slots): the stable WRITEs of one file in flight together (a kernel
+ *     client writing back with FILE_SYNC keeps ten or more) wait for one
+ *     run begun after them instead of one fsync each, and a DATA_SYNC
+ *     write takes the fsync too.  A run that failed while the write was
+ *     under way fails it (un_sync_failures).
  *  5. SETATTR, like every change of names (dir.c), is durable before it
  *     returns (un_setattr, un_sync_change) unless its caller's context is
  *     `async` (union.h, struct un_ctx).
@@ -182,22 +187,27 @@ int un_open_write(struct un_export *ex, struct un_obj *o)
 	return err ? err : un_copyup(ex, NULL, o); /* a regular file: no note */
 }
 
-/* Makes what FD holds as durable as HOW asks, and with any stable write the
+/* Makes O's data as durable as HOW asks, and with any stable write the
  * node table: the reply promises that the data is on stable storage, and
- * the handle the client writes through must survive with it. */
-static int write_sync(struct un_export *ex, int fd, enum un_stable how)
+ * the handle the client writes through must survive with it.  FAILED: the
+ * count of failed fsync runs before the write (rule 4). */
+static int write_sync(struct un_export *ex, struct un_obj *o, enum un_stable how,
+		      unsigned failed)
 {
-	int err = 0;
+	int err;
 
 	if (how == UN_UNSTABLE)
 		return 0;
-	err = how == UN_DATA_SYNC ? un_sys_fdatasync(fd) : un_sys_fsync(fd);
+	err = un_sync_inode(ex, o->inst[0].fd);
+	if (!err && un_sync_failures(ex->st) != failed)
+		err = -EIO;
 	return err ? err : un_state_sync(ex->st);
 }
 
 ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t n,
 		 uint64_t off, enum un_stable how, enum un_stable *committed)
 {
+	unsigned failed;
 	ssize_t w;
 	int fd, err;
 
@@ -214,18 +224,19 @@ ssize_t un_write(struct un_export *ex, struct un_obj *o, const void *buf, size_t
 		err = un_copyup(ex, NULL, o); /* a regular file: no note */
 	if (err)
 		return err;
+	failed = un_sync_failures(ex->st);
 	fd = un_sys_reopen(o->inst[0].fd, O_WRONLY | O_NOCTTY);
 	if (fd < 0)
 		return fd;
 	w = un_sys_pwrite(fd, buf, n, (off_t)off);
+	un_sys_close(fd);
 	if (w >= 0) {
-		err = write_sync(ex, fd, how);
+		err = write_sync(ex, o, how, failed);
 		if (err)
 			w = err;
 		else
 			*committed = how;
 	}
-	un_sys_close(fd);
 	return w;
 }
 

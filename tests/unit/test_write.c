@@ -344,6 +344,125 @@ static void test_oracle_data(void **state)
 		skip();
 }
 
+/* Stable WRITEs of one file in flight together share its fsyncs (write.c
+ * rule 4): A's fsync is held while B and C write; B and C must wait for a
+ * run begun after their writes, one for both. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int begun, fail_first;
+	bool released;
+} ws = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+/* Counts the fsyncs of regular files, holding the first until released. */
+static int ws_hook(int fd, bool begin)
+{
+	struct stat st;
+	int err = 0;
+
+	if (!begin || fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return 0;
+	pthread_mutex_lock(&ws.lock);
+	if (++ws.begun == 1) {
+		pthread_cond_broadcast(&ws.cond);
+		while (!ws.released)
+			pthread_cond_wait(&ws.cond, &ws.lock);
+		err = ws.fail_first;
+	}
+	pthread_mutex_unlock(&ws.lock);
+	return err;
+}
+
+struct ws_write {
+	struct fx *fx;
+	struct un_obj *o;
+	uint64_t off;
+	ssize_t rc;
+};
+
+static void *ws_main(void *arg)
+{
+	struct ws_write *w = arg;
+	enum un_stable c;
+
+	w->rc = un_write(w->fx->ex, w->o, "S", 1, w->off, UN_FILE_SYNC, &c);
+	return NULL;
+}
+
+static bool ws_others_wait(struct fx *fx)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (un_fsyncs_test_sleepers(fx->st) == 2)
+			return true;
+		usleep(5000);
+	}
+	return false;
+}
+
+/* A's held fsync (failing with FAIL, if not 0), B and C written meanwhile,
+ * then A let go; the file's fsyncs in ws.begun. */
+static void ws_scenario(struct fx *fx, int fail, struct ws_write w[3])
+{
+	pthread_t th[3];
+
+	t_file(fx, "u/f", "abcdef");
+	w_export(fx);
+	for (int i = 0; i < 3; i++)
+		w[i] =
+		    (struct ws_write){.fx = fx, .o = walk(fx, "f"), .off = (uint64_t)i};
+	ws.begun = 0;
+	ws.released = false;
+	ws.fail_first = fail;
+	un_sys_test_fsync_hook(ws_hook);
+	assert_int_equal(pthread_create(&th[0], NULL, ws_main, &w[0]), 0);
+	pthread_mutex_lock(&ws.lock);
+	while (ws.begun == 0)
+		pthread_cond_wait(&ws.cond, &ws.lock);
+	pthread_mutex_unlock(&ws.lock);
+	assert_int_equal(pthread_create(&th[1], NULL, ws_main, &w[1]), 0);
+	assert_int_equal(pthread_create(&th[2], NULL, ws_main, &w[2]), 0);
+	assert_true(ws_others_wait(fx));
+	pthread_mutex_lock(&ws.lock);
+	ws.released = true;
+	pthread_cond_broadcast(&ws.cond);
+	pthread_mutex_unlock(&ws.lock);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		un_obj_put(w[i].o);
+	}
+	un_sys_test_fsync_hook(NULL);
+	assert_int_equal(un_fsyncs_test_users(fx->st), 0);
+}
+
+static void test_write_stable_shared(void **state)
+{
+	struct fx *fx = *state;
+	struct ws_write w[3];
+	char buf[16];
+
+	ws_scenario(fx, 0, w);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(w[i].rc, 1);
+	assert_int_equal(ws.begun, 2); /* A's, then one for B and C */
+	assert_int_equal(t_read(fx, "f", buf, sizeof(buf)), 6);
+	assert_memory_equal(buf, "SSSdef", 6);
+}
+
+/* A run that fails while a write is under way fails that write too, though
+ * the run it waited for succeeded: the failed fsync may have met its page
+ * and reported the error only to the descriptor it ran on. */
+static void test_write_stable_shared_error(void **state)
+{
+	struct fx *fx = *state;
+	struct ws_write w[3];
+
+	ws_scenario(fx, EIO, w);
+	assert_int_equal(w[0].rc, -EIO);
+	assert_int_equal(w[1].rc, -EIO);
+	assert_int_equal(w[2].rc, -EIO);
+	assert_int_equal(ws.begun, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +470,8 @@ int main(void)
 	    W_TEST(test_setattr_size),
 	    W_TEST(test_setattr_nothing_no_copyup),
 	    W_TEST(test_write_stability),
+	    W_TEST(test_write_stable_shared),
+	    W_TEST(test_write_stable_shared_error),
 	    W_TEST(test_write_errors),
 	    W_TEST(test_setattr_denied),
 	    W_TEST(test_truncate_faults),
