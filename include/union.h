@@ -53,6 +53,9 @@ struct un_listing; /* one merged directory listing, one directory version */
 
 /* ---- state dir (state.c, node.c) ---- */
 
+/* Sets the process's malloc thresholds the engine is built for (state.c,
+ * "The allocator"): a server calls it once, before it opens a state. */
+void un_malloc_policy(void);
 /* Opens (creating if needed) the state dir DIR: its LMDB node table and its
  * secret key.  One state may back many exports. */
 int un_state_open(const char *dir, struct un_state **out);

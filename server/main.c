@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -227,16 +226,6 @@ static bool ctl_start(struct srv_daemon *d, struct reloader *r, const struct srv
 	rpc_log_fail("%s", err);
 	return false;
 }
-
-/* Large blocks always from their own mapping (at least MMAP_MIN bytes),
- * not after glibc's threshold rose with the first such block freed: LMDB
- * callocs a 2 MiB dirty list for every environment it opens (a client
- * union's own table, docs/gateways.md part 2), and calloc clears a block
- * taken from a thread's arena page by page, making it resident for as
- * long as the union stays open, where a fresh mapping is zero pages the
- * kernel fills only as a write transaction touches them (bench/README.md,
- * "Client unions with tables of their own", has the figures). */
-#define MMAP_MIN (256u << 10)
 
 /* Each connection is an fd: allow as many as the hard limit lets us. */
 static void raise_fd_limit(void)
@@ -485,7 +474,7 @@ int main(int argc, char **argv)
 	}
 	rpc_log_level = o.log_level;
 	signal(SIGPIPE, SIG_IGN);
-	mallopt(M_MMAP_THRESHOLD, MMAP_MIN);
+	un_malloc_policy();
 	raise_fd_limit();
 	test_hooks_from_env();
 	if (!o.foreground)

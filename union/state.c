@@ -131,6 +131,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +285,51 @@ static int keys_open(struct un_shared *sh, const char *dir, const char *key_file
 	return err;
 }
 
+/* The allocator.  node.c's writer runs each job of a batch in a nested
+ * write transaction, and LMDB mallocs a 2 MiB dirty list and a 1 MiB
+ * free-page list for every one.  Taken from a mapping each, that is an
+ * mmap, page faults, and an munmap whose TLB shootdown reaches every CPU
+ * the server runs on, several times a durable change; from a thread's
+ * arena, kept there by a trim threshold above them, it is a few pointer
+ * moves (CREATE+REMOVE, sync, 32 in flight: 4,100 -> 5,200 pairs/s and
+ * 320 -> 260 us of server CPU a pair, bench/README.md).  So blocks up to
+ * ARENA_BLOCK_MAX come from the arenas (un_malloc_policy).
+ *
+ * Except what an environment's open allocates (env_open_mapped): LMDB
+ * callocs a 2 MiB dirty list for every environment (a client union's own
+ * table, docs/gateways.md part 2), and calloc clears a block taken from an
+ * arena page by page, making it resident for as long as the table is
+ * open; from a fresh mapping it is zero pages the kernel fills only as
+ * write transactions touch them (500 client unions: 46 MB against 674,
+ * bench/README.md, "Client unions with tables of their own").  The opens
+ * take turns on mapped_lock, which only they take, and the threshold is
+ * lowered for the open only: another thread's block taken meanwhile comes
+ * from a mapping, as every large block once did. */
+#define ARENA_BLOCK_MAX (4u << 20)   /* a nested transaction's lists, 3 MiB */
+#define ARENA_TRIM_MIN	(16u << 20)  /* a heap's free top kept up to this */
+#define MAPPED_MIN	(256u << 10) /* while an environment opens */
+
+static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void un_malloc_policy(void)
+{
+	mallopt(M_MMAP_THRESHOLD, ARENA_BLOCK_MAX);
+	mallopt(M_TRIM_THRESHOLD, ARENA_TRIM_MIN);
+}
+
+/* mdb_env_open, its blocks from their own mappings (the allocator, above) */
+static int env_open_mapped(MDB_env *env, const char *dir, unsigned flags)
+{
+	int rc;
+
+	pthread_mutex_lock(&mapped_lock);
+	mallopt(M_MMAP_THRESHOLD, MAPPED_MIN);
+	rc = mdb_env_open(env, dir, flags, 0600);
+	mallopt(M_MMAP_THRESHOLD, ARENA_BLOCK_MAX);
+	pthread_mutex_unlock(&mapped_lock);
+	return rc;
+}
+
 static int env_open(struct un_state *st, const char *dir)
 {
 	int dead, rc;
@@ -296,9 +343,9 @@ static int env_open(struct un_state *st, const char *dir)
 		return un_mdb_err(rc);
 	/* MDB_NOTLS: read transactions belong to the call, not the thread, so
 	 * any worker may run any request.  MDB_NOMETASYNC: rule 2. */
-	rc = mdb_env_open(
-	    st->env, dir,
-	    (un_sys_test_no_sync_on() ? MDB_NOSYNC : MDB_NOMETASYNC) | MDB_NOTLS, 0600);
+	rc = env_open_mapped(st->env, dir,
+			     (un_sys_test_no_sync_on() ? MDB_NOSYNC : MDB_NOMETASYNC) |
+				 MDB_NOTLS);
 	if (!rc)
 		mdb_reader_check(st->env, &dead); /* slots of crashed processes */
 	return un_mdb_err(rc);
