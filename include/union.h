@@ -190,6 +190,11 @@ struct un_export_cfg {
 	 * that holds such a table is opened on it whatever this says.  ST is
 	 * the main state (or a table, whose main state is used). */
 	bool own_table;
+	/* Lower ids (union/lowerid.c) also without a key file: for the
+	 * server's own exports, not client unions, whose nodes a server
+	 * without a key file keeps in its main table in the order they come
+	 * (lowerid.c rule 1). */
+	bool lower_ids;
 };
 
 /* The files a writable union keeps in its workdir besides overlayfs' own

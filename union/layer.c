@@ -418,6 +418,7 @@ static int export_open(struct un_state *st, const struct un_export_cfg *cfg,
 	rc = stack_open(ex, cfg, from, err, errlen); /* the id picks the table */
 	if (rc)
 		goto fail;
+	ex->lower_ids = ex->st->sh->lower_ids || cfg->lower_ids;
 	ex->rc.budget = cache_budget(ex, cfg->mem_bytes);
 	if (!cfg->no_layer_index &&
 	    (rc = un_layers_index(ex, cfg->index_best_effort,
@@ -468,6 +469,9 @@ void un_export_close(struct un_export *ex)
 	/* The union's own table outlives every object of the union (its
 	 * listings are the table's) and goes before the lock does, which
 	 * lets the next server open it (workdir.c rule 4). */
+	/* Jobs queued ahead name EX (node.c invariant 16): run before it goes. */
+	if (ex->st)
+		un_node_dones_commit(ex->st);
 	table = ex->table;
 	lockfd = ex->lockfd;
 	un_layers_unindex(ex);

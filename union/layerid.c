@@ -658,9 +658,9 @@ uint64_t un_layer_pathnum(const struct un_export *ex, uint16_t layer, int dirfd,
 	struct un_devino dk;
 	struct stat st;
 
-	if (!ex->st->sh->lower_ids || !l->lxc || key.dev != l->key_dev ||
-	    len > UN_LX_NAME_MAX || un_sys_fstat(dirfd, &st) ||
-	    un_layer_key(ex, layer, &st, &dk) || dk.dev != l->key_dev)
+	if (!ex->lower_ids || !l->lxc || key.dev != l->key_dev || len > UN_LX_NAME_MAX ||
+	    un_sys_fstat(dirfd, &st) || un_layer_key(ex, layer, &st, &dk) ||
+	    dk.dev != l->key_dev)
 		return 0;
 	memcpy(nul, name, len);
 	nul[len] = '\0';

@@ -17,10 +17,13 @@
  * Counter ids stay below 2^63 (node.c), so the two never meet.
  *
  * Rules:
- *  1. Only a state opened with a key file computes ids (st->sh->lower_ids):
- *     without one, the keys of the handles are the state dir's own and no
- *     other gateway could use them anyway, and a counter keeps the table's
- *     keys in the order they are written (roots.c says why that matters).
+ *  1. An export computes ids (ex->lower_ids) when its state was opened
+ *     with a key file, or when the server asks (un_export_cfg.lower_ids:
+ *     its own exports, whose lookups then need not wait for the table,
+ *     node.c invariant 16).  A client union of a server without a key
+ *     file keeps counter ids: its nodes live in the main table with every
+ *     other union's, and a counter keeps that table's keys in the order
+ *     they are written (roots.c says why that matters).
  *  2. Which instance names an object (un_lower_id_of): a non-directory's
  *     top-most one; a directory's lowest one, the last of its instances, as
  *     images are stacked base first and updated on top, so a layer added
@@ -109,7 +112,7 @@ bool un_id_is_lower(un_id id)
 /* Whether layer L of EX has a tag (un_lower_tags gave it one). */
 static bool has_tag(const struct un_export *ex, const struct un_layer *l)
 {
-	return ex->st->sh->lower_ids && l->lower && l->lxc;
+	return ex->lower_ids && l->lower && l->lxc;
 }
 
 /* The top-most layer of EX whose keys have dev KEY_DEV, or NULL. */
@@ -127,7 +130,7 @@ static un_id id_in(const struct un_node_obs *obs, struct un_devino k, uint64_t o
 {
 	const struct un_layer *l;
 
-	if (!obs->ex || !obs->ex->st->sh->lower_ids || obs->root == UN_ID_NONE ||
+	if (!obs->ex || !obs->ex->lower_ids || obs->root == UN_ID_NONE ||
 	    !un_devino_is_key(k))
 		return UN_ID_NONE;
 	l = layer_keyed(obs->ex, k.dev);
@@ -184,7 +187,7 @@ un_id un_lower_root_id(const struct un_export *ex)
 {
 	const struct un_layer *bottom;
 
-	if (!ex->st->sh->lower_ids || !ex->nlayers)
+	if (!ex->lower_ids || !ex->nlayers)
 		return UN_ID_NONE;
 	bottom = &ex->layers[ex->nlayers - 1];
 	if (!bottom->lower || !bottom->lxc)
@@ -230,7 +233,7 @@ int un_lower_path(const struct un_export *ex, un_id id, char **out)
 	int err;
 
 	*out = NULL;
-	if (!ex->st->sh->lower_ids || !un_id_is_lower(id) || !(lx = layer_of(ex, id)))
+	if (!ex->lower_ids || !un_id_is_lower(id) || !(lx = layer_of(ex, id)))
 		return -ESTALE;
 	buf = un_sys_malloc(cap + 1);
 	if (!buf)

@@ -205,6 +205,21 @@
  *     change forgot gets its record back only from the lookup that finds
  *     an object matching it (victim_revive), never by the undo itself: an
  *     object made since may have its inode number.
+ * 16. A LOOKUP's new node of a lower id is answered before its commit
+ *     (assign_ahead): such a handle stands without the table (lowerid.c
+ *     rule 5: the index gives its path), so no crash can make it stale
+ *     while its object stands, and the lookup costs no fdatasync.  Only
+ *     where the writer is sure to give that id: no links group (whose
+ *     fileid is the group's), no record holding the id, no intent of the
+ *     name (ahead_decides); a name of a shared node missed in the links
+ *     index too, so no other name holds its inode's node yet, and all of
+ *     them take the id of the inode's objnum.  Its job is queued with nobody waiting; it
+ *     commits with the next batch that any caller runs, the syncer's drain
+ *     (sync.c rule 5) at the latest, or, once AHEAD_MAX wait, with the
+ *     batch of the lookup that found no room, and batch_end frees it.  A
+ *     later change of the name is queued after it (11), and whoever reads
+ *     a path from the table commits them first (un_node_path: a copy-up
+ *     finds its parents so, a rename its ancestors).
  *
  * Known limits: identity by raw (dev, ino) (the upper; a lower object its
  * index does not know; every record written before the indexes) trusts the
@@ -697,6 +712,10 @@ static void obs_check(const struct un_node_obs *obs)
 
 /* ---- the API of node.c ---- */
 
+/* Lookups' nodes queued ahead at most (invariant 16): past it, a lookup
+ * waits for a batch that commits them all with its own. */
+#define AHEAD_MAX 64
+
 static int roots_mark_txn(struct un_state *st, MDB_txn *txn, const void *arg);
 static int write_job(struct un_state *st, struct un_node_job *j);
 static int call_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j);
@@ -947,6 +966,9 @@ static bool reads_decide(struct un_state *st)
 	return atomic_load(&st->node_pending) == 0;
 }
 
+static int assign_ahead(struct un_state *st, const struct un_node_obs *obs,
+			struct found *f);
+
 int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
 		   un_id *ids, un_id *fileids)
 {
@@ -959,6 +981,8 @@ int un_node_assign(struct un_state *st, const struct un_node_obs *obs, size_t n,
 		return -ENOMEM;
 	if (reads_decide(st))
 		err = batch_read(st, obs, n, tmp, &misses);
+	if (!err && misses == 1 && n == 1 && assign_ahead(st, obs, tmp) == 0)
+		misses = 0;
 	if (!err && misses)
 		err = batch_write(st, obs, n, tmp);
 	for (size_t i = 0; !err && i < n;
@@ -1022,20 +1046,35 @@ static int path_collect(struct un_state *st, MDB_txn *txn, un_id id,
 	return 0;
 }
 
+/* path_collect in a read transaction of its own. */
+static int path_read(struct un_state *st, un_id id, struct un_node_hop **h, size_t *n)
+{
+	MDB_txn *txn;
+	int err = txn_begin(st, false, &txn);
+
+	if (err)
+		return err;
+	err = path_collect(st, txn, id, h, n);
+	mdb_txn_abort(txn);
+	return err;
+}
+
 int un_node_path(struct un_state *st, un_id id, struct un_node_hop **out, size_t *n)
 {
 	struct un_node_hop *h = NULL;
 	size_t cnt = 0;
-	MDB_txn *txn;
 	int err;
 
 	if (id == UN_ID_NONE)
 		return -ESTALE;
-	err = txn_begin(st, false, &txn);
-	if (err)
-		return err;
-	err = path_collect(st, txn, id, &h, &cnt);
-	mdb_txn_abort(txn);
+	err = path_read(st, id, &h, &cnt);
+	if (err == -ESTALE && atomic_load(&st->ahead)) {
+		/* the path may run through nodes queued ahead (16) */
+		free(h);
+		h = NULL;
+		un_node_ahead_commit(st);
+		err = path_read(st, id, &h, &cnt);
+	}
 	if (err) {
 		free(h);
 		return err;
@@ -1456,6 +1495,13 @@ static struct un_node_job *first_waiting(struct un_state *st)
 	return j;
 }
 
+/* A job answered ahead, run: nobody waits for it (invariant 16). */
+static void ahead_free(struct un_state *st, struct un_node_job *j)
+{
+	atomic_fetch_sub(&st->ahead, 1);
+	free(j); /* the start of its struct ahead_job */
+}
+
 /* Ends BATCH: hands the turn to the owner of the first job queued since it
  * began whose owner waits (no other thread can take it in between), and
  * wakes the owners of the batch's jobs.  Once handed on, the turn may end and be taken
@@ -1474,7 +1520,9 @@ static void batch_end(struct un_state *st, struct un_node_job *batch)
 	pthread_mutex_unlock(&st->wq_lock);
 	for (; batch; batch = next) {
 		next = batch->next;
-		if (job_set(batch, JOB_DONE))
+		if (batch->ahead)
+			ahead_free(st, batch);
+		else if (job_set(batch, JOB_DONE))
 			job_wake(batch);
 	}
 	if (!turn) {
@@ -2651,11 +2699,23 @@ static int nothing_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	return 0;
 }
 
-void un_node_dones_commit(struct un_state *st)
+void un_node_ahead_commit(struct un_state *st)
 {
 	struct un_node_job j = {.fn = call_txn, .call = nothing_txn};
 
-	if (st->intents_done)
+	if (atomic_load(&st->ahead))
+		write_job(st, &j);
+}
+
+void un_node_dones_commit(struct un_state *st)
+{
+	struct un_node_job j = {.fn = call_txn, .call = nothing_txn};
+	bool queued;
+
+	pthread_mutex_lock(&st->wq_lock);
+	queued = st->intents_done || st->wq_head; /* jobs queued ahead (16) */
+	pthread_mutex_unlock(&st->wq_lock);
+	if (queued)
 		write_job(st, &j);
 }
 
@@ -2666,6 +2726,80 @@ void un_node_dones_free(struct un_state *st)
 		free(d);
 	}
 	st->intents_done = NULL;
+}
+
+/* ---- lookups answered ahead of their commit (invariant 16) ---- */
+
+/* A lookup's node answered ahead of its commit (invariant 16): the job,
+ * the copy of the observation it runs on, and nobody waiting for it. */
+struct ahead_job {
+	struct un_node_job job; /* first: batch_end frees the whole */
+	struct un_devino inst[UN_LAYERS_MAX], raw[UN_LAYERS_MAX];
+	char name[UN_NAME_MAX + 1];
+};
+
+static int ahead_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
+{
+	struct found f = {UN_ID_NONE, UN_ID_NONE};
+
+	return assign_txn(st, txn, &(struct assign_args){&j->obs, 1, &f});
+}
+
+/* Whether the writer, running OBS's job after the jobs queued now, would
+ * give it the lower id LID: no record holds LID (id_choose) and no intent
+ * of OBS's name would be adopted instead (intent_adopt); read in a read
+ * transaction begun after the miss.  A change that could alter either
+ * after this read is queued after the job (a rename's intent commits
+ * before the rename, a record of LID is only ever its own object's). */
+static int ahead_decides(struct un_state *st, const struct un_node_obs *obs, un_id lid)
+{
+	uint8_t buf[INTENT_VAL_MAX], key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	struct intent_view iv;
+	MDB_txn *txn;
+	int err = txn_begin(st, false, &txn);
+
+	if (err)
+		return err;
+	be64_put(key, lid);
+	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v)); /* id_choose's test */
+	if (err == -ENOENT)
+		err = intent_get(
+		    st, txn, &(struct un_node_name){obs->parent, obs->name, obs->namelen},
+		    buf, &iv);
+	mdb_txn_abort(txn);
+	return err == -ENOENT ? 0 : err ? err : -EEXIST;
+}
+
+/* Queues OBS's job with nobody waiting for it, when it may be answered
+ * ahead (invariant 16): *F gets the id, or -EAGAIN (the caller waits). */
+static int assign_ahead(struct un_state *st, const struct un_node_obs *obs,
+			struct found *f)
+{
+	un_id lid = un_lower_id_of(obs);
+	struct ahead_job *a;
+	int err;
+
+	if (lid == UN_ID_NONE || obs->links == UN_LINKS_GROUP || obs->pinned ||
+	    obs->ninst > UN_LAYERS_MAX)
+		return -EAGAIN;
+	err = atomic_load(&st->ahead) < AHEAD_MAX ? ahead_decides(st, obs, lid) : -EAGAIN;
+	a = err ? NULL : un_sys_malloc(sizeof(*a));
+	if (!a)
+		return -EAGAIN;
+	a->job = (struct un_node_job){.fn = ahead_txn, .obs = *obs, .ahead = true};
+	memcpy(a->inst, obs->inst, obs->ninst * sizeof(a->inst[0]));
+	if (obs->raw)
+		memcpy(a->raw, obs->raw, obs->ninst * sizeof(a->raw[0]));
+	memcpy(a->name, obs->name, obs->namelen);
+	a->name[obs->namelen] = '\0';
+	a->job.obs.inst = a->inst;
+	a->job.obs.raw = obs->raw ? a->raw : NULL;
+	a->job.obs.name = a->name;
+	atomic_fetch_add(&st->ahead, 1);
+	job_queue(st, &a->job);
+	*f = (struct found){lid, lid}; /* node_create's but for a group */
+	return 0;
 }
 
 /* ---- a reset of the upper layer ---- */

@@ -348,7 +348,10 @@ static void *syncer_main(void *arg)
 		st->sync_due_ns = now + PERIOD_NS;
 		sh->sync_busy = st; /* un_syncer_remove waits for it */
 		pthread_mutex_unlock(&sh->sync_lock);
-		/* A failure is retried next period: flushed stays behind. */
+		/* Lookups' nodes queued ahead (node.c invariant 16) commit
+		 * first.  A failure is retried next period: flushed stays
+		 * behind. */
+		un_node_jobs_drain(st);
 		if (kicked || table_dirty(st))
 			flush_after_now(st);
 		pthread_mutex_lock(&sh->sync_lock);

@@ -381,6 +381,9 @@ struct un_state {
 	/* node.c: intents whose changes are durable, deleted by the next batch
 	 * (un_node_intent_done; under wq_lock) */
 	struct un_intent_done *intents_done;
+	/* node.c: lookups' nodes queued and answered ahead of their commit
+	 * (invariant 16), not yet run */
+	atomic_uint ahead;
 
 	/* sync.c: the table's place among the syncer's (sh->sync_lock) */
 	struct un_state *sync_next, *sync_prev;
@@ -580,7 +583,11 @@ struct un_intent_done {
 	uint16_t len;
 	char name[UN_NAME_MAX];
 };
-/* Commits the deletions un_node_intent_done queued (at a clean close). */
+/* Commits the jobs queued ahead (node.c invariant 16), if any. */
+void un_node_ahead_commit(struct un_state *st);
+/* Commits the deletions un_node_intent_done queued and the jobs queued
+ * ahead (node.c invariant 16), which name their export: at a clean close
+ * of a table, and of an export before it goes. */
 void un_node_dones_commit(struct un_state *st);
 /* Frees the intents_done list of ST (what it lists stays in the table for
  * the next start to settle). */
@@ -606,6 +613,7 @@ struct un_node_job {
 	bool bump;
 	uint64_t flush;	   /* the first flush to begin after its commit */
 	bool taken;	   /* in a batch (node.c, under st->wq_lock) */
+	bool ahead;	   /* nobody waits: the batch frees it (invariant 16) */
 	bool waiting;	   /* its owner waits for it (node.c, under st->wq_lock) */
 	_Atomic int state; /* node.c: queued (its owner asleep or not), its batch's
 			      runner, done */
@@ -879,6 +887,7 @@ struct un_export {
 	 * a reference of its own (un_state_table_get); NULL: none */
 	struct un_state *table;
 	bool dirsync_orders;  /* a dir's fsync carries new inodes (sync.c) */
+	bool lower_ids;	      /* computes lower ids (lowerid.c rule 1) */
 	atomic_bool wh_xattr; /* write white-outs in the xattr form (dir.c) */
 	atomic_bool gone;     /* its upper or work dir was removed (reset.c) */
 	/* What opening its indexes leaves to do: its stack record and the

@@ -214,6 +214,7 @@ static struct un_export_cfg export_cfg(const struct srv *s,
 	     * of a file made through one gateway would name another's on the
 	     * next, whose counter hands out the same ids. */
 	    .own_table = s->union_tables,
+	    .lower_ids = true, /* lowerid.c rule 1 */
 	};
 }
 

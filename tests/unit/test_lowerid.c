@@ -4,7 +4,9 @@
  * every lower object the same node id, fileid and directory verifier, and
  * each resolves the other's ids before it looked anything up; a layer
  * added on top keeps them; an id whose path is hidden is stale; without a
- * key file ids come from the counter; a key file others can read, or of
+ * key file ids come from the counter, unless the export asks for lower
+ * ids, whose LOOKUPs then answer before the table commits them and whose
+ * handles outlive a crash before that commit; a key file others can read, or of
  * another size, is refused; colliding tags give counter ids, and say so;
  * a lower twice in a stack is refused; the names of a lower inode with
  * several links in a writable union have ids and a fileid of their own
@@ -72,6 +74,10 @@ static void note(const char *line)
 	snprintf(notes + n, sizeof(notes) - n, "%s\n", line);
 }
 
+/* The server's own exports ask for lower ids without a key file
+ * (un_export_cfg.lower_ids); client unions do not. */
+static bool gw_lower_ids;
+
 /* A gateway: state dir STATE (keyed with KEY, or NULL) serving the export
  * PATH over LOWERS, top-most first, relative to the base, and with RW the
  * upper STATE.up and work dir STATE.wk. */
@@ -80,7 +86,8 @@ static void gw_open_as(struct fx *fx, struct gw *g, const char *state, const cha
 {
 	char lp[UN_LAYERS_MAX][PATH_MAX], up[PATH_MAX], wk[PATH_MAX], err[256];
 	const char *lv[UN_LAYERS_MAX];
-	struct un_export_cfg cfg = {.path = path, .lowerdirs = lv, .nlower = n};
+	struct un_export_cfg cfg = {
+	    .path = path, .lowerdirs = lv, .nlower = n, .lower_ids = gw_lower_ids};
 	char keypath[PATH_MAX];
 
 	for (size_t i = 0; i < n; i++) {
@@ -430,6 +437,72 @@ static void test_linked_names_rw(void **state)
 	gw_close(&a);
 }
 
+/* Whether the table maps the top-level NAME of G's export to a node (a
+ * read that commits nothing queued, as un_node_path would). */
+static bool in_table(struct gw *g, const char *name)
+{
+	un_id id;
+
+	return un_node_name_id(g->st,
+			       &(struct un_node_name){g->ex->root_id, name, strlen(name)},
+			       &id) == 0;
+}
+
+/* The server's own export without a key file takes lower ids, and its
+ * LOOKUPs answer them before their commit (node.c invariant 16): the table
+ * holds none of them yet, and a process that dies before it commits them
+ * leaves handles that still resolve, to the same objects, by the index. */
+static void test_lookup_ahead(void **state)
+{
+	static const char *const la[] = {"ga/l1", "ga/l2"};
+	struct fx *fx = *state;
+	un_id ids[NPATHS];
+	int fds[2], status;
+	struct un_obj *o;
+	struct gw a;
+	pid_t pid;
+
+	layers(fx, "ga");
+	gw_lower_ids = true;
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* looks every path up, and dies with nothing closed */
+		bool ok = true;
+
+		gw_open(fx, &a, "sa", NULL, la, 2);
+		for (size_t i = 1; i < NPATHS; i++) {
+			ids[i] = gw_id(&a, paths[i], NULL);
+			ok = ok && un_id_is_lower(ids[i]);
+			if (!strchr(paths[i], '/'))
+				ok = ok && !in_table(&a, paths[i]);
+		}
+		ok = ok && ids[3] == ids[5]; /* one node for a read-only inode's names */
+		ok = ok && write(fds[1], ids, sizeof(ids)) == (ssize_t)sizeof(ids);
+		_exit(ok ? 0 : 1);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], ids, sizeof(ids)), (ssize_t)sizeof(ids));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	gw_open(fx, &a, "sa", NULL, la, 2);
+	for (size_t i = NPATHS; i-- > 1;) {
+		assert_int_equal(un_resolve(a.ex, ids[i], &o), 0);
+		assert_int_equal(un_obj_id(o), ids[i]);
+		un_obj_put(o);
+	}
+	for (size_t i = 1; i < NPATHS; i++)
+		assert_int_equal(gw_id(&a, paths[i], NULL), ids[i]);
+	gw_close(&a); /* commits what was queued ahead */
+	gw_open(fx, &a, "sa", NULL, la, 2);
+	for (size_t i = 1; i < NPATHS; i++)
+		assert_true(strchr(paths[i], '/') || in_table(&a, paths[i]));
+	gw_close(&a);
+	gw_lower_ids = false;
+}
+
 static int tags_teardown(void **state)
 {
 	un_lower_test_tag_bits(24);
@@ -442,6 +515,7 @@ int main(void)
 	    T_TEST(test_same_ids_across_states),
 	    T_TEST(test_id_name),
 	    T_TEST(test_no_key_file),
+	    T_TEST(test_lookup_ahead),
 	    cmocka_unit_test_setup_teardown(test_tag_collision, t_setup, tags_teardown),
 	    cmocka_unit_test_setup_teardown(test_exports_collide, t_setup, tags_teardown),
 	    T_TEST(test_lower_twice),
