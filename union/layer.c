@@ -466,12 +466,12 @@ void un_export_close(struct un_export *ex)
 
 	if (!ex)
 		return;
+	/* Jobs queued ahead name EX (node.c invariant 16): run before it goes. */
+	if (ex->st)
+		un_node_ahead_commit(ex->st);
 	/* The union's own table outlives every object of the union (its
 	 * listings are the table's) and goes before the lock does, which
 	 * lets the next server open it (workdir.c rule 4). */
-	/* Jobs queued ahead name EX (node.c invariant 16): run before it goes. */
-	if (ex->st)
-		un_node_dones_commit(ex->st);
 	table = ex->table;
 	lockfd = ex->lockfd;
 	un_layers_unindex(ex);

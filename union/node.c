@@ -2699,24 +2699,24 @@ static int nothing_txn(struct un_state *st, MDB_txn *txn, const void *arg)
 	return 0;
 }
 
-void un_node_ahead_commit(struct un_state *st)
+/* Runs a batch with whatever is queued: every job before it commits. */
+static void queue_commit(struct un_state *st)
 {
 	struct un_node_job j = {.fn = call_txn, .call = nothing_txn};
 
+	write_job(st, &j);
+}
+
+void un_node_ahead_commit(struct un_state *st)
+{
 	if (atomic_load(&st->ahead))
-		write_job(st, &j);
+		queue_commit(st);
 }
 
 void un_node_dones_commit(struct un_state *st)
 {
-	struct un_node_job j = {.fn = call_txn, .call = nothing_txn};
-	bool queued;
-
-	pthread_mutex_lock(&st->wq_lock);
-	queued = st->intents_done || st->wq_head; /* jobs queued ahead (16) */
-	pthread_mutex_unlock(&st->wq_lock);
-	if (queued)
-		write_job(st, &j);
+	if (st->intents_done)
+		queue_commit(st);
 }
 
 void un_node_dones_free(struct un_state *st)

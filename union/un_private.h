@@ -583,11 +583,10 @@ struct un_intent_done {
 	uint16_t len;
 	char name[UN_NAME_MAX];
 };
-/* Commits the jobs queued ahead (node.c invariant 16), if any. */
+/* Commits the jobs queued ahead (node.c invariant 16), if any: they name
+ * their export, which closes only after them. */
 void un_node_ahead_commit(struct un_state *st);
-/* Commits the deletions un_node_intent_done queued and the jobs queued
- * ahead (node.c invariant 16), which name their export: at a clean close
- * of a table, and of an export before it goes. */
+/* Commits the deletions un_node_intent_done queued (at a clean close). */
 void un_node_dones_commit(struct un_state *st);
 /* Frees the intents_done list of ST (what it lists stays in the table for
  * the next start to settle). */
