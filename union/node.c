@@ -619,19 +619,26 @@ static void clash_note(struct un_state *st, MDB_txn *txn, const struct un_node_o
 		  id, root);
 }
 
+/* Whether a record holds ID, whatever it says: 0, -ENOENT, or -errno. */
+static int id_held(struct un_state *st, MDB_txn *txn, un_id id)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+
+	be64_put(key, id);
+	return un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+}
+
 /* The id of a new node OBS: PREFER (a lower id, lowerid.c rule 4) when it
  * is not UN_ID_NONE and no record holds it, else the counter's next. */
 static int id_choose(struct un_state *st, MDB_txn *txn, const struct un_node_obs *obs,
 		     un_id prefer, un_id *id)
 {
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
 	int err;
 
 	if (prefer == UN_ID_NONE)
 		return id_alloc(st, txn, id);
-	be64_put(key, prefer);
-	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v));
+	err = id_held(st, txn, prefer);
 	if (err == -ENOENT) {
 		*id = prefer;
 		return 0;
@@ -2753,16 +2760,14 @@ static int ahead_txn(struct un_state *st, MDB_txn *txn, struct un_node_job *j)
  * before the rename, a record of LID is only ever its own object's). */
 static int ahead_decides(struct un_state *st, const struct un_node_obs *obs, un_id lid)
 {
-	uint8_t buf[INTENT_VAL_MAX], key[8];
-	MDB_val k = {sizeof(key), key}, v;
+	uint8_t buf[INTENT_VAL_MAX];
 	struct intent_view iv;
 	MDB_txn *txn;
 	int err = txn_begin(st, false, &txn);
 
 	if (err)
 		return err;
-	be64_put(key, lid);
-	err = un_mdb_err(mdb_get(txn, st->db_nodes, &k, &v)); /* id_choose's test */
+	err = id_held(st, txn, lid); /* id_choose's test */
 	if (err == -ENOENT)
 		err = intent_get(
 		    st, txn, &(struct un_node_name){obs->parent, obs->name, obs->namelen},
